@@ -1,0 +1,184 @@
+// Example "bookstore" HTTP service used by fleetroll's demos and tests.
+// Plain Node (no dependencies) so it runs with a bare `node` binary in a minimal image.
+//
+// Environment (all optional):
+//   PORT                       listen port (default 8080)
+//   APP_VERSION                version this build reports (default "0.0.0")
+//   REPORT_VERSION             report this instead of APP_VERSION (simulates a mis-tagged build)
+//   WARMUP_SECONDS             not ready for this long after start (default 0)
+//   PRESTOP_SECONDS            after SIGTERM: keep serving, report not-ready, this long (default 2)
+//   BROKEN_NEVER_READY=1       readiness never passes
+//   CRASH_AFTER_READY_SECONDS  exit 1 this many seconds after becoming ready
+//   ORDER_DELAY_MS             POST /api/orders latency (default 200)
+import http from 'node:http';
+
+function num(name, def) {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return def;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < 0) {
+    console.log(`invalid ${name}; using the default`);
+    return def;
+  }
+  return n;
+}
+
+const PORT = num('PORT', 8080);
+const APP_VERSION = process.env.APP_VERSION || '0.0.0';
+const VERSION = process.env.REPORT_VERSION || APP_VERSION;
+const WARMUP_SECONDS = num('WARMUP_SECONDS', 0);
+const PRESTOP_SECONDS = num('PRESTOP_SECONDS', 2);
+const BROKEN_NEVER_READY = process.env.BROKEN_NEVER_READY === '1';
+const CRASH_AFTER_READY_SECONDS = process.env.CRASH_AFTER_READY_SECONDS
+  ? num('CRASH_AFTER_READY_SECONDS', 0)
+  : undefined;
+const ORDER_DELAY_MS = num('ORDER_DELAY_MS', 200);
+const HARD_EXIT_MS = 25_000;
+
+const log = (event, extra = '') =>
+  console.log(`${new Date().toISOString()} [bookstore ${VERSION}] ${event}${extra ? ' ' + extra : ''}`);
+
+const BOOKS = [
+  { id: 1, title: 'The Pragmatic Programmer', author: 'Hunt & Thomas' },
+  { id: 2, title: 'Designing Data-Intensive Applications', author: 'Kleppmann' },
+  { id: 3, title: 'Site Reliability Engineering', author: 'Beyer et al.' },
+];
+
+let warm = WARMUP_SECONDS === 0;
+let terminating = false;
+let draining = false;
+let nextOrderId = 1;
+let inFlight = 0;
+
+const ready = () => warm && !terminating && !BROKEN_NEVER_READY;
+
+function send(req, res, status, body, type = 'application/json') {
+  const payload = typeof body === 'string' ? body : JSON.stringify(body);
+  const headers = {
+    'Content-Type': type === 'text' ? 'text/plain; charset=utf-8' : 'application/json',
+    'Content-Length': Buffer.byteLength(payload),
+    'X-App-Version': VERSION,
+    'Cache-Control': 'no-store',
+  };
+  if (draining) headers.Connection = 'close';
+  res.writeHead(status, headers);
+  res.end(req.method === 'HEAD' ? undefined : payload);
+}
+
+function readBody(req) {
+  return new Promise((resolve, reject) => {
+    const chunks = [];
+    let size = 0;
+    req.on('data', (c) => {
+      size += c.length;
+      if (size > 1_000_000) {
+        reject(new Error('body too large'));
+        req.destroy();
+      } else chunks.push(c);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+async function handle(req, res) {
+  const url = new URL(req.url ?? '/', 'http://localhost');
+  const path = url.pathname;
+  const method = req.method === 'HEAD' ? 'GET' : req.method;
+
+  if (method === 'GET' && path === '/api/version') return send(req, res, 200, VERSION, 'text');
+  if (method === 'GET' && path === '/health/live') return send(req, res, 200, 'live', 'text');
+  if (method === 'GET' && path === '/health/ready') {
+    return ready() ? send(req, res, 200, 'ready', 'text') : send(req, res, 503, 'not ready', 'text');
+  }
+  if (method === 'GET' && path === '/api/books') return send(req, res, 200, BOOKS);
+  if (req.method === 'POST' && path === '/api/orders') {
+    let order = {};
+    try {
+      const raw = await readBody(req);
+      order = raw ? JSON.parse(raw) : {};
+    } catch {
+      return send(req, res, 400, { error: 'invalid JSON body' });
+    }
+    await new Promise((r) => setTimeout(r, ORDER_DELAY_MS));
+    const bookId = typeof order === 'object' && order !== null ? order.bookId ?? null : null;
+    return send(req, res, 201, { id: nextOrderId++, bookId, status: 'created', version: VERSION });
+  }
+  if (path === '/api/orders' || path === '/api/books' || path === '/api/version') {
+    return send(req, res, 405, { error: 'method not allowed' });
+  }
+  return send(req, res, 404, { error: 'not found' });
+}
+
+const server = http.createServer((req, res) => {
+  inFlight++;
+  res.on('close', () => {
+    inFlight--;
+    if (draining) maybeExit();
+  });
+  handle(req, res).catch((err) => {
+    log('request error', String(err && err.message));
+    if (!res.headersSent) send(req, res, 500, { error: 'internal error' });
+    else res.destroy();
+  });
+});
+server.keepAliveTimeout = 5_000;
+
+let exiting = false;
+let serverClosed = false;
+function maybeExit() {
+  if (exiting || !serverClosed || inFlight > 0) return;
+  exiting = true;
+  log('stopped', 'exit 0');
+  process.exit(0);
+}
+
+function shutdown(signal) {
+  if (terminating) {
+    log('signal again, still draining', signal);
+    return;
+  }
+  terminating = true;
+  log('terminating', `signal=${signal}, not ready, serving until drain`);
+  setTimeout(() => {
+    log('hard exit', `after ${HARD_EXIT_MS}ms with ${inFlight} request(s) in flight`);
+    process.exit(1);
+  }, HARD_EXIT_MS).unref();
+  setTimeout(() => {
+    draining = true;
+    log('draining', `in-flight=${inFlight}`);
+    server.close(() => {
+      serverClosed = true;
+      maybeExit();
+    });
+    server.closeIdleConnections();
+    // Idle keep-alive sockets that become idle later are closed by `Connection: close`
+    // on their last response; poll once more in case some were mid-parse.
+    const t = setInterval(() => server.closeIdleConnections(), 250);
+    t.unref();
+  }, PRESTOP_SECONDS * 1000);
+}
+
+process.on('SIGTERM', () => shutdown('SIGTERM'));
+process.on('SIGINT', () => shutdown('SIGINT'));
+
+server.listen(PORT, () => {
+  log('listening', `port=${PORT}`);
+  if (BROKEN_NEVER_READY) log('readiness disabled (BROKEN_NEVER_READY)');
+  const becomeReady = () => {
+    warm = true;
+    if (BROKEN_NEVER_READY) return;
+    log('ready');
+    if (CRASH_AFTER_READY_SECONDS !== undefined) {
+      setTimeout(() => {
+        log('crashing', 'exit 1 (CRASH_AFTER_READY_SECONDS)');
+        process.exit(1);
+      }, CRASH_AFTER_READY_SECONDS * 1000);
+    }
+  };
+  if (warm) becomeReady();
+  else {
+    log('warming up');
+    setTimeout(becomeReady, WARMUP_SECONDS * 1000);
+  }
+});

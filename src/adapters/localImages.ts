@@ -1,0 +1,427 @@
+/**
+ * Build the images fleetroll's examples and tests need WITHOUT a container registry.
+ *
+ * On a machine with no registry access there is no `node:20-alpine` or `nginx` to pull.
+ * Instead we assemble a tiny root filesystem from binaries already on this host (the
+ * running `node`, `/usr/sbin/nginx`) plus every shared library `ldd` lists and the
+ * dynamic loader, and `docker import` it. The example app is then built FROM that base
+ * with the legacy builder (`DOCKER_BUILDKIT=0`: the docker CLI here has no buildx).
+ *
+ * Where an official image is already present locally (e.g. `node:20-alpine` on a
+ * developer laptop) it is preferred; a registry is never required.
+ *
+ * All commands run through execa with argument arrays (no shell). Every function is
+ * idempotent: an existing, up-to-date tag is reused.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { chmod, chown, copyFile, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { execa } from 'execa';
+
+/** Options shared by every function here. */
+export interface DockerCliOptions {
+  /** docker CLI binary (default `docker` on PATH). */
+  dockerBin?: string;
+  /** Engine to talk to, e.g. `unix:///var/run/docker.sock`, `tcp://h:2376`, `ssh://u@h` (default: the CLI's own). */
+  dockerHost?: string;
+  /** Progress lines ("building fleetroll/node-base:20.20.2 ..."). Default: silent. */
+  log?: (line: string) => void;
+}
+
+export interface BaseImageOptions extends DockerCliOptions {
+  /** Tag to produce (default `fleetroll/node-base:<node version>` / `fleetroll/nginx-base:<nginx version>`). */
+  tag?: string;
+  /**
+   * Official images to use instead when one of them already exists locally.
+   * `true` (default) = the built-in list; `false` or `[]` = always build from the host.
+   */
+  preferOfficial?: boolean | string[];
+  /** Rebuild even when the tag exists. */
+  force?: boolean;
+}
+
+export interface NodeBaseImageOptions extends BaseImageOptions {
+  /** Node binary to package (default `process.execPath`). */
+  nodeBinary?: string;
+}
+
+export interface NginxBaseImageOptions extends BaseImageOptions {
+  /** nginx binary to package (default `/usr/sbin/nginx`). */
+  nginxBinary?: string;
+}
+
+export interface BuildAppImageOptions extends DockerCliOptions {
+  /** APP_VERSION baked into the image (what /api/version reports). */
+  version: string;
+  /** Base image with `node` on PATH (default: the result of `ensureNodeBaseImage()`). */
+  base?: string;
+  /** Image tag (default `fleetroll-example:<version>`). */
+  tag?: string;
+  /** Build context holding Dockerfile + server.mjs (default: the repository's `examples/app`). */
+  contextDir?: string;
+  /** Rebuild even when the tag exists and is up to date. */
+  force?: boolean;
+}
+
+/** Label on every image built here; value = node-base | nginx-base | app. */
+export const IMAGE_LABEL = 'fleetroll.image';
+/** Label on app images: hash of (context files, base image id, version). A mismatch triggers a rebuild. */
+export const CONTEXT_HASH_LABEL = 'fleetroll.context-hash';
+
+const DEFAULT_NODE_OFFICIAL = ['node:20-alpine', 'node:20-slim', 'node:20'];
+const DEFAULT_NGINX_OFFICIAL = ['nginx:stable-alpine', 'nginx:alpine', 'nginx:stable', 'nginx:latest'];
+const PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+// ---------------------------------------------------------------------------------------
+// command helpers
+
+interface RunResult {
+  stdout: string;
+  stderr: string;
+  exitCode: number;
+}
+
+function dockerEnv(opts: DockerCliOptions, extra: Record<string, string> = {}): Record<string, string> {
+  const env: Record<string, string> = { ...extra };
+  if (opts.dockerHost) env.DOCKER_HOST = opts.dockerHost;
+  return env;
+}
+
+/** Run a command; throw an Error naming `what`, the command, the exit code and stderr when it fails. */
+async function run(
+  what: string,
+  file: string,
+  args: readonly string[],
+  options: { env?: Record<string, string>; allowFailure?: boolean; cwd?: string } = {},
+): Promise<RunResult> {
+  const result = await execa(file, args, {
+    reject: false,
+    stdin: 'ignore',
+    env: options.env ?? {},
+    cwd: options.cwd,
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  const stdout = String(result.stdout ?? '');
+  const stderr = String(result.stderr ?? '');
+  const exitCode = result.exitCode ?? -1;
+  if ((result.failed || exitCode !== 0) && !options.allowFailure) {
+    const detail = stderr.trim() || stdout.trim().split('\n').slice(-15).join('\n') || result.shortMessage || 'no output';
+    const cmd = [file, ...args].map((a) => (/[\s"']/.test(a) ? JSON.stringify(a) : a)).join(' ');
+    throw new Error(`${what}: \`${cmd}\` ${exitCode === -1 ? 'could not run' : `exited with ${exitCode}`}: ${detail}`, {
+      cause: result,
+    });
+  }
+  return { stdout, stderr, exitCode };
+}
+
+function docker(opts: DockerCliOptions, what: string, args: readonly string[], env: Record<string, string> = {}, allowFailure = false) {
+  return run(what, opts.dockerBin ?? 'docker', args, { env: dockerEnv(opts, env), allowFailure });
+}
+
+// ---------------------------------------------------------------------------------------
+// public API
+
+/** True when the engine has an image with this tag (or id). */
+export async function imageExists(tag: string, opts: DockerCliOptions = {}): Promise<boolean> {
+  const r = await docker(opts, `inspecting image ${tag}`, ['image', 'inspect', '--format', '{{.Id}}', tag], {}, true);
+  if (r.exitCode === 0) return true;
+  if (/no such image/i.test(r.stderr)) return false;
+  throw new Error(`inspecting image ${tag}: docker exited with ${r.exitCode}: ${r.stderr.trim() || 'no output'}`);
+}
+
+/**
+ * Ensure a base image with `node` on PATH, a uid-1000 user `node`, /tmp (1777).
+ * Returns the tag to build FROM: a local official image when present (see
+ * `preferOfficial`), otherwise `fleetroll/node-base:<node version>` assembled from this
+ * host's node binary.
+ */
+export async function ensureNodeBaseImage(opts: NodeBaseImageOptions = {}): Promise<string> {
+  const log = opts.log ?? (() => {});
+  const official = await findOfficial(opts, DEFAULT_NODE_OFFICIAL);
+  if (official) {
+    log(`using local official image ${official} as the node base`);
+    return official;
+  }
+  const nodeBinary = opts.nodeBinary ?? process.execPath;
+  const version = opts.nodeBinary ? await binaryVersion(nodeBinary, ['--version'], /v?(\d+\.\d+\.\d+)/) : process.versions.node;
+  const tag = opts.tag ?? `fleetroll/node-base:${version}`;
+  if (!opts.force && (await imageExists(tag, opts))) {
+    log(`${tag} already exists`);
+    return tag;
+  }
+  log(`building ${tag} from ${nodeBinary}`);
+  await withTempDir(async (dir) => {
+    const root = path.join(dir, 'rootfs');
+    await mkdir(root);
+    await addBinaryWithLibs(root, nodeBinary, '/usr/local/bin/node');
+    await writeUsers(root, [
+      { name: 'root', uid: 0, gid: 0, home: '/root' },
+      { name: 'node', uid: 1000, gid: 1000, home: '/home/node' },
+    ]);
+    await importRootfs(opts, dir, root, tag, [
+      `ENV ${PATH_ENV}`,
+      `LABEL ${IMAGE_LABEL}=node-base`,
+      'CMD ["node"]',
+    ]);
+  });
+  log(`built ${tag}`);
+  return tag;
+}
+
+/**
+ * Ensure an nginx image: default command `nginx -g 'daemon off;' -c /etc/nginx/nginx.conf`,
+ * whose default config includes `/etc/nginx/conf.d/*.conf` inside `http {}` (like the
+ * official image). Access log goes to stdout, errors to stderr. Returns the tag: a local
+ * official nginx image when present (see `preferOfficial`), otherwise
+ * `fleetroll/nginx-base:<nginx version>` assembled from this host's nginx binary.
+ */
+export async function ensureNginxBaseImage(opts: NginxBaseImageOptions = {}): Promise<string> {
+  const log = opts.log ?? (() => {});
+  const official = await findOfficial(opts, DEFAULT_NGINX_OFFICIAL);
+  if (official) {
+    log(`using local official image ${official} as the nginx base`);
+    return official;
+  }
+  const nginxBinary = opts.nginxBinary ?? '/usr/sbin/nginx';
+  if (!existsSync(nginxBinary)) {
+    throw new Error(`building the nginx base image: ${nginxBinary} not found (install nginx-light, see scripts/setup-host.sh)`);
+  }
+  const version = await binaryVersion(nginxBinary, ['-v'], /nginx\/(\d+\.\d+\.\d+)/);
+  const tag = opts.tag ?? `fleetroll/nginx-base:${version}`;
+  if (!opts.force && (await imageExists(tag, opts))) {
+    log(`${tag} already exists`);
+    return tag;
+  }
+  log(`building ${tag} from ${nginxBinary}`);
+  await withTempDir(async (dir) => {
+    const root = path.join(dir, 'rootfs');
+    await mkdir(root);
+    await addBinaryWithLibs(root, nginxBinary, '/usr/sbin/nginx');
+    await writeUsers(root, [
+      { name: 'root', uid: 0, gid: 0, home: '/root' },
+      { name: 'www-data', uid: 33, gid: 33, home: '/var/www' },
+      { name: 'nginx', uid: 101, gid: 101, home: '/var/cache/nginx' },
+      { name: 'nobody', uid: 65534, gid: 65534, home: '/nonexistent' },
+    ], [{ name: 'nogroup', gid: 65534 }]);
+    // Directories the Debian build's compiled-in paths need (nginx -V): temp paths under
+    // /var/lib/nginx (created by the master, but only the last component), pid in /run,
+    // lock in /var/lock, logs in /var/log/nginx.
+    for (const d of ['etc/nginx/conf.d', 'var/lib/nginx', 'var/log/nginx', 'run', 'var/lock', 'var/cache/nginx', 'var/www', 'usr/share/nginx/html']) {
+      await mkdir(path.join(root, d), { recursive: true });
+    }
+    for (const f of ['mime.types', 'proxy_params', 'fastcgi_params']) {
+      const src = path.join('/etc/nginx', f);
+      if (existsSync(src)) await copyFile(src, path.join(root, 'etc/nginx', f));
+      else if (f === 'mime.types') await writeFile(path.join(root, 'etc/nginx/mime.types'), MINIMAL_MIME_TYPES);
+    }
+    await writeFile(path.join(root, 'etc/nginx/nginx.conf'), DEFAULT_NGINX_CONF);
+    await symlink('/dev/stdout', path.join(root, 'var/log/nginx/access.log'));
+    await symlink('/dev/stderr', path.join(root, 'var/log/nginx/error.log'));
+    await importRootfs(opts, dir, root, tag, [
+      `ENV ${PATH_ENV}`,
+      `LABEL ${IMAGE_LABEL}=nginx-base`,
+      'EXPOSE 80',
+      // No STOPSIGNAL: Docker 20.10's import rejects it ("not a valid change command").
+      // `docker stop` sends SIGTERM = nginx fast shutdown; use --stop-signal SIGQUIT for graceful.
+      'CMD ["nginx", "-g", "daemon off;", "-c", "/etc/nginx/nginx.conf"]',
+    ]);
+  });
+  log(`built ${tag}`);
+  return tag;
+}
+
+/**
+ * Build the example app (examples/app) with APP_VERSION=`version` as `tag`
+ * (default `fleetroll-example:<version>`), FROM `base` (default: ensureNodeBaseImage()).
+ * Skips the build when `tag` exists and carries the same context hash (Dockerfile,
+ * server.mjs, base image id, version); rebuilds when any of those changed.
+ * Returns the tag.
+ */
+export async function buildAppImage(opts: BuildAppImageOptions): Promise<string> {
+  const log = opts.log ?? (() => {});
+  const { version } = opts;
+  if (!/^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$/.test(version)) {
+    throw new Error(`building the example app image: invalid version ${JSON.stringify(version)}`);
+  }
+  const tag = opts.tag ?? `fleetroll-example:${version.replace(/\+/g, '-')}`;
+  const base = opts.base ?? (await ensureNodeBaseImage(opts));
+  const contextDir = opts.contextDir ?? findExampleAppDir();
+
+  const baseId = (await docker(opts, `inspecting base image ${base}`, ['image', 'inspect', '--format', '{{.Id}}', base])).stdout.trim();
+  const hash = createHash('sha256');
+  for (const f of ['Dockerfile', 'server.mjs']) {
+    hash.update(f).update('\0').update(await readFile(path.join(contextDir, f))).update('\0');
+  }
+  hash.update(baseId).update('\0').update(version);
+  const contextHash = hash.digest('hex').slice(0, 16);
+
+  if (!opts.force && (await imageExists(tag, opts))) {
+    const r = await docker(opts, `inspecting image ${tag}`, ['image', 'inspect', '--format', `{{index .Config.Labels "${CONTEXT_HASH_LABEL}"}}`, tag]);
+    if (r.stdout.trim() === contextHash) {
+      log(`${tag} is up to date`);
+      return tag;
+    }
+    log(`${tag} exists but is stale; rebuilding`);
+  }
+  log(`building ${tag} FROM ${base}`);
+  await docker(
+    opts,
+    `building image ${tag} from ${contextDir}`,
+    [
+      'build',
+      '--quiet',
+      '--build-arg', `BASE=${base}`,
+      '--build-arg', `APP_VERSION=${version}`,
+      '--label', `${IMAGE_LABEL}=app`,
+      '--label', `${CONTEXT_HASH_LABEL}=${contextHash}`,
+      '--tag', tag,
+      contextDir,
+    ],
+    { DOCKER_BUILDKIT: '0' },
+  );
+  log(`built ${tag}`);
+  return tag;
+}
+
+// ---------------------------------------------------------------------------------------
+// rootfs assembly
+
+async function findOfficial(opts: BaseImageOptions, defaults: string[]): Promise<string | undefined> {
+  if (opts.preferOfficial === false) return undefined;
+  const candidates = Array.isArray(opts.preferOfficial) ? opts.preferOfficial : defaults;
+  for (const c of candidates) {
+    if (await imageExists(c, opts)) return c;
+  }
+  return undefined;
+}
+
+async function binaryVersion(binary: string, args: string[], re: RegExp): Promise<string> {
+  const r = await run(`reading the version of ${binary}`, binary, args, { env: {} });
+  const m = re.exec(`${r.stdout}\n${r.stderr}`);
+  if (!m?.[1]) throw new Error(`reading the version of ${binary}: unexpected output: ${(r.stdout + r.stderr).trim()}`);
+  return m[1];
+}
+
+/** Absolute paths of the shared libraries (and loader) `binary` needs, per `ldd`. */
+async function sharedLibraries(binary: string): Promise<string[]> {
+  const r = await run(`listing the libraries of ${binary}`, 'ldd', [binary], { env: { LC_ALL: 'C' }, allowFailure: true });
+  if (r.exitCode !== 0) {
+    if (/not a dynamic executable|statically linked/i.test(r.stdout + r.stderr)) return [];
+    throw new Error(`listing the libraries of ${binary}: \`ldd ${binary}\` exited with ${r.exitCode}: ${r.stderr.trim()}`);
+  }
+  const libs: string[] = [];
+  for (const line of r.stdout.split('\n')) {
+    const t = line.trim();
+    if (!t || /statically linked/.test(t)) continue;
+    if (/=>\s*not found/.test(t)) throw new Error(`listing the libraries of ${binary}: missing library: ${t}`);
+    // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)"  or  "/lib64/ld-linux-x86-64.so.2 (0x...)"
+    const m = /=>\s*(\/\S+)/.exec(t) ?? /^(\/\S+)/.exec(t);
+    if (m?.[1]) libs.push(m[1]);
+    // else: linux-vdso.so.1 (provided by the kernel)
+  }
+  return [...new Set(libs)];
+}
+
+/** Copy `binary` to `target` inside root, plus every library at the path ldd reports (symlinks resolved). */
+async function addBinaryWithLibs(root: string, binary: string, target: string): Promise<void> {
+  const dest = path.join(root, target);
+  await mkdir(path.dirname(dest), { recursive: true });
+  await copyFile(binary, dest);
+  await chmod(dest, 0o755);
+  for (const lib of await sharedLibraries(binary)) {
+    const libDest = path.join(root, lib);
+    if (existsSync(libDest)) continue;
+    await mkdir(path.dirname(libDest), { recursive: true });
+    await copyFile(lib, libDest); // follows symlinks: the loader at /lib64/... becomes a real file
+    await chmod(libDest, 0o755);
+  }
+}
+
+interface User { name: string; uid: number; gid: number; home: string }
+
+async function writeUsers(root: string, users: User[], extraGroups: { name: string; gid: number }[] = []): Promise<void> {
+  await mkdir(path.join(root, 'etc'), { recursive: true });
+  const passwd = users.map((u) => `${u.name}:x:${u.uid}:${u.gid}:${u.name}:${u.home}:/sbin/nologin`).join('\n') + '\n';
+  const groups = [...users.map((u) => ({ name: u.name, gid: u.gid })), ...extraGroups];
+  const group = groups.map((g) => `${g.name}:x:${g.gid}:`).join('\n') + '\n';
+  await writeFile(path.join(root, 'etc/passwd'), passwd);
+  await writeFile(path.join(root, 'etc/group'), group);
+  await writeFile(path.join(root, 'etc/nsswitch.conf'), 'passwd: files\ngroup: files\nhosts: files dns\n');
+  const tmp = path.join(root, 'tmp');
+  await mkdir(tmp, { recursive: true });
+  await chmod(tmp, 0o1777);
+  const amRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  for (const u of users) {
+    const home = path.join(root, u.home);
+    await mkdir(home, { recursive: true });
+    if (u.uid === 0) await chmod(home, 0o700);
+    else if (amRoot) await chown(home, u.uid, u.gid);
+    else await chmod(home, 0o1777); // tar below maps every owner to root
+  }
+}
+
+/** Tar `root` (owned by root in the image) and `docker import` it as `tag`. */
+async function importRootfs(opts: DockerCliOptions, dir: string, root: string, tag: string, changes: string[]): Promise<void> {
+  const tarFile = path.join(dir, 'rootfs.tar');
+  const amRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  const ownerArgs = amRoot ? ['--numeric-owner'] : ['--owner=0', '--group=0', '--numeric-owner'];
+  await run(`creating the rootfs tar for ${tag}`, 'tar', ['--create', '--file', tarFile, '--directory', root, ...ownerArgs, '.'], { env: { LC_ALL: 'C' } });
+  const args = ['import'];
+  for (const c of changes) args.push('--change', c);
+  args.push('--message', 'fleetroll local base image (host binaries, no registry)', tarFile, tag);
+  await docker(opts, `importing ${tag}`, args);
+}
+
+async function withTempDir<T>(fn: (dir: string) => Promise<T>): Promise<T> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'fleetroll-image-'));
+  try {
+    return await fn(dir);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** examples/app, found by walking up from this module (works from src/ and from dist/). */
+function findExampleAppDir(): string {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    const candidate = path.join(dir, 'examples', 'app');
+    if (existsSync(path.join(candidate, 'Dockerfile')) && existsSync(path.join(candidate, 'server.mjs'))) return candidate;
+    const parent = path.dirname(dir);
+    if (parent === dir) throw new Error('building the example app image: examples/app not found above ' + fileURLToPath(import.meta.url));
+    dir = parent;
+  }
+}
+
+const DEFAULT_NGINX_CONF = `# fleetroll/nginx-base default configuration.
+# Mount or write your own server/upstream blocks into /etc/nginx/conf.d/*.conf.
+user www-data;
+worker_processes 2;
+pid /run/nginx.pid;
+error_log stderr warn;
+
+events {
+  worker_connections 1024;
+}
+
+http {
+  include /etc/nginx/mime.types;
+  default_type application/octet-stream;
+  access_log /var/log/nginx/access.log;
+  sendfile on;
+  keepalive_timeout 65;
+  include /etc/nginx/conf.d/*.conf;
+}
+`;
+
+const MINIMAL_MIME_TYPES = `types {
+  text/html html htm;
+  text/plain txt;
+  application/json json;
+  application/javascript js mjs;
+  text/css css;
+}
+`;

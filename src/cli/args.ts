@@ -1,0 +1,30 @@
+/**
+ * Parsers for CLI flag values. Each names its flag and what is allowed, and
+ * throws ValidationError (exit 2) before anything runs.
+ */
+import { fieldError } from '../errors.js';
+
+export function parseCount(flag: string, min: number, max: number) {
+  return (value: string): number => {
+    if (!/^[0-9]+$/.test(value)) throw fieldError(flag, `must be a whole number from ${min} to ${max}, got ${JSON.stringify(value)}`);
+    const n = Number(value);
+    if (n < min || n > max) throw fieldError(flag, `must be a whole number from ${min} to ${max}, got ${value}`);
+    return n;
+  };
+}
+
+export function parseSeconds(flag: string, max = 86400) {
+  return (value: string): number => {
+    if (!/^[0-9]+(\.[0-9]+)?$/.test(value)) throw fieldError(flag, `must be a number of seconds (e.g. 2 or 0.5), got ${JSON.stringify(value)}`);
+    const n = Number(value);
+    if (n > max) throw fieldError(flag, `must be at most ${max} seconds, got ${value}`);
+    return n;
+  };
+}
+
+export function parseFraction(flag: string) {
+  return (value: string): number => {
+    if (!/^[0-9]+(\.[0-9]+)?$/.test(value) || Number(value) > 1) throw fieldError(flag, `must be a fraction from 0 to 1 (e.g. 0.2 for ±20%), got ${JSON.stringify(value)}`);
+    return Number(value);
+  };
+}

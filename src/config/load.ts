@@ -1,0 +1,177 @@
+/**
+ * Loading a fleet file: read, parse (YAML or JSON), validate, apply shared
+ * defaults, and resolve the strategy with CLI overrides. Every problem is
+ * reported with its field path; nothing here touches Docker or nginx.
+ */
+import { readFile } from 'node:fs/promises';
+import { dirname, resolve as resolvePath } from 'node:path';
+import { parseDocument } from 'yaml';
+import { FleetrollError, ValidationError, type FieldIssue, ExitCode } from '../errors.js';
+import { BUILTIN_DEFAULTS, resolveStrategy, type ResolvedStrategy, type RollingUpdateInput } from '../core/strategy.js';
+import { defaultsSchema, fleetSchema, zodIssues, type DefaultsParsed, type FleetFileParsed } from './schema.js';
+
+export interface CliOverrides {
+  image?: string | undefined;
+  /** `--replicas` (plan and simulate only: a what-if on the file's fleet). */
+  replicas?: number | undefined;
+  maxSurge?: string | undefined;
+  maxUnavailable?: string | undefined;
+}
+
+/** A fleet file with every default filled in and its strategy resolved. */
+export interface Fleet extends Omit<FleetFileParsed, 'defaults' | 'strategy' | 'minReadySeconds' | 'progressDeadlineSeconds' | 'drainSeconds' | 'terminationGracePeriodSeconds' | 'revisionHistoryLimit' | 'version'> {
+  version: string;
+  minReadySeconds: number;
+  progressDeadlineSeconds: number;
+  drainSeconds: number;
+  terminationGracePeriodSeconds: number;
+  revisionHistoryLimit: number;
+  onFailure: 'pause' | 'rollback';
+  strategy: ResolvedStrategy;
+  /** Where each timing value came from, for `plan` to explain. */
+  timingSources: Record<TimingField, 'fleet' | 'defaults' | 'builtin'>;
+  /** The file it was loaded from, and the defaults file if any. */
+  source: { file: string; defaultsFile?: string | undefined };
+}
+
+const TIMING_FIELDS = ['minReadySeconds', 'progressDeadlineSeconds', 'drainSeconds', 'terminationGracePeriodSeconds', 'revisionHistoryLimit'] as const;
+type TimingField = (typeof TIMING_FIELDS)[number];
+const TIMING_BUILTIN: Record<TimingField, number> = {
+  minReadySeconds: BUILTIN_DEFAULTS.minReadySeconds,
+  progressDeadlineSeconds: BUILTIN_DEFAULTS.progressDeadlineSeconds,
+  drainSeconds: 2,
+  terminationGracePeriodSeconds: 30,
+  revisionHistoryLimit: BUILTIN_DEFAULTS.revisionHistoryLimit,
+};
+
+/** Reads and parses a YAML or JSON document, reporting syntax errors with line and column. */
+export async function readDocument(file: string, what: string): Promise<unknown> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : String((err as Error).message);
+    throw new FleetrollError('E_NO_FILE', ExitCode.invalidInput, `cannot read ${what} ${file}: ${why}`, { cause: err });
+  }
+  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
+  if (doc.errors.length > 0) {
+    const issues = doc.errors.map((e) => {
+      const pos = e.linePos?.[0];
+      return { path: pos ? `line ${pos.line}, column ${pos.col}` : '', message: e.message.split('\n')[0] ?? e.message };
+    });
+    throw new ValidationError(issues, { source: file });
+  }
+  const value: unknown = doc.toJS();
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new ValidationError([{ path: '', message: `${what} must be a mapping (YAML object), got ${value === null ? 'an empty document' : Array.isArray(value) ? 'a list' : typeof value}` }], { source: file });
+  }
+  return value;
+}
+
+function defaultVersion(image: string): string {
+  const noDigest = image.split('@')[0] ?? image;
+  const lastSlash = noDigest.lastIndexOf('/');
+  const colon = noDigest.lastIndexOf(':');
+  return colon > lastSlash ? noDigest.slice(colon + 1) : 'latest';
+}
+
+/** Cross-field rules that a per-field schema cannot express. */
+function crossFieldIssues(f: FleetFileParsed, timings: Record<TimingField, number>): FieldIssue[] {
+  const issues: FieldIssue[] = [];
+  const hostNames = new Set<string>();
+  f.hosts.forEach((h, i) => {
+    if (hostNames.has(h.name)) issues.push({ path: `hosts/${i}/name`, message: `duplicate host name ${JSON.stringify(h.name)}` });
+    hostNames.add(h.name);
+  });
+  const files = new Map<string, number>();
+  f.loadBalancers.forEach((lb, i) => {
+    const p = `loadBalancers/${i}/nginx`;
+    const n = lb.nginx;
+    if (n.exec && n.container) issues.push({ path: p, message: 'set either container (nginx in a Docker container) or exec: true (nginx on this machine), not both' });
+    if (!n.exec && !n.container) issues.push({ path: p, message: 'needs container (nginx in a Docker container) or exec: true (nginx on this machine)' });
+    if (n.container) {
+      const host = n.host ?? f.hosts[0]?.name;
+      if (host !== undefined && !hostNames.has(host)) issues.push({ path: `${p}/host`, message: `must name an entry in hosts (${[...hostNames].join(', ')}), got ${JSON.stringify(host)}` });
+    } else if (n.host) {
+      issues.push({ path: `${p}/host`, message: 'only applies with container; with exec: true nginx runs on this machine' });
+    }
+    const key = `${n.exec ? 'exec' : `${n.host ?? ''}/${n.container ?? ''}`}:${n.upstreamFile}`;
+    if (files.has(key)) issues.push({ path: `${p}/upstreamFile`, message: `the same file is already managed by loadBalancers/${files.get(key)}` });
+    files.set(key, i);
+  });
+  if (timings.progressDeadlineSeconds <= timings.minReadySeconds) {
+    issues.push({ path: 'progressDeadlineSeconds', message: `must be greater than minReadySeconds (${timings.minReadySeconds}), got ${timings.progressDeadlineSeconds}` });
+  }
+  return issues;
+}
+
+/**
+ * Loads a fleet file. Throws ValidationError (exit 2) listing every problem
+ * found, with paths relative to the file, e.g. `strategy/rollingUpdate/maxSurge`.
+ */
+export async function loadFleet(file: string, cli: CliOverrides = {}): Promise<Fleet> {
+  const raw = await readDocument(file, 'fleet file');
+  const parsed = fleetSchema.safeParse(raw);
+  if (!parsed.success) throw new ValidationError(zodIssues(parsed.error), { source: file });
+  const f = cli.replicas !== undefined ? { ...parsed.data, replicas: cli.replicas } : parsed.data;
+
+  let defaults: DefaultsParsed | undefined;
+  let defaultsFile: string | undefined;
+  let defaultsPrefix = 'defaults';
+  if (typeof f.defaults === 'string') {
+    defaultsFile = resolvePath(dirname(file), f.defaults);
+    const rawDefaults = await readDocument(defaultsFile, 'defaults file (from the fleet file\'s "defaults")');
+    const d = defaultsSchema.safeParse(rawDefaults);
+    if (!d.success) throw new ValidationError(zodIssues(d.error), { source: defaultsFile });
+    defaults = d.data;
+    defaultsPrefix = `${defaultsFile}: `;
+  } else {
+    defaults = f.defaults;
+  }
+
+  const timings = {} as Record<TimingField, number>;
+  const timingSources = {} as Record<TimingField, 'fleet' | 'defaults' | 'builtin'>;
+  for (const k of TIMING_FIELDS) {
+    const own = f[k];
+    const shared = defaults?.[k];
+    timings[k] = own ?? shared ?? TIMING_BUILTIN[k];
+    timingSources[k] = own !== undefined ? 'fleet' : shared !== undefined ? 'defaults' : 'builtin';
+  }
+
+  const issues = crossFieldIssues(f, timings);
+  let strategy: ResolvedStrategy | undefined;
+  try {
+    const cliLayer: RollingUpdateInput = { maxSurge: cli.maxSurge, maxUnavailable: cli.maxUnavailable };
+    strategy = resolveStrategy({
+      replicas: f.replicas,
+      group: f.group,
+      cli: cliLayer,
+      strategy: f.strategy,
+      defaults: defaults?.strategy,
+      paths: { defaults: typeof f.defaults === 'string' ? `${defaultsPrefix}strategy` : 'defaults/strategy' },
+    });
+  } catch (err) {
+    if (!(err instanceof ValidationError)) throw err;
+    issues.push(...err.issues);
+  }
+  const image = cli.image ?? f.image;
+  if (cli.image !== undefined) {
+    const r = fleetSchema.shape.image.safeParse(cli.image);
+    if (!r.success) issues.push({ path: '--image', message: r.error.issues[0]?.message ?? 'invalid image' });
+  }
+  if (issues.length > 0 || !strategy) throw new ValidationError(issues, { source: file });
+
+  const { defaults: _d, strategy: _s, ...rest } = f;
+  return {
+    ...rest,
+    image,
+    // An explicit version in the file describes the file's image; an --image override brings its own tag.
+    version: cli.image !== undefined ? defaultVersion(image) : (f.version ?? defaultVersion(image)),
+    ...timings,
+    onFailure: f.onFailure ?? 'pause',
+    strategy,
+    timingSources,
+    source: { file, defaultsFile },
+  };
+}

@@ -1,0 +1,132 @@
+/**
+ * The fleet file schema. Everything that later reaches Docker or an nginx
+ * config file is constrained here to a safe character set, so that no input
+ * can inject nginx directives or shell syntax (we never build shell strings,
+ * but nginx config is text).
+ */
+import { z } from 'zod';
+
+export const SERVICE_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
+export const HOST_NAME_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
+/** Docker object names (containers, networks): Docker's own rule. */
+export const DOCKER_NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/;
+/** nginx upstream names: an identifier, nothing nginx could read as syntax. */
+export const UPSTREAM_RE = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+/** An image reference: [registry/]name[:tag][@digest], no whitespace or quotes. */
+export const IMAGE_RE = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]{0,254}$/;
+/** Absolute file paths for upstream files. */
+export const ABS_PATH_RE = /^\/[A-Za-z0-9._\-/]+$/;
+/** HTTP paths for probes. */
+export const HTTP_PATH_RE = /^\/[A-Za-z0-9._~\-/%?=&]*$/;
+export const ENV_KEY_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
+export const VERSION_RE = /^[A-Za-z0-9][A-Za-z0-9._+\-]{0,127}$/;
+export const DOCKER_ENDPOINT_RE = /^(unix:\/\/\/[A-Za-z0-9._\-/]+|tcp:\/\/[A-Za-z0-9.\-]+:[0-9]{1,5}|ssh:\/\/([A-Za-z0-9._\-]+@)?[A-Za-z0-9.\-]+(:[0-9]{1,5})?)$/;
+
+const pattern = (re: RegExp, what: string) =>
+  z.string({ error: (i) => (i.input === undefined ? 'is required' : `must be a string (${what})`) }).regex(re, { error: (i) => `must be ${what}, got ${JSON.stringify(i.input)}` });
+
+const int = (min: number, max: number, what = 'an integer') =>
+  z
+    .number({ error: (i) => (i.input === undefined ? 'is required' : `must be ${what} from ${min} to ${max}, got ${JSON.stringify(i.input)}`) })
+    .int({ error: (i) => `must be ${what} from ${min} to ${max}, got ${JSON.stringify(i.input)}` })
+    .min(min, { error: (i) => `must be ${what} from ${min} to ${max}, got ${JSON.stringify(i.input)}` })
+    .max(max, { error: (i) => `must be ${what} from ${min} to ${max}, got ${JSON.stringify(i.input)}` });
+
+const seconds = (min: number, max: number) =>
+  z
+    .number({ error: (i) => `must be a number of seconds from ${min} to ${max}, got ${JSON.stringify(i.input)}` })
+    .min(min, { error: (i) => `must be a number of seconds from ${min} to ${max}, got ${JSON.stringify(i.input)}` })
+    .max(max, { error: (i) => `must be a number of seconds from ${min} to ${max}, got ${JSON.stringify(i.input)}` });
+
+/** maxSurge / maxUnavailable: format checked by core/strategy (one place for those rules). */
+const intOrPercent = z.union([z.number(), z.string()], { error: (i) => `must be an integer or a percentage string like "25%", got ${JSON.stringify(i.input)}` });
+
+export const strategySchema = z
+  .object({
+    type: z.enum(['RollingUpdate', 'Recreate'], { error: (i) => `must be "RollingUpdate" or "Recreate", got ${JSON.stringify(i.input)}` }).optional(),
+    rollingUpdate: z.object({ maxSurge: intOrPercent.optional(), maxUnavailable: intOrPercent.optional() }).strict().optional(),
+  })
+  .strict();
+
+/** What shared defaults may hold: a default rollout and its timings. */
+export const defaultsSchema = z
+  .object({
+    strategy: strategySchema.optional(),
+    minReadySeconds: seconds(0, 86400).optional(),
+    progressDeadlineSeconds: seconds(1, 86400).optional(),
+    drainSeconds: seconds(0, 3600).optional(),
+    terminationGracePeriodSeconds: seconds(0, 3600).optional(),
+    revisionHistoryLimit: int(0, 1000).optional(),
+  })
+  .strict();
+
+const hostSchema = z
+  .object({
+    name: pattern(HOST_NAME_RE, 'lowercase letters, digits and dashes, starting with a letter or digit (max 63)'),
+    docker: pattern(DOCKER_ENDPOINT_RE, 'a Docker endpoint: unix:///path, tcp://host:port or ssh://user@host').default('unix:///var/run/docker.sock'),
+    network: pattern(DOCKER_NAME_RE, 'a Docker network name (letters, digits, "_", ".", "-")').optional(),
+    tls: z.object({ ca: pattern(ABS_PATH_RE, 'an absolute path'), cert: pattern(ABS_PATH_RE, 'an absolute path'), key: pattern(ABS_PATH_RE, 'an absolute path') }).strict().optional(),
+    maxInstances: int(1, 10000).optional(),
+  })
+  .strict();
+
+const nginxSchema = z
+  .object({
+    container: pattern(DOCKER_NAME_RE, 'a Docker container name').optional(),
+    host: pattern(HOST_NAME_RE, 'the name of an entry in hosts').optional(),
+    exec: z.boolean().optional(),
+    upstreamFile: pattern(ABS_PATH_RE, 'an absolute path of letters, digits, ".", "_", "-" and "/"'),
+    upstream: pattern(UPSTREAM_RE, 'an nginx upstream name: letters, digits and "_", starting with a letter or "_"'),
+  })
+  .strict();
+
+const probePath = (dflt: string) => pattern(HTTP_PATH_RE, 'an HTTP path starting with "/"').default(dflt);
+
+export const fleetSchema = z
+  .object({
+    service: pattern(SERVICE_RE, 'lowercase letters, digits and dashes, starting with a letter or digit (max 63)'),
+    image: pattern(IMAGE_RE, 'a Docker image reference like "name:tag"'),
+    replicas: int(0, 10000),
+    port: int(1, 65535, 'a port'),
+    env: z
+      .record(
+        z.string().regex(ENV_KEY_RE, { error: (i) => `env key ${JSON.stringify(i.input)} must be letters, digits and "_", not starting with a digit` }),
+        z.union([z.string(), z.number(), z.boolean()], { error: 'env values must be strings, numbers or booleans' }),
+      )
+      .optional(),
+    hosts: z.array(hostSchema).min(1, { error: 'must list at least one Docker host' }).default([{ name: 'local', docker: 'unix:///var/run/docker.sock' }]),
+    probes: z
+      .object({
+        readiness: z.object({ path: probePath('/health/ready'), periodMs: int(10, 60000).default(250), timeoutMs: int(10, 60000).default(1000) }).strict().default({ path: '/health/ready', periodMs: 250, timeoutMs: 1000 }),
+        version: z.object({ path: probePath('/api/version') }).strict().default({ path: '/api/version' }),
+      })
+      .strict()
+      .default({ readiness: { path: '/health/ready', periodMs: 250, timeoutMs: 1000 }, version: { path: '/api/version' } }),
+    version: pattern(VERSION_RE, 'a version string of letters, digits, ".", "_", "+", "-"').optional(),
+    group: z.boolean().default(false),
+    defaults: z.union([z.string().min(1), defaultsSchema], { error: 'must be a path to a defaults file or an inline mapping' }).optional(),
+    strategy: strategySchema.optional(),
+    minReadySeconds: seconds(0, 86400).optional(),
+    progressDeadlineSeconds: seconds(1, 86400).optional(),
+    drainSeconds: seconds(0, 3600).optional(),
+    terminationGracePeriodSeconds: seconds(0, 3600).optional(),
+    revisionHistoryLimit: int(0, 1000).optional(),
+    onFailure: z.enum(['pause', 'rollback'], { error: (i) => `must be "pause" or "rollback", got ${JSON.stringify(i.input)}` }).optional(),
+    loadBalancers: z.array(z.object({ nginx: nginxSchema }).strict()).default([]),
+  })
+  .strict();
+
+export type FleetFileInput = z.input<typeof fleetSchema>;
+export type FleetFileParsed = z.output<typeof fleetSchema>;
+export type DefaultsParsed = z.output<typeof defaultsSchema>;
+
+/** zod issues as slash paths, e.g. `loadBalancers/0/nginx/upstream: must be ...`. */
+export function zodIssues(error: z.ZodError, prefix = ''): { path: string; message: string }[] {
+  return error.issues.map((i) => {
+    const path = [prefix, ...i.path.map(String)].filter((s) => s !== '').join('/');
+    if (i.code === 'unrecognized_keys') {
+      return { path, message: `unknown field${i.keys.length > 1 ? 's' : ''} ${i.keys.map((k) => JSON.stringify(k)).join(', ')}` };
+    }
+    return { path, message: i.message };
+  });
+}

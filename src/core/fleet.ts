@@ -1,0 +1,99 @@
+/**
+ * The instance-level face of the rolling algorithm: reduce what was observed
+ * to counts, ask `planWave`, and pick which concrete instances to stop.
+ *
+ * PURE: no I/O, no clock.
+ */
+import { isComplete, planWave, type FleetCounts, type Wave } from './rolling.js';
+import type { ResolvedStrategy } from './strategy.js';
+
+/** One instance as observed now (from Docker labels plus readiness tracking). */
+export interface ObservedInstance {
+  /** Unique name, e.g. the container name. */
+  id: string;
+  /** Spec hash of the instance's revision. */
+  revision: string;
+  /** The container is running (not exited, not dead). */
+  running: boolean;
+  /** Readiness passes (and the instance is, or may be, in the upstream). */
+  ready: boolean;
+  /** Ready continuously for minReadySeconds. */
+  available: boolean;
+  /** Creation time in ms (any monotonic number); orders revisions oldest first. */
+  created: number;
+}
+
+export interface Desired {
+  revision: string;
+  replicas: number;
+}
+
+/** Stop order within a revision: the least useful first (Kubernetes' ActivePods ranking, simplified). */
+function stopRank(i: ObservedInstance): number {
+  if (!i.running) return 0;
+  if (!i.ready) return 1;
+  if (!i.available) return 2;
+  return 3;
+}
+
+export function compareForStop(a: ObservedInstance, b: ObservedInstance): number {
+  return stopRank(a) - stopRank(b) || b.created - a.created || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}
+
+export function countFleet(desired: Desired, instances: readonly ObservedInstance[]): FleetCounts {
+  const current = { revision: desired.revision, total: 0, available: 0 };
+  const old = new Map<string, { revision: string; total: number; available: number; oldest: number }>();
+  for (const i of instances) {
+    if (i.revision === desired.revision) {
+      current.total++;
+      if (i.available) current.available++;
+    } else {
+      const r = old.get(i.revision) ?? { revision: i.revision, total: 0, available: 0, oldest: i.created };
+      r.total++;
+      if (i.available) r.available++;
+      r.oldest = Math.min(r.oldest, i.created);
+      old.set(i.revision, r);
+    }
+  }
+  const sorted = [...old.values()].sort((a, b) => a.oldest - b.oldest || (a.revision < b.revision ? -1 : 1));
+  return {
+    replicas: desired.replicas,
+    current,
+    old: sorted.map(({ revision, total, available }) => ({ revision, total, available })),
+  };
+}
+
+export interface InstanceWave {
+  wave: Wave;
+  /** Instances to drain and stop, in the order they should go. */
+  stop: ObservedInstance[];
+  /** New instances to start right away (they fit under maxTotal already). */
+  startNow: number;
+  /** New instances to start once the stops are done. */
+  startAfterStops: number;
+  complete: boolean;
+}
+
+/** The next wave for the observed fleet: what deploy executes and plan/simulate predict. */
+export function nextWave(desired: Desired, instances: readonly ObservedInstance[], strategy: ResolvedStrategy): InstanceWave {
+  const counts = countFleet(desired, instances);
+  const wave = planWave(counts, strategy);
+  const byRevision = new Map<string, ObservedInstance[]>();
+  for (const i of instances) {
+    const list = byRevision.get(i.revision) ?? [];
+    list.push(i);
+    byRevision.set(i.revision, list);
+  }
+  const pick = (revision: string, n: number) => [...(byRevision.get(revision) ?? [])].sort(compareForStop).slice(0, n);
+  const stop = [
+    ...wave.stopOld.flatMap((s) => pick(s.revision, s.count)),
+    ...pick(desired.revision, wave.stopNew),
+  ];
+  return {
+    wave,
+    stop,
+    startNow: wave.startBeforeStops,
+    startAfterStops: wave.start - wave.startBeforeStops,
+    complete: isComplete(counts),
+  };
+}
