@@ -8,7 +8,7 @@ import { dirname, resolve as resolvePath } from 'node:path';
 import { parseDocument } from 'yaml';
 import { FleetrollError, ValidationError, type FieldIssue, ExitCode } from '../errors.js';
 import { BUILTIN_DEFAULTS, resolveStrategy, type ResolvedStrategy, type RollingUpdateInput } from '../core/strategy.js';
-import { defaultsSchema, fleetSchema, zodIssues, type DefaultsParsed, type FleetFileParsed } from './schema.js';
+import { defaultsSchema, fleetSchema, strategySchema, zodIssues, type DefaultsParsed, type FleetFileParsed } from './schema.js';
 
 export interface CliOverrides {
   image?: string | undefined;
@@ -106,6 +106,19 @@ function crossFieldIssues(f: FleetFileParsed, timings: Record<TimingField, numbe
   return issues;
 }
 
+/** maxSurge / maxUnavailable problems of a file that failed the schema (best effort). */
+function strategyIssuesOf(raw: Record<string, unknown>): FieldIssue[] {
+  const strategy = strategySchema.safeParse(raw.strategy);
+  if (!strategy.success || strategy.data === undefined) return [];
+  const replicas = typeof raw.replicas === 'number' && Number.isInteger(raw.replicas) && raw.replicas >= 0 ? raw.replicas : 1;
+  try {
+    resolveStrategy({ replicas, strategy: strategy.data });
+    return [];
+  } catch (err) {
+    return err instanceof ValidationError ? err.issues.filter((i) => i.path !== 'replicas') : [];
+  }
+}
+
 /**
  * Loads a fleet file. Throws ValidationError (exit 2) listing every problem
  * found, with paths relative to the file, e.g. `strategy/rollingUpdate/maxSurge`.
@@ -113,7 +126,10 @@ function crossFieldIssues(f: FleetFileParsed, timings: Record<TimingField, numbe
 export async function loadFleet(file: string, cli: CliOverrides = {}): Promise<Fleet> {
   const raw = await readDocument(file, 'fleet file');
   const parsed = fleetSchema.safeParse(raw);
-  if (!parsed.success) throw new ValidationError(zodIssues(parsed.error), { source: file });
+  if (!parsed.success) {
+    // Report strategy value problems alongside schema problems, so one pass fixes the file.
+    throw new ValidationError([...zodIssues(parsed.error), ...strategyIssuesOf(raw as Record<string, unknown>)], { source: file });
+  }
   const f = cli.replicas !== undefined ? { ...parsed.data, replicas: cli.replicas } : parsed.data;
 
   let defaults: DefaultsParsed | undefined;

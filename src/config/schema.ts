@@ -90,7 +90,7 @@ export const fleetSchema = z
     port: int(1, 65535, 'a port'),
     env: z
       .record(
-        z.string().regex(ENV_KEY_RE, { error: (i) => `env key ${JSON.stringify(i.input)} must be letters, digits and "_", not starting with a digit` }),
+        z.string().regex(ENV_KEY_RE),
         z.union([z.string(), z.number(), z.boolean()], { error: 'env values must be strings, numbers or booleans' }),
       )
       .optional(),
@@ -124,6 +124,9 @@ export type DefaultsParsed = z.output<typeof defaultsSchema>;
 export function zodIssues(error: z.ZodError, prefix = ''): { path: string; message: string }[] {
   return error.issues.map((i) => {
     const path = [prefix, ...i.path.map(String)].filter((s) => s !== '').join('/');
+    if (i.code === 'invalid_key') {
+      return { path, message: 'env names must be letters, digits and "_", not starting with a digit' };
+    }
     if (i.code === 'unrecognized_keys') {
       return { path, message: `unknown field${i.keys.length > 1 ? 's' : ''} ${i.keys.map((k) => JSON.stringify(k)).join(', ')}` };
     }

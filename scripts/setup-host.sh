@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# setup-host.sh — make sure this (Debian 12) machine has a running Docker engine and an
+# nginx binary, so fleetroll's integration tests and examples can run.
+#
+# Idempotent and non-interactive (safe in CI). Run as root. Fast when everything is
+# already in place: it only checks the binaries and pings the daemon socket.
+#
+# It does NOT start a system nginx: tests run nginx in containers or as their own
+# processes.
+#
+# Environment overrides:
+#   DOCKER_SOCK       daemon socket to check           (default /var/run/docker.sock)
+#   DOCKERD_PIDFILE   pidfile for a dockerd we start   (default /var/run/docker.pid)
+#   DOCKERD_LOG       log of a dockerd we start        (default /var/log/dockerd-fleetroll.log)
+#   DOCKERD_WAIT_S    seconds to wait for the daemon   (default 30)
+set -euo pipefail
+
+DOCKER_SOCK="${DOCKER_SOCK:-/var/run/docker.sock}"
+DOCKERD_PIDFILE="${DOCKERD_PIDFILE:-/var/run/docker.pid}"
+DOCKERD_LOG="${DOCKERD_LOG:-/var/log/dockerd-fleetroll.log}"
+DOCKERD_WAIT_S="${DOCKERD_WAIT_S:-30}"
+
+log() { printf 'setup-host: %s\n' "$*"; }
+die() { printf 'setup-host: ERROR: %s\n' "$*" >&2; exit 1; }
+
+have() { command -v "$1" >/dev/null 2>&1; }
+# nginx lives in /usr/sbin, which may not be on a CI user's PATH.
+have_nginx() { have nginx || [ -x /usr/sbin/nginx ]; }
+have_dockerd() { have dockerd || [ -x /usr/sbin/dockerd ] || [ -x /usr/bin/dockerd ]; }
+
+ping_daemon() {
+  curl -fsS --max-time 2 --unix-socket "$DOCKER_SOCK" http://localhost/_ping >/dev/null 2>&1
+}
+
+if [ "$(id -u)" -ne 0 ]; then
+  die "must run as root (it installs packages and starts dockerd)"
+fi
+
+# --- 1. packages -----------------------------------------------------------------------
+pkgs=()
+# The 28.x client at /usr/local/bin/docker can exist without an engine: check dockerd too.
+if ! have docker || ! have_dockerd; then pkgs+=(docker.io); fi
+if ! have_nginx; then pkgs+=(nginx-light); fi
+if ! have curl; then pkgs+=(curl); fi
+
+if [ "${#pkgs[@]}" -gt 0 ]; then
+  have apt-get || die "missing ${pkgs[*]} and apt-get is not available"
+  log "installing: ${pkgs[*]}"
+  t0=$(date +%s)
+  export NEEDRESTART_SUSPEND=1 DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq </dev/null || die "apt-get update failed"
+  apt-get install -y -qq --no-install-recommends \
+    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+    "${pkgs[@]}" </dev/null >/dev/null || die "apt-get install ${pkgs[*]} failed"
+  log "installed in $(( $(date +%s) - t0 ))s"
+  # The package's postinst may have started a system nginx (no systemd here usually,
+  # but be safe): tests need ports 80/443 free and run their own nginx.
+  if [ -f /run/nginx.pid ] && kill -0 "$(cat /run/nginx.pid 2>/dev/null)" 2>/dev/null; then
+    log "stopping the system nginx started by the package"
+    /usr/sbin/nginx -s quit 2>/dev/null || true
+  fi
+else
+  log "docker, dockerd and nginx already installed"
+fi
+
+have docker || die "docker client still missing after install"
+have_dockerd || die "dockerd still missing after install"
+have_nginx || die "nginx still missing after install"
+
+# --- 2. daemon ---------------------------------------------------------------------------
+if ping_daemon; then
+  log "docker daemon is answering on $DOCKER_SOCK"
+else
+  if [ -f "$DOCKERD_PIDFILE" ]; then
+    pid="$(cat "$DOCKERD_PIDFILE" 2>/dev/null || true)"
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null \
+       && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = dockerd ]; then
+      log "dockerd (pid $pid) is running but not answering yet; waiting"
+    else
+      log "removing stale pidfile $DOCKERD_PIDFILE (pid '${pid}' is not a running dockerd)"
+      rm -f "$DOCKERD_PIDFILE"
+    fi
+  fi
+  if [ ! -f "$DOCKERD_PIDFILE" ]; then
+    dockerd_bin="$(command -v dockerd || true)"
+    [ -n "$dockerd_bin" ] || for c in /usr/sbin/dockerd /usr/bin/dockerd; do
+      [ -x "$c" ] && dockerd_bin="$c" && break
+    done
+    log "starting $dockerd_bin (log: $DOCKERD_LOG)"
+    mkdir -p "$(dirname "$DOCKERD_LOG")"
+    # setsid: own session, so the end of a CI step / a killed parent shell leaves it running.
+    launcher=(nohup)
+    if have setsid; then launcher=(setsid nohup); fi
+    "${launcher[@]}" "$dockerd_bin" --pidfile "$DOCKERD_PIDFILE" </dev/null >>"$DOCKERD_LOG" 2>&1 &
+    disown || true
+  fi
+  t0=$(date +%s%N)
+  deadline=$(( $(date +%s) + DOCKERD_WAIT_S ))
+  until ping_daemon; do
+    # dockerd writes its pidfile first thing; no live pid after 3 s means it died.
+    if [ $(( $(date +%s%N) - t0 )) -gt 3000000000 ] \
+       && ! kill -0 "$(cat "$DOCKERD_PIDFILE" 2>/dev/null || echo none)" 2>/dev/null; then
+      echo "---- last lines of $DOCKERD_LOG ----" >&2
+      tail -n 20 "$DOCKERD_LOG" >&2 2>/dev/null || true
+      die "dockerd exited during startup (see $DOCKERD_LOG)"
+    fi
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      echo "---- last lines of $DOCKERD_LOG ----" >&2
+      tail -n 20 "$DOCKERD_LOG" >&2 2>/dev/null || true
+      die "docker daemon did not answer on $DOCKER_SOCK within ${DOCKERD_WAIT_S}s"
+    fi
+    sleep 0.2
+  done
+  log "docker daemon is up after $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+fi
+
+log "ok: docker $(docker version --format '{{.Server.Version}}' 2>/dev/null || echo '?'), $( { /usr/sbin/nginx -v 2>&1 || nginx -v 2>&1; } | head -n1 | sed 's/^nginx version: //')"

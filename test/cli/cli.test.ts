@@ -1,0 +1,127 @@
+/**
+ * The built CLI, run as a user runs it: `node dist/cli/main.js ...` (what the
+ * `fleetroll` bin points at). `npm test` builds first.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const bin = join(root, 'dist/cli/main.js');
+const dir = mkdtempSync(join(tmpdir(), 'fleetroll-cli-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+function fleetroll(...args: string[]) {
+  const r = spawnSync(process.execPath, [bin, ...args], { cwd: root, encoding: 'utf8', timeout: 30_000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+describe('fleetroll CLI', () => {
+  it('--help lists the commands and exit codes', () => {
+    const r = fleetroll('--help');
+    assert.equal(r.code, 0);
+    for (const cmd of ['plan', 'simulate', 'validate']) assert.match(r.stdout, new RegExp(`^  ${cmd}`, 'm'));
+    assert.match(r.stdout, /2 invalid input/);
+  });
+
+  it('--version prints the package version', () => {
+    const r = fleetroll('--version');
+    assert.equal(r.code, 0);
+    assert.match(r.stdout.trim(), /^\d+\.\d+\.\d+$/);
+  });
+
+  const planRows: [string, string[], object][] = [
+    ['4 replicas 1/1', ['--replicas', '4', '--max-surge', '1', '--max-unavailable', '1'], { replicas: 4, maxSurge: 1, maxUnavailable: 1, minAvailable: 3, maxTotal: 5, waves: [[4, 0], [3, 2], [1, 4], [0, 4]] }],
+    ['4 replicas 1/0', ['--replicas', '4', '--max-surge', '1', '--max-unavailable', '0'], { replicas: 4, maxSurge: 1, maxUnavailable: 0, minAvailable: 4, maxTotal: 5, waves: [[4, 0], [4, 1], [3, 2], [2, 3], [1, 4], [0, 4]] }],
+    ['10 replicas, defaults 25%/25%', ['--replicas', '10'], { replicas: 10, maxSurge: 3, maxUnavailable: 2, minAvailable: 8, maxTotal: 13, waves: [[10, 0], [8, 5], [3, 10], [0, 10]] }],
+    ['the example fleet file', ['-f', 'examples/fleet.yaml'], { replicas: 3, maxSurge: 1, maxUnavailable: 0, minAvailable: 3, maxTotal: 4, waves: [[3, 0], [3, 1], [2, 2], [1, 3], [0, 3]] }],
+    ['a flag overrides the file', ['-f', 'examples/fleet.yaml', '--max-unavailable', '1'], { replicas: 3, maxSurge: 1, maxUnavailable: 1, minAvailable: 2, maxTotal: 4, waves: [[3, 0], [2, 2], [0, 3]] }],
+  ];
+  for (const [name, args, want] of planRows) {
+    it(`plan --json: ${name}`, () => {
+      const r = fleetroll('plan', ...args, '--json');
+      assert.equal(r.code, 0, r.stderr);
+      assert.deepEqual(JSON.parse(r.stdout), want);
+    });
+  }
+
+  it('plan explains where each value came from and names the mode', () => {
+    const r = fleetroll('plan', '-f', 'examples/layered/orders.yaml');
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /maxSurge\s+50%\s+3\s+shared defaults/);
+    assert.match(r.stdout, /mode: availability/);
+    assert.match(r.stdout, /^1\s+3\s+0\s+6 \/ 3/m);
+  });
+
+  it('plan says when a group overrides a value, on stderr with --json', () => {
+    const human = fleetroll('plan', '-f', 'examples/layered/search-cluster.yaml');
+    assert.match(human.stdout, /note: group: true forces maxSurge 100%; ignoring 1/);
+    const json = fleetroll('plan', '-f', 'examples/layered/search-cluster.yaml', '--json');
+    assert.equal(json.code, 0);
+    assert.deepEqual(JSON.parse(json.stdout).waves, [[3, 0], [3, 3], [0, 3]]);
+    assert.match(json.stderr, /warning: group: true forces maxSurge/);
+  });
+
+  const badRows: [string, string[], RegExp][] = [
+    ['plan with neither -f nor --replicas', ['plan'], /--replicas: is required without -f/],
+    ['both zero', ['plan', '--replicas', '4', '--max-surge', '0', '--max-unavailable', '0%'], /--max-surge and --max-unavailable: .*may not both be 0/],
+    ['malformed surge', ['plan', '--replicas', '4', '--max-surge', '25 %'], /--max-surge: .*got "25 %"/],
+    ['unavailable over 100%', ['plan', '--replicas', '4', '--max-unavailable', '101%'], /--max-unavailable: must not be greater than 100%/],
+    ['replicas not a number', ['plan', '--replicas', 'four'], /--replicas: must be a whole number/],
+    ['unknown command', ['deploy-all'], /unknown command/],
+    ['unknown option', ['plan', '--replicas', '3', '--surge', '1'], /unknown option '--surge'/],
+    ['missing fleet file', ['validate', '-f', 'nope.yaml'], /cannot read fleet file nope.yaml: no such file/],
+    ['simulate with a bad jitter', ['simulate', '--replicas', '3', '--jitter', '2'], /--jitter: must be a fraction from 0 to 1/],
+    ['simulate with a bad timing', ['simulate', '--replicas', '3', '--startup', '-1'], /--startup: must be a number of seconds/],
+  ];
+  for (const [name, args, message] of badRows) {
+    it(`exit 2 and a clear message: ${name}`, () => {
+      const r = fleetroll(...args);
+      assert.equal(r.code, 2, `${r.stdout}\n${r.stderr}`);
+      assert.match(r.stderr, message);
+      assert.equal(r.stdout, '');
+    });
+  }
+
+  it('validate: a good file passes, a bad one lists every problem with its path', () => {
+    assert.equal(fleetroll('validate', '-f', 'examples/fleet.yaml').code, 0);
+    const bad = join(dir, 'bad.yaml');
+    writeFileSync(bad, 'service: Bad_Name\nimage: x:1\nreplicas: 3\nport: 8080\nstrategy:\n  rollingUpdate: { maxSurge: abc }\n');
+    const r = fleetroll('validate', '-f', bad);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /2 problems/);
+    assert.match(r.stderr, /service: must be lowercase/);
+    assert.match(r.stderr, /strategy\/rollingUpdate\/maxSurge: must be a non-negative integer/);
+  });
+
+  it('validate --json hides env values (they may be secrets)', () => {
+    const f = join(dir, 'secret.yaml');
+    writeFileSync(f, 'service: api\nimage: api:1\nreplicas: 1\nport: 80\nenv: { DB_PASSWORD: hunter2 }\n');
+    const r = fleetroll('validate', '-f', f, '--json');
+    assert.equal(r.code, 0, r.stderr);
+    assert.doesNotMatch(r.stdout, /hunter2/);
+    assert.deepEqual(JSON.parse(r.stdout).env, ['DB_PASSWORD']);
+  });
+
+  it('simulate --json reports the prediction', () => {
+    const r = fleetroll('simulate', '--replicas', '2', '--max-surge', '1', '--max-unavailable', '0', '--startup', '3', '--drain', '2', '--stop', '1', '--json');
+    assert.equal(r.code, 0, r.stderr);
+    const out = JSON.parse(r.stdout);
+    assert.deepEqual(
+      [out.durationMs, out.waves, out.peakInstances, out.lowestCapacity, out.mixedVersionWindowMs, out.reloads],
+      [12000, 3, 3, 2, 6000, 2],
+    );
+  });
+
+  it('simulate prints a readable summary', () => {
+    const r = fleetroll('simulate', '-f', 'examples/fleet.yaml', '--startup', '5');
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /duration\s+\d+ s/);
+    assert.match(r.stdout, /mixed-version window\s+\d+ s/);
+    assert.match(r.stdout, /load-balancer reloads\s+\d+/);
+  });
+});

@@ -1,0 +1,136 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { nextWave, type ObservedInstance } from '../../src/core/fleet.js';
+import { planRollout } from '../../src/core/plan.js';
+import { decideStep, isComplete, planWave, type FleetCounts, type Step } from '../../src/core/rolling.js';
+import { resolveStrategy } from '../../src/core/strategy.js';
+
+const rolling = (replicas: number, maxSurge: number | string, maxUnavailable: number | string) =>
+  resolveStrategy({ replicas, cli: { maxSurge, maxUnavailable } });
+
+/** counts(replicas, [newTotal, newAvailable], ...[oldTotal, oldAvailable] per old revision, oldest first: old0, old1, ...) */
+function counts(replicas: number, cur: [number, number], ...old: [number, number][]): FleetCounts {
+  return {
+    replicas,
+    current: { revision: 'v2', total: cur[0], available: cur[1] },
+    old: old.map(([total, available], i) => ({ revision: `old${i}`, total, available })),
+  };
+}
+
+describe('planRollout: the waves of the issue and of the Kubernetes docs', () => {
+  const rows: [string, number, number | string, number | string, [number, number][]][] = [
+    ['4 replicas, surge 1, unavailable 1', 4, 1, 1, [[4, 0], [3, 2], [1, 4], [0, 4]]],
+    ['4 replicas, surge 1, unavailable 0', 4, 1, 0, [[4, 0], [4, 1], [3, 2], [2, 3], [1, 4], [0, 4]]],
+    ['10 replicas, 25%/25%', 10, '25%', '25%', [[10, 0], [8, 5], [3, 10], [0, 10]]],
+    ['4 replicas, surge 0, unavailable 1', 4, 0, 1, [[4, 0], [3, 1], [2, 2], [1, 3], [0, 4]]],
+    ['4 replicas, surge 100%, unavailable 0', 4, '100%', 0, [[4, 0], [4, 4], [0, 4]]],
+    ['3 replicas, 25%/25% (surge 1, unavailable 0)', 3, '25%', '25%', [[3, 0], [3, 1], [2, 2], [1, 3], [0, 3]]],
+    ['1 replica, 25%/25%', 1, '25%', '25%', [[1, 0], [1, 1], [0, 1]]],
+    ['0 replicas', 0, '25%', '25%', [[0, 0]]],
+  ];
+  for (const [name, replicas, surge, unav, waves] of rows) {
+    it(name, () => assert.deepEqual(planRollout(rolling(replicas, surge, unav)).waves, waves));
+  }
+
+  it('Recreate stops everything, then starts everything, in one wave', () => {
+    const p = planRollout(resolveStrategy({ replicas: 3, strategy: { type: 'Recreate' } }));
+    assert.deepEqual(p.waves, [[3, 0], [0, 3]]);
+    assert.deepEqual(p.details[0]?.capacity, { min: 0, max: 3 });
+  });
+
+  it('wave details: starts, stops, capacity range and peak', () => {
+    const p = planRollout(rolling(4, 1, 1));
+    assert.deepEqual(
+      p.details.map((d) => [d.started, d.stopped, d.capacity.min, d.peakAlive]),
+      [
+        [2, 1, 3, 5],
+        [2, 2, 3, 5],
+        [0, 1, 4, 5],
+      ],
+    );
+  });
+});
+
+describe('decideStep: one controller sync', () => {
+  const rows: { name: string; c: FleetCounts; s: ReturnType<typeof rolling>; want: Step }[] = [
+    { name: 'fresh rollout scales up by maxSurge first', c: counts(4, [0, 0], [4, 4]), s: rolling(4, 1, 1), want: { kind: 'scaleUp', count: 1 } },
+    { name: 'at maxTotal, scales old down within maxUnavailable', c: counts(4, [1, 0], [4, 4]), s: rolling(4, 1, 1), want: { kind: 'scaleDownOld', byRevision: [{ revision: 'old0', count: 1 }] } },
+    { name: 'unready new instances count against the scale-down budget', c: counts(4, [2, 0], [3, 3]), s: rolling(4, 1, 1), want: { kind: 'none' } },
+    { name: 'never-ready new instances stall without breaking bounds (maxUnavailable 0)', c: counts(4, [1, 0], [4, 4]), s: rolling(4, 1, 0), want: { kind: 'none' } },
+    { name: 'half-done: ready new instances let old go', c: counts(4, [2, 2], [3, 3]), s: rolling(4, 1, 1), want: { kind: 'scaleDownOld', byRevision: [{ revision: 'old0', count: 2 }] } },
+    { name: 'missing instances of the new revision are started', c: counts(4, [2, 2], [0, 0]), s: rolling(4, 1, 1), want: { kind: 'scaleUp', count: 2 } },
+    // maxScaledDown = 5 - 3 - 1 = 1, spent on the unhealthy one; available 3 is already at the floor.
+    { name: 'unhealthy old instances are cleaned up first, within maxScaledDown', c: counts(4, [1, 0], [4, 3]), s: rolling(4, 1, 1), want: { kind: 'scaleDownOld', byRevision: [{ revision: 'old0', count: 1 }] } },
+    // maxScaledDown = 5 - 4 - 1 = 0: Kubernetes waits too (the deadline then reports it).
+    { name: 'with maxUnavailable 0 and an unready new instance, even unhealthy old ones wait', c: counts(4, [1, 0], [4, 3]), s: rolling(4, 1, 0), want: { kind: 'none' } },
+    {
+      name: 'two old revisions: unhealthy go first, then the oldest revision',
+      c: counts(4, [1, 1], [2, 2], [2, 1]),
+      s: rolling(4, 1, 1),
+      // maxScaledDown = 5 - 3 - 0 = 2: the unhealthy one of old1 first (cleanup), then
+      // available 4 - 3 = 1 more from the oldest revision (old0).
+      want: { kind: 'scaleDownOld', byRevision: [{ revision: 'old0', count: 1 }, { revision: 'old1', count: 1 }] },
+    },
+    { name: 'more new than replicas (replicas lowered) stops the excess', c: counts(2, [4, 4], [0, 0]), s: rolling(2, 1, 0), want: { kind: 'scaleDownNew', count: 2 } },
+    { name: 'complete fleet does nothing', c: counts(3, [3, 3]), s: rolling(3, 1, 0), want: { kind: 'none' } },
+    { name: 'Recreate stops all old first', c: counts(3, [0, 0], [3, 3]), s: resolveStrategy({ replicas: 3, strategy: { type: 'Recreate' } }), want: { kind: 'scaleDownOld', byRevision: [{ revision: 'old0', count: 3 }] } },
+    { name: 'Recreate starts all new once no old is left', c: counts(3, [0, 0]), s: resolveStrategy({ replicas: 3, strategy: { type: 'Recreate' } }), want: { kind: 'scaleUp', count: 3 } },
+    { name: 'old instances beyond maxTotal are stopped as availability allows', c: counts(3, [0, 0], [6, 6]), s: rolling(3, 1, 0), want: { kind: 'scaleDownOld', byRevision: [{ revision: 'old0', count: 3 }] } },
+  ];
+  for (const r of rows) it(r.name, () => assert.deepEqual(decideStep(r.c, r.s), r.want));
+
+  it('complete only when all replicas are new and available and no old remain', () => {
+    assert.equal(isComplete(counts(3, [3, 3])), true);
+    assert.equal(isComplete(counts(3, [3, 2])), false);
+    assert.equal(isComplete(counts(3, [3, 3], [1, 1])), false);
+    assert.equal(isComplete(counts(3, [4, 4])), false);
+  });
+});
+
+describe('planWave: the order of a wave keeps both bounds', () => {
+  it('starts what fits now and the rest after the stops', () => {
+    const w = planWave(counts(4, [0, 0], [4, 4]), rolling(4, 1, 1));
+    assert.deepEqual([w.start, w.startBeforeStops, w.stopOld, w.peakTotal, w.minAvailableDuring], [2, 1, [{ revision: 'old0', count: 1 }], 5, 3]);
+  });
+  it('Recreate starts nothing before the old ones are gone', () => {
+    const w = planWave(counts(3, [0, 0], [3, 3]), resolveStrategy({ replicas: 3, strategy: { type: 'Recreate' } }));
+    assert.deepEqual([w.start, w.startBeforeStops], [3, 0]);
+  });
+});
+
+describe('nextWave: picking concrete instances', () => {
+  const inst = (id: string, revision: string, state: 'available' | 'ready' | 'unready' | 'exited', created = 0): ObservedInstance => ({
+    id,
+    revision,
+    created,
+    running: state !== 'exited',
+    ready: state === 'ready' || state === 'available',
+    available: state === 'available',
+  });
+
+  it('stops exited, then unready, then available old instances', () => {
+    const fleet = [inst('a', 'v1', 'available'), inst('b', 'v1', 'unready'), inst('c', 'v1', 'exited'), inst('d', 'v1', 'available')];
+    const w = nextWave({ revision: 'v2', replicas: 4 }, fleet, rolling(4, 0, 3));
+    // maxUnavailable 3: both unhealthy ones are cleaned up, then one available one.
+    assert.deepEqual(w.stop.map((i) => i.id).slice(0, 2), ['c', 'b']);
+    assert.equal(w.stop.length, 3);
+  });
+
+  it('oldest revision goes first', () => {
+    const fleet = [inst('new1', 'v3', 'available', 30), inst('mid', 'v2', 'available', 20), inst('old', 'v1', 'available', 10)];
+    const w = nextWave({ revision: 'v3', replicas: 2 }, fleet, rolling(2, 0, 1));
+    assert.equal(w.stop[0]?.id, 'old');
+  });
+
+  it('reports completion and does nothing on a finished fleet', () => {
+    const fleet = [inst('a', 'v2', 'available'), inst('b', 'v2', 'available')];
+    const w = nextWave({ revision: 'v2', replicas: 2 }, fleet, rolling(2, 1, 0));
+    assert.equal(w.complete, true);
+    assert.deepEqual([w.stop.length, w.startNow, w.startAfterStops], [0, 0, 0]);
+  });
+
+  it('an empty host gets its replicas started', () => {
+    const w = nextWave({ revision: 'v2', replicas: 3 }, [], rolling(3, 1, 0));
+    assert.deepEqual([w.startNow, w.startAfterStops], [3, 0]);
+  });
+});
