@@ -32,8 +32,19 @@ ping_daemon() {
   curl -fsS --max-time 2 --unix-socket "$DOCKER_SOCK" http://localhost/_ping >/dev/null 2>&1
 }
 
+# Already set up (any user): nothing to do.
+if have docker && have_nginx && have curl && ping_daemon; then
+  log "ok: docker daemon answering on $DOCKER_SOCK, nginx present"
+  exit 0
+fi
+
 if [ "$(id -u)" -ne 0 ]; then
-  die "must run as root (it installs packages and starts dockerd)"
+  missing=()
+  { have docker && have_dockerd; } || missing+=("Docker engine (apt-get install docker.io)")
+  have_nginx || missing+=("nginx (apt-get install nginx-light)")
+  have curl || missing+=("curl")
+  ping_daemon || missing+=("a running docker daemon on $DOCKER_SOCK (sudo dockerd, or sudo systemctl start docker)")
+  die "the integration tests need: ${missing[*]}. Run this script as root to install and start them: sudo bash scripts/setup-host.sh"
 fi
 
 # --- 1. packages -----------------------------------------------------------------------

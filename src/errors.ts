@@ -58,3 +58,13 @@ export class ValidationError extends FleetrollError {
 export function fieldError(path: string, message: string): ValidationError {
   return new ValidationError([{ path, message }]);
 }
+
+/**
+ * A failure the command has already reported in its own output (e.g. a
+ * rehearsal summary that shows failed requests): the CLI only sets the exit code.
+ */
+export class ReportedFailure extends FleetrollError {
+  constructor(exitCode: number = ExitCode.rolloutFailed) {
+    super('E_REPORTED', exitCode, '');
+  }
+}

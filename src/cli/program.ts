@@ -1,8 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
-import { ExitCode, FleetrollError } from '../errors.js';
+import { ExitCode, FleetrollError, ReportedFailure } from '../errors.js';
 import { processOut, type Out } from './output.js';
+import { registerDeploy } from './commands/deploy.js';
 import { registerPlan } from './commands/plan.js';
+import { registerRehearse } from './commands/rehearse.js';
 import { registerSimulate } from './commands/simulate.js';
 import { registerValidate } from './commands/validate.js';
 
@@ -27,7 +29,9 @@ Start here:
   $ fleetroll plan --replicas 4 --max-surge 1 --max-unavailable 0
   $ fleetroll validate -f examples/fleet.yaml`,
     );
+  registerDeploy(program, out);
   registerPlan(program, out);
+  registerRehearse(program, out);
   registerSimulate(program, out);
   registerValidate(program, out);
   for (const c of program.commands) c.exitOverride();
@@ -48,6 +52,7 @@ export async function run(argv: string[], out: Out = processOut()): Promise<numb
       return ExitCode.invalidInput;
     }
     if (err instanceof FleetrollError) {
+      if (err instanceof ReportedFailure) return err.exitCode;
       process.stderr.write(`error: ${err.message}\n`);
       if (err.hint) process.stderr.write(`hint: ${err.hint}\n`);
       if (verbose && err.stack) process.stderr.write(`${err.stack}\n`);

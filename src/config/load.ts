@@ -124,7 +124,14 @@ function strategyIssuesOf(raw: Record<string, unknown>): FieldIssue[] {
  * found, with paths relative to the file, e.g. `strategy/rollingUpdate/maxSurge`.
  */
 export async function loadFleet(file: string, cli: CliOverrides = {}): Promise<Fleet> {
-  const raw = await readDocument(file, 'fleet file');
+  return fleetFromObject(await readDocument(file, 'fleet file'), file, cli);
+}
+
+/**
+ * Validates a fleet given as an object (what `rehearse` builds in code) exactly
+ * as a file would be; `file` names it in messages and anchors a relative defaults path.
+ */
+export async function fleetFromObject(raw: unknown, file: string, cli: CliOverrides = {}): Promise<Fleet> {
   const parsed = fleetSchema.safeParse(raw);
   if (!parsed.success) {
     // Report strategy value problems alongside schema problems, so one pass fixes the file.

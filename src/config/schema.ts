@@ -77,6 +77,8 @@ const nginxSchema = z
     exec: z.boolean().optional(),
     upstreamFile: pattern(ABS_PATH_RE, 'an absolute path of letters, digits, ".", "_", "-" and "/"'),
     upstream: pattern(UPSTREAM_RE, 'an nginx upstream name: letters, digits and "_", starting with a letter or "_"'),
+    /** Own upstream template (path relative to the fleet file); default templates/upstream.conf.tmpl. */
+    template: z.string().min(1).optional(),
   })
   .strict();
 

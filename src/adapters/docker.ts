@@ -1,0 +1,519 @@
+/**
+ * The Docker side of fleetroll: `DockerRuntime` implements the `Runtime` port with
+ * dockerode against one engine (`unix://`, `tcp://` with optional TLS, or `ssh://`),
+ * plus helpers the engine and tests share: networks, exec with exit code, and single
+ * files in and out of a container through the archive API (works on images without a
+ * shell, such as fleetroll/nginx-base).
+ *
+ * Idempotence follows Docker's status codes: stop → 304 (already stopped) and 404 (gone)
+ * are success; remove → 404 and 409 "removal already in progress" are success.
+ *
+ * Environment values are secrets: they are never logged and never put in an error message.
+ */
+import { readFileSync } from 'node:fs';
+import { posix } from 'node:path';
+import type { Readable } from 'node:stream';
+import Dockerode from 'dockerode';
+import { ExitCode, FleetrollError } from '../errors.js';
+import type { InstanceInfo, InstanceSpec, Runtime } from '../ports.js';
+import { createTar, readTar, type TarEntry } from './tar.js';
+
+/** Label run() adds to every container: the app's port inside it (how list() builds `address`). */
+export const PORT_LABEL = 'fleetroll.port';
+
+/** One Docker host as the fleet file describes it. */
+export interface DockerHostConfig {
+  name: string;
+  /** `unix:///path`, `tcp://host:port` or `ssh://user@host[:port]`. */
+  docker: string;
+  /** Client TLS for `tcp://` (paths to PEM files). */
+  tls?: { ca: string; cert: string; key: string } | undefined;
+}
+
+/** The Docker error shape docker-modem produces. */
+interface DockerApiError {
+  statusCode?: number;
+  reason?: string;
+  json?: unknown;
+  message: string;
+}
+
+function statusOf(err: unknown): number | undefined {
+  const code = (err as DockerApiError | null)?.statusCode;
+  return typeof code === 'number' ? code : undefined;
+}
+
+/** The engine's own message (`json.message`), else the error message, without docker-modem's prefix. */
+function engineMessage(err: unknown): string {
+  const json = (err as DockerApiError | null)?.json;
+  if (json && typeof json === 'object' && 'message' in json && typeof (json as { message: unknown }).message === 'string') {
+    return (json as { message: string }).message.trim();
+  }
+  if (err instanceof Error) return err.message.replace(/^\(HTTP code \d+\) [^-]*- /, '').trim();
+  return String(err);
+}
+
+function runtimeError(code: string, message: string, cause: unknown, hint?: string): FleetrollError {
+  return new FleetrollError(code, ExitCode.rolloutFailed, message, hint === undefined ? { cause } : { cause, hint });
+}
+
+/** dockerode options for an endpoint URL. Every connection key is set so DOCKER_HOST & co cannot leak in. */
+export function dockerOptions(host: DockerHostConfig): Dockerode.DockerOptions {
+  const endpoint = host.docker;
+  const where = `hosts[${host.name}]/docker`;
+  const invalid = (msg: string) => new FleetrollError('E_INVALID', ExitCode.invalidInput, `${where}: ${msg}`);
+  const base: Dockerode.DockerOptions = {
+    socketPath: undefined,
+    host: undefined,
+    port: undefined,
+    username: undefined,
+    ca: undefined,
+    cert: undefined,
+    key: undefined,
+  };
+  if (endpoint.startsWith('unix://')) {
+    const socketPath = endpoint.slice('unix://'.length);
+    if (!socketPath.startsWith('/')) throw invalid(`${JSON.stringify(endpoint)}: expected unix:///absolute/path`);
+    return { ...base, socketPath, protocol: 'http' };
+  }
+  let url: URL;
+  try {
+    url = new URL(endpoint);
+  } catch {
+    throw invalid(`${JSON.stringify(endpoint)} is not a URL (unix:///path, tcp://host:port or ssh://user@host)`);
+  }
+  const hostname = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  if (!hostname) throw invalid(`${JSON.stringify(endpoint)} has no host name`);
+  if (url.protocol === 'tcp:') {
+    if (host.tls) {
+      const read = (what: string, file: string) => {
+        try {
+          return readFileSync(file);
+        } catch (err) {
+          throw new FleetrollError(
+            'E_INVALID',
+            ExitCode.invalidInput,
+            `hosts[${host.name}]/tls/${what}: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`,
+            { cause: err },
+          );
+        }
+      };
+      return {
+        ...base,
+        host: hostname,
+        port: url.port || '2376',
+        protocol: 'https',
+        ca: read('ca', host.tls.ca),
+        cert: read('cert', host.tls.cert),
+        key: read('key', host.tls.key),
+      };
+    }
+    return { ...base, host: hostname, port: url.port || '2375', protocol: 'http' };
+  }
+  if (url.protocol === 'ssh:') {
+    const username = decodeURIComponent(url.username);
+    const agent = process.env.SSH_AUTH_SOCK;
+    return {
+      ...base,
+      host: hostname,
+      port: url.port || '22',
+      protocol: 'ssh',
+      ...(username ? { username } : {}),
+      sshOptions: agent ? { agent } : {},
+    };
+  }
+  throw invalid(`unsupported scheme ${JSON.stringify(url.protocol)} in ${JSON.stringify(endpoint)} (use unix://, tcp:// or ssh://)`);
+}
+
+/** Docker's container name, without the leading slash. */
+function cleanName(name: string | undefined): string {
+  return (name ?? '').replace(/^\//, '');
+}
+
+interface NetworkLike {
+  IPAddress?: string;
+}
+
+/** "ip:port" from the first network with an IP, or undefined. */
+function addressFrom(networks: Record<string, NetworkLike> | undefined, labels: Record<string, string>, preferred?: string): string | undefined {
+  const port = labels[PORT_LABEL];
+  if (!port || !networks) return undefined;
+  const pick = (preferred && networks[preferred]?.IPAddress) || Object.values(networks).find((n) => n?.IPAddress)?.IPAddress;
+  return pick ? `${pick}:${port}` : undefined;
+}
+
+/** Exit code from a listContainers Status such as "Exited (137) 3 seconds ago". */
+function exitCodeFromStatus(status: string | undefined): number | undefined {
+  const m = /\((-?\d+)\)/.exec(status ?? '');
+  return m?.[1] === undefined ? undefined : Number(m[1]);
+}
+
+export class DockerRuntime implements Runtime {
+  readonly host: string;
+  /** The endpoint URL this runtime talks to (for messages). */
+  readonly endpoint: string;
+  /** The underlying dockerode client (engine helpers, tests). */
+  readonly docker: Dockerode;
+
+  constructor(host: DockerHostConfig) {
+    this.host = host.name;
+    this.endpoint = host.docker;
+    this.docker = new Dockerode(dockerOptions(host));
+  }
+
+  private get where(): string {
+    return `Docker host ${this.host} (${this.endpoint})`;
+  }
+
+  async ping(timeoutMs = 5000): Promise<void> {
+    try {
+      // dockerode forwards abortSignal to the request; @types/dockerode does not declare the option.
+      const ping = this.docker.ping.bind(this.docker) as unknown as (opts: { abortSignal: AbortSignal }) => Promise<unknown>;
+      await ping({ abortSignal: AbortSignal.timeout(timeoutMs) });
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException;
+      const detail =
+        e?.name === 'AbortError' || e?.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : e?.code ?? engineMessage(err);
+      const hint = this.endpoint.startsWith('unix://')
+        ? 'is dockerd running? try: sudo dockerd, or scripts/setup-host.sh'
+        : this.endpoint.startsWith('ssh://')
+          ? 'check that `ssh` to the host works without a password prompt (agent) and that dockerd runs there'
+          : 'is dockerd listening on that address (and TLS configured to match)?';
+      throw runtimeError('E_DOCKER_UNREACHABLE', `cannot reach ${this.where}: ${detail}; ${hint}`, err, hint);
+    }
+  }
+
+  async list(labels: Record<string, string>): Promise<InstanceInfo[]> {
+    const label = Object.entries(labels).map(([k, v]) => `${k}=${v}`);
+    let containers: Dockerode.ContainerInfo[];
+    try {
+      containers = await this.docker.listContainers({ all: true, ...(label.length ? { filters: { label } } : {}) });
+    } catch (err) {
+      throw runtimeError('E_DOCKER', `listing containers on ${this.where}: ${engineMessage(err)}`, err);
+    }
+    return containers.map((c) => {
+      const labels = c.Labels ?? {};
+      const running = c.State === 'running';
+      return {
+        id: c.Id,
+        name: cleanName(c.Names?.[0]),
+        host: this.host,
+        labels,
+        state: c.State,
+        running,
+        exitCode: running ? undefined : exitCodeFromStatus(c.Status),
+        address: running ? addressFrom(c.NetworkSettings?.Networks as Record<string, NetworkLike>, labels) : undefined,
+      };
+    });
+  }
+
+  /** Inspect one container as InstanceInfo; undefined when it does not exist. */
+  async inspect(id: string): Promise<InstanceInfo | undefined> {
+    let info: Dockerode.ContainerInspectInfo;
+    try {
+      info = await this.docker.getContainer(id).inspect();
+    } catch (err) {
+      if (statusOf(err) === 404) return undefined;
+      throw runtimeError('E_DOCKER', `inspecting container ${id} on ${this.where}: ${engineMessage(err)}`, err);
+    }
+    const labels = info.Config?.Labels ?? {};
+    const running = info.State?.Running === true;
+    return {
+      id: info.Id,
+      name: cleanName(info.Name),
+      host: this.host,
+      labels,
+      state: info.State?.Status ?? 'unknown',
+      running,
+      exitCode: running ? undefined : info.State?.ExitCode,
+      address: running
+        ? addressFrom(info.NetworkSettings?.Networks as Record<string, NetworkLike>, labels, info.HostConfig?.NetworkMode)
+        : undefined,
+    };
+  }
+
+  async run(spec: InstanceSpec): Promise<InstanceInfo> {
+    const network = spec.network ?? 'bridge';
+    let container: Dockerode.Container;
+    try {
+      container = await this.docker.createContainer({
+        name: spec.name,
+        Image: spec.image,
+        Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+        Labels: { ...spec.labels, [PORT_LABEL]: String(spec.port) },
+        ExposedPorts: { [`${spec.port}/tcp`]: {} },
+        StopTimeout: spec.stopTimeoutSeconds,
+        HostConfig: {
+          Init: true,
+          NetworkMode: network,
+          RestartPolicy: { Name: 'no' },
+        },
+      });
+    } catch (err) {
+      const status = statusOf(err);
+      const msg = engineMessage(err);
+      if (status === 409) {
+        throw runtimeError(
+          'E_NAME_CONFLICT',
+          `cannot create container ${spec.name} on ${this.where}: the name is already in use (${msg})`,
+          err,
+          `remove the old container (docker rm ${spec.name}) or let fleetroll pick a new name`,
+        );
+      }
+      if (status === 404 && /network/i.test(msg)) {
+        throw runtimeError('E_NETWORK_MISSING', `cannot create container ${spec.name} on ${this.where}: network ${network} not found`, err);
+      }
+      if (status === 404) {
+        throw runtimeError(
+          'E_IMAGE_MISSING',
+          `image ${spec.image} is not present on ${this.where} (needed for container ${spec.name})`,
+          err,
+          `build or load it on that host (docker load / docker build), or pull it there`,
+        );
+      }
+      throw runtimeError('E_DOCKER', `creating container ${spec.name} (image ${spec.image}) on ${this.where}: ${msg}`, err);
+    }
+    try {
+      await container.start();
+    } catch (err) {
+      // Leave no half-made instance behind: a rerun would hit a name conflict.
+      await container.remove({ force: true, v: true }).catch(() => {});
+      const msg = engineMessage(err);
+      const code = statusOf(err) === 404 && /network/i.test(msg) ? 'E_NETWORK_MISSING' : 'E_CONTAINER_START';
+      throw runtimeError(code, `starting container ${spec.name} (image ${spec.image}) on ${this.where}: ${msg}`, err);
+    }
+    const info = await this.inspect(container.id);
+    if (!info) throw runtimeError('E_DOCKER', `container ${spec.name} vanished on ${this.where} right after it started`, undefined);
+    return info;
+  }
+
+  async stop(id: string, timeoutSeconds: number): Promise<void> {
+    try {
+      await this.docker.getContainer(id).stop({ t: Math.max(0, Math.round(timeoutSeconds)) });
+    } catch (err) {
+      const status = statusOf(err);
+      if (status === 304 || status === 404) return;
+      throw runtimeError('E_DOCKER', `stopping container ${id} on ${this.where}: ${engineMessage(err)}`, err);
+    }
+  }
+
+  async remove(id: string): Promise<void> {
+    try {
+      await this.docker.getContainer(id).remove({ force: false, v: true });
+    } catch (err) {
+      const status = statusOf(err);
+      const msg = engineMessage(err);
+      if (status === 404) return;
+      if (status === 409 && /already in progress/i.test(msg)) return;
+      throw runtimeError('E_DOCKER', `removing container ${id} on ${this.where}: ${msg}`, err);
+    }
+  }
+
+  async imageExists(image: string): Promise<boolean> {
+    try {
+      await this.docker.getImage(image).inspect();
+      return true;
+    } catch (err) {
+      if (statusOf(err) === 404) return false;
+      throw runtimeError('E_DOCKER', `inspecting image ${image} on ${this.where}: ${engineMessage(err)}`, err);
+    }
+  }
+
+  async logs(id: string, tail: number): Promise<string> {
+    let raw: unknown;
+    try {
+      raw = await this.docker.getContainer(id).logs({ stdout: true, stderr: true, tail: Math.max(0, Math.floor(tail)), follow: false });
+    } catch (err) {
+      if (statusOf(err) === 404) return '';
+      throw runtimeError('E_DOCKER', `reading the logs of container ${id} on ${this.where}: ${engineMessage(err)}`, err);
+    }
+    // docker-modem hands back a Buffer, or parsed JSON when the text happens to be valid JSON (TTY containers).
+    const buf = Buffer.isBuffer(raw) ? raw : Buffer.from(typeof raw === 'string' ? raw : JSON.stringify(raw));
+    return demuxBuffer(buf).all;
+  }
+}
+
+/**
+ * Split Docker's multiplexed stream format (8-byte frame headers: stream type, 3 zero
+ * bytes, big-endian length). Input that is not multiplexed (TTY) comes back as-is.
+ */
+export function demuxBuffer(buf: Buffer): { stdout: string; stderr: string; all: string } {
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  const all: Buffer[] = [];
+  let pos = 0;
+  while (pos < buf.length) {
+    const type = buf[pos]!;
+    if (pos + 8 > buf.length || type > 2 || buf[pos + 1] !== 0 || buf[pos + 2] !== 0 || buf[pos + 3] !== 0) {
+      if (pos === 0) {
+        const text = buf.toString('utf8');
+        return { stdout: text, stderr: '', all: text };
+      }
+      break; // truncated trailing frame
+    }
+    const len = buf.readUInt32BE(pos + 4);
+    const frame = buf.subarray(pos + 8, Math.min(buf.length, pos + 8 + len));
+    (type === 2 ? err : out).push(frame);
+    all.push(frame);
+    pos += 8 + len;
+  }
+  return {
+    stdout: Buffer.concat(out).toString('utf8'),
+    stderr: Buffer.concat(err).toString('utf8'),
+    all: Buffer.concat(all).toString('utf8'),
+  };
+}
+
+function dockerOf(target: DockerRuntime | Dockerode): Dockerode {
+  return target instanceof DockerRuntime ? target.docker : target;
+}
+
+/**
+ * Create a bridge network `name` (with `labels`) unless one with exactly that name exists.
+ * Idempotent and safe against a concurrent creator. Resolves to the network id.
+ */
+export async function ensureNetwork(target: DockerRuntime | Dockerode, name: string, labels: Record<string, string> = {}): Promise<string> {
+  const docker = dockerOf(target);
+  const find = async () => {
+    // The name filter matches substrings: compare exactly.
+    const nets = await docker.listNetworks({ filters: { name: [name] } });
+    return nets.find((n) => n.Name === name)?.Id;
+  };
+  try {
+    const existing = await find();
+    if (existing) return existing;
+    try {
+      const net = await docker.createNetwork({ Name: name, Driver: 'bridge', CheckDuplicate: true, Labels: labels });
+      return net.id;
+    } catch (err) {
+      if (statusOf(err) === 409) {
+        const raced = await find();
+        if (raced) return raced;
+      }
+      throw err;
+    }
+  } catch (err) {
+    if (err instanceof FleetrollError) throw err;
+    throw runtimeError('E_DOCKER', `creating Docker network ${name}: ${engineMessage(err)}`, err);
+  }
+}
+
+export interface ExecResult {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+}
+
+function containerError(err: unknown, container: string, doing: string): FleetrollError {
+  const status = statusOf(err);
+  const msg = engineMessage(err);
+  if (status === 404 && /no such container/i.test(msg)) {
+    return runtimeError('E_CONTAINER_MISSING', `${doing}: container ${container} does not exist`, err);
+  }
+  if (status === 409) {
+    return runtimeError('E_CONTAINER_NOT_RUNNING', `${doing}: container ${container} is not running (${msg})`, err);
+  }
+  return runtimeError('E_DOCKER', `${doing} in container ${container}: ${msg}`, err);
+}
+
+/**
+ * Run `cmd` (argument array, no shell) in a running container; capture exit code,
+ * stdout and stderr. A non-zero exit is a result, not an error; a missing or stopped
+ * container is a FleetrollError (E_CONTAINER_MISSING / E_CONTAINER_NOT_RUNNING).
+ */
+export async function execIn(docker: Dockerode, container: string, cmd: string[]): Promise<ExecResult> {
+  const doing = `running \`${cmd.join(' ')}\``;
+  let exec: Dockerode.Exec;
+  let stream: NodeJS.ReadableStream;
+  try {
+    exec = await docker.getContainer(container).exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true, Tty: false });
+    stream = await exec.start({ hijack: true, stdin: false });
+  } catch (err) {
+    throw containerError(err, container, doing);
+  }
+  const out: Buffer[] = [];
+  const errs: Buffer[] = [];
+  await new Promise<void>((resolve, reject) => {
+    const sink = (chunks: Buffer[]) =>
+      ({ write: (c: Buffer) => { chunks.push(Buffer.from(c)); return true; } }) as unknown as NodeJS.WritableStream;
+    docker.modem.demuxStream(stream as Readable, sink(out), sink(errs));
+    let settled = false;
+    const done = (err?: Error) => {
+      if (settled) return;
+      settled = true;
+      if (err) reject(runtimeError('E_DOCKER', `${doing} in container ${container}: ${err.message}`, err));
+      else resolve();
+    };
+    stream.on('end', () => done());
+    stream.on('close', () => done());
+    stream.on('error', (e: Error) => done(e));
+  });
+  // The stream can end a moment before the engine records the exit code.
+  let exitCode: number | null | undefined;
+  for (let i = 0; i < 50; i++) {
+    const info = await exec.inspect().catch((err: unknown) => {
+      throw containerError(err, container, doing);
+    });
+    exitCode = info.ExitCode;
+    if (!info.Running && typeof exitCode === 'number') break;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return { exitCode: typeof exitCode === 'number' ? exitCode : -1, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(errs).toString('utf8') };
+}
+
+function checkAbsolute(absPath: string): void {
+  if (!posix.isAbsolute(absPath) || absPath.endsWith('/')) {
+    throw new FleetrollError('E_INVALID', ExitCode.invalidInput, `expected an absolute file path, got ${JSON.stringify(absPath)}`);
+  }
+}
+
+/**
+ * Write one file into a container (running or just created) through the archive API:
+ * an in-memory tar with a single entry, extracted into the file's directory (which must
+ * exist). The engine replaces an existing file (unlink + create), owner root:root.
+ */
+export async function putFile(docker: Dockerode, container: string, absPath: string, content: string, mode = 0o644): Promise<void> {
+  checkAbsolute(absPath);
+  const tar = createTar({ name: posix.basename(absPath), content, mode });
+  try {
+    await docker.getContainer(container).putArchive(tar, { path: posix.dirname(absPath) });
+  } catch (err) {
+    const status = statusOf(err);
+    const msg = engineMessage(err);
+    if (status === 404 && !/no such container/i.test(msg)) {
+      throw runtimeError('E_PUT_FILE', `writing ${absPath} in container ${container}: directory ${posix.dirname(absPath)} does not exist (${msg})`, err);
+    }
+    throw containerError(err, container, `writing ${absPath}`);
+  }
+}
+
+/** The raw tar entry for `absPath` in `container`, following symlinks; undefined when the file does not exist. */
+export async function getFileEntry(docker: Dockerode, container: string, absPath: string, depth = 0): Promise<TarEntry | undefined> {
+  checkAbsolute(absPath);
+  let stream: NodeJS.ReadableStream;
+  try {
+    stream = await docker.getContainer(container).getArchive({ path: absPath });
+  } catch (err) {
+    const status = statusOf(err);
+    const msg = engineMessage(err);
+    if (status === 404 && !/no such container/i.test(msg)) return undefined;
+    throw containerError(err, container, `reading ${absPath}`);
+  }
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream as AsyncIterable<Buffer | string>) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
+  const entry = readTar(Buffer.concat(chunks))[0];
+  if (!entry) return undefined;
+  if (entry.type === 'symlink' && depth < 8) {
+    const target = posix.resolve(posix.dirname(absPath), entry.linkname);
+    return getFileEntry(docker, container, target, depth + 1);
+  }
+  if (entry.type !== 'file') {
+    throw runtimeError('E_GET_FILE', `reading ${absPath} in container ${container}: not a regular file (${entry.type})`, undefined);
+  }
+  return entry;
+}
+
+/** One file's content (UTF-8) from a container; undefined when the file does not exist. */
+export async function getFile(docker: Dockerode, container: string, absPath: string): Promise<string | undefined> {
+  return (await getFileEntry(docker, container, absPath))?.content.toString('utf8');
+}

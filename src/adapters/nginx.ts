@@ -1,0 +1,213 @@
+/**
+ * `Router` implementations for nginx: the upstream file is written, `nginx -t` checks
+ * it, and a failed check puts the previous content back before throwing, so nginx's
+ * on-disk config is never left broken. `reload()` is a separate step.
+ *
+ * - NginxContainerRouter: nginx in a container on a Docker host. The file goes in and
+ *   out through Docker's archive API and `nginx -t` / `nginx -s reload` run through
+ *   `docker exec`. This works on images without a shell, cat, mv or rm (such as
+ *   fleetroll/nginx-base), which is also why a file that did not exist before a failed
+ *   write cannot be deleted again: it is left holding only a comment (see RESTORED_EMPTY).
+ * - NginxExecRouter: nginx on the machine running fleetroll. The file is written to a
+ *   temp file in the same directory and renamed over the old one (atomic); the binary
+ *   runs with argument arrays, never through a shell.
+ */
+import { randomBytes } from 'node:crypto';
+import { readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { execa } from 'execa';
+import { ExitCode, FleetrollError } from '../errors.js';
+import type { Router } from '../ports.js';
+import { type DockerRuntime, execIn, getFileEntry, putFile } from './docker.js';
+
+/**
+ * What NginxContainerRouter leaves in an upstream file that did not exist before a
+ * write that failed `nginx -t`: the image may have no `rm`, and the archive API cannot
+ * delete. A comment-only file is valid wherever it is included.
+ */
+export const RESTORED_EMPTY = '# fleetroll: this file did not exist before a write that failed `nginx -t`\n';
+
+/** nginx's diagnostic lines, without the "syntax is ok"/"test is successful" noise. */
+function nginxLines(stderr: string, stdout = ''): string {
+  const lines = `${stderr}\n${stdout}`
+    .split(/\r?\n/)
+    .map((l) => l.trim())
+    .filter((l) => l !== '');
+  return lines.length ? lines.join('\n') : '(no output)';
+}
+
+function failure(code: string, message: string, cause?: unknown, hint?: string): FleetrollError {
+  const opts: { cause?: unknown; hint?: string } = {};
+  if (cause !== undefined) opts.cause = cause;
+  if (hint !== undefined) opts.hint = hint;
+  return new FleetrollError(code, ExitCode.rolloutFailed, message, opts);
+}
+
+export interface NginxContainerRouterOptions {
+  runtime: DockerRuntime;
+  /** Name (or id) of the nginx container. */
+  container: string;
+  /** Absolute path of the upstream file inside the container; its directory must exist. */
+  upstreamFile: string;
+  /** Name of the Docker host, for messages. */
+  hostName: string;
+}
+
+/** nginx running in a container, driven through the Docker API. */
+export class NginxContainerRouter implements Router {
+  readonly name: string;
+  private readonly runtime: DockerRuntime;
+  private readonly container: string;
+  private readonly upstreamFile: string;
+
+  constructor(opts: NginxContainerRouterOptions) {
+    this.runtime = opts.runtime;
+    this.container = opts.container;
+    this.upstreamFile = opts.upstreamFile;
+    this.name = `nginx ${opts.container} on ${opts.hostName}`;
+  }
+
+  private exec(args: string[]) {
+    return execIn(this.runtime.docker, this.container, ['nginx', ...args]);
+  }
+
+  async check(): Promise<void> {
+    const info = await this.runtime.inspect(this.container);
+    if (!info) {
+      throw failure('E_NGINX_MISSING', `${this.name}: container ${this.container} does not exist`, undefined,
+        `start it, or fix loadBalancers[].nginx.container`);
+    }
+    if (!info.running) {
+      throw failure('E_NGINX_NOT_RUNNING', `${this.name}: container ${this.container} is ${info.state}, not running`, undefined,
+        `docker start ${this.container}`);
+    }
+    const r = await this.exec(['-t']);
+    if (r.exitCode !== 0) {
+      throw failure('E_NGINX_TEST', `${this.name}: the current configuration fails \`nginx -t\`:\n${nginxLines(r.stderr, r.stdout)}`);
+    }
+  }
+
+  async read(): Promise<string | undefined> {
+    return (await getFileEntry(this.runtime.docker, this.container, this.upstreamFile))?.content.toString('utf8');
+  }
+
+  async writeAndTest(content: string): Promise<void> {
+    const docker = this.runtime.docker;
+    const previous = await getFileEntry(docker, this.container, this.upstreamFile);
+    const mode = previous ? previous.mode & 0o7777 : 0o644;
+    await putFile(docker, this.container, this.upstreamFile, content, mode);
+    const r = await this.exec(['-t']);
+    if (r.exitCode === 0) return;
+
+    const restoreWith = previous ? previous.content.toString('utf8') : RESTORED_EMPTY;
+    let restored = previous ? 'the previous content was put back' : 'the file did not exist before; it now holds only a comment';
+    try {
+      await putFile(docker, this.container, this.upstreamFile, restoreWith, mode);
+    } catch (err) {
+      restored = `AND restoring the previous content failed: ${err instanceof Error ? err.message : String(err)}`;
+    }
+    throw failure(
+      'E_NGINX_TEST',
+      `${this.name}: \`nginx -t\` rejected the new ${this.upstreamFile} (${restored}):\n${nginxLines(r.stderr, r.stdout)}`,
+    );
+  }
+
+  async reload(): Promise<void> {
+    const r = await this.exec(['-s', 'reload']);
+    if (r.exitCode !== 0) {
+      throw failure('E_NGINX_RELOAD', `${this.name}: \`nginx -s reload\` exited with ${r.exitCode}:\n${nginxLines(r.stderr, r.stdout)}`);
+    }
+  }
+}
+
+export interface NginxExecRouterOptions {
+  /** Absolute path of the upstream file on this machine. */
+  upstreamFile: string;
+  /** nginx binary (default /usr/sbin/nginx). */
+  nginxBin?: string;
+  /** Arguments before `-t` / `-s reload`, e.g. `['-c', '/tmp/x/nginx.conf', '-p', '/tmp/x/']`. */
+  prefixArgs?: string[];
+  /** Name for messages (default "nginx on this machine (<upstreamFile>)"). */
+  name?: string;
+}
+
+/** nginx on the machine running fleetroll, driven with its own binary. */
+export class NginxExecRouter implements Router {
+  readonly name: string;
+  private readonly upstreamFile: string;
+  private readonly nginxBin: string;
+  private readonly prefixArgs: string[];
+
+  constructor(opts: NginxExecRouterOptions) {
+    if (!path.isAbsolute(opts.upstreamFile)) {
+      throw new FleetrollError('E_INVALID', ExitCode.invalidInput, `upstreamFile must be an absolute path, got ${JSON.stringify(opts.upstreamFile)}`);
+    }
+    this.upstreamFile = opts.upstreamFile;
+    this.nginxBin = opts.nginxBin ?? '/usr/sbin/nginx';
+    this.prefixArgs = opts.prefixArgs ?? [];
+    this.name = opts.name ?? `nginx on this machine (${opts.upstreamFile})`;
+  }
+
+  private async nginx(args: string[]): Promise<{ ok: boolean; exitCode: number | undefined; output: string; command: string }> {
+    const all = [...this.prefixArgs, ...args];
+    const command = [this.nginxBin, ...all].join(' ');
+    const r = await execa(this.nginxBin, all, { reject: false, stdin: 'ignore', timeout: 30_000 });
+    const output =
+      r.exitCode === undefined && !r.stderr && !r.stdout
+        ? `could not run: ${(r.cause as NodeJS.ErrnoException | undefined)?.code ?? r.shortMessage}`
+        : nginxLines(String(r.stderr ?? ''), String(r.stdout ?? ''));
+    return { ok: !r.failed && r.exitCode === 0, exitCode: r.exitCode, output, command };
+  }
+
+  async check(): Promise<void> {
+    const r = await this.nginx(['-t']);
+    if (!r.ok) throw failure('E_NGINX_TEST', `${this.name}: \`${r.command}\` failed:\n${r.output}`);
+  }
+
+  async read(): Promise<string | undefined> {
+    try {
+      return await readFile(this.upstreamFile, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw failure('E_NGINX_FILE', `${this.name}: reading ${this.upstreamFile}: ${(err as Error).message}`, err);
+    }
+  }
+
+  /** Write via a temp file in the same directory + rename. The temp name ends in `.tmp` so `*.conf` includes never see it. */
+  private async atomicWrite(content: string, mode: number): Promise<void> {
+    const dir = path.dirname(this.upstreamFile);
+    const tmp = path.join(dir, `.${path.basename(this.upstreamFile)}.fleetroll-${process.pid}-${randomBytes(4).toString('hex')}.tmp`);
+    try {
+      await writeFile(tmp, content, { mode, flag: 'wx' });
+      await rename(tmp, this.upstreamFile);
+    } catch (err) {
+      await unlink(tmp).catch(() => {});
+      throw failure('E_NGINX_FILE', `${this.name}: writing ${this.upstreamFile}: ${(err as Error).message}`, err);
+    }
+  }
+
+  async writeAndTest(content: string): Promise<void> {
+    const previous = await this.read();
+    let mode = 0o644;
+    if (previous !== undefined) mode = (await stat(this.upstreamFile).catch(() => undefined))?.mode ?? mode;
+    await this.atomicWrite(content, mode & 0o7777);
+    const r = await this.nginx(['-t']);
+    if (r.ok) return;
+
+    let restored = previous === undefined ? 'the new file was removed again' : 'the previous content was put back';
+    try {
+      if (previous === undefined) await unlink(this.upstreamFile);
+      else await this.atomicWrite(previous, mode & 0o7777);
+    } catch (err) {
+      restored = `AND restoring the previous state failed: ${err instanceof Error ? err.message : String(err)}`;
+    }
+    throw failure('E_NGINX_TEST', `${this.name}: \`${r.command}\` rejected the new ${this.upstreamFile} (${restored}):\n${r.output}`);
+  }
+
+  async reload(): Promise<void> {
+    const r = await this.nginx(['-s', 'reload']);
+    if (!r.ok) {
+      throw failure('E_NGINX_RELOAD', `${this.name}: \`${r.command}\` failed:\n${r.output}`, undefined, 'is the nginx master running (its pid file present)?');
+    }
+  }
+}

@@ -1,0 +1,56 @@
+/**
+ * Turns rollout events into what a person reads: one plain line per event,
+ * stamped with the seconds since the rollout began. The same lines work on a
+ * terminal and in a CI log; `--log-format json` gives pino JSON lines instead.
+ */
+import { pino } from 'pino';
+import type { EventSink, RolloutEvent } from '../engine/events.js';
+
+export type LogFormat = 'text' | 'json';
+
+export function describeEvent(e: RolloutEvent): string {
+  switch (e.type) {
+    case 'observed': {
+      const revs = Object.entries(e.byRevision).map(([r, n]) => `${n} × ${r}${r === e.revision ? ' (target)' : ''}`);
+      return `observed ${e.instances} instance(s)${revs.length ? `: ${revs.join(', ')}` : ''}; target revision ${e.revision}`;
+    }
+    case 'wave':
+      return `wave ${e.index}: start ${e.start}, drain and stop ${e.stop.length}${e.stop.length ? ` (${e.stop.join(', ')})` : ''}`;
+    case 'upstream': {
+      if (e.action === 'restore') return 'upstream: nginx -t failed; files restored, nothing reloaded';
+      const parts = [...(e.up.length ? [`in: ${e.up.join(', ')}`] : []), ...(e.down.length ? [`down: ${e.down.join(', ')}`] : [])];
+      return `upstream: nginx -t ok, reloaded (${parts.join('; ') || 'tidied'}) [${e.reloads} reloads]`;
+    }
+    case 'draining':
+      return `draining ${e.names.join(', ')} for ${e.seconds} s`;
+    case 'stopped':
+      return `stopped and removed ${e.name} on ${e.host}`;
+    case 'started':
+      return `started ${e.name} on ${e.host}${e.address ? ` at ${e.address}` : ''}`;
+    case 'ready':
+      return `ready ${e.name}`;
+    case 'available':
+      return `available ${e.name} (ready for minReadySeconds)`;
+    case 'verified':
+      return `verified ${e.name} serves ${e.version}`;
+    case 'complete':
+      return `complete: every instance runs revision ${e.revision} (version ${e.version})`;
+    case 'failed':
+      return `FAILED: ${e.reason}`;
+    case 'info':
+      return e.message;
+  }
+}
+
+/** A sink printing to the given stream (stderr when stdout carries --json). */
+export function eventPrinter(format: LogFormat, stream: NodeJS.WritableStream, now: () => number = Date.now): EventSink {
+  if (format === 'json') {
+    const log = pino({ base: undefined, messageKey: 'msg' }, stream as unknown as pino.DestinationStream);
+    return (e) => log.info({ event: e }, describeEvent(e));
+  }
+  const t0 = now();
+  return (e) => {
+    const s = ((now() - t0) / 1000).toFixed(1).padStart(6);
+    stream.write(`[${s}s] ${describeEvent(e)}\n`);
+  };
+}

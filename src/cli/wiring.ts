@@ -1,0 +1,56 @@
+/**
+ * Builds the engine's dependencies from a fleet: one Docker runtime per host,
+ * one router per nginx, the HTTP prober and the upstream templates. The only
+ * place that knows which adapter serves which port.
+ */
+import { readFile } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
+import type { Fleet } from '../config/load.js';
+import { DockerRuntime } from '../adapters/docker.js';
+import { HttpProber } from '../adapters/http.js';
+import { NginxContainerRouter, NginxExecRouter } from '../adapters/nginx.js';
+import type { DeployDeps, LoadBalancer } from '../engine/deploy.js';
+import type { EventSink } from '../engine/events.js';
+import { ExitCode, FleetrollError } from '../errors.js';
+
+export const DEFAULT_TEMPLATE = new URL('../../templates/upstream.conf.tmpl', import.meta.url);
+
+async function readTemplate(path: string | URL, where: string): Promise<string> {
+  try {
+    const text = await readFile(path, 'utf8');
+    if (!/\{\{\s*servers\s*\}\}/.test(text)) {
+      throw new FleetrollError('E_INVALID', ExitCode.invalidInput, `${where}: the upstream template must contain {{servers}}`);
+    }
+    return text;
+  } catch (err) {
+    if (err instanceof FleetrollError) throw err;
+    throw new FleetrollError('E_INVALID', ExitCode.invalidInput, `${where}: cannot read upstream template ${String(path)}: ${(err as Error).message}`);
+  }
+}
+
+export function readDefaultTemplate(): Promise<string> {
+  return readTemplate(DEFAULT_TEMPLATE, 'built-in template');
+}
+
+export async function buildDeps(fleet: Fleet, events?: EventSink): Promise<DeployDeps> {
+  const runtimes = new Map(fleet.hosts.map((h) => [h.name, new DockerRuntime(h)] as const));
+  const routers: LoadBalancer[] = [];
+  for (const [i, { nginx: lb }] of fleet.loadBalancers.entries()) {
+    const template = lb.template
+      ? await readTemplate(resolve(dirname(fleet.source.file), lb.template), `loadBalancers/${i}/nginx/template`)
+      : await readTemplate(DEFAULT_TEMPLATE, 'built-in template');
+    const hostName = lb.host ?? fleet.hosts[0]?.name ?? 'local';
+    const runtime = runtimes.get(hostName);
+    const router =
+      lb.container && runtime
+        ? new NginxContainerRouter({ runtime, container: lb.container, upstreamFile: lb.upstreamFile, hostName })
+        : new NginxExecRouter({ upstreamFile: lb.upstreamFile });
+    routers.push({ router, template, upstream: lb.upstream });
+  }
+  const prober = new HttpProber({
+    readinessPath: fleet.probes.readiness.path,
+    versionPath: fleet.probes.version.path,
+    timeoutMs: fleet.probes.readiness.timeoutMs,
+  });
+  return { runtimes, routers, prober, ...(events ? { events } : {}) };
+}

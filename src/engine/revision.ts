@@ -1,0 +1,22 @@
+import { createHash } from 'node:crypto';
+import type { Fleet } from '../config/load.js';
+
+/**
+ * The revision of a fleet spec: a hash of everything that makes two instances
+ * different programs (image, env, port, version). Like Kubernetes'
+ * pod-template-hash, instances with the same hash are interchangeable.
+ * Env values go into the hash (a rotated secret is a new revision) but the
+ * hash reveals nothing about them.
+ */
+export function revisionOf(f: Pick<Fleet, 'image' | 'env' | 'port' | 'version'>): string {
+  const env = Object.entries(f.env ?? {})
+    .map(([k, v]) => [k, String(v)])
+    .sort(([a], [b]) => (a! < b! ? -1 : a! > b! ? 1 : 0));
+  const canonical = JSON.stringify({ image: f.image, env, port: f.port, version: f.version });
+  return createHash('sha256').update(canonical).digest('hex').slice(0, 10);
+}
+
+/** Env as Docker wants it: every value a string. */
+export function envOf(f: Pick<Fleet, 'env'>): Record<string, string> {
+  return Object.fromEntries(Object.entries(f.env ?? {}).map(([k, v]) => [k, String(v)]));
+}

@@ -1,0 +1,175 @@
+/**
+ * Numbers from the records that load probes collect during a deploy: how many
+ * requests failed and how, latency percentiles, the mixed-version window and
+ * a per-second breakdown for charts.
+ *
+ * PURE: no I/O, no clock, no randomness. Every function takes the records
+ * and returns plain data, so an experiment report can be recomputed from a
+ * saved record file and each number checked by hand.
+ */
+
+export interface RequestRecord {
+  /** ms since the probe run started, when the request was sent */
+  t: number;
+  method: 'GET' | 'POST';
+  path: string;
+  /** HTTP status, or undefined when the request failed without one */
+  status?: number;
+  /** e.g. 'timeout', 'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'socket hang up' */
+  error?: string;
+  latencyMs: number;
+  /** X-App-Version of the response, when there was one */
+  version?: string;
+}
+
+export interface MethodSummary {
+  total: number;
+  ok: number;
+  failed: number;
+  /** "200": n, "502": n, "error:ECONNRESET": n, ... */
+  byStatus: Record<string, number>;
+}
+
+export interface RequestSummary {
+  total: number;
+  ok: number;
+  failed: number;
+  byMethod: Record<string, MethodSummary>;
+  latencyMs: { p50: number; p95: number; p99: number; max: number };
+}
+
+export interface MixedVersionWindow {
+  startMs: number;
+  endMs: number;
+  windowMs: number;
+}
+
+export interface SecondBucket {
+  /** Start of the bucket, ms since the probe run started. */
+  t: number;
+  /** Successful responses per answering version ('unknown' when the header was missing). */
+  byVersion: Record<string, number>;
+  failed: number;
+}
+
+/**
+ * A request counts as successful when the backend answered with a 2xx/3xx and
+ * the whole response arrived. A record can carry both a status and an error
+ * when the connection died mid-body; the client got a broken response then,
+ * which is exactly what a zero-downtime deploy must not produce.
+ */
+export function isOkByDefault(r: RequestRecord): boolean {
+  return r.status !== undefined && r.status >= 200 && r.status < 400 && r.error === undefined;
+}
+
+/**
+ * The byStatus key: the error wins over the status, so a truncated 200 is not
+ * hidden among the good ones; a failure with neither is still counted.
+ */
+export function outcomeKey(r: RequestRecord): string {
+  if (r.error !== undefined) return `error:${r.error}`;
+  if (r.status !== undefined) return String(r.status);
+  return 'error:unknown';
+}
+
+/** Nearest-rank percentile of an ascending array: the smallest value with at least p% at or below it. */
+function nearestRank(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return 0;
+  const rank = Math.max(1, Math.ceil((p / 100) * sorted.length));
+  return sorted[rank - 1]!;
+}
+
+export function summarizeRequests(
+  records: readonly RequestRecord[],
+  isOk: (r: RequestRecord) => boolean = isOkByDefault,
+): RequestSummary {
+  const byMethod: Record<string, MethodSummary> = {};
+  let ok = 0;
+  for (const r of records) {
+    const m = (byMethod[r.method] ??= { total: 0, ok: 0, failed: 0, byStatus: {} });
+    m.total++;
+    if (isOk(r)) {
+      m.ok++;
+      ok++;
+    } else m.failed++;
+    const key = outcomeKey(r);
+    m.byStatus[key] = (m.byStatus[key] ?? 0) + 1;
+  }
+  // Failed requests stay in the latency figures: a request that hung for the
+  // whole timeout is the latency a user saw, and dropping it would flatter p99.
+  const lat = records.map((r) => r.latencyMs).sort((a, b) => a - b);
+  return {
+    total: records.length,
+    ok,
+    failed: records.length - ok,
+    byMethod,
+    latencyMs: {
+      p50: nearestRank(lat, 50),
+      p95: nearestRank(lat, 95),
+      p99: nearestRank(lat, 99),
+      max: lat.length === 0 ? 0 : lat[lat.length - 1]!,
+    },
+  };
+}
+
+/**
+ * The stretch of time during which a client could get either version: from
+ * the first successful answer by `newVersion` to the last successful answer
+ * by `oldVersion`. Times are when the answer arrived (t + latencyMs), since
+ * that is when a client sees which version served it; a 200 ms POST sent just
+ * before the switch was still served by the old version 200 ms later.
+ *
+ * A recreate-style deploy (old gone before new starts) has end < start and
+ * gets windowMs 0 rather than a negative number. Undefined when one of the
+ * versions never answered successfully: there was no mix to measure.
+ */
+export function mixedVersionWindow(
+  records: readonly RequestRecord[],
+  oldVersion: string,
+  newVersion: string,
+  isOk: (r: RequestRecord) => boolean = isOkByDefault,
+): MixedVersionWindow | undefined {
+  let firstNew = Infinity;
+  let lastOld = -Infinity;
+  for (const r of records) {
+    if (r.version === undefined || !isOk(r)) continue;
+    const answeredAt = r.t + r.latencyMs;
+    if (r.version === newVersion && answeredAt < firstNew) firstNew = answeredAt;
+    if (r.version === oldVersion && answeredAt > lastOld) lastOld = answeredAt;
+  }
+  if (firstNew === Infinity || lastOld === -Infinity) return undefined;
+  return { startMs: firstNew, endMs: lastOld, windowMs: Math.max(0, lastOld - firstNew) };
+}
+
+/**
+ * Counts per time bucket for charts. A request lands in the bucket it was
+ * SENT in, not the one it finished in: a request that timed out after 5 s
+ * belongs to the moment the backend went away, which is what a chart of a
+ * deploy should show. Buckets run contiguously from 0 to the last request, so
+ * a quiet second shows up as an empty bucket instead of vanishing.
+ */
+export function perSecond(
+  records: readonly RequestRecord[],
+  bucketMs = 1000,
+  isOk: (r: RequestRecord) => boolean = isOkByDefault,
+): SecondBucket[] {
+  if (!(bucketMs > 0) || !Number.isFinite(bucketMs)) {
+    throw new RangeError(`bucketMs must be a positive number, got ${bucketMs}`);
+  }
+  if (records.length === 0) return [];
+  let last = 0;
+  for (const r of records) last = Math.max(last, Math.floor(Math.max(0, r.t) / bucketMs));
+  const buckets: SecondBucket[] = Array.from({ length: last + 1 }, (_, i) => ({
+    t: i * bucketMs,
+    byVersion: {},
+    failed: 0,
+  }));
+  for (const r of records) {
+    const b = buckets[Math.floor(Math.max(0, r.t) / bucketMs)]!;
+    if (isOk(r)) {
+      const v = r.version ?? 'unknown';
+      b.byVersion[v] = (b.byVersion[v] ?? 0) + 1;
+    } else b.failed++;
+  }
+  return buckets;
+}

@@ -1,0 +1,231 @@
+/**
+ * `fleetroll rehearse`: a deploy rehearsed on a local fleet, under load,
+ * measured. It builds what it needs, starts nginx and N instances of the
+ * example app at one version, runs GET and POST probes through nginx, rolls
+ * the fleet to the next version with the real engine, and reports what the
+ * probes saw: failed requests, the mixed-version window, the versions served.
+ */
+import type Dockerode from 'dockerode';
+import { fleetFromObject, type Fleet } from '../config/load.js';
+import { renderUpstream } from '../core/upstream.js';
+import { DockerRuntime, ensureNetwork, putFile } from '../adapters/docker.js';
+import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../adapters/localImages.js';
+import { deploy, systemClock, type DeployDeps, type DeployResult } from '../engine/deploy.js';
+import type { EventSink } from '../engine/events.js';
+import { naiveReplace } from '../engine/naive.js';
+import { FleetrollError } from '../errors.js';
+import { LABELS } from '../ports.js';
+import { mixedVersionWindow, summarizeRequests, type RequestRecord, type RequestSummary } from './metrics.js';
+import { startLoad } from './probes.js';
+
+/** Label on everything a rehearsal creates besides the instances, so `--down` finds it. */
+export const DEMO_LABEL = 'fleetroll.demo';
+
+export interface RehearseOptions {
+  /** Service name; also the prefix of the network and nginx container names. */
+  name: string;
+  docker: string;
+  replicas: number;
+  maxSurge?: string | undefined;
+  maxUnavailable?: string | undefined;
+  recreate?: boolean;
+  /** Replace instances the way a typical script does (kill, start, no drain), as a control. */
+  naive?: boolean;
+  from: string;
+  to: string;
+  getPerSecond: number;
+  postConcurrency: number;
+  drainSeconds: number;
+  warmupSeconds: number;
+  minReadySeconds: number;
+  /** Host port nginx is published on (127.0.0.1 only); 0 picks a free one. */
+  port: number;
+  keep: boolean;
+  /** Env for the new version only, e.g. REPORT_VERSION to rehearse a mis-tagged build. */
+  toEnv?: Record<string, string>;
+  events: EventSink;
+  log: (line: string) => void;
+}
+
+export interface RehearseResult {
+  requests: RequestSummary;
+  versions: { expected: string; instances: { name: string; version: string }[] };
+  mixedVersionWindowMs: number;
+  durationMs: number;
+  deploy?: DeployResult | undefined;
+  /** Set when the deploy itself failed (its message). */
+  deployError?: string | undefined;
+  nginxUrl: string;
+  records: RequestRecord[];
+}
+
+export interface DemoNames {
+  service: string;
+  network: string;
+  nginx: string;
+  upstream: string;
+}
+
+export function demoNames(name: string): DemoNames {
+  return { service: name, network: `${name}-net`, nginx: `${name}-nginx`, upstream: name.replace(/-/g, '_') };
+}
+
+const UPSTREAM_FILE = '/etc/nginx/conf.d/upstream.conf';
+const APP_PORT = 8080;
+
+function serverBlock(upstream: string): string {
+  return `# Written by fleetroll rehearse: proxy everything to the fleet.
+server {
+    listen 80;
+    location / {
+        proxy_pass http://${upstream};
+        proxy_connect_timeout 1s;
+        proxy_next_upstream error timeout;
+    }
+}
+`;
+}
+
+/** Removes everything a rehearsal with this name created: instances, nginx, network. */
+export async function teardown(docker: Dockerode, names: DemoNames): Promise<number> {
+  let removed = 0;
+  for (const filter of [`${LABELS.service}=${names.service}`, `${DEMO_LABEL}=${names.service}`]) {
+    const list = await docker.listContainers({ all: true, filters: { label: [filter] } });
+    await Promise.all(
+      list.map(async (c) => {
+        await docker.getContainer(c.Id).remove({ force: true, v: true }).catch((err: { statusCode?: number }) => {
+          if (err.statusCode !== 404 && err.statusCode !== 409) throw err;
+        });
+        removed++;
+      }),
+    );
+  }
+  const nets = await docker.listNetworks({ filters: { label: [`${DEMO_LABEL}=${names.service}`] } });
+  for (const n of nets) await docker.getNetwork(n.Id).remove().catch(() => {});
+  return removed;
+}
+
+async function startNginx(docker: Dockerode, names: DemoNames, image: string, port: number, template: string): Promise<number> {
+  const c = await docker.createContainer({
+    name: names.nginx,
+    Image: image,
+    Labels: { [DEMO_LABEL]: names.service },
+    ExposedPorts: { '80/tcp': {} },
+    HostConfig: {
+      NetworkMode: names.network,
+      PortBindings: { '80/tcp': [{ HostIp: '127.0.0.1', HostPort: port === 0 ? '' : String(port) }] },
+      RestartPolicy: { Name: 'no' },
+    },
+  });
+  await putFile(docker, names.nginx, '/etc/nginx/conf.d/default.conf', serverBlock(names.upstream));
+  await putFile(docker, names.nginx, UPSTREAM_FILE, renderUpstream(template, { service: names.service, upstream: names.upstream, servers: [] }));
+  await c.start();
+  const info = await c.inspect();
+  const bound = info.NetworkSettings.Ports['80/tcp']?.[0]?.HostPort;
+  if (!bound) throw new FleetrollError('E_REHEARSE', 1, `nginx container ${names.nginx} has no published port`);
+  return Number(bound);
+}
+
+/** nginx answers (a 502 with no backends is an answer). */
+async function waitForHttp(url: string, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await fetch(url, { signal: AbortSignal.timeout(1000) });
+      return;
+    } catch (err) {
+      if (Date.now() > until) throw new FleetrollError('E_REHEARSE', 1, `nginx did not answer on ${url}: ${(err as Error).message}`);
+      await systemClock.sleep(100);
+    }
+  }
+}
+
+export async function demoFleet(o: RehearseOptions, names: DemoNames, version: string, env: Record<string, string> = {}): Promise<Fleet> {
+  return fleetFromObject(
+    {
+      service: names.service,
+      image: `fleetroll-example:${version}`,
+      replicas: o.replicas,
+      port: APP_PORT,
+      env: { WARMUP_SECONDS: String(o.warmupSeconds), PRESTOP_SECONDS: '1', ORDER_DELAY_MS: '200', ...env },
+      hosts: [{ name: 'local', docker: o.docker, network: names.network }],
+      probes: { readiness: { path: '/health/ready', periodMs: 100, timeoutMs: 1000 }, version: { path: '/api/version' } },
+      strategy: o.recreate ? { type: 'Recreate' } : { type: 'RollingUpdate' },
+      minReadySeconds: o.minReadySeconds,
+      progressDeadlineSeconds: 60 + o.minReadySeconds,
+      drainSeconds: o.drainSeconds,
+      terminationGracePeriodSeconds: 10,
+      loadBalancers: [{ nginx: { container: names.nginx, host: 'local', upstreamFile: UPSTREAM_FILE, upstream: names.upstream } }],
+    },
+    `rehearse (${names.service})`,
+    { maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable },
+  );
+}
+
+export async function rehearse(o: RehearseOptions, makeDeps: (fleet: Fleet) => Promise<DeployDeps>, template: string): Promise<RehearseResult> {
+  const names = demoNames(o.name);
+  const runtime = new DockerRuntime({ name: 'local', docker: o.docker });
+  await runtime.ping();
+  const docker = runtime.docker;
+
+  o.log('building images (reused when up to date)');
+  const imageOpts = { log: o.log, ...(o.docker.startsWith('unix://') ? {} : { dockerHost: o.docker }) };
+  const base = await ensureNodeBaseImage(imageOpts);
+  for (const v of new Set([o.from, o.to])) await buildAppImage({ ...imageOpts, version: v, base });
+  const nginxImage = await ensureNginxBaseImage(imageOpts);
+
+  const removed = await teardown(docker, names);
+  if (removed > 0) o.log(`removed ${removed} container(s) left from an earlier rehearsal`);
+  await ensureNetwork(docker, names.network, { [DEMO_LABEL]: names.service });
+  const port = await startNginx(docker, names, nginxImage, o.port, template);
+  const nginxUrl = `http://127.0.0.1:${port}`;
+  await waitForHttp(nginxUrl, 10_000);
+  o.log(`nginx ${names.nginx} listening on ${nginxUrl}`);
+
+  try {
+    const fromFleet = await demoFleet(o, names, o.from);
+    o.log(`starting ${o.replicas} instance(s) at ${o.from}`);
+    await deploy(fromFleet, await makeDeps(fromFleet));
+
+    const toFleet = await demoFleet(o, names, o.to, o.toEnv);
+    const load = startLoad(nginxUrl, { getPerSecond: o.getPerSecond, postConcurrency: o.postConcurrency, timeoutMs: 5000 });
+    await systemClock.sleep(1500);
+    o.log(`rolling ${o.from} -> ${o.to} under load (${o.getPerSecond} GET/s, ${o.postConcurrency} POST stream(s))`);
+    const t0 = Date.now();
+    let result: DeployResult | undefined;
+    let deployError: string | undefined;
+    try {
+      const deps = await makeDeps(toFleet);
+      if (o.naive) await naiveReplace(toFleet, { ...deps, events: o.events }, { intervalMs: 1000 });
+      else result = await deploy(toFleet, { ...deps, events: o.events });
+    } catch (err) {
+      if (!(err instanceof FleetrollError)) throw err;
+      deployError = err.message;
+    }
+    const durationMs = Date.now() - t0;
+    await systemClock.sleep(1000);
+    const records = await load.stop();
+
+    const instances = await runtime.list({ [LABELS.service]: names.service, [LABELS.managed]: 'true' });
+    const prober = (await makeDeps(toFleet)).prober;
+    const versions = await Promise.all(
+      instances.map(async (i) => ({ name: i.name, version: i.address ? await prober.version(i.address).catch((e: Error) => `error: ${e.message}`) : `not running (${i.state})` })),
+    );
+    versions.sort((a, b) => (a.name < b.name ? -1 : 1));
+    return {
+      requests: summarizeRequests(records),
+      versions: { expected: o.to, instances: versions },
+      mixedVersionWindowMs: mixedVersionWindow(records, o.from, o.to)?.windowMs ?? 0,
+      durationMs,
+      deploy: result,
+      deployError,
+      nginxUrl,
+      records,
+    };
+  } finally {
+    if (!o.keep) {
+      await teardown(docker, names);
+      o.log(`removed the rehearsal fleet (${names.service}); use --keep to leave it running`);
+    }
+  }
+}

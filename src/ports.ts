@@ -1,0 +1,99 @@
+/**
+ * The interfaces between the rollout engine and the outside world. The engine
+ * (src/engine) only talks to these; src/adapters implements them with
+ * dockerode, nginx and HTTP. Keeping them small is what lets one engine serve
+ * real deploys and rehearsals alike.
+ */
+
+/** Labels fleetroll puts on every instance container; the fleet's state is read back from them. */
+export const LABELS = {
+  managed: 'fleetroll.managed',
+  service: 'fleetroll.service',
+  revision: 'fleetroll.revision',
+  version: 'fleetroll.version',
+  /** Creation time in ms since the epoch, as a decimal string; orders revisions. */
+  created: 'fleetroll.created',
+} as const;
+
+/** What to run for one instance. */
+export interface InstanceSpec {
+  /** Container name, unique on its host. */
+  name: string;
+  image: string;
+  /** Environment for the container. Values are secrets as far as logs go. */
+  env: Record<string, string>;
+  /** The app's port inside the container. */
+  port: number;
+  /** Docker network to join (must exist); undefined = the default bridge. */
+  network?: string | undefined;
+  labels: Record<string, string>;
+  /** Seconds between SIGTERM and SIGKILL on stop (`--stop-timeout`). */
+  stopTimeoutSeconds: number;
+}
+
+/** One container as Docker reports it. */
+export interface InstanceInfo {
+  id: string;
+  name: string;
+  host: string;
+  labels: Record<string, string>;
+  /** Docker state: running, exited, created, restarting, dead, ... */
+  state: string;
+  running: boolean;
+  /** Exit code when not running. */
+  exitCode?: number | undefined;
+  /** Address nginx and the prober use, "ip:port"; undefined when not running. */
+  address?: string | undefined;
+}
+
+/** One Docker host ("VM"). Every call is idempotent where Docker allows. */
+export interface Runtime {
+  readonly host: string;
+  /** Fails with a clear message when the engine is not reachable. */
+  ping(): Promise<void>;
+  /** Containers (any state) carrying every given label. */
+  list(labels: Record<string, string>): Promise<InstanceInfo[]>;
+  /** Create and start a container; resolves once it is running (not ready). */
+  run(spec: InstanceSpec): Promise<InstanceInfo>;
+  /** Graceful stop: SIGTERM, SIGKILL after the timeout. Already stopped or gone is success. */
+  stop(id: string, timeoutSeconds: number): Promise<void>;
+  /** Remove a (stopped) container. Already gone is success. */
+  remove(id: string): Promise<void>;
+  imageExists(image: string): Promise<boolean>;
+  /** Last lines of a container's output, for failure reports. */
+  logs(id: string, tail: number): Promise<string>;
+}
+
+/** One server line of an upstream. */
+export interface UpstreamServer {
+  /** "ip:port" — validated before it reaches a config file. */
+  address: string;
+  down: boolean;
+  /** Instance name, written as a comment so a human can read the file. */
+  name: string;
+}
+
+/** One nginx load balancer. */
+export interface Router {
+  /** Human name for messages, e.g. "nginx fleetroll-demo-nginx on local". */
+  readonly name: string;
+  /** Fails when nginx cannot be reached or its current config does not pass `nginx -t`. */
+  check(): Promise<void>;
+  /** The upstream file's current content, or undefined when it does not exist. */
+  read(): Promise<string | undefined>;
+  /**
+   * Write the file (atomically where the placement allows) and run `nginx -t`.
+   * On failure, put the previous content back and throw with nginx's own message.
+   */
+  writeAndTest(content: string): Promise<void>;
+  /** `nginx -s reload`: new workers take the new config, old ones finish in-flight requests. */
+  reload(): Promise<void>;
+}
+
+/** HTTP probes against an instance's address. */
+export interface Prober {
+  /** True when the readiness path answers 2xx within the timeout. */
+  ready(address: string): Promise<boolean>;
+  /** The version the instance reports (trimmed body of the version path). */
+  version(address: string): Promise<string>;
+}

@@ -1,0 +1,162 @@
+/**
+ * startLoad against a real HTTP server on 127.0.0.1 that imitates the example
+ * app (X-App-Version on every response, POST /api/orders slower than GETs).
+ * No Docker, no nginx: this checks the probe itself, rates, failure recording
+ * and shutdown, so the deploy experiments can trust its numbers.
+ */
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { summarizeRequests, type RequestRecord } from '../../src/experiment/metrics.js';
+import { startLoad } from '../../src/experiment/probes.js';
+
+const ORDER_DELAY_MS = 50;
+/** When > 0, the server kills the connection of every n-th request instead of answering it. */
+let destroyEvery = 0;
+let seen = 0;
+
+const server = http.createServer((req, res) => {
+  seen++;
+  if (destroyEvery > 0 && seen % destroyEvery === 0) {
+    req.socket.destroy();
+    return;
+  }
+  const reply = (status: number, body: unknown) => {
+    const payload = JSON.stringify(body);
+    res.writeHead(status, {
+      'Content-Type': 'application/json',
+      'Content-Length': Buffer.byteLength(payload),
+      'X-App-Version': '1.0.0',
+    });
+    res.end(payload);
+  };
+  const chunks: Buffer[] = [];
+  req.on('data', (c: Buffer) => chunks.push(c));
+  req.on('end', () => {
+    if (req.method === 'GET' && req.url === '/api/books') return reply(200, [{ id: 1 }]);
+    if (req.method === 'POST' && req.url === '/api/orders') {
+      const order = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { bookId?: number };
+      setTimeout(() => reply(201, { id: seen, bookId: order.bookId ?? null }), ORDER_DELAY_MS);
+      return;
+    }
+    if (req.url === '/slow') return; // never answers: the probe's timeout has to end it
+    if (req.url === '/truncated') {
+      // Promise 100 bytes, send 10, hang up: a 200 the client never fully got.
+      res.writeHead(200, { 'Content-Length': 100, 'X-App-Version': '1.0.0' });
+      res.write('0123456789', () => setTimeout(() => res.destroy(), 20));
+      return;
+    }
+    reply(404, { error: 'not found' });
+  });
+});
+
+let base = '';
+before(async () => {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+after(async () => {
+  server.closeAllConnections();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+});
+
+const count = (rs: readonly RequestRecord[], method: 'GET' | 'POST') => rs.filter((r) => r.method === method).length;
+
+describe('startLoad against a local server', () => {
+  it('keeps the GET rate and runs POSTs back to back, all ok', async () => {
+    destroyEvery = 0;
+    let streamed = 0;
+    const run = startLoad(base, { getPerSecond: 20, postConcurrency: 2 }, { onRecord: () => streamed++ });
+    await sleep(1500);
+    const live = run.snapshot().length;
+    const records = await run.stop();
+
+    const gets = count(records, 'GET');
+    const posts = count(records, 'POST');
+    assert.ok(gets >= 25 && gets <= 35, `expected 25..35 GETs in 1.5 s at 20/s, got ${gets}`);
+    assert.ok(posts > 10, `expected > 10 POSTs from 2 loops of ~${ORDER_DELAY_MS} ms, got ${posts}`);
+    assert.ok(live > 0 && live <= records.length, 'snapshot is a live view of the records so far');
+    assert.equal(streamed, records.length, 'onRecord sees every record once');
+
+    const s = summarizeRequests(records);
+    assert.equal(s.failed, 0, JSON.stringify(s.byMethod));
+    assert.deepEqual(Object.keys(s.byMethod.GET?.byStatus ?? {}), ['200']);
+    assert.deepEqual(Object.keys(s.byMethod.POST?.byStatus ?? {}), ['201']);
+    for (const r of records) assert.equal(r.version, '1.0.0');
+    for (const r of records.filter((x) => x.method === 'POST')) {
+      assert.ok(r.latencyMs >= ORDER_DELAY_MS - 1, `POST latency ${r.latencyMs} below the server's delay`);
+    }
+    for (let i = 1; i < records.length; i++) assert.ok(records[i - 1]!.t <= records[i]!.t, 'sorted by t');
+    // In-flight requests were waited for: nothing arrives after stop().
+    await sleep(100);
+    assert.equal(run.snapshot().length, records.length);
+    assert.equal(await run.stop(), await run.stop(), 'stop() is idempotent');
+  });
+
+  it('records dropped connections as failures with an error code and never retries', async () => {
+    seen = 0;
+    destroyEvery = 5;
+    try {
+      const run = startLoad(base, { getPerSecond: 20, postConcurrency: 2 });
+      await sleep(1000);
+      const records = await run.stop();
+      const failed = records.filter((r) => r.error !== undefined);
+      assert.ok(failed.length > 0, 'some requests failed');
+      for (const r of failed) {
+        assert.equal(r.status, undefined);
+        assert.match(r.error!, /^E[A-Z]+$/, `error code, got ${r.error}`);
+      }
+      // Every request the server saw is one record (no retries hidden inside),
+      // and every 5th one failed.
+      assert.equal(records.length, seen);
+      assert.equal(failed.length, Math.floor(seen / 5));
+      const s = summarizeRequests(records);
+      assert.equal(s.failed, failed.length);
+      assert.equal(s.ok, records.length - failed.length);
+    } finally {
+      destroyEvery = 0;
+    }
+  });
+
+  it('ends a request that gets no answer at timeoutMs and records "timeout"', async () => {
+    const started = Date.now();
+    const run = startLoad(base, { getPerSecond: 10, getPath: '/slow', postConcurrency: 0, timeoutMs: 300 });
+    await sleep(250);
+    const records = await run.stop();
+    const waited = Date.now() - started;
+    assert.ok(records.length >= 2, `expected a few GETs, got ${records.length}`);
+    for (const r of records) {
+      assert.equal(r.error, 'timeout');
+      assert.ok(r.latencyMs >= 290 && r.latencyMs < 1000, `latency ${r.latencyMs}`);
+    }
+    assert.ok(waited < 1500, `stop() waited ${waited} ms`);
+  });
+
+  it('counts a response cut off mid-body as failed, keeping its status and version', async () => {
+    const run = startLoad(base, { getPerSecond: 10, getPath: '/truncated', postConcurrency: 0 });
+    await sleep(150);
+    const records = await run.stop();
+    assert.ok(records.length >= 1);
+    for (const r of records) {
+      assert.equal(r.status, 200);
+      assert.equal(r.version, '1.0.0');
+      assert.ok(r.error !== undefined, 'an error is recorded');
+    }
+    assert.equal(summarizeRequests(records).ok, 0);
+  });
+
+  it('only targets loopback addresses', async () => {
+    for (const url of ['http://10.0.0.1', 'http://example.com:8080', 'http://192.168.1.10/api', 'http://[2001:db8::1]/']) {
+      assert.throws(() => startLoad(url), /load probes only target loopback addresses/, url);
+    }
+    assert.throws(() => startLoad('https://127.0.0.1'), /plain http/);
+    assert.throws(() => startLoad('not a url'), /not a valid URL/);
+    // Loopback forms are accepted (nothing listens on port 9; stop at once).
+    for (const url of ['http://127.0.0.1:9', 'http://127.8.9.10:9', 'http://localhost:9', 'http://[::1]:9']) {
+      const records = await startLoad(url, { getPerSecond: 1, postConcurrency: 0, timeoutMs: 500 }).stop();
+      assert.ok(records.every((r) => r.error !== undefined), url);
+    }
+  });
+});
