@@ -112,13 +112,63 @@ export class NginxContainerRouter implements Router {
     );
   }
 
+  /** PIDs of the workers serving the current config, from `docker top`; undefined when top is unavailable. */
+  private async workers(): Promise<Set<string> | undefined> {
+    try {
+      const t = (await this.runtime.docker.getContainer(this.container).top({ ps_args: '-o pid,args' })) as { Titles: string[]; Processes: string[][] };
+      return workerPids(t.Titles, t.Processes);
+    } catch {
+      return undefined;
+    }
+  }
+
   async reload(): Promise<void> {
+    const before = await this.workers();
     const r = await this.exec(['-s', 'reload']);
     if (r.exitCode !== 0) {
       throw failure('E_NGINX_RELOAD', `${this.name}: \`nginx -s reload\` exited with ${r.exitCode}:\n${nginxLines(r.stderr, r.stdout)}`);
     }
+    await waitForNewWorkers(this.name, before, () => this.workers());
   }
 }
+
+/** Workers of the current generation: "nginx: worker process", not "... is shutting down". */
+export function workerPids(titles: string[], processes: string[][], parent?: (row: string[]) => boolean): Set<string> {
+  const pid = titles.indexOf('PID');
+  const args = titles.findIndex((x) => x === 'COMMAND' || x === 'ARGS' || x === 'CMD');
+  return new Set(
+    processes
+      .filter((p) => /nginx: worker process\s*$/.test(p[args] ?? '') && (parent?.(p) ?? true))
+      .map((p) => p[pid] ?? ''),
+  );
+}
+
+/**
+ * `nginx -s reload` only signals the master and returns; the old workers keep
+ * accepting connections with the old config until the master has started new
+ * ones (100-300 ms seen here). Waiting until every worker is a new one makes a
+ * reload mean "the new upstream is in force", which the drain relies on.
+ */
+async function waitForNewWorkers(name: string, before: Set<string> | undefined, now: () => Promise<Set<string> | undefined>): Promise<void> {
+  if (!before || before.size === 0) {
+    // Cannot see the workers: give the master a moment instead.
+    await sleep(RELOAD_SETTLE_MS);
+    return;
+  }
+  const until = Date.now() + RELOAD_TIMEOUT_MS;
+  for (;;) {
+    const current = await now();
+    if (current && current.size > 0 && [...current].every((p) => !before.has(p))) return;
+    if (Date.now() > until) {
+      throw failure('E_NGINX_RELOAD', `${name}: nginx did not start new worker processes within ${RELOAD_TIMEOUT_MS / 1000} s of a reload`, undefined, "check nginx's error log");
+    }
+    await sleep(25);
+  }
+}
+
+const RELOAD_SETTLE_MS = 500;
+const RELOAD_TIMEOUT_MS = 10_000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export interface NginxExecRouterOptions {
   /** Absolute path of the upstream file on this machine. */
@@ -204,10 +254,32 @@ export class NginxExecRouter implements Router {
     throw failure('E_NGINX_TEST', `${this.name}: \`${r.command}\` rejected the new ${this.upstreamFile} (${restored}):\n${r.output}`);
   }
 
+  /**
+   * Workers of this nginx, from `ps`: children of the one master whose
+   * command line carries our prefix arguments (-c/-p), undefined when that
+   * master cannot be told apart from others on the machine.
+   */
+  private async workers(): Promise<Set<string> | undefined> {
+    const r = await execa('ps', ['-eo', 'pid,ppid,args'], { reject: false, stdin: 'ignore' });
+    if (r.exitCode !== 0) return undefined;
+    const rows = String(r.stdout)
+      .split('\n')
+      .slice(1)
+      .map((l) => /^\s*(\d+)\s+(\d+)\s+(.*)$/.exec(l))
+      .filter((m): m is RegExpExecArray => m !== null)
+      .map((m) => [m[1] ?? '', m[2] ?? '', m[3] ?? '']);
+    const masters = rows.filter((p) => (p[2] ?? '').startsWith('nginx: master process') && this.prefixArgs.every((a) => (p[2] ?? '').includes(a)));
+    if (masters.length !== 1) return undefined;
+    const master = masters[0]?.[0];
+    return workerPids(['PID', 'PPID', 'ARGS'], rows, (p) => p[1] === master);
+  }
+
   async reload(): Promise<void> {
+    const before = await this.workers();
     const r = await this.nginx(['-s', 'reload']);
     if (!r.ok) {
       throw failure('E_NGINX_RELOAD', `${this.name}: \`${r.command}\` failed:\n${r.output}`, undefined, 'is the nginx master running (its pid file present)?');
     }
+    await waitForNewWorkers(this.name, before, () => this.workers());
   }
 }

@@ -33,7 +33,12 @@ export const DEFAULT_LOAD: LoadProfile = {
   postConcurrency: 1,
   postPath: '/api/orders',
   timeoutMs: 5000,
-  keepAlive: true,
+  // A new connection per request, like the curl probes of the article this
+  // project grew from. With keep-alive, every nginx reload closes the idle
+  // client connections of the old workers, and a request sent on one at that
+  // instant gets ECONNRESET (browsers resend it; a bare client does not): a
+  // property of nginx reloads, measured separately with keepAlive: true.
+  keepAlive: false,
 };
 
 export interface LoadRun {

@@ -105,7 +105,7 @@ export async function teardown(docker: Dockerode, names: DemoNames): Promise<num
   return removed;
 }
 
-async function startNginx(docker: Dockerode, names: DemoNames, image: string, port: number, template: string): Promise<number> {
+export async function startNginx(docker: Dockerode, names: DemoNames, image: string, port: number, template: string): Promise<number> {
   const c = await docker.createContainer({
     name: names.nginx,
     Image: image,
@@ -127,7 +127,7 @@ async function startNginx(docker: Dockerode, names: DemoNames, image: string, po
 }
 
 /** nginx answers (a 502 with no backends is an answer). */
-async function waitForHttp(url: string, timeoutMs: number): Promise<void> {
+export async function waitForHttp(url: string, timeoutMs: number): Promise<void> {
   const until = Date.now() + timeoutMs;
   for (;;) {
     try {

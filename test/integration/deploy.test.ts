@@ -1,0 +1,111 @@
+/**
+ * `fleetroll deploy` on a real Docker engine behind a real nginx, under GET and
+ * POST probes through nginx: what a user would see.
+ */
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { startLoad } from '../../src/experiment/probes.js';
+import { LABELS } from '../../src/ports.js';
+import { ensureImages, runCli, sampleDuring, startTestFleet, type TestFleet } from './fixture.js';
+
+const fleets: TestFleet[] = [];
+async function fleet(prefix: string): Promise<TestFleet> {
+  const f = await startTestFleet(prefix);
+  fleets.push(f);
+  return f;
+}
+
+before(async () => {
+  await ensureImages();
+});
+after(async () => {
+  await Promise.all(fleets.map((f) => f.cleanup()));
+});
+
+describe('deploy: zero failed requests under load', () => {
+  const rows: { name: string; surge: number | string; unav: number | string; maxAlive: number; minUp: number }[] = [
+    { name: 'maxSurge 1, maxUnavailable 0', surge: 1, unav: 0, maxAlive: 5, minUp: 4 },
+    { name: 'maxSurge 0, maxUnavailable 1', surge: 0, unav: 1, maxAlive: 4, minUp: 3 },
+    { name: '25% / 25%', surge: '25%', unav: '25%', maxAlive: 5, minUp: 3 },
+  ];
+  for (const r of rows) {
+    it(`4 instances, ${r.name}`, async () => {
+      const f = await fleet('it-roll');
+      const initial = await runCli(['deploy', '-f', f.fleetFile({ maxSurge: r.surge, maxUnavailable: r.unav })]);
+      assert.equal(initial.code, 0, initial.stderr);
+      assert.deepEqual((await f.versions()).sort(), ['1.0.0', '1.0.0', '1.0.0', '1.0.0']);
+
+      const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 2 });
+      await new Promise((res) => setTimeout(res, 500));
+      const file = f.fleetFile({ maxSurge: r.surge, maxUnavailable: r.unav });
+      const { result, maxAlive, minUp, samples } = await sampleDuring(f, runCli(['deploy', '-f', file, '--image', 'fleetroll-example:1.1.0', '--json']));
+      await new Promise((res) => setTimeout(res, 300));
+      const records = await load.stop();
+
+      assert.equal(result.code, 0, result.stderr);
+      const failed = records.filter((x) => x.error !== undefined || (x.status ?? 0) >= 400 || x.status === undefined);
+      assert.ok(records.length > 50, `only ${records.length} requests went through`);
+      assert.deepEqual(failed, [], `${failed.length} of ${records.length} requests failed`);
+      assert.ok(records.some((x) => x.version === '1.1.0') && records.some((x) => x.version === '1.0.0'), 'both versions answered during the rollout');
+
+      const out = JSON.parse(result.stdout) as { outcome: string; version: string; instances: { version: string }[]; reloads: number };
+      assert.equal(out.outcome, 'complete');
+      assert.deepEqual(out.instances.map((i) => i.version), ['1.1.0', '1.1.0', '1.1.0', '1.1.0']);
+      assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0', '1.1.0', '1.1.0']);
+      const containers = await f.instances();
+      assert.equal(containers.length, 4, 'old containers are removed');
+      assert.equal(new Set(containers.map((c) => c.labels[LABELS.revision])).size, 1);
+
+      assert.ok(samples >= 20, `only ${samples} samples`);
+      assert.ok(maxAlive <= r.maxAlive, `${maxAlive} instances alive > replicas + maxSurge = ${r.maxAlive}`);
+      assert.ok(minUp >= r.minUp, `${minUp} servers up in the upstream < replicas - maxUnavailable = ${r.minUp}`);
+      const up = await f.upstream();
+      assert.deepEqual([up.up, up.down], [4, 0], up.content);
+    });
+  }
+});
+
+describe('deploy: failures are caught and explained', () => {
+  it('a version that reports the wrong version makes deploy exit 1 naming the instance', async () => {
+    const f = await fleet('it-badver');
+    assert.equal((await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0 })])).code, 0);
+    const bad = f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', env: { REPORT_VERSION: '9.9.9' } });
+    const r = await runCli(['deploy', '-f', bad]);
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    const names = (await f.instances()).map((i) => i.name);
+    assert.match(r.stderr, /do not serve version 1\.1\.0/);
+    assert.match(r.stderr, /reports version "9\.9\.9", expected "1\.1\.0"/);
+    assert.ok(names.some((n) => r.stderr.includes(n)), `stderr names an instance: ${r.stderr}`);
+  });
+
+  it('an upstream template that nginx rejects: nothing reloaded, the old file back, still serving', async () => {
+    const f = await fleet('it-badtpl');
+    assert.equal((await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0 })])).code, 0);
+    const before = await f.upstream();
+    const template = join(f.dir, 'broken.tmpl');
+    writeFileSync(template, 'upstream {{upstream}} {\n{{servers}}\n    no_such_directive on;\n}\n');
+    const load = startLoad(f.url, { getPerSecond: 20, postConcurrency: 1 });
+    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', template })]);
+    await new Promise((res) => setTimeout(res, 500));
+    const records = await load.stop();
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stderr, /nginx -t/);
+    assert.match(r.stderr, /unknown directive "no_such_directive"/);
+    assert.equal((await f.upstream()).content, before.content, 'the upstream file is restored');
+    assert.ok(records.length > 5);
+    assert.deepEqual(records.filter((x) => x.status !== 200 && x.status !== 201), [], 'nginx kept serving');
+  });
+
+  it('a missing image fails before anything changes', async () => {
+    const f = await fleet('it-noimg');
+    assert.equal((await runCli(['deploy', '-f', f.fleetFile({ replicas: 2 })])).code, 0);
+    const before = (await f.instances()).map((i) => i.name).sort();
+    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2 }), '--image', 'fleetroll-example:0.0.404']);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /preflight failed, nothing was changed/);
+    assert.match(r.stderr, /image fleetroll-example:0\.0\.404 is not present on host local/);
+    assert.deepEqual((await f.instances()).map((i) => i.name).sort(), before);
+  });
+});

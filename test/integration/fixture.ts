@@ -1,0 +1,168 @@
+/**
+ * Shared pieces of the integration tests: real Docker engine, real nginx.
+ * Every test fleet gets a unique name; everything it creates carries
+ * fleetroll labels with that name and is removed by label afterwards.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { DockerRuntime, ensureNetwork, getFile } from '../../src/adapters/docker.js';
+import { HttpProber } from '../../src/adapters/http.js';
+import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../../src/adapters/localImages.js';
+import { parseUpstreamServers } from '../../src/core/upstream.js';
+import { DEMO_LABEL, demoNames, startNginx, teardown, waitForHttp, type DemoNames } from '../../src/experiment/rehearse.js';
+import { LABELS } from '../../src/ports.js';
+import { readDefaultTemplate } from '../../src/cli/wiring.js';
+
+export const root = fileURLToPath(new URL('../..', import.meta.url));
+export const bin = join(root, 'dist/cli/main.js');
+export const runtime = new DockerRuntime({ name: 'local', docker: 'unix:///var/run/docker.sock' });
+export const docker = runtime.docker;
+export const prober = new HttpProber({ readinessPath: '/health/ready', versionPath: '/api/version', timeoutMs: 1000 });
+export const UPSTREAM_FILE = '/etc/nginx/conf.d/upstream.conf';
+
+let images: Promise<{ nginx: string }> | undefined;
+/** Builds the example app at 1.0.0 and 1.1.0 and the nginx image, once per test process. */
+export function ensureImages(): Promise<{ nginx: string }> {
+  images ??= (async () => {
+    const base = await ensureNodeBaseImage();
+    await buildAppImage({ version: '1.0.0', base });
+    await buildAppImage({ version: '1.1.0', base });
+    return { nginx: await ensureNginxBaseImage() };
+  })();
+  return images;
+}
+
+export function uniqueName(prefix: string): string {
+  return `${prefix}-${Math.random().toString(36).slice(2, 7)}`;
+}
+
+export interface TestFleet {
+  names: DemoNames;
+  url: string;
+  dir: string;
+  /** Writes a fleet file for this fleet and returns its path. */
+  fleetFile(opts: FleetFileOptions): string;
+  upstream(): Promise<{ up: number; down: number; content: string }>;
+  instances(): ReturnType<DockerRuntime['list']>;
+  versions(): Promise<string[]>;
+  cleanup(): Promise<void>;
+}
+
+export interface FleetFileOptions {
+  image?: string;
+  replicas?: number;
+  maxSurge?: number | string;
+  maxUnavailable?: number | string;
+  env?: Record<string, string>;
+  template?: string;
+  drainSeconds?: number;
+  progressDeadlineSeconds?: number;
+}
+
+/** A network and an nginx container (published on 127.0.0.1), ready for a fleet. */
+export async function startTestFleet(prefix: string): Promise<TestFleet> {
+  const { nginx } = await ensureImages();
+  const names = demoNames(uniqueName(prefix));
+  await ensureNetwork(docker, names.network, { [DEMO_LABEL]: names.service });
+  const port = await startNginx(docker, names, nginx, 0, await readDefaultTemplate());
+  const url = `http://127.0.0.1:${port}`;
+  await waitForHttp(url, 10_000);
+  const dir = mkdtempSync(join(tmpdir(), `${names.service}-`));
+  let n = 0;
+  return {
+    names,
+    url,
+    dir,
+    fleetFile(o) {
+      const strategy =
+        o.maxSurge !== undefined || o.maxUnavailable !== undefined
+          ? `strategy:\n  rollingUpdate: { ${[o.maxSurge !== undefined ? `maxSurge: ${JSON.stringify(o.maxSurge)}` : '', o.maxUnavailable !== undefined ? `maxUnavailable: ${JSON.stringify(o.maxUnavailable)}` : ''].filter(Boolean).join(', ')} }\n`
+          : '';
+      const env = { WARMUP_SECONDS: '0.5', PRESTOP_SECONDS: '1', ...o.env };
+      const text = `service: ${names.service}
+image: ${o.image ?? 'fleetroll-example:1.0.0'}
+replicas: ${o.replicas ?? 4}
+port: 8080
+env: ${JSON.stringify(env)}
+hosts:
+  - { name: local, docker: "unix:///var/run/docker.sock", network: ${names.network} }
+probes:
+  readiness: { path: /health/ready, periodMs: 100, timeoutMs: 1000 }
+${strategy}drainSeconds: ${o.drainSeconds ?? 1}
+terminationGracePeriodSeconds: 10
+progressDeadlineSeconds: ${o.progressDeadlineSeconds ?? 60}
+loadBalancers:
+  - nginx:
+      container: ${names.nginx}
+      host: local
+      upstreamFile: ${UPSTREAM_FILE}
+      upstream: ${names.upstream}
+${o.template ? `      template: ${o.template}\n` : ''}`;
+      const file = join(dir, `fleet-${n++}.yaml`);
+      writeFileSync(file, text);
+      return file;
+    },
+    async upstream() {
+      const content = (await getFile(docker, names.nginx, UPSTREAM_FILE)) ?? '';
+      const servers = parseUpstreamServers(content);
+      return { up: servers.filter((s) => !s.down).length, down: servers.filter((s) => s.down).length, content };
+    },
+    instances: () => runtime.list({ [LABELS.service]: names.service }),
+    async versions() {
+      const list = await runtime.list({ [LABELS.service]: names.service });
+      return Promise.all(list.map((i) => prober.version(i.address ?? '').catch((e: Error) => `error: ${e.message}`)));
+    },
+    async cleanup() {
+      await teardown(docker, names);
+    },
+  };
+}
+
+export interface CliRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the built CLI without blocking the test (samplers keep running meanwhile). */
+export function runCli(args: string[], opts: { signal?: AbortSignal } = {}): Promise<CliRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [bin, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], ...(opts.signal ? { signal: opts.signal } : {}) });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/**
+ * Samples the fleet every `everyMs` while `work` runs: containers running,
+ * and servers up in the nginx upstream file.
+ */
+export async function sampleDuring<T>(fleet: TestFleet, work: Promise<T>, everyMs = 100): Promise<{ result: T; maxAlive: number; minUp: number; samples: number }> {
+  let done = false;
+  let maxAlive = 0;
+  let minUp = Number.POSITIVE_INFINITY;
+  let samples = 0;
+  const loop = (async () => {
+    while (!done) {
+      const [list, up] = await Promise.all([fleet.instances(), fleet.upstream()]);
+      maxAlive = Math.max(maxAlive, list.filter((i) => i.running).length);
+      minUp = Math.min(minUp, up.up);
+      samples++;
+      await new Promise((r) => setTimeout(r, everyMs));
+    }
+  })();
+  try {
+    const result = await work;
+    return { result, maxAlive, minUp, samples };
+  } finally {
+    done = true;
+    await loop;
+  }
+}
