@@ -49,8 +49,67 @@ export function eventPrinter(format: LogFormat, stream: NodeJS.WritableStream, n
     return (e) => log.info({ event: e }, describeEvent(e));
   }
   const t0 = now();
+  const line = (e: RolloutEvent) => `[${((now() - t0) / 1000).toFixed(1).padStart(6)}s] ${describeEvent(e)}`;
+  if (!(stream as NodeJS.WriteStream).isTTY) return (e) => stream.write(`${line(e)}\n`);
+  // On a terminal: the same lines scroll by, and one status line under them
+  // shows the fleet at a glance, redrawn after every event.
+  const status = new FleetStatus();
   return (e) => {
-    const s = ((now() - t0) / 1000).toFixed(1).padStart(6);
-    stream.write(`[${s}s] ${describeEvent(e)}\n`);
+    status.apply(e);
+    stream.write(`\r\x1b[K${line(e)}\n`);
+    if (e.type === 'complete' || e.type === 'failed') return;
+    stream.write(`\x1b[7m ${status.render()} \x1b[0m`);
   };
+}
+
+/** What the live view knows of the fleet, rebuilt from events alone. */
+export class FleetStatus {
+  private target = '';
+  private old = 0;
+  private fresh = 0;
+  private ready = 0;
+  private draining = 0;
+  private wave = 0;
+  private reloads = 0;
+
+  apply(e: RolloutEvent): void {
+    switch (e.type) {
+      case 'observed':
+        this.target = e.revision;
+        this.fresh = e.byRevision[e.revision] ?? 0;
+        this.ready = this.fresh;
+        this.old = e.instances - this.fresh;
+        break;
+      case 'wave':
+        this.wave = e.index;
+        break;
+      case 'started':
+        this.fresh++;
+        break;
+      case 'ready':
+        this.ready++;
+        break;
+      case 'draining':
+        this.draining += e.names.length;
+        break;
+      case 'stopped':
+        if (e.name.includes(`-${this.target.slice(0, 7)}-`)) {
+          this.fresh--;
+          this.ready--;
+        } else {
+          this.old--;
+          this.draining = Math.max(0, this.draining - 1);
+        }
+        break;
+      case 'upstream':
+        this.reloads = e.reloads;
+        break;
+      default:
+        break;
+    }
+  }
+
+  render(): string {
+    return `wave ${this.wave} | old ${this.old}${this.draining ? ` (${this.draining} draining)` : ''} | new ${this.fresh} (${this.ready} ready) | ${this.reloads} reloads`;
+  }
 }
