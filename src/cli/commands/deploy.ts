@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { loadFleet } from '../../config/load.js';
 import { deploy } from '../../engine/deploy.js';
-import { fieldError } from '../../errors.js';
+import { FleetrollError, fieldError } from '../../errors.js';
 import { eventPrinter, type LogFormat } from '../events.js';
 import type { Out } from '../output.js';
 import { buildDeps } from '../wiring.js';
@@ -58,7 +58,14 @@ Examples:
         explainStrategy(fleet.strategy, out);
       }
       for (const n of fleet.strategy.notes) if (o.json) out.warn(n);
-      const result = await deploy(fleet, await buildDeps(fleet, events));
+      let result;
+      try {
+        result = await deploy(fleet, await buildDeps(fleet, events));
+      } catch (err) {
+        // --json callers get a parseable outcome on stdout either way.
+        if (o.json && err instanceof FleetrollError) out.json({ outcome: 'failed', code: err.code, message: err.message, hint: err.hint });
+        throw err;
+      }
       if (o.json) {
         out.json({ outcome: 'complete', ...result });
         return;
