@@ -41,6 +41,12 @@ export interface BaseImageOptions extends DockerCliOptions {
   preferOfficial?: boolean | string[];
   /** Rebuild even when the tag exists. */
   force?: boolean;
+  /**
+   * When no local image fits, try `docker pull` of the first official image
+   * before assembling one from this host (default true). Without a registry
+   * the pull fails at once and the host's binaries are used.
+   */
+  pull?: boolean;
 }
 
 export interface NodeBaseImageOptions extends BaseImageOptions {
@@ -152,6 +158,8 @@ export async function ensureNodeBaseImage(opts: NodeBaseImageOptions = {}): Prom
     log(`${tag} already exists`);
     return tag;
   }
+  const pulled = await tryPull(opts, DEFAULT_NODE_OFFICIAL[0]);
+  if (pulled) return pulled;
   log(`building ${tag} from ${nodeBinary}`);
   await withTempDir(async (dir) => {
     const root = path.join(dir, 'rootfs');
@@ -195,6 +203,8 @@ export async function ensureNginxBaseImage(opts: NginxBaseImageOptions = {}): Pr
     log(`${tag} already exists`);
     return tag;
   }
+  const pulled = await tryPull(opts, DEFAULT_NGINX_OFFICIAL[0]);
+  if (pulled) return pulled;
   log(`building ${tag} from ${nginxBinary}`);
   await withTempDir(async (dir) => {
     const root = path.join(dir, 'rootfs');
@@ -288,6 +298,17 @@ export async function buildAppImage(opts: BuildAppImageOptions): Promise<string>
 
 // ---------------------------------------------------------------------------------------
 // rootfs assembly
+
+/** Pulls an official image where a registry is reachable; undefined (quietly) where not. */
+async function tryPull(opts: BaseImageOptions, image: string | undefined): Promise<string | undefined> {
+  if (opts.pull === false || opts.preferOfficial === false || image === undefined || opts.force) return undefined;
+  const log = opts.log ?? (() => {});
+  log(`pulling ${image}`);
+  const r = await docker(opts, `pulling ${image}`, ['pull', '--quiet', image], {}, true);
+  if (r.exitCode === 0) return image;
+  log(`could not pull ${image} (${(r.stderr.trim().split('\n').pop() ?? '').slice(0, 160)}); assembling an image from this machine's binaries instead`);
+  return undefined;
+}
 
 async function findOfficial(opts: BaseImageOptions, defaults: string[]): Promise<string | undefined> {
   if (opts.preferOfficial === false) return undefined;
