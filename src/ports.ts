@@ -13,6 +13,10 @@ export const LABELS = {
   version: 'fleetroll.version',
   /** Creation time in ms since the epoch, as a decimal string; orders revisions. */
   created: 'fleetroll.created',
+  /** Comma-separated names (not values) of the fleet's env, to rebuild a revision's spec. */
+  envKeys: 'fleetroll.env-keys',
+  /** `--change-cause` of the rollout that created the instance. */
+  changeCause: 'fleetroll.change-cause',
 } as const;
 
 /** What to run for one instance. */

@@ -91,7 +91,7 @@ interface Live {
 }
 
 /** The container for one new instance of a revision: its labels are how the fleet's state is read back. */
-export function instanceSpec(fleet: Fleet, revision: string, suffix: string, network: string | undefined, now: number): InstanceSpec {
+export function instanceSpec(fleet: Fleet, revision: string, suffix: string, network: string | undefined, now: number, changeCause?: string): InstanceSpec {
   return {
     name: `${fleet.service}-${revision.slice(0, 7)}-${suffix}`,
     image: fleet.image,
@@ -104,6 +104,9 @@ export function instanceSpec(fleet: Fleet, revision: string, suffix: string, net
       [LABELS.revision]: revision,
       [LABELS.version]: fleet.version,
       [LABELS.created]: String(now),
+      // Names only, never values: lets a later rollback rebuild this spec from the container.
+      [LABELS.envKeys]: Object.keys(fleet.env ?? {}).sort().join(','),
+      ...(changeCause ? { [LABELS.changeCause]: changeCause.slice(0, 256) } : {}),
     },
     stopTimeoutSeconds: fleet.terminationGracePeriodSeconds,
   };
@@ -113,8 +116,13 @@ export function randomSuffix(): string {
   return Math.random().toString(36).slice(2, 7).padEnd(5, '0');
 }
 
-export async function deploy(fleet: Fleet, deps: DeployDeps): Promise<DeployResult> {
-  return new Rollout(fleet, deps).run();
+export interface DeployOptions {
+  /** Why this rollout happens; recorded on the new instances. */
+  changeCause?: string | undefined;
+}
+
+export async function deploy(fleet: Fleet, deps: DeployDeps, options: DeployOptions = {}): Promise<DeployResult> {
+  return new Rollout(fleet, deps, options).run();
 }
 
 class Rollout {
@@ -135,6 +143,7 @@ class Rollout {
   constructor(
     private readonly fleet: Fleet,
     private readonly deps: DeployDeps,
+    private readonly options: DeployOptions = {},
   ) {
     this.clock = deps.clock ?? systemClock;
     this.emit = deps.events ?? (() => {});
@@ -319,7 +328,7 @@ class Rollout {
   }
 
   private async startOne(host: string, network: string | undefined): Promise<void> {
-    const spec = instanceSpec(this.fleet, this.revision, (this.deps.nameSuffix ?? randomSuffix)(), network, this.clock.now());
+    const spec = instanceSpec(this.fleet, this.revision, (this.deps.nameSuffix ?? randomSuffix)(), network, this.clock.now(), this.options.changeCause);
     const info = await this.runtime(host).run(spec);
     this.started++;
     this.track.set(spec.name, { lastProbe: 'starting' });

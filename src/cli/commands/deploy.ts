@@ -30,7 +30,7 @@ export function registerDeploy(program: Command, out: Out): void {
     .option('--image <image>', 'deploy this image instead of the file\'s (its tag becomes the expected version)')
     .option('--max-surge <n|%>', 'override maxSurge for this rollout')
     .option('--max-unavailable <n|%>', 'override maxUnavailable for this rollout')
-    .option('--change-cause <text>', 'why this rollout happens (recorded with the revision)')
+    .option('--change-cause <text>', 'why this rollout happens (recorded on the new instances; default: the command line)')
     .option('--json', 'print the result as JSON on stdout (progress goes to stderr)')
     .option('--log-format <text|json>', 'progress lines as text or as JSON log lines', parseLogFormat, 'text')
     .addHelpText(
@@ -60,7 +60,7 @@ Examples:
       for (const n of fleet.strategy.notes) if (o.json) out.warn(n);
       let result;
       try {
-        result = await deploy(fleet, await buildDeps(fleet, events));
+        result = await deploy(fleet, await buildDeps(fleet, events), { changeCause: o.changeCause ?? `fleetroll ${process.argv.slice(2).join(' ')}` });
       } catch (err) {
         // --json callers get a parseable outcome on stdout either way.
         if (o.json && err instanceof FleetrollError) out.json({ outcome: 'failed', code: err.code, message: err.message, hint: err.hint });
