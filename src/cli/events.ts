@@ -54,11 +54,14 @@ export function eventPrinter(format: LogFormat, stream: NodeJS.WritableStream, n
   // On a terminal: the same lines scroll by, and one status line under them
   // shows the fleet at a glance, redrawn after every event.
   const status = new FleetStatus();
+  let shown = false;
   return (e) => {
     status.apply(e);
-    stream.write(`\r\x1b[K${line(e)}\n`);
-    if (e.type === 'complete' || e.type === 'failed') return;
-    stream.write(`\x1b[7m ${status.render()} \x1b[0m`);
+    stream.write(`${shown ? '\r\x1b[K' : ''}${line(e)}\n`);
+    // The status line only exists while a rollout is under way.
+    shown = status.active && e.type !== 'complete' && e.type !== 'failed';
+    if (e.type === 'complete' || e.type === 'failed') status.active = false;
+    if (shown) stream.write(`\x1b[7m ${status.render()} \x1b[0m`);
   };
 }
 
@@ -71,10 +74,13 @@ export class FleetStatus {
   private draining = 0;
   private wave = 0;
   private reloads = 0;
+  /** Between `observed` and `complete`/`failed`. */
+  active = false;
 
   apply(e: RolloutEvent): void {
     switch (e.type) {
       case 'observed':
+        this.active = true;
         this.target = e.revision;
         this.fresh = e.byRevision[e.revision] ?? 0;
         this.ready = this.fresh;
