@@ -66,6 +66,12 @@ export interface Runtime {
   imageExists(image: string): Promise<boolean>;
   /** Last lines of a container's output, for failure reports. */
   logs(id: string, tail: number): Promise<string>;
+  /**
+   * The image and environment a container was created with, to rebuild the
+   * spec of an earlier revision for a rollback. Undefined when it is gone.
+   * The env holds secrets: never log it.
+   */
+  specOf(id: string): Promise<{ image: string; env: Record<string, string> } | undefined>;
 }
 
 /** One server line of an upstream. */

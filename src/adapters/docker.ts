@@ -232,6 +232,22 @@ export class DockerRuntime implements Runtime {
     };
   }
 
+  async specOf(id: string): Promise<{ image: string; env: Record<string, string> } | undefined> {
+    let info: Dockerode.ContainerInspectInfo;
+    try {
+      info = await this.docker.getContainer(id).inspect();
+    } catch (err) {
+      if (statusOf(err) === 404) return undefined;
+      throw runtimeError('E_DOCKER', `inspecting container ${id} on ${this.where}: ${engineMessage(err)}`, err);
+    }
+    const env: Record<string, string> = {};
+    for (const kv of info.Config?.Env ?? []) {
+      const i = kv.indexOf('=');
+      if (i > 0) env[kv.slice(0, i)] = kv.slice(i + 1);
+    }
+    return { image: info.Config?.Image ?? '', env };
+  }
+
   async run(spec: InstanceSpec): Promise<InstanceInfo> {
     const network = spec.network ?? 'bridge';
     let container: Dockerode.Container;

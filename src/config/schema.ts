@@ -82,6 +82,11 @@ const nginxSchema = z
   })
   .strict();
 
+/** A hook is an argument array, never a shell string: ["./check-errors.sh", "--max", "0.1"]. */
+const hookCommand = z
+  .array(z.string().min(1, { error: 'hook arguments must not be empty' }), { error: 'must be an argument array like ["./check.sh", "--max-errors", "0"] (no shell string)' })
+  .min(1, { error: 'must name a program to run' });
+
 const probePath = (dflt: string) => pattern(HTTP_PATH_RE, 'an HTTP path starting with "/"').default(dflt);
 
 export const fleetSchema = z
@@ -113,6 +118,15 @@ export const fleetSchema = z
     drainSeconds: seconds(0, 3600).optional(),
     terminationGracePeriodSeconds: seconds(0, 3600).optional(),
     revisionHistoryLimit: int(0, 1000).optional(),
+    hooks: z
+      .object({
+        preDeploy: hookCommand.optional(),
+        postWave: hookCommand.optional(),
+        postDeploy: hookCommand.optional(),
+        timeoutSeconds: seconds(1, 3600).default(60),
+      })
+      .strict()
+      .optional(),
     onFailure: z.enum(['pause', 'rollback'], { error: (i) => `must be "pause" or "rollback", got ${JSON.stringify(i.input)}` }).optional(),
     loadBalancers: z.array(z.object({ nginx: nginxSchema }).strict()).default([]),
   })

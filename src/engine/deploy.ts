@@ -22,6 +22,7 @@ import { parseUpstreamServers, renderUpstream, type UpstreamEntry } from '../cor
 import { ExitCode, FleetrollError } from '../errors.js';
 import { LABELS, type InstanceInfo, type InstanceSpec, type Prober, type Router, type Runtime } from '../ports.js';
 import type { EventSink } from './events.js';
+import { runHook } from './hooks.js';
 import { envOf, revisionOf } from './revision.js';
 
 export interface Clock {
@@ -73,7 +74,12 @@ export interface DeployResult {
 
 /** A rollout that did not reach its goal. Exit code 1; the message says what to do next. */
 export class RolloutFailedError extends FleetrollError {
-  constructor(message: string, hint: string, readonly details: Record<string, unknown> = {}) {
+  constructor(
+    message: string,
+    hint: string,
+    readonly details: Record<string, unknown> = {},
+    readonly phase: FailurePhase = 'rollout',
+  ) {
     super('E_ROLLOUT_FAILED', ExitCode.rolloutFailed, message, { hint });
   }
 }
@@ -119,10 +125,57 @@ export function randomSuffix(): string {
 export interface DeployOptions {
   /** Why this rollout happens; recorded on the new instances. */
   changeCause?: string | undefined;
+  /** Roll back to the previous revision on failure, whatever the fleet's onFailure says. */
+  autoRollback?: boolean | undefined;
+  /** Aborted on SIGINT/SIGTERM: the rollout finishes or undoes its step and stops cleanly. */
+  signal?: AbortSignal | undefined;
+}
+
+/** Where a rollout failed: before anything changed, or during/after the change. */
+export type FailurePhase = 'preflight' | 'preDeploy' | 'rollout';
+
+/** Interrupted by a signal; the fleet was left consistent. Exit code 130. */
+export class InterruptedError extends FleetrollError {
+  constructor(message: string, hint: string) {
+    super('E_INTERRUPTED', ExitCode.interrupted, message, { hint });
+  }
 }
 
 export async function deploy(fleet: Fleet, deps: DeployDeps, options: DeployOptions = {}): Promise<DeployResult> {
-  return new Rollout(fleet, deps, options).run();
+  const rollout = new Rollout(fleet, deps, options);
+  try {
+    return await rollout.run();
+  } catch (err) {
+    const rollback = options.autoRollback === true || fleet.onFailure === 'rollback';
+    if (!(err instanceof RolloutFailedError) || err.phase !== 'rollout' || !rollback) throw err;
+    return rollBack(err, rollout, deps, options);
+  }
+}
+
+/**
+ * onFailure: rollback. Deploys the revision the fleet ran before, with the
+ * same strategy limits, and still exits 1: the rollout failed, and the
+ * message says so along with how the rollback went.
+ */
+async function rollBack(failure: RolloutFailedError, failed: Rollout, deps: DeployDeps, options: DeployOptions): Promise<never> {
+  const emit = deps.events ?? (() => {});
+  const previous = failed.previous;
+  if (!previous) {
+    throw new RolloutFailedError(`${failure.message}\nno rollback: there was no earlier revision running when the rollout started`, failure.hint ?? '', failure.details);
+  }
+  emit({ type: 'info', message: `rolling back to revision ${revisionOf(previous)} (${previous.image}, version ${previous.version})` });
+  let back: DeployResult;
+  try {
+    back = await new Rollout(previous, deps, { ...options, changeCause: `rollback after a failed rollout of ${failed.fleet.image}` }).run();
+  } catch (err) {
+    const why = err instanceof Error ? err.message : String(err);
+    throw new RolloutFailedError(`${failure.message}\nthe rollback to ${previous.image} failed too:\n${why}`, 'look at the instances with `docker ps`; fix and deploy a known-good image', failure.details);
+  }
+  throw new RolloutFailedError(
+    `${failure.message}\nrolled back (onFailure: rollback): every instance runs revision ${back.revision} (${previous.image}, version ${back.version}) again, verified; ${back.waves} wave(s), ${back.reloads} reload(s)`,
+    'the fleet is back on the previous revision; fix the new version before deploying it again',
+    { ...failure.details, rolledBackTo: back.revision },
+  );
 }
 
 class Rollout {
@@ -141,7 +194,7 @@ class Rollout {
   private lastProgress = 0;
 
   constructor(
-    private readonly fleet: Fleet,
+    readonly fleet: Fleet,
     private readonly deps: DeployDeps,
     private readonly options: DeployOptions = {},
   ) {
@@ -150,6 +203,9 @@ class Rollout {
     this.revision = revisionOf(fleet);
     this.minReadyMs = fleet.minReadySeconds * 1000;
   }
+
+  /** The fleet as it was before this rollout (its most common old revision), for a rollback. */
+  previous: Fleet | undefined;
 
   async run(): Promise<DeployResult> {
     const t0 = this.clock.now();
@@ -162,12 +218,20 @@ class Rollout {
         const byRevision: Record<string, number> = {};
         for (const l of live) byRevision[l.observed.revision] = (byRevision[l.observed.revision] ?? 0) + 1;
         this.emit({ type: 'observed', instances: live.length, byRevision, revision: this.revision });
+        this.previous = await this.previousFleet(live);
         first = false;
+        await this.hook('preDeploy', live, 'preDeploy');
       }
+      if (this.options.signal?.aborted) await this.stopCleanly(live);
       const w = nextWave({ revision: this.revision, replicas: this.fleet.replicas }, live.map((l) => l.observed), this.fleet.strategy);
-      if (w.complete) return this.finish(live, t0);
+      if (w.complete) {
+        if (this.waves > 0) await this.hook('postWave', live);
+        return await this.finish(live, t0);
+      }
       const hasWork = w.stop.length + w.startNow + w.startAfterStops > 0;
       if (hasWork) {
+        // The analysis gate for the wave before this one, now that its instances are in.
+        if (this.waves > 0) await this.hook('postWave', live);
         await this.runWave(live, w.stop.map((o) => o.id), w.startNow, w.startAfterStops);
         continue;
       }
@@ -177,8 +241,94 @@ class Rollout {
       if (this.clock.now() - this.lastProgress > this.fleet.progressDeadlineSeconds * 1000) {
         throw await this.deadlineFailure(live);
       }
-      await this.clock.sleep(this.fleet.probes.readiness.periodMs);
+      await this.pause(this.fleet.probes.readiness.periodMs);
     }
+  }
+
+  /** Sleeps, but wakes at once on an interrupt. */
+  private pause(ms: number): Promise<void> {
+    const signal = this.options.signal;
+    if (!signal) return this.clock.sleep(ms);
+    if (signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      signal.addEventListener('abort', done);
+      void this.clock.sleep(ms).then(done);
+    });
+  }
+
+  /**
+   * On an interrupt between steps: nothing is draining any more, so write the
+   * upstream as the fleet is (every ready instance in, none left down), and stop.
+   */
+  private async stopCleanly(live: Live[]): Promise<never> {
+    this.draining.clear();
+    await this.syncUpstream(live, 'final');
+    const fresh = live.filter((l) => l.observed.revision === this.revision).length;
+    const inService = live.filter((l) => l.observed.ready).length;
+    this.emit({ type: 'failed', reason: 'interrupted' });
+    throw new InterruptedError(
+      `interrupted after ${this.waves} wave(s): the fleet is consistent, ${live.length - fresh} old and ${fresh} new instance(s), ${inService} in service, none left marked down`,
+      'run the same deploy again to continue from here (or deploy the previous image to go back)',
+    );
+  }
+
+  /** The context hooks get, as FLEETROLL_* environment variables. */
+  private hookContext(name: string, live: Live[]): Record<string, string> {
+    const fresh = live.filter((l) => l.observed.revision === this.revision);
+    return {
+      FLEETROLL_HOOK: name,
+      FLEETROLL_SERVICE: this.fleet.service,
+      FLEETROLL_IMAGE: this.fleet.image,
+      FLEETROLL_VERSION: this.fleet.version,
+      FLEETROLL_REVISION: this.revision,
+      FLEETROLL_REPLICAS: String(this.fleet.replicas),
+      FLEETROLL_WAVE: String(this.waves),
+      FLEETROLL_NEW_INSTANCES: String(fresh.length),
+      FLEETROLL_NEW_AVAILABLE: String(fresh.filter((l) => l.observed.available).length),
+      FLEETROLL_OLD_INSTANCES: String(live.length - fresh.length),
+    };
+  }
+
+  private async hook(name: 'preDeploy' | 'postWave' | 'postDeploy', live: Live[], phase: FailurePhase = 'rollout'): Promise<void> {
+    const argv = this.fleet.hooks?.[name];
+    if (!argv) return;
+    const timeoutMs = (this.fleet.hooks?.timeoutSeconds ?? 60) * 1000;
+    const r = await runHook(name, argv, this.hookContext(name, live), timeoutMs, this.emit);
+    if (r.ok) return;
+    this.emit({ type: 'failed', reason: `hook ${name} ${r.outcome}` });
+    const changed = phase === 'preDeploy' ? 'nothing was changed' : `the rollout stopped after wave ${this.waves}`;
+    throw new RolloutFailedError(
+      `hooks.${name} (${argv.join(' ')}) ${r.outcome}: ${changed}${r.output ? `\n  its last output:\n    ${r.output.split('\n').join('\n    ')}` : ''}`,
+      phase === 'preDeploy' ? 'fix what the hook reports, then deploy again' : 'the fleet is left as it is (unready instances are out of nginx); deploy again to continue, or deploy the previous image to go back',
+      { hook: name },
+      phase,
+    );
+  }
+
+  /**
+   * Rebuilds the spec of the revision most instances ran when the rollout
+   * started, from one of its containers: image, the env keys fleetroll
+   * recorded (values from the container), version and port labels.
+   */
+  private async previousFleet(live: Live[]): Promise<Fleet | undefined> {
+    const counts = new Map<string, Live[]>();
+    for (const l of live) {
+      if (l.observed.revision === this.revision) continue;
+      counts.set(l.observed.revision, [...(counts.get(l.observed.revision) ?? []), l]);
+    }
+    const best = [...counts.values()].sort((a, b) => b.length - a.length || Math.max(...b.map((l) => l.observed.created)) - Math.max(...a.map((l) => l.observed.created)))[0];
+    const sample = best?.find((l) => l.info.running) ?? best?.[0];
+    if (!sample) return undefined;
+    const spec = await this.runtime(sample.info.host).specOf(sample.info.id).catch(() => undefined);
+    if (!spec) return undefined;
+    const keys = (sample.info.labels[LABELS.envKeys] ?? '').split(',').filter(Boolean);
+    const env = Object.fromEntries(keys.filter((k) => k in spec.env).map((k) => [k, spec.env[k] ?? '']));
+    const port = Number(sample.info.labels['fleetroll.port'] ?? this.fleet.port) || this.fleet.port;
+    return { ...this.fleet, image: spec.image, env, port, version: sample.info.labels[LABELS.version] ?? this.fleet.version, hooks: undefined };
   }
 
   /** Before touching anything: every host answers, the image is on every host, every nginx is valid. */
@@ -205,7 +355,7 @@ class Rollout {
     this.lastUp = new Set(current.filter((e) => !e.down).map((e) => e.address));
     this.lastDown = new Set(current.filter((e) => e.down).map((e) => e.address));
     if (problems.length > 0) {
-      throw new RolloutFailedError(`preflight failed, nothing was changed:\n  ${problems.join('\n  ')}`, 'fix the problems above and run the deploy again');
+      throw new RolloutFailedError(`preflight failed, nothing was changed:\n  ${problems.join('\n  ')}`, 'fix the problems above and run the deploy again', {}, 'preflight');
     }
   }
 
@@ -289,7 +439,13 @@ class Rollout {
     const early = this.startInstances(startNow, placed);
     if (wereUp.length > 0 && this.fleet.drainSeconds > 0) {
       this.emit({ type: 'draining', names: wereUp.map((v) => v.info.name), seconds: this.fleet.drainSeconds });
-      await this.clock.sleep(this.fleet.drainSeconds * 1000);
+      await this.pause(this.fleet.drainSeconds * 1000);
+    }
+    if (this.options.signal?.aborted) {
+      // Interrupted before anything was stopped: undo the step by putting the
+      // drained instances back (stopCleanly rewrites the upstream without them down).
+      await early;
+      await this.stopCleanly(await this.observe(false));
     }
     await Promise.all(
       victims.map(async (v) => {
@@ -431,6 +587,7 @@ class Rollout {
         { instances: results },
       );
     }
+    await this.hook('postDeploy', live);
     this.emit({ type: 'complete', revision: this.revision, version: this.fleet.version });
     return {
       service: this.fleet.service,

@@ -45,7 +45,9 @@ export interface TestFleet {
   dir: string;
   /** Writes a fleet file for this fleet and returns its path. */
   fleetFile(opts: FleetFileOptions): string;
-  upstream(): Promise<{ up: number; down: number; content: string }>;
+  upstream(container?: string): Promise<{ up: number; down: number; content: string }>;
+  /** A second (third...) nginx on the same network, for HA tests. */
+  addLoadBalancer(suffix: string): Promise<{ container: string; url: string }>;
   instances(): ReturnType<DockerRuntime['list']>;
   versions(): Promise<string[]>;
   cleanup(): Promise<void>;
@@ -60,6 +62,12 @@ export interface FleetFileOptions {
   template?: string;
   drainSeconds?: number;
   progressDeadlineSeconds?: number;
+  minReadySeconds?: number;
+  type?: 'RollingUpdate' | 'Recreate';
+  onFailure?: 'pause' | 'rollback';
+  hooks?: Record<string, unknown>;
+  /** More load balancers: [container name, upstream name, template?]. */
+  extraLoadBalancers?: { container: string; upstream: string; template?: string }[];
 }
 
 /** A network and an nginx container (published on 127.0.0.1), ready for a fleet. */
@@ -78,9 +86,19 @@ export async function startTestFleet(prefix: string): Promise<TestFleet> {
     dir,
     fleetFile(o) {
       const strategy =
-        o.maxSurge !== undefined || o.maxUnavailable !== undefined
-          ? `strategy:\n  rollingUpdate: { ${[o.maxSurge !== undefined ? `maxSurge: ${JSON.stringify(o.maxSurge)}` : '', o.maxUnavailable !== undefined ? `maxUnavailable: ${JSON.stringify(o.maxUnavailable)}` : ''].filter(Boolean).join(', ')} }\n`
-          : '';
+        o.type === 'Recreate'
+          ? 'strategy:\n  type: Recreate\n'
+          : o.maxSurge !== undefined || o.maxUnavailable !== undefined
+            ? `strategy:\n  rollingUpdate: { ${[o.maxSurge !== undefined ? `maxSurge: ${JSON.stringify(o.maxSurge)}` : '', o.maxUnavailable !== undefined ? `maxUnavailable: ${JSON.stringify(o.maxUnavailable)}` : ''].filter(Boolean).join(', ')} }\n`
+            : '';
+      const extra = (o.extraLoadBalancers ?? [])
+        .map((lb) => `  - nginx:\n      container: ${lb.container}\n      host: local\n      upstreamFile: ${UPSTREAM_FILE}\n      upstream: ${lb.upstream}\n${lb.template ? `      template: ${lb.template}\n` : ''}`)
+        .join('');
+      const more = [
+        o.minReadySeconds !== undefined ? `minReadySeconds: ${o.minReadySeconds}\n` : '',
+        o.onFailure ? `onFailure: ${o.onFailure}\n` : '',
+        o.hooks ? `hooks: ${JSON.stringify(o.hooks)}\n` : '',
+      ].join('');
       const env = { WARMUP_SECONDS: '0.5', PRESTOP_SECONDS: '1', ...o.env };
       const text = `service: ${names.service}
 image: ${o.image ?? 'fleetroll-example:1.0.0'}
@@ -100,13 +118,20 @@ loadBalancers:
       host: local
       upstreamFile: ${UPSTREAM_FILE}
       upstream: ${names.upstream}
-${o.template ? `      template: ${o.template}\n` : ''}`;
+${o.template ? `      template: ${o.template}\n` : ''}${extra}${more}`;
       const file = join(dir, `fleet-${n++}.yaml`);
       writeFileSync(file, text);
       return file;
     },
-    async upstream() {
-      const content = (await getFile(docker, names.nginx, UPSTREAM_FILE)) ?? '';
+    async addLoadBalancer(suffix) {
+      const more = { ...names, nginx: `${names.nginx}-${suffix}` };
+      const p = await startNginx(docker, more, nginx, 0, await readDefaultTemplate());
+      const u = `http://127.0.0.1:${p}`;
+      await waitForHttp(u, 10_000);
+      return { container: more.nginx, url: u };
+    },
+    async upstream(container = names.nginx) {
+      const content = (await getFile(docker, container, UPSTREAM_FILE)) ?? '';
       const servers = parseUpstreamServers(content);
       return { up: servers.filter((s) => !s.down).length, down: servers.filter((s) => s.down).length, content };
     },

@@ -1,0 +1,51 @@
+/**
+ * User hooks: argument arrays run on the machine running fleetroll, with the
+ * rollout's context in FLEETROLL_* environment variables. A hook that exits
+ * non-zero or runs past its timeout fails the rollout; that is how a user
+ * plugs in an analysis gate (an error-rate check after each wave).
+ */
+import { execa } from 'execa';
+import type { EventSink } from './events.js';
+
+export type HookName = 'preDeploy' | 'postWave' | 'postDeploy';
+
+export interface HookResult {
+  ok: boolean;
+  /** "exited with 3", "timed out after 60 s", "could not start: ENOENT" */
+  outcome: string;
+  output: string;
+}
+
+/** Lines of output kept for the log and the failure message. */
+const MAX_OUTPUT_LINES = 40;
+
+export async function runHook(
+  name: HookName,
+  argv: readonly string[],
+  context: Record<string, string>,
+  timeoutMs: number,
+  emit: EventSink,
+): Promise<HookResult> {
+  const [file, ...args] = argv;
+  if (!file) return { ok: true, outcome: 'nothing to run', output: '' };
+  emit({ type: 'info', message: `hook ${name}: running ${argv.map((a) => (/\s/.test(a) ? JSON.stringify(a) : a)).join(' ')}` });
+  const r = await execa(file, args, {
+    reject: false,
+    stdin: 'ignore',
+    all: true,
+    timeout: timeoutMs,
+    env: context,
+    // The hook inherits the environment it was started from (PATH, HOME, ...).
+    extendEnv: true,
+  });
+  const lines = String(r.all ?? '').split('\n').filter((l) => l.trim() !== '');
+  const output = lines.slice(-MAX_OUTPUT_LINES).join('\n');
+  for (const l of lines.slice(-MAX_OUTPUT_LINES)) emit({ type: 'info', message: `hook ${name}| ${l}` });
+  let outcome: string;
+  if (r.timedOut) outcome = `timed out after ${timeoutMs / 1000} s`;
+  else if (r.exitCode === undefined) outcome = `could not start: ${(r.cause as NodeJS.ErrnoException | undefined)?.code ?? r.shortMessage}`;
+  else outcome = `exited with ${r.exitCode}`;
+  const ok = !r.failed && r.exitCode === 0;
+  emit({ type: 'info', message: `hook ${name}: ${ok ? 'ok' : outcome}` });
+  return { ok, outcome, output };
+}

@@ -1,0 +1,234 @@
+/**
+ * Rollouts that fail, on a real Docker engine behind real nginx, under probes:
+ * the fleet must stay serving and consistent, and the user must be told what
+ * happened. Fleet state (containers, labels, upstream files) is checked after.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { putFile } from '../../src/adapters/docker.js';
+import type { RequestRecord } from '../../src/experiment/metrics.js';
+import { startLoad } from '../../src/experiment/probes.js';
+import { LABELS } from '../../src/ports.js';
+import { bin, docker, ensureImages, prober, root, runCli, startTestFleet, type TestFleet } from './fixture.js';
+
+const fleets: TestFleet[] = [];
+async function fleet(prefix: string): Promise<TestFleet> {
+  const f = await startTestFleet(prefix);
+  fleets.push(f);
+  return f;
+}
+before(async () => {
+  await ensureImages();
+});
+after(async () => {
+  await Promise.all(fleets.map((f) => f.cleanup()));
+});
+
+const failedOf = (records: RequestRecord[]) => records.filter((x) => x.error !== undefined || x.status === undefined || x.status >= 400);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Starts a fleet of `replicas` at 1.0.0 and returns its old revision label. */
+async function fleetAt100(f: TestFleet, replicas = 3): Promise<string> {
+  const r = await runCli(['deploy', '-f', f.fleetFile({ replicas, maxSurge: 1, maxUnavailable: 0 })]);
+  assert.equal(r.code, 0, r.stderr);
+  const revs = new Set((await f.instances()).map((i) => i.labels[LABELS.revision]));
+  assert.equal(revs.size, 1);
+  return [...revs][0] ?? '';
+}
+
+describe('failed rollouts leave the fleet serving', () => {
+  it('a never-ready version with maxUnavailable 0: exit 1 after the deadline, zero failed requests, the old fleet intact', async () => {
+    const f = await fleet('it-never');
+    const oldRev = await fleetAt100(f);
+    const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
+    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', env: { BROKEN_NEVER_READY: '1' }, progressDeadlineSeconds: 5 })]);
+    const records = await load.stop();
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stderr, /made no progress for 5 s \(progressDeadlineSeconds\)/);
+    assert.match(r.stderr, /readiness probe failing/);
+    assert.match(r.stderr, /last log lines/);
+    assert.deepEqual(failedOf(records), []);
+    assert.ok(records.length > 30);
+    const list = await f.instances();
+    const old = list.filter((i) => i.labels[LABELS.revision] === oldRev);
+    assert.equal(old.length, 3, 'every old instance is still there');
+    assert.ok(old.every((i) => i.running));
+    const up = await f.upstream();
+    assert.deepEqual([up.up, up.down], [3, 0], up.content);
+    for (const o of old) assert.ok(up.content.includes(o.address ?? '?'), `${o.name} is in the upstream`);
+    assert.deepEqual((await f.versions()).filter((v) => v === '1.0.0').length, 3);
+  });
+
+  it('the same with --auto-rollback: the fleet ends on the old revision only, zero failed requests', async () => {
+    const f = await fleet('it-rollback');
+    const oldRev = await fleetAt100(f);
+    const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
+    const r = await runCli(['deploy', '--auto-rollback', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', env: { BROKEN_NEVER_READY: '1' }, progressDeadlineSeconds: 5 })]);
+    const records = await load.stop();
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stderr, /made no progress/);
+    assert.match(r.stderr, new RegExp(`rolled back \\(onFailure: rollback\\): every instance runs revision ${oldRev}`));
+    assert.deepEqual(failedOf(records), []);
+    const list = await f.instances();
+    assert.equal(list.length, 3, list.map((i) => i.name).join(' '));
+    assert.deepEqual(new Set(list.map((i) => i.labels[LABELS.revision])), new Set([oldRev]));
+    assert.deepEqual(await f.versions(), ['1.0.0', '1.0.0', '1.0.0']);
+    const up = await f.upstream();
+    assert.deepEqual([up.up, up.down], [3, 0]);
+  });
+
+  it('a version that crashes 2 s after becoming ready, minReadySeconds 5: the rollout does not advance on it', async (t) => {
+    const f = await fleet('it-crash');
+    const oldRev = await fleetAt100(f);
+    const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
+    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', env: { CRASH_AFTER_READY_SECONDS: '2' }, minReadySeconds: 5, progressDeadlineSeconds: 12 })]);
+    const records = await load.stop();
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stdout, /ready it-crash-/, 'it did become ready');
+    assert.doesNotMatch(r.stdout, /available it-crash-/, 'but never available');
+    assert.doesNotMatch(r.stdout, /drain and stop [1-9]/, 'no old instance was stopped');
+    assert.match(r.stderr, /exit code 1/);
+    const list = await f.instances();
+    assert.equal(list.filter((i) => i.labels[LABELS.revision] === oldRev && i.running).length, 3);
+    const up = await f.upstream();
+    assert.deepEqual([up.up, up.down], [3, 0], 'the crashed instance was taken out of the upstream');
+    // The crash kills whatever the instance was serving: report, do not hide.
+    t.diagnostic(`requests: ${records.length}, failed: ${failedOf(records).length} (the app crashes with requests in flight)`);
+  });
+
+  it('Ctrl-C in the middle of a wave: exit 130, fleet consistent, a second deploy finishes the job', async () => {
+    const f = await fleet('it-sigint');
+    await fleetAt100(f, 4);
+    const file = f.fleetFile({ replicas: 4, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', drainSeconds: 3 });
+    const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
+    const child = spawn(process.execPath, [bin, 'deploy', '-f', file], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<number | null>((res) => child.on('close', res));
+    await new Promise<void>((res) =>
+      child.stdout.on('data', (d: Buffer) => {
+        stdout += d.toString();
+        if (/draining .* for 3 s/.test(stdout)) res();
+      }),
+    );
+    child.kill('SIGINT');
+    const code = await exited;
+    await sleep(500);
+    const upAfter = await f.upstream();
+    const list = await f.instances();
+    assert.equal(code, 130, stdout + stderr);
+    assert.match(stderr, /interrupted after \d+ wave\(s\): the fleet is consistent/);
+    assert.match(stderr, /run the same deploy again to continue/);
+    assert.equal(upAfter.down, 0, `no instance left marked down:\n${upAfter.content}`);
+    // Every running instance that passes readiness is in the upstream, none is down.
+    const running = list.filter((i) => i.running);
+    const ready = [];
+    for (const i of running) if (await prober.ready(i.address ?? '')) ready.push(i);
+    for (const i of ready) assert.ok(upAfter.content.includes(`${i.address}; # ${i.name}`), `${i.name} is ready and in the upstream:\n${upAfter.content}`);
+    assert.ok(running.length <= 5, 'never above replicas + maxSurge');
+
+    const again = await runCli(['deploy', '-f', file]);
+    const records = await load.stop();
+    assert.equal(again.code, 0, again.stderr);
+    assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0', '1.1.0', '1.1.0']);
+    assert.deepEqual(failedOf(records), []);
+  });
+});
+
+describe('several load balancers', () => {
+  it('one nginx with a broken config file: preflight fails, nothing reloaded, both files as before', async () => {
+    const f = await fleet('it-ha');
+    const lb2 = await f.addLoadBalancer('b');
+    const lbs = [{ container: lb2.container, upstream: f.names.upstream }];
+    const r0 = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, extraLoadBalancers: lbs })]);
+    assert.equal(r0.code, 0, r0.stderr);
+    assert.match(r0.stdout, /\[2 reloads\]/, 'one reload per load balancer');
+    const before = [await f.upstream(), await f.upstream(lb2.container)];
+    assert.equal(before[0]?.content, before[1]?.content);
+    // Break lb2's own config: its running config keeps serving, but nginx -t fails.
+    await putFile(docker, lb2.container, '/etc/nginx/conf.d/default.conf', 'server { listen 80; location / { proxy_pass http://nowhere_at_all; } \n');
+    const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
+    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, extraLoadBalancers: lbs, image: 'fleetroll-example:1.1.0' })]);
+    const records = await load.stop();
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /preflight failed, nothing was changed/);
+    assert.match(r.stderr, new RegExp(`nginx ${lb2.container} on local: the current configuration fails`));
+    assert.equal((await f.upstream()).content, before[0]?.content);
+    assert.equal((await f.upstream(lb2.container)).content, before[1]?.content);
+    assert.deepEqual(failedOf(records), []);
+    assert.deepEqual(await f.versions(), ['1.0.0', '1.0.0']);
+  });
+
+  it('the new upstream fails nginx -t on one of two: every file restored, no reload anywhere', async () => {
+    const f = await fleet('it-ha2');
+    const lb2 = await f.addLoadBalancer('b');
+    const r0 = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, extraLoadBalancers: [{ container: lb2.container, upstream: f.names.upstream }] })]);
+    assert.equal(r0.code, 0, r0.stderr);
+    const before = [await f.upstream(), await f.upstream(lb2.container)];
+    const broken = join(f.dir, 'broken.tmpl');
+    writeFileSync(broken, 'upstream {{upstream}} {\n{{servers}}\n    not_a_directive;\n}\n');
+    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', extraLoadBalancers: [{ container: lb2.container, upstream: f.names.upstream, template: broken }] })]);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, new RegExp(`nginx ${lb2.container} on local: the new upstream failed nginx -t; every upstream file was restored and nothing was reloaded`));
+    assert.equal((await f.upstream()).content, before[0]?.content, 'the first load balancer was restored too');
+    assert.equal((await f.upstream(lb2.container)).content, before[1]?.content);
+    // The new instance started, but its first upstream write failed: it serves no traffic anywhere.
+    assert.deepEqual((await f.versions()).sort(), ['1.0.0', '1.0.0', '1.1.0']);
+  });
+});
+
+describe('strategy and hooks, for real', () => {
+  it('Recreate: all out, all stopped, all started, all back in', async (t) => {
+    const f = await fleet('it-recreate');
+    await fleetAt100(f);
+    const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 0 });
+    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, type: 'Recreate', image: 'fleetroll-example:1.1.0' })]);
+    const records = await load.stop();
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /wave 1: start 3, drain and stop 3/);
+    assert.match(r.stdout, /mode: recreate/);
+    assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0', '1.1.0']);
+    assert.equal((await f.instances()).length, 3);
+    const ok = records.filter((x) => x.status === 200);
+    const lastOld = Math.max(...ok.filter((x) => x.version === '1.0.0').map((x) => x.t + x.latencyMs));
+    const firstNew = Math.min(...ok.filter((x) => x.version === '1.1.0').map((x) => x.t));
+    assert.ok(lastOld < firstNew, `never two versions at once: last 1.0.0 answer at ${lastOld} ms, first 1.1.0 at ${firstNew} ms`);
+    t.diagnostic(`recreate downtime: ${failedOf(records).length} of ${records.length} requests failed (expected with Recreate)`);
+  });
+
+  it('an old instance that has already exited is replaced first', async () => {
+    const f = await fleet('it-unhealthy');
+    await fleetAt100(f);
+    const [victim] = await f.instances();
+    assert.ok(victim);
+    await docker.getContainer(victim.id).kill();
+    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 0, maxUnavailable: 1, image: 'fleetroll-example:1.1.0' })]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, new RegExp(`wave 1: start 1, drain and stop 1 \\(${victim.name}\\)`));
+    assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0', '1.1.0']);
+  });
+
+  it('a postWave hook that fails stops the rollout (exit 1) with its output; preDeploy failing changes nothing', async () => {
+    const f = await fleet('it-hooks');
+    await fleetAt100(f);
+    const gate = [process.execPath, '-e', 'console.log("error rate check, wave " + process.env.FLEETROLL_WAVE + " of " + process.env.FLEETROLL_SERVICE); process.exit(Number(process.env.FLEETROLL_WAVE) >= 2 ? 3 : 0)'];
+    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', hooks: { postWave: gate, timeoutSeconds: 10 } })]);
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stderr, /hooks\.postWave .* exited with 3: the rollout stopped after wave 2/);
+    assert.match(r.stderr, new RegExp(`error rate check, wave 2 of ${f.names.service}`));
+    assert.match(r.stdout, /hook postWave\| error rate check, wave 1/);
+    // Wave 1 started one new instance, wave 2 replaced an old one; the gate stopped wave 3.
+    assert.deepEqual((await f.versions()).sort(), ['1.0.0', '1.0.0', '1.1.0', '1.1.0']);
+
+    const pre = [process.execPath, '-e', 'process.exit(1)'];
+    const before = (await f.instances()).map((i) => i.name).sort();
+    const r2 = await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', hooks: { preDeploy: pre } })]);
+    assert.equal(r2.code, 1);
+    assert.match(r2.stderr, /hooks\.preDeploy .* exited with 1: nothing was changed/);
+    assert.deepEqual((await f.instances()).map((i) => i.name).sort(), before);
+  });
+});
