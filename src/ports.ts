@@ -64,6 +64,7 @@ export interface Runtime {
   /** Remove a (stopped) container. Already gone is success. */
   remove(id: string): Promise<void>;
   imageExists(image: string): Promise<boolean>;
+  networkExists(name: string): Promise<boolean>;
   /** Last lines of a container's output, for failure reports. */
   logs(id: string, tail: number): Promise<string>;
   /**

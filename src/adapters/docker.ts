@@ -232,6 +232,16 @@ export class DockerRuntime implements Runtime {
     };
   }
 
+  async networkExists(name: string): Promise<boolean> {
+    try {
+      await this.docker.getNetwork(name).inspect();
+      return true;
+    } catch (err) {
+      if (statusOf(err) === 404) return false;
+      throw runtimeError('E_DOCKER', `inspecting network ${name} on ${this.where}: ${engineMessage(err)}`, err);
+    }
+  }
+
   async specOf(id: string): Promise<{ image: string; env: Record<string, string> } | undefined> {
     let info: Dockerode.ContainerInspectInfo;
     try {

@@ -338,6 +338,8 @@ class Rollout {
       try {
         await rt.ping();
         if (!(await rt.imageExists(this.fleet.image))) problems.push(`image ${this.fleet.image} is not present on host ${name}`);
+        const network = this.fleet.hosts.find((h) => h.name === name)?.network;
+        if (network && !(await rt.networkExists(network))) problems.push(`network ${network} does not exist on host ${name} (docker network create ${network})`);
       } catch (err) {
         problems.push((err as Error).message);
       }

@@ -3,7 +3,7 @@
  * POST probes through nginx: what a user would see.
  */
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startLoad } from '../../src/experiment/probes.js';
@@ -98,7 +98,7 @@ describe('deploy: failures are caught and explained', () => {
     assert.deepEqual(records.filter((x) => x.status !== 200 && x.status !== 201), [], 'nginx kept serving');
   });
 
-  it('a missing image fails before anything changes', async () => {
+  it('a missing image or network fails preflight before anything changes', async () => {
     const f = await fleet('it-noimg');
     assert.equal((await runCli(['deploy', '-f', f.fleetFile({ replicas: 2 })])).code, 0);
     const before = (await f.instances()).map((i) => i.name).sort();
@@ -106,6 +106,13 @@ describe('deploy: failures are caught and explained', () => {
     assert.equal(r.code, 1);
     assert.match(r.stderr, /preflight failed, nothing was changed/);
     assert.match(r.stderr, /image fleetroll-example:0\.0\.404 is not present on host local/);
+    assert.deepEqual((await f.instances()).map((i) => i.name).sort(), before);
+
+    const noNet = f.fleetFile({ replicas: 2, image: 'fleetroll-example:1.1.0' });
+    writeFileSync(noNet, readFileSync(noNet, 'utf8').replace(`network: ${f.names.network}`, 'network: fleetroll-no-such-net'));
+    const r2 = await runCli(['deploy', '-f', noNet]);
+    assert.equal(r2.code, 1);
+    assert.match(r2.stderr, /network fleetroll-no-such-net does not exist on host local/);
     assert.deepEqual((await f.instances()).map((i) => i.name).sort(), before);
   });
 });
