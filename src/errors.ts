@@ -9,6 +9,8 @@ export const ExitCode = {
   rolloutFailed: 1,
   invalidInput: 2,
   lockHeld: 3,
+  /** The rollout stopped because someone ran `fleetroll pause`. */
+  paused: 4,
   interrupted: 130,
 } as const;
 

@@ -28,3 +28,14 @@ export function parseFraction(flag: string) {
     return Number(value);
   };
 }
+
+/** "90s", "5m", "1h", "1500ms" or plain seconds, to milliseconds. */
+export function parseDuration(flag: string) {
+  return (value: string): number => {
+    const m = /^([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)?$/.exec(value);
+    if (!m) throw fieldError(flag, `must be a duration like 30s, 5m or 1h, got ${JSON.stringify(value)}`);
+    const n = Number(m[1]);
+    const unit = m[2] ?? 's';
+    return Math.round(n * (unit === 'ms' ? 1 : unit === 's' ? 1000 : unit === 'm' ? 60_000 : 3_600_000));
+  };
+}

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { ExitCode, FleetrollError, ReportedFailure } from '../errors.js';
 import { processOut, type Out } from './output.js';
+import { registerDay2 } from './commands/day2.js';
 import { registerDeploy } from './commands/deploy.js';
 import { registerPlan } from './commands/plan.js';
 import { registerRehearse } from './commands/rehearse.js';
@@ -23,13 +24,15 @@ export function buildProgram(out: Out = processOut()): Command {
     .addHelpText(
       'after',
       `
-Exit status: 0 success, 1 rollout failed, 2 invalid input, 3 lock held.
+Exit status: 0 success, 1 rollout failed, 2 invalid input, 3 lock held,
+4 paused (fleetroll pause), 130 interrupted.
 
 Start here:
   $ fleetroll plan --replicas 4 --max-surge 1 --max-unavailable 0
   $ fleetroll validate -f examples/fleet.yaml`,
     );
   registerDeploy(program, out);
+  registerDay2(program, out);
   registerPlan(program, out);
   registerRehearse(program, out);
   registerSimulate(program, out);

@@ -27,6 +27,8 @@ export interface Fleet extends Omit<FleetFileParsed, 'defaults' | 'strategy' | '
   terminationGracePeriodSeconds: number;
   revisionHistoryLimit: number;
   onFailure: 'pause' | 'rollback';
+  /** Set from the fleet's state by `fleetroll restart`; part of the revision hash. */
+  restartedAt?: string | undefined;
   strategy: ResolvedStrategy;
   /** Where each timing value came from, for `plan` to explain. */
   timingSources: Record<TimingField, 'fleet' | 'defaults' | 'builtin'>;

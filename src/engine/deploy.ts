@@ -45,6 +45,37 @@ export interface DeployDeps {
   events?: EventSink;
   /** Suffix for new container names; random in production, fixed in tests. */
   nameSuffix?: () => string;
+  /** Records a step before ("begin") and after ("end") it happens, awaited. */
+  journal?: Journal;
+  /** Asked before each wave: true stops the rollout cleanly (exit 4). */
+  paused?: () => Promise<boolean>;
+  /** The last rollout did not finish (a crash): reload once even if the files look current. */
+  recovering?: boolean;
+}
+
+export type Journal = (step: string, phase?: 'begin' | 'end', detail?: Record<string, unknown>) => Promise<void>;
+
+/** Stopped by `fleetroll pause` between waves; the fleet is consistent. Exit code 4. */
+export class PausedError extends FleetrollError {
+  constructor(message: string) {
+    super('E_PAUSED', ExitCode.paused, message, { hint: 'continue with `fleetroll resume -f <fleet>` (from any machine)' });
+  }
+}
+
+/**
+ * Fault injection for the crash tests: FLEETROLL_FAULT=kill-at:<point>[:<n>]
+ * SIGKILLs this process the n-th time (default 1st) it reaches <point>. Points:
+ * after-mark-down, before-reload, after-stop, waiting-for-readiness.
+ */
+const faultCounts = new Map<string, number>();
+function faultPoint(point: string): void {
+  const spec = process.env.FLEETROLL_FAULT;
+  if (!spec) return;
+  const [kind, at, nth] = spec.split(':');
+  if (kind !== 'kill-at' || at !== point) return;
+  const n = (faultCounts.get(point) ?? 0) + 1;
+  faultCounts.set(point, n);
+  if (n === Number(nth ?? 1)) process.kill(process.pid, 'SIGKILL');
 }
 
 /** A load balancer: how to reach it, and what to write into its upstream file. */
@@ -189,6 +220,7 @@ class Rollout {
   private lastUp = new Set<string>();
   private lastDown = new Set<string>();
   private reloads = 0;
+  private needsRecoveryReload = false;
   private waves = 0;
   private started = 0;
   private lastProgress = 0;
@@ -202,6 +234,7 @@ class Rollout {
     this.emit = deps.events ?? (() => {});
     this.revision = revisionOf(fleet);
     this.minReadyMs = fleet.minReadySeconds * 1000;
+    this.needsRecoveryReload = deps.recovering === true;
   }
 
   /** The fleet as it was before this rollout (its most common old revision), for a rollback. */
@@ -221,6 +254,8 @@ class Rollout {
         this.previous = await this.previousFleet(live);
         first = false;
         await this.hook('preDeploy', live, 'preDeploy');
+        if (await this.removeOrphans(live)) continue;
+        if (this.needsRecoveryReload) await this.syncUpstream(live, 'final');
       }
       if (this.options.signal?.aborted) await this.stopCleanly(live);
       const w = nextWave({ revision: this.revision, replicas: this.fleet.replicas }, live.map((l) => l.observed), this.fleet.strategy);
@@ -230,6 +265,7 @@ class Rollout {
       }
       const hasWork = w.stop.length + w.startNow + w.startAfterStops > 0;
       if (hasWork) {
+        if (this.deps.paused && (await this.deps.paused())) await this.stopCleanly(live, 'paused');
         // The analysis gate for the wave before this one, now that its instances are in.
         if (this.waves > 0) await this.hook('postWave', live);
         await this.runWave(live, w.stop.map((o) => o.id), w.startNow, w.startAfterStops);
@@ -241,8 +277,23 @@ class Rollout {
       if (this.clock.now() - this.lastProgress > this.fleet.progressDeadlineSeconds * 1000) {
         throw await this.deadlineFailure(live);
       }
+      faultPoint('waiting-for-readiness');
       await this.pause(this.fleet.probes.readiness.periodMs);
     }
+  }
+
+  /**
+   * Containers created but never started can only be left by a crash between
+   * create and start (run() cleans up its own failures): remove them.
+   */
+  private async removeOrphans(live: Live[]): Promise<boolean> {
+    const orphans = live.filter((l) => l.info.state === 'created');
+    for (const o of orphans) {
+      await this.runtime(o.info.host).remove(o.info.id);
+      this.emit({ type: 'info', message: `removed ${o.info.name}: created but never started (left by an interrupted rollout)` });
+      await this.journal('orphan-removed', 'end', { name: o.info.name });
+    }
+    return orphans.length > 0;
   }
 
   /** Sleeps, but wakes at once on an interrupt. */
@@ -264,12 +315,16 @@ class Rollout {
    * On an interrupt between steps: nothing is draining any more, so write the
    * upstream as the fleet is (every ready instance in, none left down), and stop.
    */
-  private async stopCleanly(live: Live[]): Promise<never> {
+  private async stopCleanly(live: Live[], reason: 'interrupted' | 'paused' = 'interrupted'): Promise<never> {
     this.draining.clear();
     await this.syncUpstream(live, 'final');
     const fresh = live.filter((l) => l.observed.revision === this.revision).length;
     const inService = live.filter((l) => l.observed.ready).length;
-    this.emit({ type: 'failed', reason: 'interrupted' });
+    this.emit({ type: 'failed', reason });
+    await this.journal(reason, 'end', { waves: this.waves });
+    if (reason === 'paused') {
+      throw new PausedError(`paused after ${this.waves} wave(s) (fleetroll pause): ${live.length - fresh} old and ${fresh} new instance(s), ${inService} in service, none left marked down`);
+    }
     throw new InterruptedError(
       `interrupted after ${this.waves} wave(s): the fleet is consistent, ${live.length - fresh} old and ${fresh} new instance(s), ${inService} in service, none left marked down`,
       'run the same deploy again to continue from here (or deploy the previous image to go back)',
@@ -396,6 +451,7 @@ class Rollout {
             t.readySince = first ? Number.NEGATIVE_INFINITY : now;
             if (!first) {
               this.emit({ type: 'ready', name: info.name });
+              void this.journal('ready', 'end', { name: info.name });
               this.progress();
             }
           } else if (now - t.readySince >= this.minReadyMs) {
@@ -426,6 +482,10 @@ class Rollout {
     });
   }
 
+  private async journal(step: string, phase?: 'begin' | 'end', detail?: Record<string, unknown>): Promise<void> {
+    await this.deps.journal?.(step, phase, detail);
+  }
+
   private progress(): void {
     this.lastProgress = this.clock.now();
   }
@@ -436,7 +496,9 @@ class Rollout {
     const victims = live.filter((l) => stopNames.includes(l.info.name));
     const wereUp = victims.filter((v) => this.lastUp.has(v.info.address ?? ''));
     for (const v of victims) this.draining.add(v.info.name);
+    await this.journal('wave', 'begin', { wave: this.waves, stop: stopNames, start: startNow + startAfter });
     await this.syncUpstream(live, 'drain');
+    faultPoint('after-mark-down');
     const placed = this.countPerHost(live);
     const early = this.startInstances(startNow, placed);
     if (wereUp.length > 0 && this.fleet.drainSeconds > 0) {
@@ -449,6 +511,7 @@ class Rollout {
       await early;
       await this.stopCleanly(await this.observe(false));
     }
+    if (victims.length > 0) await this.journal('stop', 'begin', { names: victims.map((v) => v.info.name) });
     await Promise.all(
       victims.map(async (v) => {
         const rt = this.runtime(v.info.host);
@@ -459,6 +522,8 @@ class Rollout {
         this.emit({ type: 'stopped', name: v.info.name, host: v.info.host });
       }),
     );
+    if (victims.length > 0) await this.journal('stop', 'end', { names: victims.map((v) => v.info.name) });
+    faultPoint('after-stop');
     await early;
     for (const v of victims) placed.set(v.info.host, (placed.get(v.info.host) ?? 1) - 1);
     await this.startInstances(startAfter, placed);
@@ -487,7 +552,9 @@ class Rollout {
 
   private async startOne(host: string, network: string | undefined): Promise<void> {
     const spec = instanceSpec(this.fleet, this.revision, (this.deps.nameSuffix ?? randomSuffix)(), network, this.clock.now(), this.options.changeCause);
+    await this.journal('start', 'begin', { name: spec.name, host });
     const info = await this.runtime(host).run(spec);
+    await this.journal('start', 'end', { name: spec.name, host, address: info.address });
     this.started++;
     this.track.set(spec.name, { lastProbe: 'starting' });
     this.emit({ type: 'started', name: spec.name, host, address: info.address });
@@ -560,11 +627,16 @@ class Rollout {
       }
     }
     for (const i of written) this.lastContent[i] = contents[i];
-    if (!reload) return;
-    for (const i of written) {
+    // After a crash nginx may still run a config older than its file: reload them all once.
+    const toReload = this.needsRecoveryReload ? this.deps.routers.map((_, i) => i) : written;
+    if (!reload && !this.needsRecoveryReload) return;
+    this.needsRecoveryReload = false;
+    faultPoint('before-reload');
+    for (const i of toReload) {
       await this.deps.routers[i]?.router.reload();
       this.reloads++;
     }
+    await this.journal('reload', 'end', { up: servers.filter((e) => !e.down).map((e) => e.name), down: servers.filter((e) => e.down).map((e) => e.name) });
   }
 
   private async finish(live: Live[], t0: number): Promise<DeployResult> {
@@ -591,6 +663,7 @@ class Rollout {
     }
     await this.hook('postDeploy', live);
     this.emit({ type: 'complete', revision: this.revision, version: this.fleet.version });
+    await this.journal('complete', 'end', { waves: this.waves, reloads: this.reloads });
     return {
       service: this.fleet.service,
       revision: this.revision,

@@ -8,11 +8,13 @@ import type { Fleet } from '../config/load.js';
  * Env values go into the hash (a rotated secret is a new revision) but the
  * hash reveals nothing about them.
  */
-export function revisionOf(f: Pick<Fleet, 'image' | 'env' | 'port' | 'version'>): string {
+export function revisionOf(f: Pick<Fleet, 'image' | 'env' | 'port' | 'version'> & { restartedAt?: string | undefined }): string {
   const env = Object.entries(f.env ?? {})
     .map(([k, v]) => [k, String(v)])
     .sort(([a], [b]) => (a! < b! ? -1 : a! > b! ? 1 : 0));
-  const canonical = JSON.stringify({ image: f.image, env, port: f.port, version: f.version });
+  // restartedAt (set by `fleetroll restart`) only joins the hash when set, so
+  // hashes of fleets never restarted stay what they were.
+  const canonical = JSON.stringify({ image: f.image, env, port: f.port, version: f.version, ...(f.restartedAt ? { restartedAt: f.restartedAt } : {}) });
   return createHash('sha256').update(canonical).digest('hex').slice(0, 10);
 }
 

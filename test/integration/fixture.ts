@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DockerRuntime, ensureNetwork, getFile } from '../../src/adapters/docker.js';
+import { removeFleetState } from '../../src/adapters/fleetState.js';
 import { HttpProber } from '../../src/adapters/http.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../../src/adapters/localImages.js';
 import { parseUpstreamServers } from '../../src/core/upstream.js';
@@ -63,6 +64,7 @@ export interface FleetFileOptions {
   drainSeconds?: number;
   progressDeadlineSeconds?: number;
   minReadySeconds?: number;
+  version?: string;
   type?: 'RollingUpdate' | 'Recreate';
   onFailure?: 'pause' | 'rollback';
   hooks?: Record<string, unknown>;
@@ -96,6 +98,7 @@ export async function startTestFleet(prefix: string): Promise<TestFleet> {
         .join('');
       const more = [
         o.minReadySeconds !== undefined ? `minReadySeconds: ${o.minReadySeconds}\n` : '',
+        o.version !== undefined ? `version: ${JSON.stringify(o.version)}\n` : '',
         o.onFailure ? `onFailure: ${o.onFailure}\n` : '',
         o.hooks ? `hooks: ${JSON.stringify(o.hooks)}\n` : '',
       ].join('');
@@ -142,6 +145,7 @@ ${o.template ? `      template: ${o.template}\n` : ''}${extra}${more}`;
     },
     async cleanup() {
       await teardown(docker, names);
+      await removeFleetState(docker, names.service);
     },
   };
 }

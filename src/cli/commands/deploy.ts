@@ -1,11 +1,12 @@
 import type { Command } from 'commander';
-import { loadFleet } from '../../config/load.js';
-import { deploy } from '../../engine/deploy.js';
+import { loadFleet, type Fleet } from '../../config/load.js';
+import { runManaged, type ManagedResult } from '../../engine/session.js';
 import { ExitCode, FleetrollError, fieldError } from '../../errors.js';
 import { eventPrinter, type LogFormat } from '../events.js';
 import type { Out } from '../output.js';
-import { buildDeps } from '../wiring.js';
+import { buildDeps, fleetHandles } from '../wiring.js';
 import { explainStrategy } from './plan.js';
+import { parseDuration } from '../args.js';
 
 export function parseLogFormat(v: string): LogFormat {
   if (v !== 'text' && v !== 'json') throw fieldError('--log-format', `must be "text" or "json", got ${JSON.stringify(v)}`);
@@ -19,6 +20,7 @@ interface DeployOptions {
   maxUnavailable?: string;
   changeCause?: string;
   autoRollback?: boolean;
+  lockWait?: number;
   json?: boolean;
   logFormat: LogFormat;
 }
@@ -55,6 +57,7 @@ export function registerDeploy(program: Command, out: Out): void {
     .option('--max-surge <n|%>', 'override maxSurge for this rollout')
     .option('--max-unavailable <n|%>', 'override maxUnavailable for this rollout')
     .option('--change-cause <text>', 'why this rollout happens (recorded on the new instances; default: the command line)')
+    .option('--lock-wait <duration>', 'wait this long for another rollout of the fleet to finish (e.g. 30s, 5m)', parseDuration('--lock-wait'))
     .option('--auto-rollback', 'on failure, roll back to the previous revision (same as onFailure: rollback)')
     .option('--json', 'print the result as JSON on stdout (progress goes to stderr)')
     .option('--log-format <text|json>', 'progress lines as text or as JSON log lines', parseLogFormat, 'text')
@@ -82,34 +85,57 @@ Examples:
     )
     .action(async (o: DeployOptions) => {
       const fleet = await loadFleet(o.file, { image: o.image, maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable });
-      const progress = o.json ? process.stderr : process.stdout;
-      const events = eventPrinter(o.logFormat, progress);
-      if (!o.json && o.logFormat === 'text') {
-        out.line(`deploying ${fleet.service}: ${fleet.replicas} × ${fleet.image} (version ${fleet.version})`);
-        explainStrategy(fleet.strategy, out);
-      }
-      for (const n of fleet.strategy.notes) if (o.json) out.warn(n);
-      let result;
-      const interrupt = onInterrupt((signal) => {
-        process.stderr.write(`\n${signal}: finishing the step in progress, then stopping with the fleet consistent (${signal} again to exit at once)\n`);
-      });
-      try {
-        result = await deploy(fleet, await buildDeps(fleet, events), {
-          changeCause: o.changeCause ?? `fleetroll ${process.argv.slice(2).join(' ')}`,
-          autoRollback: o.autoRollback,
-          signal: interrupt.signal,
-        });
-      } catch (err) {
-        // --json callers get a parseable outcome on stdout either way.
-        if (o.json && err instanceof FleetrollError) out.json({ outcome: 'failed', code: err.code, message: err.message, hint: err.hint });
-        throw err;
-      } finally {
-        interrupt.dispose();
-      }
-      if (o.json) {
-        out.json({ outcome: 'complete', ...result });
-        return;
-      }
-      out.line(`done in ${(result.durationMs / 1000).toFixed(1)} s: ${result.waves} wave(s), ${result.reloads} nginx reload(s), ${result.instances.length} instance(s) verified at ${result.version}`);
+      await executeRollout(fleet, out, o, { verb: 'deploying', changeCause: o.changeCause });
     });
+}
+
+export interface RolloutCliOptions {
+  json?: boolean;
+  logFormat: LogFormat;
+  lockWait?: number;
+  autoRollback?: boolean;
+}
+
+/**
+ * The shared body of deploy, undo, restart and resume: progress output,
+ * Ctrl-C handling, the managed rollout, and the final line or JSON.
+ * `prepare` may swap the fleet's spec once the fleet's state is readable.
+ */
+export async function executeRollout(
+  fleet: Fleet,
+  out: Out,
+  o: RolloutCliOptions,
+  what: { verb: string; changeCause?: string | undefined; continueRevision?: number | undefined },
+): Promise<ManagedResult> {
+  const progress = o.json ? process.stderr : process.stdout;
+  const events = eventPrinter(o.logFormat, progress);
+  if (!o.json && o.logFormat === 'text') {
+    out.line(`${what.verb} ${fleet.service}: ${fleet.replicas} × ${fleet.image} (version ${fleet.version})`);
+    explainStrategy(fleet.strategy, out);
+  }
+  for (const n of fleet.strategy.notes) if (o.json) out.warn(n);
+  let result: ManagedResult;
+  const interrupt = onInterrupt((signal) => {
+    process.stderr.write(`\n${signal}: finishing the step in progress, then stopping with the fleet consistent (${signal} again to exit at once)\n`);
+  });
+  try {
+    const deps = await buildDeps(fleet, events);
+    result = await runManaged(fleet, deps, fleetHandles(fleet, deps), {
+      command: `fleetroll ${process.argv.slice(2).join(' ')}`,
+      changeCause: what.changeCause,
+      autoRollback: o.autoRollback,
+      signal: interrupt.signal,
+      lockWaitMs: o.lockWait,
+      continueRevision: what.continueRevision,
+    });
+  } catch (err) {
+    // --json callers get a parseable outcome on stdout either way.
+    if (o.json && err instanceof FleetrollError) out.json({ outcome: err.code === 'E_PAUSED' ? 'paused' : 'failed', code: err.code, message: err.message, hint: err.hint });
+    throw err;
+  } finally {
+    interrupt.dispose();
+  }
+  if (o.json) out.json({ outcome: 'complete', ...result });
+  else out.line(`revision ${result.revisionNumber} done in ${(result.durationMs / 1000).toFixed(1)} s: ${result.waves} wave(s), ${result.reloads} nginx reload(s), ${result.instances.length} instance(s) verified at ${result.version}`);
+  return result;
 }

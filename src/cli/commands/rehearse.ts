@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import type { RequestSummary } from '../../experiment/metrics.js';
 import { DockerRuntime } from '../../adapters/docker.js';
+import { removeFleetState } from '../../adapters/fleetState.js';
 import { demoNames, rehearse, teardown, type RehearseResult } from '../../experiment/rehearse.js';
 import { fieldError, ReportedFailure } from '../../errors.js';
 import { SERVICE_RE, VERSION_RE } from '../../config/schema.js';
@@ -104,6 +105,7 @@ Examples:
         const rt = new DockerRuntime({ name: 'local', docker: o.docker });
         await rt.ping();
         const n = await teardown(rt.docker, names);
+        await removeFleetState(rt.docker, names.service);
         out.line(`removed ${n} container(s) and the network of rehearsal ${names.service}`);
         return;
       }

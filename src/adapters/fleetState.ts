@@ -1,0 +1,326 @@
+/**
+ * State that lives with the fleet, not with the machine that deployed it:
+ * revision history, the pause flag, the restart marker and the rollout
+ * journal, kept in a Docker volume on the fleet's first host. Any machine
+ * pointed at the same hosts reads the same history.
+ *
+ * Docker has no API to read or write a volume directly, so a never-started
+ * "state container" mounts it and files go in and out through the archive
+ * API (docker cp), which works on stopped containers. The lock is a
+ * container with a fixed name: Docker creates names atomically, so of two
+ * deploys racing for it exactly one wins.
+ */
+import os from 'node:os';
+import type Dockerode from 'dockerode';
+import { ExitCode, FleetrollError } from '../errors.js';
+import { getFile, putFile } from './docker.js';
+
+export const STATE_LABEL = 'fleetroll.state';
+export const LOCK_LABEL = 'fleetroll.lock';
+
+export type RolloutOutcome = 'in progress' | 'complete' | 'failed' | 'rolled back' | 'paused' | 'interrupted';
+
+export interface RevisionRecord {
+  /** 1, 2, 3, ... never reused. */
+  number: number;
+  /** The spec hash (the instances' fleetroll.revision label). */
+  hash: string;
+  image: string;
+  version: string;
+  port: number;
+  /** Kept so that undo can recreate the revision; shown by name only. */
+  env: Record<string, string>;
+  restartedAt?: string | undefined;
+  changeCause: string;
+  who: string;
+  when: string;
+  outcome: RolloutOutcome;
+  finishedAt?: string | undefined;
+  message?: string | undefined;
+}
+
+export interface AdoptedInstance {
+  id: string;
+  name: string;
+  host: string;
+  port: number;
+}
+
+export interface FleetState {
+  service: string;
+  nextRevision: number;
+  revisions: RevisionRecord[];
+  /** Set by `fleetroll restart`: part of the spec hash, so changing it replaces every instance. */
+  restartedAt?: string | undefined;
+  /** Set by `fleetroll pause`; a running deploy stops after its current wave. */
+  paused?: boolean | undefined;
+  adopted?: AdoptedInstance[] | undefined;
+}
+
+export interface JournalEntry {
+  at: string;
+  rollout: string;
+  step: string;
+  phase?: 'begin' | 'end' | undefined;
+  detail?: Record<string, unknown> | undefined;
+}
+
+const JOURNAL_KEEP = 2000;
+
+export function emptyState(service: string): FleetState {
+  return { service, nextRevision: 1, revisions: [] };
+}
+
+export function whoAmI(): string {
+  let user = 'unknown';
+  try {
+    user = os.userInfo().username;
+  } catch {
+    // no passwd entry (containers): keep "unknown"
+  }
+  return `${user}@${os.hostname()}`;
+}
+
+function dockerStatus(err: unknown): number | undefined {
+  const code = (err as { statusCode?: unknown } | null)?.statusCode;
+  return typeof code === 'number' ? code : undefined;
+}
+
+export class FleetStateStore {
+  readonly container: string;
+  readonly volume: string;
+
+  constructor(
+    private readonly docker: Dockerode,
+    private readonly service: string,
+    private readonly hostName: string,
+  ) {
+    this.container = `fleetroll-state-${service}`;
+    this.volume = `fleetroll-state-${service}`;
+  }
+
+  /** True when the state container exists (a fleet that was never deployed has none). */
+  async exists(): Promise<boolean> {
+    try {
+      await this.docker.getContainer(this.container).inspect();
+      return true;
+    } catch (err) {
+      if (dockerStatus(err) === 404) return false;
+      throw err;
+    }
+  }
+
+  /** The image the state container was created from (any image will do; it never runs). */
+  async image(): Promise<string | undefined> {
+    try {
+      // The image id, not its tag: the tag may be removed or moved, the id
+      // stays as long as this container uses it.
+      return (await this.docker.getContainer(this.container).inspect()).Image;
+    } catch (err) {
+      if (dockerStatus(err) === 404) return undefined;
+      throw err;
+    }
+  }
+
+  /** Creates the volume and the state container; `image` is any image present on the host. */
+  async ensure(image: string): Promise<void> {
+    if (await this.exists()) return;
+    await this.docker.createVolume({ Name: this.volume, Labels: { [STATE_LABEL]: this.service } });
+    try {
+      await this.docker.createContainer({
+        name: this.container,
+        Image: image,
+        Entrypoint: ['/fleetroll-state-is-never-started'],
+        Labels: { [STATE_LABEL]: this.service },
+        HostConfig: { Binds: [`${this.volume}:/state`], NetworkMode: 'none' },
+      });
+    } catch (err) {
+      // Another machine created it first: fine, it is the same state.
+      if (dockerStatus(err) !== 409) throw err;
+    }
+  }
+
+  async read(): Promise<FleetState | undefined> {
+    if (!(await this.exists())) return undefined;
+    const text = await getFile(this.docker, this.container, '/state/state.json');
+    if (!text) return emptyState(this.service);
+    try {
+      return JSON.parse(text) as FleetState;
+    } catch (err) {
+      throw new FleetrollError('E_STATE', ExitCode.rolloutFailed, `the fleet state in ${this.container} on ${this.hostName} is not valid JSON: ${(err as Error).message}`);
+    }
+  }
+
+  async write(state: FleetState): Promise<void> {
+    await putFile(this.docker, this.container, '/state/state.json', `${JSON.stringify(state, null, 2)}\n`, 0o600);
+  }
+
+  /** Read, change, write. Callers hold the fleet lock, so there is no lost update. */
+  async update(image: string, change: (s: FleetState) => void): Promise<FleetState> {
+    await this.ensure(image);
+    const s = (await this.read()) ?? emptyState(this.service);
+    change(s);
+    await this.write(s);
+    return s;
+  }
+
+  async journal(): Promise<JournalEntry[]> {
+    if (!(await this.exists())) return [];
+    const text = (await getFile(this.docker, this.container, '/state/journal.ndjson')) ?? '';
+    return text
+      .split('\n')
+      .filter((l) => l.trim() !== '')
+      .flatMap((l) => {
+        try {
+          return [JSON.parse(l) as JournalEntry];
+        } catch {
+          return [];
+        }
+      });
+  }
+
+  async appendJournal(entries: JournalEntry[]): Promise<void> {
+    const all = [...(await this.journal()), ...entries].slice(-JOURNAL_KEEP);
+    await putFile(this.docker, this.container, '/state/journal.ndjson', `${all.map((e) => JSON.stringify(e)).join('\n')}\n`, 0o600);
+  }
+
+  /** Removes the state (volume and container): used by tests and `rehearse --down`. */
+  async destroy(): Promise<void> {
+    await this.docker.getContainer(this.container).remove({ force: true }).catch(() => {});
+    await this.docker.getVolume(this.volume).remove().catch(() => {});
+  }
+}
+
+export interface LockHolder {
+  holder: string;
+  pid: number;
+  command: string;
+  started: string;
+}
+
+export interface LockInfo extends LockHolder {
+  /** Last lease renewal (ISO time); a holder that stopped renewing is gone. */
+  lease: string;
+  stale: boolean;
+}
+
+/** How long a lock lives without renewal. Renewed every LEASE_MS / 4. */
+export const LEASE_MS = 30_000;
+
+/** A holder on this very machine whose process is gone does not need its lease to run out. */
+function holderIsDeadHere(h: LockHolder): boolean {
+  if (!h.holder.endsWith(`@${os.hostname()}`) || !h.pid) return false;
+  try {
+    process.kill(h.pid, 0);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ESRCH';
+  }
+}
+
+export class LockHeldError extends FleetrollError {
+  constructor(readonly info: LockInfo, service: string) {
+    super(
+      'E_LOCK_HELD',
+      ExitCode.lockHeld,
+      `fleet ${service} is locked by ${info.holder} (pid ${info.pid}, since ${info.started}): ${info.command}${info.stale ? ` — its lease expired at ${new Date(Date.parse(info.lease) + LEASE_MS).toISOString()}` : ''}`,
+      {
+        hint: 'wait for it (deploy --lock-wait 5m), check `fleetroll status`, or if you are sure it is gone: `fleetroll lock release --force -f <fleet>`',
+      },
+    );
+  }
+}
+
+export class FleetLock {
+  readonly container: string;
+  private timer: NodeJS.Timeout | undefined;
+  /** Told when a stale lock is taken over. */
+  onTakeover: ((previous: LockInfo) => void) | undefined;
+
+  constructor(
+    private readonly docker: Dockerode,
+    private readonly service: string,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.container = `fleetroll-lock-${service}`;
+  }
+
+  async info(): Promise<LockInfo | undefined> {
+    let inspect: Dockerode.ContainerInspectInfo;
+    try {
+      inspect = await this.docker.getContainer(this.container).inspect();
+    } catch (err) {
+      if (dockerStatus(err) === 404) return undefined;
+      throw err;
+    }
+    const labels = inspect.Config?.Labels ?? {};
+    let holder: LockHolder;
+    try {
+      holder = JSON.parse(labels[LOCK_LABEL] ?? '{}') as LockHolder;
+    } catch {
+      holder = { holder: 'unknown', pid: 0, command: '', started: inspect.Created };
+    }
+    const lease = (await getFile(this.docker, this.container, '/lease').catch(() => undefined))?.trim() || holder.started || inspect.Created;
+    const expired = this.now() - Date.parse(lease) > LEASE_MS;
+    return { ...holder, lease, stale: expired || holderIsDeadHere(holder) };
+  }
+
+  /** Takes the lock or throws LockHeldError; waits up to `waitMs` for it to come free. */
+  async acquire(image: string, command: string, waitMs = 0): Promise<void> {
+    const holder: LockHolder = { holder: whoAmI(), pid: process.pid, command, started: new Date(this.now()).toISOString() };
+    const until = this.now() + waitMs;
+    for (;;) {
+      try {
+        await this.docker.createContainer({
+          name: this.container,
+          Image: image,
+          Entrypoint: ['/fleetroll-lock-is-never-started'],
+          Labels: { [LOCK_LABEL]: JSON.stringify(holder), [`${LOCK_LABEL}.service`]: this.service },
+          HostConfig: { NetworkMode: 'none' },
+        });
+        await this.renew();
+        this.timer = setInterval(() => void this.renew().catch(() => {}), LEASE_MS / 4);
+        this.timer.unref();
+        return;
+      } catch (err) {
+        if (dockerStatus(err) !== 409) throw err;
+      }
+      const info = await this.info();
+      if (info?.stale) {
+        // Its holder is gone (killed, machine lost): take the lock over, and say so.
+        this.onTakeover?.(info);
+        await this.docker.getContainer(this.container).remove({ force: true }).catch(() => {});
+        continue;
+      }
+      if (info && this.now() >= until) throw new LockHeldError(info, this.service);
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+
+  private async renew(): Promise<void> {
+    await putFile(this.docker, this.container, '/lease', `${new Date(this.now()).toISOString()}\n`);
+  }
+
+  async release(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.docker.getContainer(this.container).remove({ force: true }).catch((err: unknown) => {
+      if (dockerStatus(err) !== 404) throw err;
+    });
+  }
+
+  /** `lock release`: removes someone else's lock; without force only when its lease expired. */
+  async breakLock(force: boolean): Promise<LockInfo | undefined> {
+    const info = await this.info();
+    if (!info) return undefined;
+    if (!info.stale && !force) throw new LockHeldError(info, this.service);
+    await this.release();
+    return info;
+  }
+}
+
+/** Removes a fleet's state volume, state container and lock (tests, `rehearse --down`). */
+export async function removeFleetState(docker: Dockerode, service: string): Promise<void> {
+  await new FleetLock(docker, service).release();
+  await new FleetStateStore(docker, service, 'local').destroy();
+}

@@ -1,0 +1,307 @@
+/**
+ * The `kubectl rollout` verbs for a fleet: history, undo, restart, status,
+ * pause, resume, and the lock. Everything reads the fleet's state from its
+ * first Docker host, so any machine pointed at the fleet sees the same.
+ */
+import type { Command } from 'commander';
+import { loadFleet, type Fleet } from '../../config/load.js';
+import { parseUpstreamServers } from '../../core/upstream.js';
+import type { RevisionRecord } from '../../adapters/fleetState.js';
+import { revisionOf } from '../../engine/revision.js';
+import { fleetForRecord, withState } from '../../engine/session.js';
+import { ExitCode, FleetrollError, fieldError } from '../../errors.js';
+import { LABELS } from '../../ports.js';
+import { parseCount, parseDuration } from '../args.js';
+import { table, type Out } from '../output.js';
+import { buildDeps, fleetHandles } from '../wiring.js';
+import { executeRollout, parseLogFormat, type RolloutCliOptions } from './deploy.js';
+
+async function context(file: string) {
+  const fleet = await loadFleet(file);
+  const deps = await buildDeps(fleet);
+  const h = fleetHandles(fleet, deps);
+  const first = [...deps.runtimes.values()][0];
+  if (first) await first.ping();
+  return { fleet, deps, ...h };
+}
+
+function rolloutOptions(cmd: Command): Command {
+  return cmd
+    .option('--lock-wait <duration>', 'wait this long for another rollout of the fleet to finish', parseDuration('--lock-wait'))
+    .option('--auto-rollback', 'on failure, roll back (same as onFailure: rollback)')
+    .option('--json', 'print the result as JSON')
+    .option('--log-format <text|json>', 'progress lines as text or JSON log lines', parseLogFormat, 'text');
+}
+
+const when = (iso: string | undefined) => (iso ? iso.replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '');
+
+function describeRecord(r: RevisionRecord): string[][] {
+  return [
+    ['revision', String(r.number)],
+    ['hash', r.hash],
+    ['image', r.image],
+    ['version', r.version],
+    ['port', String(r.port)],
+    ['env', Object.keys(r.env).join(', ') || '(none)'],
+    ...(r.restartedAt ? [['restarted at', r.restartedAt]] : []),
+    ['change cause', r.changeCause],
+    ['by', r.who],
+    ['started', when(r.when)],
+    ['outcome', r.outcome],
+    ['finished', when(r.finishedAt)],
+    ['message', r.message ?? ''],
+  ];
+}
+
+/** Env values may be secrets: outside the state they travel by name only. */
+const publicRecord = (r: RevisionRecord) => ({ ...r, env: Object.keys(r.env).sort() });
+
+export function registerDay2(program: Command, out: Out): void {
+  program
+    .command('history')
+    .description("list the fleet's revisions, newest last")
+    .requiredOption('-f, --file <fleet.yaml>', 'fleet file')
+    .option('--revision <n>', 'show one revision in full', parseCount('--revision', 1, 1_000_000))
+    .option('--json', 'print as JSON')
+    .addHelpText('after', '\nExamples:\n  $ fleetroll history -f fleet.yaml\n  $ fleetroll history -f fleet.yaml --revision 3')
+    .action(async (o: { file: string; revision?: number; json?: boolean }) => {
+      const { store, fleet } = await context(o.file);
+      const state = await store.read();
+      const revisions = state?.revisions ?? [];
+      if (o.revision !== undefined) {
+        const r = revisions.find((x) => x.number === o.revision);
+        if (!r) throw fieldError('--revision', `no revision ${o.revision} in the history of ${fleet.service} (kept: ${revisions.map((x) => x.number).join(', ') || 'none'})`);
+        if (o.json) out.json(publicRecord(r));
+        else out.line(table(['field', 'value'], describeRecord(r)));
+        return;
+      }
+      if (o.json) {
+        out.json(revisions.map(publicRecord));
+        return;
+      }
+      if (revisions.length === 0) {
+        out.line(`no revisions recorded for ${fleet.service} yet: run fleetroll deploy -f ${o.file}`);
+        return;
+      }
+      out.line(
+        table(
+          ['REVISION', 'IMAGE', 'VERSION', 'OUTCOME', 'WHEN', 'BY', 'CHANGE-CAUSE'],
+          revisions.map((r) => [String(r.number), r.image, r.version, r.outcome, when(r.when), r.who, r.changeCause]),
+        ),
+      );
+    });
+
+  rolloutOptions(
+    program
+      .command('undo')
+      .description('roll back to the previous revision (or --to-revision N), as a new revision')
+      .requiredOption('-f, --file <fleet.yaml>', 'fleet file (strategy, hosts and load balancers come from it)')
+      .option('--to-revision <n>', 'the revision to go back to (default: the one before the current)', parseCount('--to-revision', 1, 1_000_000))
+      .addHelpText('after', '\nAn undo is itself a revision, so an undo can be undone.\n\nExamples:\n  $ fleetroll undo -f fleet.yaml\n  $ fleetroll undo -f fleet.yaml --to-revision 2'),
+  ).action(async (o: RolloutCliOptions & { file: string; toRevision?: number }) => {
+    const { store, fleet } = await context(o.file);
+    const revisions = (await store.read())?.revisions ?? [];
+    const current = revisions[revisions.length - 1];
+    let target: RevisionRecord | undefined;
+    if (o.toRevision !== undefined) {
+      target = revisions.find((r) => r.number === o.toRevision);
+      if (!target) throw fieldError('--to-revision', `no revision ${o.toRevision} in the history of ${fleet.service} (kept: ${revisions.map((r) => r.number).join(', ') || 'none'})`);
+    } else {
+      target = [...revisions].reverse().find((r) => r.hash !== current?.hash && r.outcome === 'complete');
+      if (!target) throw new FleetrollError('E_NO_PREVIOUS', ExitCode.rolloutFailed, `nothing to undo: ${fleet.service} has no earlier completed revision`, { hint: 'see fleetroll history' });
+    }
+    await executeRollout(fleetForRecord(fleet, target), out, o, { verb: `undo to revision ${target.number}:`, changeCause: `undo to revision ${target.number}` });
+  });
+
+  rolloutOptions(
+    program
+      .command('restart')
+      .description('replace every instance with the same spec (e.g. to re-read a rotated secret), honouring the strategy')
+      .requiredOption('-f, --file <fleet.yaml>', 'fleet file')
+      .addHelpText('after', '\nExample:\n  $ fleetroll restart -f fleet.yaml'),
+  ).action(async (o: RolloutCliOptions & { file: string }) => {
+    const { store, fleet } = await context(o.file);
+    const restartedAt = new Date().toISOString();
+    const state = await store.update((await store.image()) ?? fleet.image, (s) => {
+      s.restartedAt = restartedAt;
+    });
+    // Restart what runs now: the latest revision's spec (deploy --image or undo may differ from the file).
+    const latest = state.revisions[state.revisions.length - 1];
+    const current = latest ? fleetForRecord(fleet, latest) : fleet;
+    await executeRollout({ ...current, restartedAt }, out, o, { verb: 'restarting', changeCause: `restart at ${restartedAt}` });
+  });
+
+  program
+    .command('pause')
+    .description('stop a running rollout after its current wave, with the fleet consistent')
+    .requiredOption('-f, --file <fleet.yaml>', 'fleet file')
+    .action(async (o: { file: string }) => {
+      const { store, fleet } = await context(o.file);
+      await store.update((await store.image()) ?? fleet.image, (s) => {
+        s.paused = true;
+      });
+      out.line(`paused ${fleet.service}: a running rollout stops after its current wave (exit 4); continue with fleetroll resume -f ${o.file}`);
+    });
+
+  rolloutOptions(
+    program
+      .command('resume')
+      .description('continue a paused (or interrupted, or failed) rollout, from any machine')
+      .requiredOption('-f, --file <fleet.yaml>', 'fleet file'),
+  ).action(async (o: RolloutCliOptions & { file: string }) => {
+    const { store, fleet } = await context(o.file);
+    const state = await store.update((await store.image()) ?? fleet.image, (s) => {
+      s.paused = false;
+    });
+    const latest = state.revisions[state.revisions.length - 1];
+    if (!latest || latest.outcome === 'complete' || latest.outcome === 'rolled back') {
+      out.line(`resumed ${fleet.service}: nothing in progress to continue${latest ? ` (revision ${latest.number} is ${latest.outcome})` : ''}`);
+      return;
+    }
+    await executeRollout(fleetForRecord(fleet, latest), out, o, { verb: `resuming revision ${latest.number}:`, continueRevision: latest.number });
+  });
+
+  program
+    .command('status')
+    .description('desired vs observed: instances per revision, readiness, upstreams, the last rollout')
+    .requiredOption('-f, --file <fleet.yaml>', 'fleet file')
+    .option('--watch', 'wait until the current rollout completes (exit 0) or fails (exit 1)')
+    .option('--timeout <duration>', 'with --watch: give up after this long (exit 1)', parseDuration('--timeout'), 300_000)
+    .option('--json', 'print as JSON')
+    .addHelpText('after', '\nExamples:\n  $ fleetroll status -f fleet.yaml\n  $ fleetroll status -f fleet.yaml --watch --timeout 5m   # in CI, after starting a deploy elsewhere')
+    .action(async (o: { file: string; watch?: boolean; timeout: number; json?: boolean }) => {
+      const ctx = await context(o.file);
+      if (o.watch) {
+        await watch(ctx, o.timeout, out);
+        return;
+      }
+      const report = await statusReport(ctx.fleet, ctx);
+      if (o.json) out.json(report);
+      else printStatus(report, out);
+    });
+
+  const lock = program.command('lock').description('the per-fleet rollout lock');
+  lock
+    .command('status')
+    .description('who holds the lock, since when, and whether its lease is still renewed')
+    .requiredOption('-f, --file <fleet.yaml>', 'fleet file')
+    .option('--json', 'print as JSON')
+    .action(async (o: { file: string; json?: boolean }) => {
+      const { lock: l, fleet } = await context(o.file);
+      const info = await l.info();
+      if (o.json) out.json(info ?? null);
+      else if (!info) out.line(`${fleet.service}: not locked`);
+      else out.line(`${fleet.service}: locked by ${info.holder} (pid ${info.pid}) since ${info.started}: ${info.command}; lease renewed ${info.lease}${info.stale ? ' — STALE: the holder looks gone' : ''}`);
+    });
+  lock
+    .command('release')
+    .description('remove the lock: only a stale one, unless --force')
+    .requiredOption('-f, --file <fleet.yaml>', 'fleet file')
+    .option('--force', 'remove it even though its holder still renews it')
+    .action(async (o: { file: string; force?: boolean }) => {
+      const { lock: l, fleet } = await context(o.file);
+      const info = await l.breakLock(o.force === true);
+      out.line(info ? `released the lock of ${fleet.service} held by ${info.holder} (pid ${info.pid})` : `${fleet.service}: not locked`);
+    });
+}
+
+interface InstanceStatus {
+  name: string;
+  host: string;
+  revision: string;
+  version: string;
+  state: string;
+  ready: boolean;
+  upstreams: Record<string, 'up' | 'down' | 'absent'>;
+}
+
+type Ctx = Awaited<ReturnType<typeof context>>;
+
+async function statusReport(fleetIn: Fleet, ctx: Ctx) {
+  const state = await ctx.store.read();
+  // Desired is what the latest rollout aimed at (deploy --image, undo and
+  // restart all differ from the file); before any rollout, the file.
+  const latest = state?.revisions[state.revisions.length - 1];
+  const fleet = latest ? fleetForRecord(fleetIn, latest) : withState(fleetIn, state);
+  const desired = revisionOf(fleet);
+  const labels = { [LABELS.service]: fleet.service, [LABELS.managed]: 'true' };
+  const infos = (await Promise.all([...ctx.deps.runtimes.values()].map((rt) => rt.list(labels)))).flat();
+  const upstreams = await Promise.all(
+    ctx.deps.routers.map(async (lb) => ({ name: lb.router.name, servers: parseUpstreamServers((await lb.router.read().catch(() => undefined)) ?? '') })),
+  );
+  const instances: InstanceStatus[] = await Promise.all(
+    infos.map(async (i) => ({
+      name: i.name,
+      host: i.host,
+      revision: i.labels[LABELS.revision] ?? '?',
+      version: i.labels[LABELS.version] ?? '?',
+      state: i.state,
+      ready: i.running && i.address ? await ctx.deps.prober.ready(i.address) : false,
+      upstreams: Object.fromEntries(
+        upstreams.map((u) => {
+          const s = u.servers.find((x) => x.name === i.name);
+          return [u.name, s ? (s.down ? 'down' : 'up') : 'absent'] as const;
+        }),
+      ),
+    })),
+  );
+  instances.sort((a, b) => (a.name < b.name ? -1 : 1));
+  const last = state?.revisions[state.revisions.length - 1];
+  const current = instances.filter((i) => i.revision === desired);
+  return {
+    service: fleet.service,
+    desired: { replicas: fleet.replicas, revision: desired, image: fleet.image, version: fleet.version },
+    observed: {
+      instances: instances.length,
+      current: current.length,
+      ready: current.filter((i) => i.ready).length,
+      byRevision: Object.fromEntries([...new Set(instances.map((i) => i.revision))].map((r) => [r, instances.filter((i) => i.revision === r).length])),
+    },
+    upToDate: current.length === fleet.replicas && instances.length === fleet.replicas && current.every((i) => i.ready),
+    instances,
+    lastRollout: last ? publicRecord(last) : null,
+    paused: state?.paused === true,
+    lock: (await ctx.lock.info()) ?? null,
+  };
+}
+
+function printStatus(r: Awaited<ReturnType<typeof statusReport>>, out: Out): void {
+  out.line(`service ${r.service}: desired ${r.desired.replicas} × ${r.desired.image} (version ${r.desired.version}, revision ${r.desired.revision})`);
+  out.line(`observed: ${r.observed.instances} instance(s), ${r.observed.current} of the desired revision, ${r.observed.ready} ready${r.upToDate ? ' — up to date' : ''}`);
+  if (r.instances.length > 0) {
+    const lbs = Object.keys(r.instances[0]?.upstreams ?? {});
+    out.line(
+      table(
+        ['NAME', 'HOST', 'REVISION', 'VERSION', 'STATE', 'READY', ...lbs.map((_, i) => `LB${i + 1}`)],
+        r.instances.map((i) => [i.name, i.host, `${i.revision}${i.revision === r.desired.revision ? '*' : ''}`, i.version, i.state, i.ready ? 'yes' : 'no', ...lbs.map((l) => i.upstreams[l] ?? '')]),
+        '  ',
+      ),
+    );
+    lbs.forEach((l, i) => out.line(`  LB${i + 1}: ${l}`));
+  }
+  const l = r.lastRollout;
+  out.line(l ? `last rollout: revision ${l.number} (${l.image}) ${l.outcome}, started ${when(l.when)} by ${l.who}${l.message ? `: ${l.message}` : ''}` : 'last rollout: none recorded');
+  if (r.paused) out.line('PAUSED: a rollout stops before its next wave; fleetroll resume continues it');
+  if (r.lock) out.line(`locked by ${r.lock.holder} (pid ${r.lock.pid}) since ${r.lock.started}${r.lock.stale ? ' (stale)' : ''}`);
+}
+
+/** `status --watch`: like `kubectl rollout status`, for CI jobs. */
+async function watch(ctx: Ctx, timeoutMs: number, out: Out): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  let said = '';
+  for (;;) {
+    const state = await ctx.store.read();
+    const last = state?.revisions[state.revisions.length - 1];
+    const line = last ? `revision ${last.number} (${last.image}): ${last.outcome}` : 'no rollout recorded yet';
+    if (line !== said) {
+      out.line(line);
+      said = line;
+    }
+    if (last?.outcome === 'complete') return;
+    if (last && last.outcome !== 'in progress') {
+      throw new FleetrollError('E_ROLLOUT_FAILED', ExitCode.rolloutFailed, `rollout of revision ${last.number} ${last.outcome}${last.message ? `: ${last.message}` : ''}`);
+    }
+    if (Date.now() > until) throw new FleetrollError('E_TIMEOUT', ExitCode.rolloutFailed, `timed out after ${timeoutMs / 1000} s waiting for ${line}`);
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+}

@@ -1,0 +1,161 @@
+/**
+ * A rollout as operators run it day to day: under the fleet lock, recorded
+ * as a revision in the fleet's history, journaled step by step, pausable from
+ * another machine, and recovering cleanly when the previous run was killed.
+ * deploy, undo, restart and resume all go through `runManaged`.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Fleet } from '../config/load.js';
+import { FleetLock, FleetStateStore, whoAmI, type FleetState, type JournalEntry, type RevisionRecord, type RolloutOutcome } from '../adapters/fleetState.js';
+import { ExitCode, FleetrollError } from '../errors.js';
+import { deploy, InterruptedError, PausedError, RolloutFailedError, type DeployDeps, type DeployOptions, type DeployResult } from './deploy.js';
+import { envOf, revisionOf } from './revision.js';
+
+export interface ManagedOptions extends DeployOptions {
+  /** The command line, recorded with the lock. */
+  command: string;
+  /** Wait this long for a held lock (ms); 0 fails at once with exit 3. */
+  lockWaitMs?: number;
+  /** Continue this revision record instead of starting a new one (resume). */
+  continueRevision?: number;
+}
+
+export interface FleetHandles {
+  store: FleetStateStore;
+  lock: FleetLock;
+}
+
+export interface ManagedResult extends DeployResult {
+  revisionNumber: number;
+}
+
+/** Applies the fleet's recorded restart marker, so a plain deploy does not undo a restart. */
+export function withState(fleet: Fleet, state: FleetState | undefined): Fleet {
+  return state?.restartedAt ? { ...fleet, restartedAt: state.restartedAt } : fleet;
+}
+
+/** The fleet file's settings with the spec of a recorded revision (undo, resume). */
+export function fleetForRecord(fleet: Fleet, r: RevisionRecord): Fleet {
+  return { ...fleet, image: r.image, version: r.version, port: r.port, env: { ...r.env }, restartedAt: r.restartedAt };
+}
+
+function outcomeOf(err: unknown): { outcome: RolloutOutcome; message: string } {
+  if (err instanceof PausedError) return { outcome: 'paused', message: err.message };
+  if (err instanceof InterruptedError) return { outcome: 'interrupted', message: err.message };
+  if (err instanceof RolloutFailedError && /\nrolled back \(onFailure: rollback\)/.test(err.message)) return { outcome: 'rolled back', message: err.message };
+  return { outcome: 'failed', message: err instanceof Error ? err.message : String(err) };
+}
+
+/** Serialises journal appends (steps can finish concurrently) and never fails the rollout. */
+function journalWriter(store: FleetStateStore, rollout: string, onError: (e: unknown) => void) {
+  let chain: Promise<void> = Promise.resolve();
+  return (step: string, phase?: 'begin' | 'end', detail?: Record<string, unknown>): Promise<void> => {
+    const entry: JournalEntry = { at: new Date().toISOString(), rollout, step, ...(phase ? { phase } : {}), ...(detail ? { detail } : {}) };
+    chain = chain.then(() => store.appendJournal([entry])).catch(onError);
+    return chain;
+  };
+}
+
+/** The last rollout in the journal, if it never reached an end (complete, failed, ...). */
+export function unfinishedRollout(journal: JournalEntry[]): { rollout: string; last: JournalEntry } | undefined {
+  const last = journal[journal.length - 1];
+  if (!last) return undefined;
+  const mine = journal.filter((e) => e.rollout === last.rollout);
+  const ended = mine.some((e) => ['complete', 'failed', 'paused', 'interrupted', 'rolled back'].includes(e.step));
+  return ended ? undefined : { rollout: last.rollout, last };
+}
+
+export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandles, o: ManagedOptions): Promise<ManagedResult> {
+  const emit = deps.events ?? (() => {});
+  // The state and lock containers never run; they need some image present on
+  // the first host: the state container's own, else the fleet's.
+  const firstHost = fleetIn.hosts[0]?.name ?? '';
+  let image = await h.store.image();
+  if (!image) {
+    if (!(await deps.runtimes.get(firstHost)?.imageExists(fleetIn.image))) {
+      throw new RolloutFailedError(`preflight failed, nothing was changed:\n  image ${fleetIn.image} is not present on host ${firstHost}`, 'build or pull the image on every host, then deploy again', {}, 'preflight');
+    }
+    image = fleetIn.image;
+    await h.store.ensure(image);
+  }
+  h.lock.onTakeover = (prev) => emit({ type: 'info', message: `took over a stale lock of ${prev.holder} (pid ${prev.pid}, ${prev.command}): its holder is gone` });
+  await h.lock.acquire(image, o.command, o.lockWaitMs ?? 0);
+  try {
+    const state = (await h.store.read()) ?? { service: fleetIn.service, nextRevision: 1, revisions: [] };
+    if (state.paused && o.continueRevision === undefined) {
+      throw new FleetrollError('E_PAUSED', ExitCode.paused, `fleet ${fleetIn.service} is paused (fleetroll pause)`, { hint: 'continue the paused rollout with `fleetroll resume -f <fleet>`' });
+    }
+    const fleet = withState(fleetIn, state);
+    const hash = revisionOf(fleet);
+    const rollout = `${new Date().toISOString()}-${randomBytes(3).toString('hex')}`;
+
+    const journal = await h.store.journal();
+    const crashed = unfinishedRollout(journal);
+    const write = journalWriter(h.store, rollout, (e) => emit({ type: 'info', message: `journal: ${(e as Error).message}` }));
+    if (crashed) {
+      const msg = `recovering: the previous rollout (${crashed.rollout}) stopped without finishing; its last step was ${crashed.last.step}${crashed.last.phase ? ` (${crashed.last.phase})` : ''}${crashed.last.detail ? ` ${JSON.stringify(crashed.last.detail)}` : ''}`;
+      emit({ type: 'info', message: msg });
+      await write('recovered', 'end', { from: crashed.rollout, lastStep: crashed.last.step, lastDetail: crashed.last.detail });
+    }
+
+    // The revision record: continue one (resume), or start a new one.
+    let record: RevisionRecord;
+    const existing = o.continueRevision !== undefined ? state.revisions.find((r) => r.number === o.continueRevision) : undefined;
+    if (existing) {
+      record = existing;
+      record.outcome = 'in progress';
+    } else {
+      const latest = state.revisions[state.revisions.length - 1];
+      if (latest && latest.hash === hash) {
+        // The same spec as the latest revision (after a failure or a crash, or
+        // simply again): the same revision, continued; no new number.
+        record = latest;
+        record.outcome = 'in progress';
+      } else {
+        record = {
+          number: state.nextRevision++,
+          hash,
+          image: fleet.image,
+          version: fleet.version,
+          port: fleet.port,
+          env: envOf(fleet),
+          restartedAt: fleet.restartedAt,
+          changeCause: o.changeCause ?? o.command,
+          who: whoAmI(),
+          when: new Date().toISOString(),
+          outcome: 'in progress',
+        };
+        state.revisions.push(record);
+      }
+    }
+    // revisionHistoryLimit old revisions are kept, plus the current one.
+    state.revisions = state.revisions.slice(-(fleet.revisionHistoryLimit + 1));
+    await h.store.write(state);
+    await write('begin', 'begin', { revision: record.number, hash, image: fleet.image, version: fleet.version });
+
+    const paused = async () => (await h.store.read())?.paused === true;
+    try {
+      const result = await deploy(fleet, { ...deps, journal: write, paused, recovering: crashed !== undefined }, o);
+      await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`);
+      return { ...result, revisionNumber: record.number };
+    } catch (err) {
+      const { outcome, message } = outcomeOf(err);
+      await finishRecord(h.store, record.number, outcome, message.split('\n')[0] ?? message);
+      await write(outcome, 'end', { message: message.split('\n')[0] });
+      throw err;
+    }
+  } finally {
+    await h.lock.release();
+  }
+}
+
+async function finishRecord(store: FleetStateStore, n: number, outcome: RolloutOutcome, message: string): Promise<void> {
+  const s = await store.read();
+  if (!s) return;
+  const r = s.revisions.find((x) => x.number === n);
+  if (!r) return;
+  r.outcome = outcome;
+  r.finishedAt = new Date().toISOString();
+  r.message = message.slice(0, 500);
+  await store.write(s);
+}
