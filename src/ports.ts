@@ -55,6 +55,8 @@ export interface Runtime {
   readonly host: string;
   /** Fails with a clear message when the engine is not reachable. */
   ping(): Promise<void>;
+  /** One container by id or name (undefined when gone); `port` is the app port of an adopted container. */
+  inspect(id: string, port?: number): Promise<InstanceInfo | undefined>;
   /** Containers (any state) carrying every given label. */
   list(labels: Record<string, string>): Promise<InstanceInfo[]>;
   /** Create and start a container; resolves once it is running (not ready). */

@@ -208,7 +208,8 @@ export class DockerRuntime implements Runtime {
   }
 
   /** Inspect one container as InstanceInfo; undefined when it does not exist. */
-  async inspect(id: string): Promise<InstanceInfo | undefined> {
+  /** One container by id or name; `port` supplies the app port for containers fleetroll did not create (adopted). */
+  async inspect(id: string, port?: number): Promise<InstanceInfo | undefined> {
     let info: Dockerode.ContainerInspectInfo;
     try {
       info = await this.docker.getContainer(id).inspect();
@@ -216,7 +217,7 @@ export class DockerRuntime implements Runtime {
       if (statusOf(err) === 404) return undefined;
       throw runtimeError('E_DOCKER', `inspecting container ${id} on ${this.where}: ${engineMessage(err)}`, err);
     }
-    const labels = info.Config?.Labels ?? {};
+    const labels = { ...(info.Config?.Labels ?? {}), ...(port !== undefined && !info.Config?.Labels?.[PORT_LABEL] ? { [PORT_LABEL]: String(port) } : {}) };
     const running = info.State?.Running === true;
     return {
       id: info.Id,

@@ -51,6 +51,8 @@ export interface DeployDeps {
   paused?: () => Promise<boolean>;
   /** The last rollout did not finish (a crash): reload once even if the files look current. */
   recovering?: boolean;
+  /** Containers taken over with `fleetroll adopt`: they carry no fleetroll labels. */
+  adopted?: { instances: readonly { id: string; host: string; port: number }[]; revision: string; version: string };
 }
 
 export type Journal = (step: string, phase?: 'begin' | 'end', detail?: Record<string, unknown>) => Promise<void>;
@@ -426,7 +428,7 @@ class Rollout {
   private async observe(first: boolean): Promise<Live[]> {
     const labels = { [LABELS.service]: this.fleet.service, [LABELS.managed]: 'true' };
     const lists = await Promise.all([...this.deps.runtimes.values()].map((rt) => rt.list(labels)));
-    const infos = lists.flat();
+    const infos = [...lists.flat(), ...(await this.adoptedInstances())];
     const now = this.clock.now();
     await Promise.all(
       infos.map(async (info) => {
@@ -484,6 +486,22 @@ class Rollout {
 
   private async journal(step: string, phase?: 'begin' | 'end', detail?: Record<string, unknown>): Promise<void> {
     await this.deps.journal?.(step, phase, detail);
+  }
+
+  /** Adopted containers that still exist, dressed in the labels fleetroll would have given them. */
+  private async adoptedInstances(): Promise<InstanceInfo[]> {
+    const a = this.deps.adopted;
+    if (!a) return [];
+    const found = await Promise.all(
+      a.instances.map(async (x) => {
+        const info = await this.deps.runtimes.get(x.host)?.inspect(x.id, x.port);
+        if (!info) return undefined;
+        const labels: Record<string, string> = { ...info.labels, [LABELS.managed]: 'true', [LABELS.service]: this.fleet.service, [LABELS.revision]: a.revision, [LABELS.version]: a.version, [LABELS.created]: '0' };
+        const dressed: InstanceInfo = { ...info, labels };
+        return dressed;
+      }),
+    );
+    return found.filter((i): i is InstanceInfo => i !== undefined);
   }
 
   private progress(): void {

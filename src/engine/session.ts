@@ -10,6 +10,7 @@ import { FleetLock, FleetStateStore, whoAmI, type FleetState, type JournalEntry,
 import { ExitCode, FleetrollError } from '../errors.js';
 import { deploy, InterruptedError, PausedError, RolloutFailedError, type DeployDeps, type DeployOptions, type DeployResult } from './deploy.js';
 import { envOf, revisionOf } from './revision.js';
+import { renderUpstream } from '../core/upstream.js';
 
 export interface ManagedOptions extends DeployOptions {
   /** The command line, recorded with the lock. */
@@ -134,8 +135,9 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     await write('begin', 'begin', { revision: record.number, hash, image: fleet.image, version: fleet.version });
 
     const paused = async () => (await h.store.read())?.paused === true;
+    const adopted = adoptedOf(state);
     try {
-      const result = await deploy(fleet, { ...deps, journal: write, paused, recovering: crashed !== undefined }, o);
+      const result = await deploy(fleet, { ...deps, journal: write, paused, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, o);
       await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`);
       return { ...result, revisionNumber: record.number };
     } catch (err) {
@@ -144,6 +146,100 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
       await write(outcome, 'end', { message: message.split('\n')[0] });
       throw err;
     }
+  } finally {
+    await forgetRemovedAdopted(h.store, deps).catch(() => {});
+    await h.lock.release();
+  }
+}
+
+/** The adopted containers as the engine needs them, under the revision adopt recorded. */
+function adoptedOf(state: FleetState): DeployDeps['adopted'] {
+  const rev = state.revisions.find((r) => r.hash.startsWith(ADOPTED_PREFIX));
+  if (!state.adopted?.length || !rev) return undefined;
+  return { instances: state.adopted, revision: rev.hash, version: rev.version };
+}
+
+/** Adopted containers a rollout replaced are gone: drop them from the state. */
+async function forgetRemovedAdopted(store: FleetStateStore, deps: DeployDeps): Promise<void> {
+  const s = await store.read();
+  if (!s?.adopted?.length) return;
+  const still = [];
+  for (const a of s.adopted) if (await deps.runtimes.get(a.host)?.inspect(a.id)) still.push(a);
+  if (still.length === s.adopted.length) return;
+  s.adopted = still;
+  await store.write(s);
+}
+
+export const ADOPTED_PREFIX = 'adopted-';
+
+export interface AdoptResult {
+  instances: { name: string; host: string; address: string; version: string; ready: boolean }[];
+  revision: RevisionRecord;
+  reloads: number;
+}
+
+/**
+ * `fleetroll adopt`: takes running containers that fleetroll did not start
+ * under management without restarting them. Docker cannot relabel a
+ * container, so they are recorded in the fleet's state as revision 1, and
+ * the upstream is written from them; from then on deploy replaces them like
+ * any old revision.
+ */
+export async function adoptFleet(
+  fleet: Fleet,
+  deps: DeployDeps,
+  h: FleetHandles,
+  found: { id: string; name: string; host: string; image: string }[],
+  o: { command: string; match: string },
+): Promise<AdoptResult> {
+  if (found.length === 0) throw new FleetrollError('E_ADOPT', ExitCode.rolloutFailed, `no running container matches ${o.match}`, { hint: 'match a label (key=value) or a name pattern (api-*) of the running containers' });
+  let image = await h.store.image();
+  if (!image) {
+    image = found[0]?.image ?? fleet.image;
+    await h.store.ensure(image);
+  }
+  await h.lock.acquire(image, o.command, 0);
+  try {
+    const state = (await h.store.read()) ?? { service: fleet.service, nextRevision: 1, revisions: [] };
+    if (state.revisions.length > 0 || state.adopted?.length) {
+      throw new FleetrollError('E_ADOPT', ExitCode.invalidInput, `${fleet.service} is already managed by fleetroll (${state.revisions.length} revision(s) in its history); adopt is for fleets it has never deployed`);
+    }
+    const instances = [];
+    for (const c of found) {
+      const info = await deps.runtimes.get(c.host)?.inspect(c.id, fleet.port);
+      if (!info?.address) throw new FleetrollError('E_ADOPT', ExitCode.rolloutFailed, `${c.name} on ${c.host} has no address on a Docker network fleetroll can reach`);
+      const ready = await deps.prober.ready(info.address);
+      const version = await deps.prober.version(info.address).catch(() => '');
+      instances.push({ name: info.name, host: c.host, address: info.address, version, ready, id: info.id });
+    }
+    const versions = [...new Set(instances.map((i) => i.version))];
+    if (versions.length !== 1 || !versions[0]) {
+      throw new FleetrollError('E_ADOPT', ExitCode.rolloutFailed, `the matched containers do not report one version: ${instances.map((i) => `${i.name}=${JSON.stringify(i.version)}`).join(', ')}`, { hint: 'adopt one version at a time (narrow --match)' });
+    }
+    const images = [...new Set(found.map((c) => c.image))];
+    const record: RevisionRecord = {
+      number: state.nextRevision++,
+      hash: `${ADOPTED_PREFIX}${state.nextRevision - 1}`,
+      image: images.join(', '),
+      version: versions[0],
+      port: fleet.port,
+      env: {},
+      changeCause: `adopted ${instances.length} running container(s) matching ${o.match}`,
+      who: whoAmI(),
+      when: new Date().toISOString(),
+      outcome: 'complete',
+      finishedAt: new Date().toISOString(),
+    };
+    state.revisions.push(record);
+    state.adopted = instances.map((i) => ({ id: i.id, name: i.name, host: i.host, port: fleet.port }));
+    await h.store.write(state);
+
+    // Write every upstream from the ready ones: check all, then reload all.
+    const servers = instances.filter((i) => i.ready).map((i) => ({ address: i.address, down: false, name: i.name }));
+    const contents = deps.routers.map((lb) => renderUpstream(lb.template, { service: fleet.service, upstream: lb.upstream, servers }));
+    for (const [i, lb] of deps.routers.entries()) await lb.router.writeAndTest(contents[i] ?? '');
+    for (const lb of deps.routers) await lb.router.reload();
+    return { instances: instances.map(({ id: _id, ...rest }) => rest), revision: record, reloads: deps.routers.length };
   } finally {
     await h.lock.release();
   }

@@ -207,3 +207,52 @@ describe('crash-safe resume', () => {
     });
   }
 });
+
+describe('adopting a running fleet', () => {
+  it('takes over containers started by hand without restarting them, then deploy rolls them with zero failed requests', async () => {
+    const f = await fleet('it-adopt');
+    const role = `legacy-${f.names.service}`;
+    const started: string[] = [];
+    for (let i = 1; i <= 3; i++) {
+      const c = await docker.createContainer({
+        name: `${f.names.service}-legacy-${i}`,
+        Image: 'fleetroll-example:1.0.0',
+        Env: ['PRESTOP_SECONDS=1'],
+        Labels: { 'legacy.role': role },
+        HostConfig: { NetworkMode: f.names.network, Init: true },
+      });
+      await c.start();
+      started.push(c.id);
+    }
+    try {
+      const file = f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, drainSeconds: 1 });
+      const before = await Promise.all(started.map(async (id) => (await docker.getContainer(id).inspect()).State.StartedAt));
+      const r = await runCli(['adopt', '-f', file, '--match', `legacy.role=${role}`]);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /adopted 3 container\(s\) as revision 1/);
+      const startedAgain = await Promise.all(started.map(async (id) => (await docker.getContainer(id).inspect()).State.StartedAt));
+      assert.deepEqual(startedAgain, before, 'not restarted');
+      const up = await f.upstream();
+      assert.deepEqual([up.up, up.down], [3, 0]);
+      assert.equal(await (await fetch(`${f.url}/api/version`)).text(), '1.0.0', 'nginx now routes to them');
+      const status = JSON.parse((await runCli(['status', '-f', file, '--json'])).stdout) as { instances: { name: string; ready: boolean }[] };
+      assert.equal(status.instances.filter((i) => i.ready).length, 3);
+
+      const again = await runCli(['adopt', '-f', file, '--match', `legacy.role=${role}`]);
+      assert.equal(again.code, 2, 'adopting twice is refused');
+
+      const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
+      const d = await runCli(['deploy', '-f', file, '--image', 'fleetroll-example:1.1.0']);
+      const records = await load.stop();
+      assert.equal(d.code, 0, d.stdout + d.stderr);
+      assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0', '1.1.0']);
+      for (const id of started) await assert.rejects(docker.getContainer(id).inspect(), 'the adopted containers were replaced');
+      assert.deepEqual(failedOf(records), []);
+      const h = await history(file);
+      assert.deepEqual(h.map((x) => [x.number, x.version, x.outcome]), [[1, '1.0.0', 'complete'], [2, '1.1.0', 'complete']]);
+      assert.match(h[0]?.changeCause ?? '', /adopted 3 running container\(s\)/);
+    } finally {
+      await Promise.all(started.map((id) => docker.getContainer(id).remove({ force: true }).catch(() => {})));
+    }
+  });
+});

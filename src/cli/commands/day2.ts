@@ -8,7 +8,8 @@ import { loadFleet, type Fleet } from '../../config/load.js';
 import { parseUpstreamServers } from '../../core/upstream.js';
 import type { RevisionRecord } from '../../adapters/fleetState.js';
 import { revisionOf } from '../../engine/revision.js';
-import { fleetForRecord, withState } from '../../engine/session.js';
+import { adoptFleet, fleetForRecord, withState } from '../../engine/session.js';
+import { DockerRuntime } from '../../adapters/docker.js';
 import { ExitCode, FleetrollError, fieldError } from '../../errors.js';
 import { LABELS } from '../../ports.js';
 import { parseCount, parseDuration } from '../args.js';
@@ -180,6 +181,55 @@ export function registerDay2(program: Command, out: Out): void {
       else printStatus(report, out);
     });
 
+  program
+    .command('adopt')
+    .description('take running containers that fleetroll did not start under management, without restarting them')
+    .requiredOption('-f, --file <fleet.yaml>', 'fleet file (port, hosts, load balancers)')
+    .requiredOption('--match <label=value|name-pattern>', 'which running containers: a label (app=bookstore) or a name pattern (bookstore-api-*)')
+    .option('--json', 'print the result as JSON')
+    .addHelpText(
+      'after',
+      `
+Docker cannot relabel a running container, so the adopted containers are
+recorded in the fleet's state as revision 1 and the nginx upstream is written
+from those that pass readiness. From then on \`fleetroll deploy\` replaces them
+like any old revision.
+
+Example (the compose demo):
+  $ docker compose up -d
+  $ fleetroll adopt -f examples/compose/fleet.yaml --match bookstore.role=api
+  $ fleetroll deploy -f examples/compose/fleet.yaml --image fleetroll-example:1.1.0`,
+    )
+    .action(async (o: { file: string; match: string; json?: boolean }) => {
+      const { fleet, deps, store, lock: l } = await context(o.file);
+      const lbContainers = new Set(fleet.loadBalancers.map((lb) => lb.nginx.container).filter(Boolean));
+      const byLabel = o.match.includes('=');
+      if (!byLabel && !/^[A-Za-z0-9_.*?-]+$/.test(o.match)) throw fieldError('--match', `must be key=value or a name pattern of letters, digits, "_", ".", "-", "*", "?", got ${JSON.stringify(o.match)}`);
+      const glob = new RegExp(`^${o.match.replace(/[.]/g, '\\.').replace(/\*/g, '.*').replace(/\?/g, '.')}$`);
+      const found: { id: string; name: string; host: string; image: string }[] = [];
+      for (const [host, rt] of deps.runtimes) {
+        if (!(rt instanceof DockerRuntime)) continue;
+        const list = await rt.docker.listContainers(byLabel ? { filters: { label: [o.match] } } : {});
+        for (const c of list) {
+          const name = (c.Names[0] ?? '').replace(/^\//, '');
+          if (!byLabel && !glob.test(name)) continue;
+          // Never nginx itself, nor containers fleetroll already manages (its state and lock included).
+          // (Image labels such as fleetroll.image show up on containers too: they do not count.)
+          const own = ['fleetroll.managed', 'fleetroll.service', 'fleetroll.state', 'fleetroll.lock'];
+          if (lbContainers.has(name) || Object.keys(c.Labels ?? {}).some((k) => own.some((o) => k === o || k.startsWith(`${o}.`)))) continue;
+          found.push({ id: c.Id, name, host, image: c.Image });
+        }
+      }
+      const r = await adoptFleet(fleet, deps, { store, lock: l }, found, { command: `fleetroll ${process.argv.slice(2).join(' ')}`, match: o.match });
+      if (o.json) {
+        out.json({ revision: r.revision.number, version: r.revision.version, instances: r.instances, reloads: r.reloads });
+        return;
+      }
+      out.line(`adopted ${r.instances.length} container(s) as revision ${r.revision.number} of ${fleet.service} (version ${r.revision.version}):`);
+      out.line(table(['NAME', 'HOST', 'ADDRESS', 'VERSION', 'READY'], r.instances.map((i) => [i.name, i.host, i.address, i.version, i.ready ? 'yes (in the upstream)' : 'no'])));
+      out.line(`next: fleetroll deploy -f ${o.file} replaces them with the fleet file's spec`);
+    });
+
   const lock = program.command('lock').description('the per-fleet rollout lock');
   lock
     .command('status')
@@ -225,7 +275,14 @@ async function statusReport(fleetIn: Fleet, ctx: Ctx) {
   const fleet = latest ? fleetForRecord(fleetIn, latest) : withState(fleetIn, state);
   const desired = revisionOf(fleet);
   const labels = { [LABELS.service]: fleet.service, [LABELS.managed]: 'true' };
-  const infos = (await Promise.all([...ctx.deps.runtimes.values()].map((rt) => rt.list(labels)))).flat();
+  const adoptedRev = state?.revisions.find((r) => r.hash.startsWith('adopted-'));
+  const adopted = await Promise.all(
+    (state?.adopted ?? []).map(async (a) => {
+      const i = await ctx.deps.runtimes.get(a.host)?.inspect(a.id, a.port);
+      return i ? { ...i, labels: { ...i.labels, [LABELS.revision]: adoptedRev?.hash ?? 'adopted', [LABELS.version]: adoptedRev?.version ?? '?' } } : undefined;
+    }),
+  );
+  const infos = [...(await Promise.all([...ctx.deps.runtimes.values()].map((rt) => rt.list(labels)))).flat(), ...adopted.filter((i) => i !== undefined)];
   const upstreams = await Promise.all(
     ctx.deps.routers.map(async (lb) => ({ name: lb.router.name, servers: parseUpstreamServers((await lb.router.read().catch(() => undefined)) ?? '') })),
   );
