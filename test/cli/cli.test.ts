@@ -24,7 +24,7 @@ describe('fleetroll CLI', () => {
   it('--help lists the commands and exit codes', () => {
     const r = fleetroll('--help');
     assert.equal(r.code, 0);
-    for (const cmd of ['plan', 'simulate', 'validate']) assert.match(r.stdout, new RegExp(`^  ${cmd}`, 'm'));
+    for (const cmd of ['deploy', 'history', 'undo', 'restart', 'status', 'pause', 'resume', 'lock', 'adopt', 'rehearse', 'plan', 'simulate', 'validate']) assert.match(r.stdout, new RegExp(`^  ${cmd}`, 'm'));
     assert.match(r.stdout, /2 invalid input/);
   });
 
@@ -77,6 +77,10 @@ describe('fleetroll CLI', () => {
     ['missing fleet file', ['validate', '-f', 'nope.yaml'], /cannot read fleet file nope.yaml: no such file/],
     ['simulate with a bad jitter', ['simulate', '--replicas', '3', '--jitter', '2'], /--jitter: must be a fraction from 0 to 1/],
     ['simulate with a bad timing', ['simulate', '--replicas', '3', '--startup', '-1'], /--startup: must be a number of seconds/],
+    ['deploy with a bad --lock-wait', ['deploy', '-f', 'examples/fleet.yaml', '--lock-wait', 'soon'], /--lock-wait: must be a duration like 30s, 5m or 1h/],
+    ['undo with a bad --to-revision', ['undo', '-f', 'examples/fleet.yaml', '--to-revision', 'last'], /--to-revision: must be a whole number/],
+    ['adopt with an unsafe --match', ['adopt', '-f', 'examples/fleet.yaml', '--match', 'a;b'], /--match: must be key=value or a name pattern/],
+    ['deploy with a missing fleet file', ['deploy', '-f', 'nope.yaml'], /cannot read fleet file nope.yaml/],
   ];
   for (const [name, args, message] of badRows) {
     it(`exit 2 and a clear message: ${name}`, () => {

@@ -201,10 +201,10 @@ Example (the compose demo):
   $ fleetroll deploy -f examples/compose/fleet.yaml --image fleetroll-example:1.1.0`,
     )
     .action(async (o: { file: string; match: string; json?: boolean }) => {
-      const { fleet, deps, store, lock: l } = await context(o.file);
-      const lbContainers = new Set(fleet.loadBalancers.map((lb) => lb.nginx.container).filter(Boolean));
       const byLabel = o.match.includes('=');
       if (!byLabel && !/^[A-Za-z0-9_.*?-]+$/.test(o.match)) throw fieldError('--match', `must be key=value or a name pattern of letters, digits, "_", ".", "-", "*", "?", got ${JSON.stringify(o.match)}`);
+      const { fleet, deps, store, lock: l } = await context(o.file);
+      const lbContainers = new Set(fleet.loadBalancers.map((lb) => lb.nginx.container).filter(Boolean));
       const glob = new RegExp(`^${o.match.replace(/[.]/g, '\\.').replace(/\*/g, '.*').replace(/\?/g, '.')}$`);
       const found: { id: string; name: string; host: string; image: string }[] = [];
       for (const [host, rt] of deps.runtimes) {
