@@ -233,14 +233,19 @@ export class DockerRuntime implements Runtime {
     };
   }
 
-  async networkExists(name: string): Promise<boolean> {
+  /** True when an inspect succeeds, false on 404; anything else is an error naming what was asked. */
+  private async present(what: string, inspect: () => Promise<unknown>): Promise<boolean> {
     try {
-      await this.docker.getNetwork(name).inspect();
+      await inspect();
       return true;
     } catch (err) {
       if (statusOf(err) === 404) return false;
-      throw runtimeError('E_DOCKER', `inspecting network ${name} on ${this.where}: ${engineMessage(err)}`, err);
+      throw runtimeError('E_DOCKER', `inspecting ${what} on ${this.where}: ${engineMessage(err)}`, err);
     }
+  }
+
+  networkExists(name: string): Promise<boolean> {
+    return this.present(`network ${name}`, () => this.docker.getNetwork(name).inspect());
   }
 
   async specOf(id: string): Promise<{ image: string; env: Record<string, string> } | undefined> {
@@ -336,14 +341,8 @@ export class DockerRuntime implements Runtime {
     }
   }
 
-  async imageExists(image: string): Promise<boolean> {
-    try {
-      await this.docker.getImage(image).inspect();
-      return true;
-    } catch (err) {
-      if (statusOf(err) === 404) return false;
-      throw runtimeError('E_DOCKER', `inspecting image ${image} on ${this.where}: ${engineMessage(err)}`, err);
-    }
+  imageExists(image: string): Promise<boolean> {
+    return this.present(`image ${image}`, () => this.docker.getImage(image).inspect());
   }
 
   async logs(id: string, tail: number): Promise<string> {

@@ -48,17 +48,18 @@ export const strategySchema = z
   })
   .strict();
 
+/** The rollout settings a fleet may set itself or take from shared defaults. */
+const rolloutFields = {
+  strategy: strategySchema.optional(),
+  minReadySeconds: seconds(0, 86400).optional(),
+  progressDeadlineSeconds: seconds(1, 86400).optional(),
+  drainSeconds: seconds(0, 3600).optional(),
+  terminationGracePeriodSeconds: seconds(0, 3600).optional(),
+  revisionHistoryLimit: int(0, 1000).optional(),
+};
+
 /** What shared defaults may hold: a default rollout and its timings. */
-export const defaultsSchema = z
-  .object({
-    strategy: strategySchema.optional(),
-    minReadySeconds: seconds(0, 86400).optional(),
-    progressDeadlineSeconds: seconds(1, 86400).optional(),
-    drainSeconds: seconds(0, 3600).optional(),
-    terminationGracePeriodSeconds: seconds(0, 3600).optional(),
-    revisionHistoryLimit: int(0, 1000).optional(),
-  })
-  .strict();
+export const defaultsSchema = z.object(rolloutFields).strict();
 
 const hostSchema = z
   .object({
@@ -112,12 +113,7 @@ export const fleetSchema = z
     version: pattern(VERSION_RE, 'a version string of letters, digits, ".", "_", "+", "-"').optional(),
     group: z.boolean().default(false),
     defaults: z.union([z.string().min(1), defaultsSchema], { error: 'must be a path to a defaults file or an inline mapping' }).optional(),
-    strategy: strategySchema.optional(),
-    minReadySeconds: seconds(0, 86400).optional(),
-    progressDeadlineSeconds: seconds(1, 86400).optional(),
-    drainSeconds: seconds(0, 3600).optional(),
-    terminationGracePeriodSeconds: seconds(0, 3600).optional(),
-    revisionHistoryLimit: int(0, 1000).optional(),
+    ...rolloutFields,
     hooks: z
       .object({
         preDeploy: hookCommand.optional(),

@@ -5,27 +5,14 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { execa } from 'execa';
 import { FleetLock, FleetStateStore } from '../../src/adapters/fleetState.js';
-import type { RequestRecord } from '../../src/experiment/metrics.js';
 import { startLoad } from '../../src/experiment/probes.js';
-import { bin, docker, ensureImages, root, runCli, startTestFleet, type CliRun, type TestFleet } from './fixture.js';
+import { bin, docker, root, runCli, type CliRun, useFleets, failedOf } from './fixture.js';
 
-const fleets: TestFleet[] = [];
-async function fleet(prefix: string): Promise<TestFleet> {
-  const f = await startTestFleet(prefix);
-  fleets.push(f);
-  return f;
-}
-before(async () => {
-  await ensureImages();
-});
-after(async () => {
-  await Promise.all(fleets.map((f) => f.cleanup()));
-});
+const fleet = useFleets();
 
-const failedOf = (records: RequestRecord[]) => records.filter((x) => x.error !== undefined || x.status === undefined || x.status >= 400);
 
 interface HistoryRow {
   number: number;

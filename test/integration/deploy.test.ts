@@ -5,24 +5,12 @@
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { startLoad } from '../../src/experiment/probes.js';
 import { LABELS } from '../../src/ports.js';
-import { ensureImages, runCli, sampleDuring, startTestFleet, type TestFleet } from './fixture.js';
+import { failedOf, runCli, sampleDuring, useFleets } from './fixture.js';
 
-const fleets: TestFleet[] = [];
-async function fleet(prefix: string): Promise<TestFleet> {
-  const f = await startTestFleet(prefix);
-  fleets.push(f);
-  return f;
-}
-
-before(async () => {
-  await ensureImages();
-});
-after(async () => {
-  await Promise.all(fleets.map((f) => f.cleanup()));
-});
+const fleet = useFleets();
 
 describe('deploy: zero failed requests under load', () => {
   const rows: { name: string; surge: number | string; unav: number | string; maxAlive: number; minUp: number }[] = [
@@ -45,7 +33,7 @@ describe('deploy: zero failed requests under load', () => {
       const records = await load.stop();
 
       assert.equal(result.code, 0, result.stderr);
-      const failed = records.filter((x) => x.error !== undefined || (x.status ?? 0) >= 400 || x.status === undefined);
+      const failed = failedOf(records);
       assert.ok(records.length > 50, `only ${records.length} requests went through`);
       assert.deepEqual(failed, [], `${failed.length} of ${records.length} requests failed`);
       assert.ok(records.some((x) => x.version === '1.1.0') && records.some((x) => x.version === '1.0.0'), 'both versions answered during the rollout');

@@ -7,27 +7,14 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { putFile } from '../../src/adapters/docker.js';
-import type { RequestRecord } from '../../src/experiment/metrics.js';
 import { startLoad } from '../../src/experiment/probes.js';
 import { LABELS } from '../../src/ports.js';
-import { bin, docker, ensureImages, prober, root, runCli, startTestFleet, type TestFleet } from './fixture.js';
+import { bin, docker, prober, root, runCli, type TestFleet, useFleets, failedOf } from './fixture.js';
 
-const fleets: TestFleet[] = [];
-async function fleet(prefix: string): Promise<TestFleet> {
-  const f = await startTestFleet(prefix);
-  fleets.push(f);
-  return f;
-}
-before(async () => {
-  await ensureImages();
-});
-after(async () => {
-  await Promise.all(fleets.map((f) => f.cleanup()));
-});
+const fleet = useFleets();
 
-const failedOf = (records: RequestRecord[]) => records.filter((x) => x.error !== undefined || x.status === undefined || x.status >= 400);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Starts a fleet of `replicas` at 1.0.0 and returns its old revision label. */

@@ -7,6 +7,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { DockerRuntime, ensureNetwork, getFile } from '../../src/adapters/docker.js';
 import { removeFleetState } from '../../src/adapters/fleetState.js';
@@ -15,6 +16,7 @@ import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../../
 import { parseUpstreamServers } from '../../src/core/upstream.js';
 import { DEMO_LABEL, demoNames, startNginx, teardown, waitForHttp, type DemoNames } from '../../src/experiment/rehearse.js';
 import { LABELS } from '../../src/ports.js';
+import type { RequestRecord } from '../../src/experiment/metrics.js';
 import { readDefaultTemplate } from '../../src/cli/wiring.js';
 
 export const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -194,4 +196,28 @@ export async function sampleDuring<T>(fleet: TestFleet, work: Promise<T>, everyM
     done = true;
     await loop;
   }
+}
+
+/**
+ * For a test file: builds the images before its tests, and returns
+ * `fleet(prefix)`, which starts a test fleet that is removed after them.
+ */
+export function useFleets(): (prefix: string) => Promise<TestFleet> {
+  const fleets: TestFleet[] = [];
+  before(async () => {
+    await ensureImages();
+  });
+  after(async () => {
+    await Promise.all(fleets.map((f) => f.cleanup()));
+  });
+  return async (prefix) => {
+    const f = await startTestFleet(prefix);
+    fleets.push(f);
+    return f;
+  };
+}
+
+/** Requests a user would call failed: no response, a 4xx/5xx, or a broken body. */
+export function failedOf(records: RequestRecord[]): RequestRecord[] {
+  return records.filter((x) => x.error !== undefined || x.status === undefined || x.status >= 400);
 }
