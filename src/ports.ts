@@ -33,6 +33,8 @@ export interface InstanceSpec {
   labels: Record<string, string>;
   /** Seconds between SIGTERM and SIGKILL on stop (`--stop-timeout`). */
   stopTimeoutSeconds: number;
+  /** Publish the app port on this host address; the instance's address is then addr:hostPort. */
+  publishAddress?: string | undefined;
 }
 
 /** One container as Docker reports it. */
@@ -67,6 +69,9 @@ export interface Runtime {
   remove(id: string): Promise<void>;
   imageExists(image: string): Promise<boolean>;
   networkExists(name: string): Promise<boolean>;
+  /** `docker save` / `docker load` through the API: how an image reaches a host without a registry. */
+  saveImage(image: string): Promise<NodeJS.ReadableStream>;
+  loadImage(tar: NodeJS.ReadableStream): Promise<void>;
   /** Last lines of a container's output, for failure reports. */
   logs(id: string, tail: number): Promise<string>;
   /**

@@ -20,6 +20,14 @@ import { createTar, readTar, type TarEntry } from './tar.js';
 
 /** Label run() adds to every container: the app's port inside it (how list() builds `address`). */
 export const PORT_LABEL = 'fleetroll.port';
+/** Label run() adds when the port is published on the host: the host address nginx uses. */
+export const PUBLISH_LABEL = 'fleetroll.publish-address';
+
+/** "addr:hostPort" of a container whose app port is published on its host's address. */
+function publishedAddress(labels: Record<string, string>, hostPort: string | number | undefined): string | undefined {
+  const addr = labels[PUBLISH_LABEL];
+  return addr && hostPort ? `${addr}:${hostPort}` : undefined;
+}
 
 /** One Docker host as the fleet file describes it. */
 export interface DockerHostConfig {
@@ -202,7 +210,11 @@ export class DockerRuntime implements Runtime {
         state: c.State,
         running,
         exitCode: running ? undefined : exitCodeFromStatus(c.Status),
-        address: running ? addressFrom(c.NetworkSettings?.Networks as Record<string, NetworkLike>, labels) : undefined,
+        address: running
+          ? labels[PUBLISH_LABEL]
+            ? publishedAddress(labels, c.Ports?.find((p) => String(p.PrivatePort) === labels[PORT_LABEL] && p.PublicPort)?.PublicPort)
+            : addressFrom(c.NetworkSettings?.Networks as Record<string, NetworkLike>, labels)
+          : undefined,
       };
     });
   }
@@ -217,7 +229,7 @@ export class DockerRuntime implements Runtime {
       if (statusOf(err) === 404) return undefined;
       throw runtimeError('E_DOCKER', `inspecting container ${id} on ${this.where}: ${engineMessage(err)}`, err);
     }
-    const labels = { ...(info.Config?.Labels ?? {}), ...(port !== undefined && !info.Config?.Labels?.[PORT_LABEL] ? { [PORT_LABEL]: String(port) } : {}) };
+    const labels: Record<string, string> = { ...(info.Config?.Labels ?? {}), ...(port !== undefined && !info.Config?.Labels?.[PORT_LABEL] ? { [PORT_LABEL]: String(port) } : {}) };
     const running = info.State?.Running === true;
     return {
       id: info.Id,
@@ -228,7 +240,9 @@ export class DockerRuntime implements Runtime {
       running,
       exitCode: running ? undefined : info.State?.ExitCode,
       address: running
-        ? addressFrom(info.NetworkSettings?.Networks as Record<string, NetworkLike>, labels, info.HostConfig?.NetworkMode)
+        ? labels[PUBLISH_LABEL]
+          ? publishedAddress(labels, (info.NetworkSettings?.Ports as Record<string, { HostPort?: string }[] | null> | undefined)?.[`${labels[PORT_LABEL]}/tcp`]?.[0]?.HostPort)
+          : addressFrom(info.NetworkSettings?.Networks as Record<string, NetworkLike>, labels, info.HostConfig?.NetworkMode)
         : undefined,
     };
   }
@@ -242,6 +256,30 @@ export class DockerRuntime implements Runtime {
       if (statusOf(err) === 404) return false;
       throw runtimeError('E_DOCKER', `inspecting ${what} on ${this.where}: ${engineMessage(err)}`, err);
     }
+  }
+
+  /** `docker save` as a stream (the image's layers as a tar). */
+  async saveImage(image: string): Promise<NodeJS.ReadableStream> {
+    try {
+      return await this.docker.getImage(image).get();
+    } catch (err) {
+      throw runtimeError('E_DOCKER', `exporting image ${image} from ${this.where}: ${engineMessage(err)}`, err);
+    }
+  }
+
+  /** `docker load` from a stream; resolves when the engine has the image. */
+  async loadImage(tar: NodeJS.ReadableStream): Promise<void> {
+    let res: NodeJS.ReadableStream;
+    try {
+      res = await this.docker.loadImage(tar);
+    } catch (err) {
+      throw runtimeError('E_DOCKER', `loading an image into ${this.where}: ${engineMessage(err)}`, err);
+    }
+    // The answer is a stream of JSON progress messages; an error arrives as one of them.
+    let text = '';
+    for await (const chunk of res) text += chunk.toString();
+    const failed = text.split('\n').map((l) => l.trim()).filter(Boolean).map((l) => { try { return JSON.parse(l) as { error?: string }; } catch { return {}; } }).find((m) => m.error);
+    if (failed?.error) throw runtimeError('E_DOCKER', `loading an image into ${this.where}: ${failed.error}`, failed);
   }
 
   networkExists(name: string): Promise<boolean> {
@@ -272,13 +310,16 @@ export class DockerRuntime implements Runtime {
         name: spec.name,
         Image: spec.image,
         Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
-        Labels: { ...spec.labels, [PORT_LABEL]: String(spec.port) },
+        Labels: { ...spec.labels, [PORT_LABEL]: String(spec.port), ...(spec.publishAddress ? { [PUBLISH_LABEL]: spec.publishAddress } : {}) },
         ExposedPorts: { [`${spec.port}/tcp`]: {} },
         StopTimeout: spec.stopTimeoutSeconds,
         HostConfig: {
           Init: true,
           NetworkMode: network,
           RestartPolicy: { Name: 'no' },
+          // On another machine nginx cannot reach container IPs: publish the
+          // app port on the host's address (a free port Docker picks).
+          ...(spec.publishAddress ? { PortBindings: { [`${spec.port}/tcp`]: [{ HostIp: spec.publishAddress, HostPort: '' }] } } : {}),
         },
       });
     } catch (err) {

@@ -3,6 +3,7 @@
  * one router per nginx, the HTTP prober and the upstream templates. The only
  * place that knows which adapter serves which port.
  */
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import type { Fleet } from '../config/load.js';
@@ -46,7 +47,7 @@ export async function buildDeps(fleet: Fleet, events?: EventSink): Promise<Deplo
     const router =
       lb.container && runtime
         ? new NginxContainerRouter({ runtime, container: lb.container, upstreamFile: lb.upstreamFile, hostName })
-        : new NginxExecRouter({ upstreamFile: lb.upstreamFile });
+        : new NginxExecRouter({ upstreamFile: lb.upstreamFile, prefixArgs: lb.config ? ['-c', lb.config] : [] });
     routers.push({ router, template, upstream: lb.upstream });
   }
   const prober = new HttpProber({
@@ -54,7 +55,11 @@ export async function buildDeps(fleet: Fleet, events?: EventSink): Promise<Deplo
     versionPath: fleet.probes.version.path,
     timeoutMs: fleet.probes.readiness.timeoutMs,
   });
-  return { runtimes, routers, prober, ...(events ? { events } : {}) };
+  // A host without the image gets it copied from the engine on this machine
+  // when that engine is not one of the fleet's hosts already.
+  const local = 'unix:///var/run/docker.sock';
+  const imageSource = !fleet.hosts.some((h) => h.docker === local) && existsSync('/var/run/docker.sock') ? new DockerRuntime({ name: 'this machine', docker: local }) : undefined;
+  return { runtimes, routers, prober, ...(events ? { events } : {}), ...(imageSource ? { imageSource } : {}) };
 }
 
 /** The fleet's state and lock live on its first host. */

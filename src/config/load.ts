@@ -98,6 +98,7 @@ function crossFieldIssues(f: FleetFileParsed, timings: Record<TimingField, numbe
     } else if (n.host) {
       issues.push({ path: `${p}/host`, message: 'only applies with container; with exec: true nginx runs on this machine' });
     }
+    if (n.config && !n.exec) issues.push({ path: `${p}/config`, message: 'only applies with exec: true (the nginx.conf of the nginx on this machine)' });
     const key = `${n.exec ? 'exec' : `${n.host ?? ''}/${n.container ?? ''}`}:${n.upstreamFile}`;
     if (files.has(key)) issues.push({ path: `${p}/upstreamFile`, message: `the same file is already managed by loadBalancers/${files.get(key)}` });
     files.set(key, i);

@@ -68,6 +68,8 @@ const hostSchema = z
     network: pattern(DOCKER_NAME_RE, 'a Docker network name (letters, digits, "_", ".", "-")').optional(),
     tls: z.object({ ca: pattern(ABS_PATH_RE, 'an absolute path'), cert: pattern(ABS_PATH_RE, 'an absolute path'), key: pattern(ABS_PATH_RE, 'an absolute path') }).strict().optional(),
     maxInstances: int(1, 10000).optional(),
+    /** The host's address as nginx reaches it: instances publish their port there. */
+    publishAddress: pattern(/^(?:[0-9]{1,3}\.){3}[0-9]{1,3}$/, 'an IPv4 address of the host, as the load balancers reach it').optional(),
   })
   .strict();
 
@@ -76,6 +78,8 @@ const nginxSchema = z
     container: pattern(DOCKER_NAME_RE, 'a Docker container name').optional(),
     host: pattern(HOST_NAME_RE, 'the name of an entry in hosts').optional(),
     exec: z.boolean().optional(),
+    /** With exec: the nginx.conf of that nginx when not the default (passed as -c). */
+    config: pattern(ABS_PATH_RE, 'an absolute path of letters, digits, ".", "_", "-" and "/"').optional(),
     upstreamFile: pattern(ABS_PATH_RE, 'an absolute path of letters, digits, ".", "_", "-" and "/"'),
     upstream: pattern(UPSTREAM_RE, 'an nginx upstream name: letters, digits and "_", starting with a letter or "_"'),
     /** Own upstream template (path relative to the fleet file); default templates/upstream.conf.tmpl. */

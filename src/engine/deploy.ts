@@ -51,6 +51,8 @@ export interface DeployDeps {
   paused?: () => Promise<boolean>;
   /** The last rollout did not finish (a crash): reload once even if the files look current. */
   recovering?: boolean;
+  /** Where to copy a missing image from besides the fleet's hosts: the local engine. */
+  imageSource?: Runtime;
   /** Containers taken over with `fleetroll adopt`: they carry no fleetroll labels. */
   adopted?: { instances: readonly { id: string; host: string; port: number }[]; revision: string; version: string };
 }
@@ -117,6 +119,11 @@ export class RolloutFailedError extends FleetrollError {
   }
 }
 
+interface Placement {
+  total: Map<string, number>;
+  fresh: Map<string, number>;
+}
+
 interface Tracked {
   /** When readiness started passing; -Infinity for instances found ready at the start. */
   readySince?: number | undefined;
@@ -162,6 +169,8 @@ export interface DeployOptions {
   autoRollback?: boolean | undefined;
   /** Aborted on SIGINT/SIGTERM: the rollout finishes or undoes its step and stops cleanly. */
   signal?: AbortSignal | undefined;
+  /** Copy the image to hosts that lack it (default true). */
+  copyImages?: boolean | undefined;
 }
 
 /** Where a rollout failed: before anything changed, or during/after the change. */
@@ -177,7 +186,16 @@ export class InterruptedError extends FleetrollError {
 export async function deploy(fleet: Fleet, deps: DeployDeps, options: DeployOptions = {}): Promise<DeployResult> {
   const rollout = new Rollout(fleet, deps, options);
   try {
-    return await rollout.run();
+    try {
+      return await rollout.run();
+    } catch (err) {
+      // A host or nginx that fails mid-rollout (unreachable engine, refused
+      // call) fails the rollout like a deadline does, so onFailure applies.
+      if (err instanceof FleetrollError && !(err instanceof RolloutFailedError) && !(err instanceof InterruptedError) && !(err instanceof PausedError) && err.exitCode === ExitCode.rolloutFailed) {
+        throw new RolloutFailedError(`rollout of ${fleet.service} to ${fleet.version} stopped: ${err.message}`, 'the instances on the other hosts keep serving; fix the host and deploy again to continue', { code: err.code });
+      }
+      throw err;
+    }
   } catch (err) {
     const rollback = options.autoRollback === true || fleet.onFailure === 'rollback';
     if (!(err instanceof RolloutFailedError) || err.phase !== 'rollout' || !rollback) throw err;
@@ -388,13 +406,46 @@ class Rollout {
     return { ...this.fleet, image: spec.image, env, port, version: sample.info.labels[LABELS.version] ?? this.fleet.version, hooks: undefined };
   }
 
+  /**
+   * Copies the image to a host that lacks it, from another host or the local
+   * engine that has it (docker save | docker load through the API, streamed),
+   * so no registry is needed. Returns false when no source has it.
+   */
+  private async copyImage(to: string, target: Runtime): Promise<boolean> {
+    const sources = [...this.deps.runtimes.entries()].filter(([n]) => n !== to);
+    if (this.deps.imageSource) sources.push(['this machine', this.deps.imageSource]);
+    for (const [from, src] of sources) {
+      if (!(await src.imageExists(this.fleet.image).catch(() => false))) continue;
+      const t0 = this.clock.now();
+      this.emit({ type: 'info', message: `copying image ${this.fleet.image} from ${from} to host ${to}` });
+      const tar = await src.saveImage(this.fleet.image);
+      let bytes = 0;
+      let reported = 0;
+      const { PassThrough } = await import('node:stream');
+      const counted = new PassThrough();
+      counted.on('data', (c: Buffer) => {
+        bytes += c.length;
+        if (bytes - reported >= 25 * 1024 * 1024) {
+          reported = bytes;
+          this.emit({ type: 'info', message: `  ${(bytes / 1048576).toFixed(0)} MB copied to ${to}` });
+        }
+      });
+      tar.pipe(counted);
+      await target.loadImage(counted);
+      this.emit({ type: 'info', message: `copied image ${this.fleet.image} to host ${to}: ${(bytes / 1048576).toFixed(1)} MB in ${((this.clock.now() - t0) / 1000).toFixed(1)} s` });
+      return true;
+    }
+    return false;
+  }
+
   /** Before touching anything: every host answers, the image is on every host, every nginx is valid. */
   private async preflight(): Promise<void> {
     const problems: string[] = [];
     for (const [name, rt] of this.deps.runtimes) {
       try {
         await rt.ping();
-        if (!(await rt.imageExists(this.fleet.image))) problems.push(`image ${this.fleet.image} is not present on host ${name}`);
+        const present = (await rt.imageExists(this.fleet.image)) || (this.options.copyImages !== false && (await this.copyImage(name, rt)));
+        if (!present) problems.push(`image ${this.fleet.image} is not present on host ${name}`);
         const network = this.fleet.hosts.find((h) => h.name === name)?.network;
         if (network && !(await rt.networkExists(network))) problems.push(`network ${network} does not exist on host ${name} (docker network create ${network})`);
       } catch (err) {
@@ -543,33 +594,47 @@ class Rollout {
     if (victims.length > 0) await this.journal('stop', 'end', { names: victims.map((v) => v.info.name) });
     faultPoint('after-stop');
     await early;
-    for (const v of victims) placed.set(v.info.host, (placed.get(v.info.host) ?? 1) - 1);
+    for (const v of victims) {
+      placed.total.set(v.info.host, (placed.total.get(v.info.host) ?? 1) - 1);
+      if (v.observed.revision === this.revision) placed.fresh.set(v.info.host, (placed.fresh.get(v.info.host) ?? 1) - 1);
+    }
     await this.startInstances(startAfter, placed);
     this.progress();
   }
 
-  private countPerHost(live: Live[]): Map<string, number> {
-    const m = new Map<string, number>([...this.deps.runtimes.keys()].map((h) => [h, 0]));
-    for (const l of live) m.set(l.info.host, (m.get(l.info.host) ?? 0) + 1);
-    return m;
+  /** Instances per host: all of them (for maxInstances) and those of the new revision (for an even spread). */
+  private countPerHost(live: Live[]): Placement {
+    const total = new Map<string, number>([...this.deps.runtimes.keys()].map((h) => [h, 0]));
+    const fresh = new Map<string, number>([...this.deps.runtimes.keys()].map((h) => [h, 0]));
+    for (const l of live) {
+      total.set(l.info.host, (total.get(l.info.host) ?? 0) + 1);
+      if (l.observed.revision === this.revision) fresh.set(l.info.host, (fresh.get(l.info.host) ?? 0) + 1);
+    }
+    return { total, fresh };
   }
 
-  /** Starts n instances, each on the host with the fewest instances that has headroom. */
-  private async startInstances(n: number, placed: Map<string, number>): Promise<void> {
+  /**
+   * Starts n instances. Each goes to the host with the fewest instances of the
+   * new revision (so the finished fleet is spread evenly), then the fewest
+   * overall, among hosts below their maxInstances; hosts start in parallel.
+   */
+  private async startInstances(n: number, placed: Placement): Promise<void> {
     const jobs: Promise<void>[] = [];
+    const count = (m: Map<string, number>, h: string) => m.get(h) ?? 0;
     for (let i = 0; i < n; i++) {
       const host = this.fleet.hosts
-        .filter((h) => h.maxInstances === undefined || (placed.get(h.name) ?? 0) < h.maxInstances)
-        .sort((a, b) => (placed.get(a.name) ?? 0) - (placed.get(b.name) ?? 0))[0];
+        .filter((h) => h.maxInstances === undefined || count(placed.total, h.name) < h.maxInstances)
+        .sort((a, b) => count(placed.fresh, a.name) - count(placed.fresh, b.name) || count(placed.total, a.name) - count(placed.total, b.name))[0];
       if (!host) throw new RolloutFailedError('no host has room for another instance (every host is at maxInstances)', 'raise maxInstances or add a host');
-      placed.set(host.name, (placed.get(host.name) ?? 0) + 1);
-      jobs.push(this.startOne(host.name, host.network));
+      placed.total.set(host.name, count(placed.total, host.name) + 1);
+      placed.fresh.set(host.name, count(placed.fresh, host.name) + 1);
+      jobs.push(this.startOne(host.name, host.network, host.publishAddress));
     }
     await Promise.all(jobs);
   }
 
-  private async startOne(host: string, network: string | undefined): Promise<void> {
-    const spec = instanceSpec(this.fleet, this.revision, (this.deps.nameSuffix ?? randomSuffix)(), network, this.clock.now(), this.options.changeCause);
+  private async startOne(host: string, network: string | undefined, publishAddress: string | undefined): Promise<void> {
+    const spec = { ...instanceSpec(this.fleet, this.revision, (this.deps.nameSuffix ?? randomSuffix)(), network, this.clock.now(), this.options.changeCause), publishAddress };
     await this.journal('start', 'begin', { name: spec.name, host });
     const info = await this.runtime(host).run(spec);
     await this.journal('start', 'end', { name: spec.name, host, address: info.address });

@@ -21,6 +21,7 @@ interface DeployOptions {
   changeCause?: string;
   autoRollback?: boolean;
   lockWait?: number;
+  imageCopy?: boolean;
   json?: boolean;
   logFormat: LogFormat;
 }
@@ -59,6 +60,7 @@ export function registerDeploy(program: Command, out: Out): void {
     .option('--change-cause <text>', 'why this rollout happens (recorded on the new instances; default: the command line)')
     .option('--lock-wait <duration>', 'wait this long for another rollout of the fleet to finish (e.g. 30s, 5m)', parseDuration('--lock-wait'))
     .option('--auto-rollback', 'on failure, roll back to the previous revision (same as onFailure: rollback)')
+    .option('--no-image-copy', 'do not copy the image to hosts that lack it (from another host or this machine)')
     .option('--json', 'print the result as JSON on stdout (progress goes to stderr)')
     .option('--log-format <text|json>', 'progress lines as text or as JSON log lines', parseLogFormat, 'text')
     .addHelpText(
@@ -91,6 +93,7 @@ Examples:
 
 export interface RolloutCliOptions {
   json?: boolean;
+  imageCopy?: boolean;
   logFormat: LogFormat;
   lockWait?: number;
   autoRollback?: boolean;
@@ -127,6 +130,7 @@ export async function executeRollout(
       signal: interrupt.signal,
       lockWaitMs: o.lockWait,
       continueRevision: what.continueRevision,
+      copyImages: o.imageCopy !== false,
     });
   } catch (err) {
     // --json callers get a parseable outcome on stdout either way.

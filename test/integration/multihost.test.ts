@@ -1,0 +1,173 @@
+/**
+ * A fleet across three Docker engines: this machine's and two more started by
+ * scripts/second-engine.sh (own data-root, socket and bridge), standing in for
+ * VMs. nginx runs on this machine (exec placement) and reaches instances on
+ * the address each host publishes them on.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { execa } from 'execa';
+import { DockerRuntime } from '../../src/adapters/docker.js';
+import { removeFleetState } from '../../src/adapters/fleetState.js';
+import { PLACEHOLDER_SERVER } from '../../src/core/upstream.js';
+import { startLoad } from '../../src/experiment/probes.js';
+import { LABELS } from '../../src/ports.js';
+import { bin, docker, ensureImages, failedOf, prober, root, runCli, uniqueName } from './fixture.js';
+
+const ENGINES = ['h2', 'h3'];
+const engine = (n: string) => execa('bash', [join(root, 'scripts/second-engine.sh'), 'start', n], { stdin: 'ignore' });
+const endpoints = new Map<string, string>();
+const runtimes = new Map<string, DockerRuntime>();
+const service = uniqueName('it-multi');
+let dir = '';
+let conf = '';
+let url = '';
+
+function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      s.close(() => (typeof a === 'object' && a ? res(a.port) : rej(new Error('no port'))));
+    });
+  });
+}
+
+async function cleanupEngines(): Promise<void> {
+  for (const rt of [new DockerRuntime({ name: 'local', docker: 'unix:///var/run/docker.sock' }), ...runtimes.values()]) {
+    const list = await rt.list({ [LABELS.service]: service }).catch(() => []);
+    await Promise.all(list.map((c) => rt.docker.getContainer(c.id).remove({ force: true }).catch(() => {})));
+  }
+  await removeFleetState(docker, service);
+}
+
+before(async () => {
+  await ensureImages();
+  for (const n of ENGINES) {
+    const r = await engine(n);
+    endpoints.set(n, String(r.stdout).trim());
+    const rt = new DockerRuntime({ name: n, docker: String(r.stdout).trim() });
+    runtimes.set(n, rt);
+    // Start without the app image, so the rollout has to bring it.
+    for (const tag of ['fleetroll-example:1.0.0', 'fleetroll-example:1.1.0']) await rt.docker.getImage(tag).remove({ force: true }).catch(() => {});
+  }
+  dir = mkdtempSync(join(tmpdir(), `${service}-`));
+  const port = await freePort();
+  conf = join(dir, 'nginx.conf');
+  writeFileSync(join(dir, 'upstream.conf'), `upstream multi_api {\n${PLACEHOLDER_SERVER}\n}\n`);
+  writeFileSync(
+    conf,
+    [
+      'daemon on;',
+      'worker_processes 2;',
+      `pid ${dir}/nginx.pid;`,
+      `error_log ${dir}/error.log warn;`,
+      'events { worker_connections 256; }',
+      'http {',
+      '  access_log off;',
+      ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((p) => `  ${p}_temp_path ${dir}/${p}_temp;`),
+      `  include ${dir}/upstream.conf;`,
+      `  server { listen 127.0.0.1:${port}; location / { proxy_pass http://multi_api; proxy_connect_timeout 1s; proxy_next_upstream error timeout; } }`,
+      '}',
+      '',
+    ].join('\n'),
+  );
+  await execa('/usr/sbin/nginx', ['-c', conf, '-e', `${dir}/error.log`], { stdin: 'ignore' });
+  url = `http://127.0.0.1:${port}`;
+});
+
+after(async () => {
+  await execa('/usr/sbin/nginx', ['-c', conf, '-e', `${dir}/error.log`, '-s', 'stop'], { reject: false, stdin: 'ignore' });
+  for (const n of ENGINES) await engine(n).catch(() => {});
+  await cleanupEngines();
+});
+
+function fleetFile(opts: { image: string; drainSeconds?: number; deadline?: number }): string {
+  const hosts = [
+    '  - { name: local, docker: "unix:///var/run/docker.sock", publishAddress: 127.0.0.1 }',
+    ...ENGINES.map((n) => `  - { name: ${n}, docker: "${endpoints.get(n)}", publishAddress: 127.0.0.1, maxInstances: 3 }`),
+  ].join('\n');
+  const text = `service: ${service}
+image: ${opts.image}
+replicas: 6
+port: 8080
+env: { WARMUP_SECONDS: "0.5", PRESTOP_SECONDS: "1" }
+hosts:
+${hosts}
+probes:
+  readiness: { path: /health/ready, periodMs: 100, timeoutMs: 1000 }
+strategy:
+  rollingUpdate: { maxSurge: 2, maxUnavailable: 0 }
+drainSeconds: ${opts.drainSeconds ?? 1}
+terminationGracePeriodSeconds: 10
+progressDeadlineSeconds: ${opts.deadline ?? 60}
+loadBalancers:
+  - nginx: { exec: true, config: ${conf}, upstreamFile: ${dir}/upstream.conf, upstream: multi_api }
+`;
+  const f = join(dir, `fleet-${Math.random().toString(36).slice(2, 7)}.yaml`);
+  writeFileSync(f, text);
+  return f;
+}
+
+async function perHost(): Promise<Record<string, number>> {
+  const all = [new DockerRuntime({ name: 'local', docker: 'unix:///var/run/docker.sock' }), ...runtimes.values()];
+  const out: Record<string, number> = {};
+  for (const rt of all) out[rt.host] = (await rt.list({ [LABELS.service]: service })).filter((c) => c.running).length;
+  return out;
+}
+
+async function versions(): Promise<string[]> {
+  const all = [new DockerRuntime({ name: 'local', docker: 'unix:///var/run/docker.sock' }), ...runtimes.values()];
+  const v: string[] = [];
+  for (const rt of all) for (const c of await rt.list({ [LABELS.service]: service })) v.push(await prober.version(c.address ?? ''));
+  return v.sort();
+}
+
+describe('a fleet across three Docker hosts', () => {
+  it('copies the image to hosts that lack it, spreads instances evenly, and rolls 6 instances with zero failed requests', async () => {
+    const first = await runCli(['deploy', '-f', fleetFile({ image: 'fleetroll-example:1.0.0' })]);
+    assert.equal(first.code, 0, first.stdout + first.stderr);
+    for (const n of ENGINES) assert.match(first.stdout, new RegExp(`copied image fleetroll-example:1\\.0\\.0 to host ${n}: [\\d.]+ MB`));
+    assert.deepEqual(await perHost(), { local: 2, h2: 2, h3: 2 });
+
+    const load = startLoad(url, { getPerSecond: 10, postConcurrency: 2 });
+    const r = await runCli(['deploy', '-f', fleetFile({ image: 'fleetroll-example:1.1.0' })]);
+    const records = await load.stop();
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.deepEqual(failedOf(records), [], `${failedOf(records).length} of ${records.length} failed`);
+    assert.ok(records.length > 80);
+    assert.deepEqual(await versions(), Array(6).fill('1.1.0'));
+    assert.deepEqual(await perHost(), { local: 2, h2: 2, h3: 2 });
+    for (const c of await runtimes.get('h2')!.list({ [LABELS.service]: service })) assert.match(c.address ?? '', /^127\.0\.0\.1:\d+$/, 'published on the host address');
+  });
+
+  it('a host that goes away mid-rollout: the rollout fails naming it, the other hosts keep serving', async () => {
+    const file = fleetFile({ image: 'fleetroll-example:1.0.0', drainSeconds: 2 });
+    const child = spawn(process.execPath, [bin, 'deploy', '-f', file], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<number | null>((res) => child.on('close', res));
+    await new Promise<void>((res) =>
+      child.stdout.on('data', (d: Buffer) => {
+        stdout += d.toString();
+        if (/wave 2:/.test(stdout)) res();
+      }),
+    );
+    await execa('bash', [join(root, 'scripts/second-engine.sh'), 'stop', 'h3'], { stdin: 'ignore' });
+    const code = await exited;
+    assert.equal(code, 1, stdout + stderr);
+    assert.match(stderr, /h3/);
+    assert.match(stderr, /the instances on the other hosts keep serving|is not reachable|unreachable/i);
+    // What is left on local and h2 answers through nginx.
+    const load = startLoad(url, { getPerSecond: 20, postConcurrency: 0 });
+    await new Promise((res) => setTimeout(res, 1500));
+    const records = await load.stop();
+    assert.ok(records.length > 10);
+    assert.deepEqual(failedOf(records), []);
+  });
+});
