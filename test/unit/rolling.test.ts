@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { nextWave, type ObservedInstance } from '../../src/core/fleet.js';
-import { planRollout } from '../../src/core/plan.js';
+import { placement, planRollout } from '../../src/core/plan.js';
 import { decideStep, isComplete, planWave, type FleetCounts, type Step } from '../../src/core/rolling.js';
 import { resolveStrategy } from '../../src/core/strategy.js';
 
@@ -133,4 +133,16 @@ describe('nextWave: picking concrete instances', () => {
     const w = nextWave({ revision: 'v2', replicas: 3 }, [], rolling(3, 1, 0));
     assert.deepEqual([w.startNow, w.startAfterStops], [3, 0]);
   });
+});
+
+describe('placement across hosts', () => {
+  const rows: [string, number, { name: string; maxInstances?: number }[], Record<string, number>, number][] = [
+    ['even spread', 6, [{ name: 'a' }, { name: 'b' }, { name: 'c' }], { a: 2, b: 2, c: 2 }, 0],
+    ['remainder goes to the first hosts', 4, [{ name: 'a' }, { name: 'b' }, { name: 'c' }], { a: 2, b: 1, c: 1 }, 0],
+    ['maxInstances caps a host', 6, [{ name: 'a', maxInstances: 1 }, { name: 'b' }], { a: 1, b: 5 }, 0],
+    ['more than every cap', 5, [{ name: 'a', maxInstances: 2 }, { name: 'b', maxInstances: 2 }], { a: 2, b: 2 }, 1],
+  ];
+  for (const [name, replicas, hosts, perHost, unplaced] of rows) {
+    it(name, () => assert.deepEqual(placement(replicas, hosts), { perHost, unplaced }));
+  }
 });

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { loadFleet, type Fleet } from '../../config/load.js';
-import { planRollout, type Plan } from '../../core/plan.js';
+import { placement, planRollout, type Plan } from '../../core/plan.js';
 import { MODE_DESCRIPTION, SOURCE_LABEL, resolveStrategy, type ResolvedStrategy } from '../../core/strategy.js';
 import { ValidationError } from '../../errors.js';
 import { parseCount } from '../args.js';
@@ -105,5 +105,9 @@ Examples:
       if (fleet) out.line(`service ${fleet.service} (${fleet.source.file}), image ${fleet.image}`);
       explainStrategy(strategy, out);
       printPlan(plan, out);
+      if (fleet && fleet.hosts.length > 1) {
+        const p = placement(fleet.replicas, fleet.hosts);
+        out.line(`placement: ${Object.entries(p.perHost).map(([h, n]) => `${h} ${n}`).join(', ')}${p.unplaced ? ` — ${p.unplaced} instance(s) fit on no host (maxInstances)` : ''}; surge instances go to hosts below maxInstances`);
+      }
     });
 }
