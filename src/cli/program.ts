@@ -4,6 +4,7 @@ import { ExitCode, FleetrollError, ReportedFailure } from '../errors.js';
 import { processOut, type Out } from './output.js';
 import { registerDay2 } from './commands/day2.js';
 import { registerDeploy } from './commands/deploy.js';
+import { registerExperiment } from './commands/experiment.js';
 import { registerPlan } from './commands/plan.js';
 import { registerRehearse } from './commands/rehearse.js';
 import { registerSimulate } from './commands/simulate.js';
@@ -35,6 +36,7 @@ Start here:
   registerDay2(program, out);
   registerPlan(program, out);
   registerRehearse(program, out);
+  registerExperiment(program, out);
   registerSimulate(program, out);
   registerValidate(program, out);
   for (const c of program.commands) c.exitOverride();

@@ -20,12 +20,24 @@ export interface RequestRecord {
   latencyMs: number;
   /** X-App-Version of the response, when there was one */
   version?: string;
+  /**
+   * Keep-alive probes only: the first attempt went out on a reused
+   * connection that failed before any byte of a response arrived (nginx
+   * closed it in a reload), and the request was sent once more on a fresh
+   * connection, as browsers and Go's http.Transport do. status/error/version
+   * are the second attempt's; latencyMs covers both.
+   */
+  retried?: true;
+  /** The first attempt's error when retried, e.g. 'ECONNRESET'. */
+  retryError?: string;
 }
 
 export interface MethodSummary {
   total: number;
   ok: number;
   failed: number;
+  /** Requests sent twice because a reused keep-alive connection failed (see RequestRecord.retried); counted in ok/failed by their final outcome. */
+  retried: number;
   /** "200": n, "502": n, "error:ECONNRESET": n, ... */
   byStatus: Record<string, number>;
 }
@@ -34,6 +46,8 @@ export interface RequestSummary {
   total: number;
   ok: number;
   failed: number;
+  /** Never hidden: how many of `total` needed a second attempt (keep-alive probes only). */
+  retried: number;
   byMethod: Record<string, MethodSummary>;
   latencyMs: { p50: number; p95: number; p99: number; max: number };
 }
@@ -85,9 +99,14 @@ export function summarizeRequests(
 ): RequestSummary {
   const byMethod: Record<string, MethodSummary> = {};
   let ok = 0;
+  let retried = 0;
   for (const r of records) {
-    const m = (byMethod[r.method] ??= { total: 0, ok: 0, failed: 0, byStatus: {} });
+    const m = (byMethod[r.method] ??= { total: 0, ok: 0, failed: 0, retried: 0, byStatus: {} });
     m.total++;
+    if (r.retried) {
+      m.retried++;
+      retried++;
+    }
     if (isOk(r)) {
       m.ok++;
       ok++;
@@ -102,6 +121,7 @@ export function summarizeRequests(
     total: records.length,
     ok,
     failed: records.length - ok,
+    retried,
     byMethod,
     latencyMs: {
       p50: nearestRank(lat, 50),

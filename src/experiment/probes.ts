@@ -10,7 +10,15 @@
  *    one finished, so some request is almost always in flight on a backend
  *    when it gets drained and stopped, which is where graceful shutdown bugs
  *    hide.
- * Nothing is ever retried: a retry would hide exactly the failures we count.
+ * Nothing is retried, with one exception that real clients make too: with
+ * keep-alive on, a request whose REUSED connection fails before any byte of a
+ * response arrived is sent once more on a fresh connection (browsers and Go's
+ * http.Transport do the same; POSTs carry an Idempotency-Key header, which is
+ * what Go requires before it resends one). nginx closes the idle client
+ * connections of its old workers on every reload, and a request written on
+ * one at that instant meets a reset instead of an answer. Such a request is
+ * recorded with `retried: true` and counted separately in every summary, so
+ * a retry never hides a failure: its final outcome is what counts.
  */
 import http from 'node:http';
 import { isIPv4 } from 'node:net';
@@ -36,8 +44,8 @@ export const DEFAULT_LOAD: LoadProfile = {
   // A new connection per request, like the curl probes of the article this
   // project grew from. With keep-alive, every nginx reload closes the idle
   // client connections of the old workers, and a request sent on one at that
-  // instant gets ECONNRESET (browsers resend it; a bare client does not): a
-  // property of nginx reloads, measured separately with keepAlive: true.
+  // instant gets ECONNRESET; keep-alive probes then resend it once, as
+  // browsers do, and record that they did (RequestRecord.retried).
   keepAlive: false,
 };
 
@@ -46,6 +54,8 @@ export interface LoadRun {
   stop(): Promise<RequestRecord[]>;
   /** Records so far (live view), in the order the requests finished. */
   snapshot(): readonly RequestRecord[];
+  /** ms since the probes started, on the clock of RequestRecord.t: to timestamp other events alongside the requests. */
+  elapsed(): number;
 }
 
 export interface LoadOptions {
@@ -125,7 +135,11 @@ export function startLoad(baseUrl: string, profile: Partial<LoadProfile> = {}, o
   // One agent per run: its sockets belong to this run and die with it, and
   // keep-alive behaves like a browser or API client would against nginx.
   const agent = new http.Agent({ keepAlive: p.keepAlive });
+  // A resend goes out on a connection of its own (never another idle one
+  // that the same reload may have closed too).
+  const retryAgent = new http.Agent({ keepAlive: false });
   const postBody = JSON.stringify({ bookId: 1, quantity: 1 });
+  let postSeq = 0;
 
   const t0 = now();
   const records: RequestRecord[] = [];
@@ -156,6 +170,7 @@ export function startLoad(baseUrl: string, profile: Partial<LoadProfile> = {}, o
     // Kept so a response that times out mid-body still reports who answered.
     let status: number | undefined;
     let version: string | undefined;
+    let retryError: string | undefined;
 
     const entry: InFlight = {
       done,
@@ -175,6 +190,10 @@ export function startLoad(baseUrl: string, profile: Partial<LoadProfile> = {}, o
       if (outcome.status !== undefined) r.status = outcome.status;
       if (outcome.error !== undefined) r.error = outcome.error;
       if (outcome.version !== undefined) r.version = outcome.version;
+      if (retryError !== undefined) {
+        r.retried = true;
+        r.retryError = retryError;
+      }
       record(r);
       settle(r);
     }
@@ -183,27 +202,52 @@ export function startLoad(baseUrl: string, profile: Partial<LoadProfile> = {}, o
     if (method === 'POST') {
       headers['Content-Type'] = 'application/json';
       headers['Content-Length'] = Buffer.byteLength(postBody);
+      if (p.keepAlive) headers['Idempotency-Key'] = `probe-${process.pid}-${Math.round(t0)}-${++postSeq}`;
     }
-    req = http.request({ agent, method, hostname, port, path: prefix + path, headers });
-    // The timeout covers the whole exchange, body included; the socket
-    // `timeout` option only notices idleness and would let a trickling
-    // response run forever.
-    timer = setTimeout(() => entry.abort('timeout'), p.timeoutMs);
-    req.on('error', (err: NodeJS.ErrnoException) => finish({ error: err.code ?? err.message }));
-    req.on('response', (res) => {
-      const header = res.headers['x-app-version'];
-      version = Array.isArray(header) ? header[0] : header;
-      status = res.statusCode;
-      // The body is read to the end so the keep-alive socket can be reused,
-      // and so a connection cut mid-body counts as a failure.
-      res.resume();
-      res.on('end', () => finish({ status, version }));
-      res.on('error', (err: NodeJS.ErrnoException) => finish({ status, version, error: err.code ?? err.message }));
-      res.on('close', () => {
-        if (!res.complete) finish({ status, version, error: 'aborted' });
+
+    const attempt = (first: boolean) => {
+      const r = http.request({ agent: first ? agent : retryAgent, method, hostname, port, path: prefix + path, headers });
+      req = r;
+      let bytesAtStart: number | undefined;
+      let answered = false;
+      r.on('socket', (socket) => {
+        bytesAtStart = socket.bytesRead;
       });
-    });
-    req.end(method === 'POST' ? postBody : undefined);
+      r.on('error', (err: NodeJS.ErrnoException) => {
+        if (finished) return;
+        const code = err.code ?? err.message;
+        // Resend once, only what a browser would: the connection was reused
+        // from the keep-alive pool and not one byte of a response came back,
+        // so the server cannot have answered this request.
+        const silent = !answered && (r.socket == null || bytesAtStart === undefined || r.socket.bytesRead === bytesAtStart);
+        if (first && p.keepAlive && r.reusedSocket && silent) {
+          retryError = code;
+          attempt(false);
+          return;
+        }
+        finish({ error: code });
+      });
+      r.on('response', (res) => {
+        answered = true;
+        const header = res.headers['x-app-version'];
+        version = Array.isArray(header) ? header[0] : header;
+        status = res.statusCode;
+        // The body is read to the end so the keep-alive socket can be reused,
+        // and so a connection cut mid-body counts as a failure.
+        res.resume();
+        res.on('end', () => finish({ status, version }));
+        res.on('error', (err: NodeJS.ErrnoException) => finish({ status, version, error: err.code ?? err.message }));
+        res.on('close', () => {
+          if (!res.complete) finish({ status, version, error: 'aborted' });
+        });
+      });
+      r.end(method === 'POST' ? postBody : undefined);
+    };
+    // The timeout covers the whole exchange, body and any resend included;
+    // the socket `timeout` option only notices idleness and would let a
+    // trickling response run forever.
+    timer = setTimeout(() => entry.abort('timeout'), p.timeoutMs);
+    attempt(true);
     return entry;
   }
 
@@ -259,6 +303,7 @@ export function startLoad(baseUrl: string, profile: Partial<LoadProfile> = {}, o
   let stopping: Promise<RequestRecord[]> | undefined;
   return {
     snapshot: () => records,
+    elapsed: () => now() - t0,
     stop() {
       stopping ??= (async () => {
         running = false;
@@ -273,6 +318,7 @@ export function startLoad(baseUrl: string, profile: Partial<LoadProfile> = {}, o
         clearTimeout(guard);
         for (const f of [...inFlight]) f.abort('timeout');
         agent.destroy();
+        retryAgent.destroy();
         if (callbackError !== undefined) throw callbackError;
         // Array.prototype.sort is stable, so requests sent in the same
         // millisecond keep their completion order.

@@ -7,14 +7,15 @@
  */
 import type Dockerode from 'dockerode';
 import { fleetFromObject, type Fleet } from '../config/load.js';
-import { renderUpstream } from '../core/upstream.js';
+import { parseUpstreamServers, renderUpstream } from '../core/upstream.js';
 import { DockerRuntime, ensureNetwork, putFile } from '../adapters/docker.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../adapters/localImages.js';
-import { deploy, systemClock, type DeployDeps, type DeployResult } from '../engine/deploy.js';
+import { deploy, systemClock, type DeployDeps, type DeployResult, type LoadBalancer } from '../engine/deploy.js';
 import type { EventSink } from '../engine/events.js';
 import { naiveReplace } from '../engine/naive.js';
 import { FleetrollError } from '../errors.js';
-import { LABELS } from '../ports.js';
+import { LABELS, type Router } from '../ports.js';
+import type { TimedEvent } from './analysis.js';
 import { mixedVersionWindow, summarizeRequests, type RequestRecord, type RequestSummary } from './metrics.js';
 import { startLoad } from './probes.js';
 
@@ -45,6 +46,19 @@ export interface RehearseOptions {
   toEnv?: Record<string, string>;
   events: EventSink;
   log: (line: string) => void;
+  /** How long POST /api/orders takes in the app (ORDER_DELAY_MS); default 200. */
+  orderDelayMs?: number | undefined;
+  /** How long the app keeps serving after SIGTERM (PRESTOP_SECONDS); default 1. */
+  prestopSeconds?: number | undefined;
+  /** The naive control's pause between two replaced instances; default 1000. */
+  naiveIntervalMs?: number | undefined;
+  /** Keep-alive connections from the probes to nginx; default false (a new connection per request). */
+  keepAlive?: boolean | undefined;
+  /** Per-request timeout of the probes; default 5000. */
+  timeoutMs?: number | undefined;
+  /** Load before the deploy starts and after it ends, ms; defaults 1500 and 1000. */
+  beforeMs?: number | undefined;
+  afterMs?: number | undefined;
 }
 
 export interface RehearseResult {
@@ -147,7 +161,7 @@ export async function demoFleet(o: RehearseOptions, names: DemoNames, version: s
       image: `fleetroll-example:${version}`,
       replicas: o.replicas,
       port: APP_PORT,
-      env: { WARMUP_SECONDS: String(o.warmupSeconds), PRESTOP_SECONDS: '1', ORDER_DELAY_MS: '200', ...env },
+      env: { WARMUP_SECONDS: String(o.warmupSeconds), PRESTOP_SECONDS: String(o.prestopSeconds ?? 1), ORDER_DELAY_MS: String(o.orderDelayMs ?? 200), ...env },
       hosts: [{ name: 'local', docker: o.docker, network: names.network }],
       probes: { readiness: { path: '/health/ready', periodMs: 100, timeoutMs: 1000 }, version: { path: '/api/version' } },
       strategy: o.recreate ? { type: 'Recreate' } : { type: 'RollingUpdate' },
@@ -162,18 +176,68 @@ export async function demoFleet(o: RehearseOptions, names: DemoNames, version: s
   );
 }
 
-export async function rehearse(o: RehearseOptions, makeDeps: (fleet: Fleet) => Promise<DeployDeps>, template: string): Promise<RehearseResult> {
+/** What one rollout under load recorded, on one clock: ms since the probes started. */
+export interface UnderLoadResult {
+  records: RequestRecord[];
+  /** The deploy's events and the runner's markers (deploy start/end, each nginx reload). */
+  events: TimedEvent[];
+  deployStartMs: number;
+  deployEndMs: number;
+  /** When the probes stopped sending. */
+  loadEndMs: number;
+  /** Instances in service when the deploy started. */
+  initial: string[];
+  /** The fleet rolled to (its resolved strategy and timings). */
+  toFleet: Fleet;
+  deploy?: DeployResult | undefined;
+  /** Set when the deploy itself failed (its message). */
+  deployError?: string | undefined;
+  versions: { expected: string; instances: { name: string; version: string }[] };
+  nginxUrl: string;
+}
+
+/**
+ * Passes every call through, and after each successful reload tells `onReload`
+ * which servers the upstream file it loaded lists up and down: the naive
+ * control writes nginx without engine events, and this is how its reloads
+ * (and everyone's reload count) are still recorded.
+ */
+function observedRouter(r: Router, onReload: (up: string[], down: string[]) => void): Router {
+  let written: string | undefined;
+  return {
+    name: r.name,
+    check: () => r.check(),
+    read: () => r.read(),
+    async writeAndTest(content) {
+      await r.writeAndTest(content);
+      written = content;
+    },
+    async reload() {
+      await r.reload();
+      const servers = parseUpstreamServers(written ?? (await r.read()) ?? '');
+      onReload(
+        servers.filter((e) => !e.down).map((e) => e.name),
+        servers.filter((e) => e.down).map((e) => e.name),
+      );
+    },
+  };
+}
+
+/**
+ * One rollout on a fresh local fleet, under load: remove leftovers of the same
+ * name, start the network and nginx, deploy `from`, start the probes, deploy
+ * `to` (or run the naive control), stop the probes, ask every instance for its
+ * version, and tear down (unless `keep`). Images must exist already.
+ */
+export async function runUnderLoad(
+  o: RehearseOptions,
+  runtime: DockerRuntime,
+  makeDeps: (fleet: Fleet) => Promise<DeployDeps>,
+  template: string,
+  nginxImage: string,
+): Promise<UnderLoadResult> {
   const names = demoNames(o.name);
-  const runtime = new DockerRuntime({ name: 'local', docker: o.docker });
-  await runtime.ping();
   const docker = runtime.docker;
-
-  o.log('building images (reused when up to date)');
-  const imageOpts = { log: o.log, ...(o.docker.startsWith('unix://') ? {} : { dockerHost: o.docker }) };
-  const base = await ensureNodeBaseImage(imageOpts);
-  for (const v of new Set([o.from, o.to])) await buildAppImage({ ...imageOpts, version: v, base });
-  const nginxImage = await ensureNginxBaseImage(imageOpts);
-
   const removed = await teardown(docker, names);
   if (removed > 0) o.log(`removed ${removed} container(s) left from an earlier rehearsal`);
   await ensureNetwork(docker, names.network, { [DEMO_LABEL]: names.service });
@@ -185,42 +249,68 @@ export async function rehearse(o: RehearseOptions, makeDeps: (fleet: Fleet) => P
   try {
     const fromFleet = await demoFleet(o, names, o.from);
     o.log(`starting ${o.replicas} instance(s) at ${o.from}`);
-    await deploy(fromFleet, await makeDeps(fromFleet));
+    const initialDeploy = await deploy(fromFleet, await makeDeps(fromFleet));
+    const initial = initialDeploy.instances.map((i) => i.name);
 
     const toFleet = await demoFleet(o, names, o.to, o.toEnv);
-    const load = startLoad(nginxUrl, { getPerSecond: o.getPerSecond, postConcurrency: o.postConcurrency, timeoutMs: 5000 });
-    await systemClock.sleep(1500);
+    const load = startLoad(
+      nginxUrl,
+      { getPerSecond: o.getPerSecond, postConcurrency: o.postConcurrency, timeoutMs: o.timeoutMs ?? 5000, keepAlive: o.keepAlive ?? false },
+    );
+    const events: TimedEvent[] = [{ t: load.elapsed(), source: 'runner', event: { type: 'load-start' } }];
+    const mark = (event: TimedEvent['event'], source: TimedEvent['source'] = 'runner') => events.push({ t: load.elapsed(), source, event });
+    await systemClock.sleep(o.beforeMs ?? 1500);
     o.log(`rolling ${o.from} -> ${o.to} under load (${o.getPerSecond} GET/s, ${o.postConcurrency} POST stream(s))`);
-    const t0 = Date.now();
+    const sink: EventSink = (e) => {
+      mark(e, 'engine');
+      o.events(e);
+    };
+    let reloads = 0;
     let result: DeployResult | undefined;
     let deployError: string | undefined;
+    let deps: DeployDeps | undefined;
+    mark({ type: 'deploy-start' });
+    const deployStartMs = load.elapsed();
     try {
-      const deps = await makeDeps(toFleet);
-      if (o.naive) await naiveReplace(toFleet, { ...deps, events: o.events }, { intervalMs: 1000 });
-      else result = await deploy(toFleet, { ...deps, events: o.events });
+      deps = await makeDeps(toFleet);
+      const routers: LoadBalancer[] = deps.routers.map((lb, i) => ({
+        ...lb,
+        router: observedRouter(lb.router, (up, down) => mark({ type: 'reload', lb: i, up, down, count: ++reloads })),
+      }));
+      if (o.naive) await naiveReplace(toFleet, { ...deps, routers, events: sink }, { intervalMs: o.naiveIntervalMs ?? 1000 });
+      else result = await deploy(toFleet, { ...deps, routers, events: sink });
     } catch (err) {
-      if (!(err instanceof FleetrollError)) throw err;
+      if (!(err instanceof FleetrollError)) {
+        await load.stop();
+        throw err;
+      }
       deployError = err.message;
     }
-    const durationMs = Date.now() - t0;
-    await systemClock.sleep(1000);
+    const deployEndMs = load.elapsed();
+    mark({ type: 'deploy-end', outcome: deployError === undefined ? 'complete' : 'failed', ...(deployError !== undefined ? { error: deployError } : {}) });
+    await systemClock.sleep(o.afterMs ?? 1000);
+    const loadEndMs = load.elapsed();
+    mark({ type: 'load-stop' });
     const records = await load.stop();
 
     const instances = await runtime.list({ [LABELS.service]: names.service, [LABELS.managed]: 'true' });
-    const prober = (await makeDeps(toFleet)).prober;
+    const prober = (deps ?? (await makeDeps(toFleet))).prober;
     const versions = await Promise.all(
       instances.map(async (i) => ({ name: i.name, version: i.address ? await prober.version(i.address).catch((e: Error) => `error: ${e.message}`) : `not running (${i.state})` })),
     );
     versions.sort((a, b) => (a.name < b.name ? -1 : 1));
     return {
-      requests: summarizeRequests(records),
-      versions: { expected: o.to, instances: versions },
-      mixedVersionWindowMs: mixedVersionWindow(records, o.from, o.to)?.windowMs ?? 0,
-      durationMs,
+      records,
+      events,
+      deployStartMs,
+      deployEndMs,
+      loadEndMs,
+      initial,
+      toFleet,
       deploy: result,
       deployError,
+      versions: { expected: o.to, instances: versions },
       nginxUrl,
-      records,
     };
   } finally {
     if (!o.keep) {
@@ -228,4 +318,27 @@ export async function rehearse(o: RehearseOptions, makeDeps: (fleet: Fleet) => P
       o.log(`removed the rehearsal fleet (${names.service}); use --keep to leave it running`);
     }
   }
+}
+
+export async function rehearse(o: RehearseOptions, makeDeps: (fleet: Fleet) => Promise<DeployDeps>, template: string): Promise<RehearseResult> {
+  const runtime = new DockerRuntime({ name: 'local', docker: o.docker });
+  await runtime.ping();
+
+  o.log('building images (reused when up to date)');
+  const imageOpts = { log: o.log, ...(o.docker.startsWith('unix://') ? {} : { dockerHost: o.docker }) };
+  const base = await ensureNodeBaseImage(imageOpts);
+  for (const v of new Set([o.from, o.to])) await buildAppImage({ ...imageOpts, version: v, base });
+  const nginxImage = await ensureNginxBaseImage(imageOpts);
+
+  const r = await runUnderLoad(o, runtime, makeDeps, template, nginxImage);
+  return {
+    requests: summarizeRequests(r.records),
+    versions: r.versions,
+    mixedVersionWindowMs: mixedVersionWindow(r.records, o.from, o.to)?.windowMs ?? 0,
+    durationMs: Math.round(r.deployEndMs - r.deployStartMs),
+    deploy: r.deploy,
+    deployError: r.deployError,
+    nginxUrl: r.nginxUrl,
+    records: r.records,
+  };
 }

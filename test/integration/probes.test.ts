@@ -17,8 +17,38 @@ const ORDER_DELAY_MS = 50;
 let destroyEvery = 0;
 let seen = 0;
 
+/** Requests served per connection, for the keep-alive paths below. */
+const perSocket = new WeakMap<object, number>();
+const idempotencyKeys: string[] = [];
+
 const server = http.createServer((req, res) => {
   seen++;
+  const onThisSocket = (perSocket.get(req.socket) ?? 0) + 1;
+  perSocket.set(req.socket, onThisSocket);
+  const key = req.headers['idempotency-key'];
+  if (typeof key === 'string') idempotencyKeys.push(key);
+  // What nginx does to an idle keep-alive connection in a reload: close it
+  // as the next request arrives on it, before answering anything.
+  if (req.url === '/reset-reused' && onThisSocket > 1) {
+    req.socket.destroy();
+    return;
+  }
+  // As above, but part of a response went out before the connection died:
+  // the server may have acted on the request, so it must not be resent.
+  if (req.url === '/partial-reused' && onThisSocket > 1) {
+    req.socket.write('HTTP/1.1 200 OK\r\nX-App-Vers', () => setTimeout(() => req.socket.destroy(), 20));
+    return;
+  }
+  if (req.url === '/reset-always') {
+    req.socket.destroy();
+    return;
+  }
+  if (req.url === '/reset-reused' || req.url === '/partial-reused') {
+    req.resume();
+    res.writeHead(200, { 'Content-Length': 2, 'X-App-Version': '1.0.0' });
+    res.end('ok');
+    return;
+  }
   if (destroyEvery > 0 && seen % destroyEvery === 0) {
     req.socket.destroy();
     return;
@@ -145,6 +175,64 @@ describe('startLoad against a local server', () => {
       assert.ok(r.error !== undefined, 'an error is recorded');
     }
     assert.equal(summarizeRequests(records).ok, 0);
+  });
+
+  it('keep-alive: a request on a reused connection closed before any answer is resent once, and marked retried', async () => {
+    seen = 0;
+    idempotencyKeys.length = 0;
+    const run = startLoad(base, { getPerSecond: 20, getPath: '/reset-reused', postConcurrency: 1, postPath: '/reset-reused', keepAlive: true });
+    await sleep(1000);
+    const records = await run.stop();
+    const s = summarizeRequests(records);
+    assert.equal(s.failed, 0, JSON.stringify(s.byMethod));
+    const retried = records.filter((r) => r.retried);
+    assert.ok(retried.length > 5, `expected resends, got ${retried.length} of ${records.length}`);
+    assert.equal(s.retried, retried.length, 'summaries count every resend');
+    for (const r of retried) {
+      assert.match(r.retryError ?? '', /^(ECONNRESET|EPIPE)$/, `first attempt's error, got ${r.retryError}`);
+      assert.equal(r.status, 200);
+    }
+    // Each resend is a second request the server saw; never a third.
+    assert.equal(seen, records.length + retried.length);
+    // POSTs carry an Idempotency-Key (what Go requires before resending one).
+    assert.equal(idempotencyKeys.length, records.filter((r) => r.method === 'POST').length + retried.filter((r) => r.method === 'POST').length);
+    assert.ok(idempotencyKeys.length > 0);
+  });
+
+  it('keep-alive: a reused connection that died after some bytes of a response is not resent', async () => {
+    seen = 0;
+    const run = startLoad(base, { getPerSecond: 10, getPath: '/partial-reused', postConcurrency: 0, keepAlive: true });
+    await sleep(1000);
+    const records = await run.stop();
+    const failed = records.filter((r) => r.error !== undefined);
+    assert.ok(failed.length >= 3, `expected failures on the reused connections, got ${JSON.stringify(records)}`);
+    assert.equal(records.filter((r) => r.retried).length, 0);
+    assert.equal(seen, records.length);
+  });
+
+  it('keep-alive: a failure on a fresh connection is not resent', async () => {
+    seen = 0;
+    const run = startLoad(base, { getPerSecond: 20, getPath: '/reset-always', postConcurrency: 0, keepAlive: true });
+    await sleep(500);
+    const records = await run.stop();
+    assert.ok(records.length >= 5);
+    assert.equal(summarizeRequests(records).failed, records.length);
+    assert.equal(records.filter((r) => r.retried).length, 0);
+    assert.equal(seen, records.length);
+  });
+
+  it('without keep-alive nothing is ever resent, even where a reused connection would fail', async () => {
+    seen = 0;
+    idempotencyKeys.length = 0;
+    const records = await (async () => {
+      const run = startLoad(base, { getPerSecond: 20, getPath: '/reset-reused', postConcurrency: 1, postPath: '/reset-reused' });
+      await sleep(500);
+      return run.stop();
+    })();
+    assert.equal(summarizeRequests(records).failed, 0);
+    assert.equal(summarizeRequests(records).retried, 0);
+    assert.equal(seen, records.length);
+    assert.deepEqual(idempotencyKeys, []);
   });
 
   it('only targets loopback addresses', async () => {

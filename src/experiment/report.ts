@@ -1,0 +1,349 @@
+/**
+ * The experiment report: what summary.json holds, the Markdown/HTML
+ * document, and the charts, all built from the measured runs.
+ *
+ * PURE: the caller writes the files and renders the chart specs.
+ */
+import type { TopLevelSpec } from 'vega-lite';
+import type { CellAggregate, CapacityPoint, RunMetrics, Stat } from './analysis.js';
+import { capacitySpec, failuresSpec, versionsPerSecondSpec, windowDurationSpec, type FailuresRow, type WindowDurationRow } from './charts.js';
+import type { Block } from './document.js';
+import type { SecondBucket } from './metrics.js';
+import type { CellParams, Dimension, ExperimentSpec } from './spec.js';
+
+/** One run as the report needs it. */
+export interface RunOutcome {
+  id: string;
+  index: number;
+  cellId: string;
+  label: string;
+  repetition: number;
+  startedAt: string;
+  metrics: RunMetrics;
+  deployError?: string | undefined;
+  /** Instances that did not report the target version at the end ("name: version"). */
+  wrongVersions: string[];
+  buckets: SecondBucket[];
+  deployStartMs: number;
+  deployEndMs: number;
+  loadEndMs: number;
+  /** Paths relative to the output directory. */
+  files: { requests: string[]; events: string; metrics: string };
+}
+
+export interface CellSummary {
+  id: string;
+  label: string;
+  strategy: { name: string; type: 'RollingUpdate' | 'Recreate' | 'naive'; maxSurge?: number | string | undefined; maxUnavailable?: number | string | undefined; intervalSeconds?: number | undefined };
+  /** maxSurge/maxUnavailable as instance counts (null for the naive control). */
+  resolved: { maxSurge: number; maxUnavailable: number } | null;
+  params: CellParams;
+  varying: Partial<Record<Dimension, number | boolean>>;
+  runs: string[];
+  aggregate: CellAggregate;
+  expectZeroFailures: boolean;
+  /** null when nothing was expected. */
+  expectationMet: boolean | null;
+}
+
+/** One line per run in summary.json (the capacity timelines and phases are in runs/<id>/metrics.json). */
+export interface RunLine {
+  id: string;
+  cell: string;
+  repetition: number;
+  requests: { total: number; ok: number; failed: number; retried: number; byOutcome: Record<string, number> };
+  failuresByPhase: RunMetrics['failuresByPhase'];
+  windowMs: number;
+  deployDurationMs: number;
+  minCapacity: number;
+  peakInstances: number;
+  reloads: number;
+  waves: number;
+  overheadRatio: number | null;
+  deployError?: string | undefined;
+  wrongVersions: string[];
+  files: RunOutcome['files'];
+}
+
+export interface ExperimentSummary {
+  experiment: {
+    name: string;
+    title: string;
+    description?: string | undefined;
+    specFile: string;
+    from: string;
+    to: string;
+    repetitions: number;
+    load: { timeoutMs: number; beforeSeconds: number; afterSeconds: number };
+    startedAt: string;
+    finishedAt: string;
+    machine: { node: string; platform: string; cpus: number };
+  };
+  /** Every deploy completed, every instance ended on `to` (naive aside), every expectation met. */
+  ok: boolean;
+  problems: string[];
+  cells: CellSummary[];
+  runs: RunLine[];
+  outDir: string;
+  files: { report: string; html: string; summary: string; charts: string[] };
+}
+
+export function runLine(r: RunOutcome): RunLine {
+  const byOutcome: Record<string, number> = {};
+  for (const m of Object.values(r.metrics.requests.byMethod)) for (const [k, n] of Object.entries(m.byStatus)) byOutcome[k] = (byOutcome[k] ?? 0) + n;
+  return {
+    id: r.id,
+    cell: r.cellId,
+    repetition: r.repetition,
+    requests: { total: r.metrics.requests.total, ok: r.metrics.requests.ok, failed: r.metrics.requests.failed, retried: r.metrics.requests.retried, byOutcome },
+    failuresByPhase: r.metrics.failuresByPhase,
+    windowMs: Math.round(r.metrics.windowMs),
+    deployDurationMs: Math.round(r.metrics.deployDurationMs),
+    minCapacity: r.metrics.minCapacity,
+    peakInstances: r.metrics.peakInstances,
+    reloads: r.metrics.reloads,
+    waves: r.metrics.waves,
+    overheadRatio: r.metrics.overheadRatio,
+    ...(r.deployError ? { deployError: r.deployError } : {}),
+    wrongVersions: r.wrongVersions,
+    files: r.files,
+  };
+}
+
+// ---- formatting ----
+
+/** Fixed decimals; for counts (0 digits) a median halfway between two runs keeps its .5. */
+const num = (x: number, digits: number) => (digits === 0 && !Number.isInteger(x) ? x.toFixed(1) : x.toFixed(digits));
+
+/** "9.6" for one value or an exact repeat; "9.6 (9.1–10.2)" as median (min–max) otherwise. */
+export function fmtStat(s: Stat | null | undefined, scale = 1, digits = 0): string {
+  if (!s) return 'n/a';
+  const f = (x: number) => num(x / scale, digits);
+  return s.n <= 1 || f(s.min) === f(s.max) ? f(s.median) : `${f(s.median)} (${f(s.min)}–${f(s.max)})`;
+}
+const sec = (s: Stat | null | undefined) => fmtStat(s, 1000, 1);
+const secOf = (ms: number) => (ms / 1000).toFixed(1);
+
+function outcomes(map: Record<string, Stat>, onlyFailures: boolean): string {
+  const entries = Object.entries(map).filter(([k, s]) => s.max > 0 && (!onlyFailures || !/^[23]\d\d$/.test(k)));
+  return entries.length === 0 ? '–' : entries.map(([k, s]) => `${k} × ${fmtStat(s)}`).join(', ');
+}
+
+function strategyText(c: CellSummary): string {
+  if (c.strategy.type === 'naive') return `naive control (kill, start, reload; ${c.strategy.intervalSeconds ?? 1} s pause)`;
+  if (c.strategy.type === 'Recreate') return 'Recreate';
+  return `maxSurge ${c.strategy.maxSurge ?? '25%'} (${c.resolved?.maxSurge}), maxUnavailable ${c.strategy.maxUnavailable ?? '25%'} (${c.resolved?.maxUnavailable})`;
+}
+
+// ---- charts ----
+
+export interface ChartFile {
+  file: string;
+  title: string;
+  spec: TopLevelSpec;
+}
+
+export function buildCharts(summary: ExperimentSummary, runs: readonly RunOutcome[]): ChartFile[] {
+  const e = summary.experiment;
+  const order = summary.cells.map((c) => c.label);
+  const charts: ChartFile[] = [];
+  const wd: WindowDurationRow[] = [];
+  for (const c of summary.cells) {
+    const a = c.aggregate;
+    wd.push({ cell: c.label, metric: 'mixed-version window', kind: 'measured', value: a.windowMs.median / 1000, min: a.windowMs.min / 1000, max: a.windowMs.max / 1000 });
+    wd.push({ cell: c.label, metric: 'deploy duration', kind: 'measured', value: a.deployDurationMs.median / 1000, min: a.deployDurationMs.min / 1000, max: a.deployDurationMs.max / 1000 });
+    if (a.predicted) {
+      wd.push({ cell: c.label, metric: 'mixed-version window', kind: 'predicted by simulate', value: a.predicted.mixedVersionWindowMs / 1000 });
+      wd.push({ cell: c.label, metric: 'deploy duration', kind: 'predicted by simulate', value: a.predicted.durationMs / 1000 });
+    }
+  }
+  charts.push({ file: 'charts/window-duration.svg', title: 'Mixed-version window and deploy duration', spec: windowDurationSpec(wd, `${e.title}: mixed-version window and deploy duration`, order) });
+
+  const labelOf = new Map(summary.cells.map((c) => [c.id, c.label]));
+  charts.push({
+    file: 'charts/capacity.svg',
+    title: 'Capacity over time',
+    spec: capacitySpec(
+      runs.map((r) => ({ cell: labelOf.get(r.cellId) ?? r.cellId, run: r.id, points: r.metrics.capacity as CapacityPoint[], deployStartMs: r.deployStartMs, deployEndMs: r.deployEndMs, endMs: r.loadEndMs })),
+      `${e.title}: capacity over time`,
+      order,
+    ),
+  });
+
+  const fr: FailuresRow[] = [];
+  for (const c of summary.cells) {
+    const totals: Record<string, number> = {};
+    for (const r of runs.filter((x) => x.cellId === c.id)) {
+      for (const m of Object.values(r.metrics.requests.byMethod)) for (const [k, n] of Object.entries(m.byStatus)) if (!/^[23]\d\d$/.test(k)) totals[k] = (totals[k] ?? 0) + n;
+      if (r.metrics.requests.retried > 0) totals['retried (keep-alive)'] = (totals['retried (keep-alive)'] ?? 0) + r.metrics.requests.retried;
+    }
+    for (const [outcome, count] of Object.entries(totals)) fr.push({ cell: c.label, outcome, count });
+  }
+  if (fr.length > 0) charts.push({ file: 'charts/failures.svg', title: 'Failed and retried requests', spec: failuresSpec(fr, `${e.title}: failed and retried requests`, order) });
+
+  for (const r of runs) {
+    charts.push({
+      file: `charts/versions-${r.id}.svg`,
+      title: `Versions answering per second: ${r.label}, repetition ${r.repetition}`,
+      spec: versionsPerSecondSpec({
+        title: `${r.label} (repetition ${r.repetition}): responses per second by version`,
+        subtitle: `${r.metrics.requests.total} requests, ${r.metrics.requests.failed} failed, ${r.metrics.requests.retried} retried; mixed-version window ${secOf(r.metrics.windowMs)} s; deploy ${secOf(r.metrics.deployDurationMs)} s`,
+        from: e.from,
+        to: e.to,
+        buckets: r.buckets,
+        deployStartMs: r.deployStartMs,
+        deployEndMs: r.deployEndMs,
+      }),
+    });
+  }
+  return charts;
+}
+
+// ---- the document ----
+
+export function resultsTable(summary: ExperimentSummary): Block {
+  return {
+    kind: 'table',
+    head: ['configuration', 'runs', 'requests', 'failed', 'retried', 'mixed-version window (s)', 'deploy duration (s)', 'simulate: duration / window (s)', 'overhead', 'min in service', 'peak instances', 'reloads'],
+    align: ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+    rows: summary.cells.map((c) => {
+      const a = c.aggregate;
+      return [
+        c.label,
+        String(a.runs),
+        fmtStat(a.requests.total),
+        fmtStat(a.requests.failed),
+        fmtStat(a.requests.retried),
+        sec(a.windowMs),
+        sec(a.deployDurationMs),
+        a.predicted ? `${secOf(a.predicted.durationMs)} / ${secOf(a.predicted.mixedVersionWindowMs)}` : 'n/a',
+        a.overheadRatio ? `${fmtStat(a.overheadRatio, 1, 2)}×` : 'n/a',
+        `${fmtStat(a.minCapacity)} of ${c.params.replicas}${a.predicted ? ` (sim ${a.predicted.lowestCapacity})` : ''}`,
+        `${fmtStat(a.peakInstances)}${a.predicted ? ` (sim ${a.predicted.peakInstances})` : ''}`,
+        `${fmtStat(a.reloads)}${a.predicted ? ` (sim ${a.predicted.reloads})` : ''}`,
+      ];
+    }),
+  };
+}
+
+export function buildDocument(summary: ExperimentSummary, runs: readonly RunOutcome[], spec: ExperimentSpec, charts: readonly ChartFile[]): Block[] {
+  const e = summary.experiment;
+  const b: Block[] = [];
+  b.push({ kind: 'h1', text: `Experiment: ${e.title}` });
+  if (e.description) b.push({ kind: 'p', text: e.description.trim() });
+  b.push({
+    kind: 'p',
+    text: `Rolling ${e.from} → ${e.to}; ${summary.cells.length} configuration(s) × ${e.repetitions} repetition(s) = ${runs.length} run(s), each on a fresh local fleet behind nginx with load probes running through the whole deploy. Spec \`${e.specFile}\`; run ${e.startedAt} to ${e.finishedAt} on Node ${e.machine.node}, ${e.machine.platform}, ${e.machine.cpus} CPU(s).`,
+  });
+  if (!summary.ok) b.push({ kind: 'p', text: `**Problems:** ${summary.problems.join('; ')}` });
+
+  b.push({ kind: 'h2', text: 'Results' });
+  b.push({ kind: 'p', text: 'Per configuration, over its repetitions: median (min–max) when they differ. "retried" counts requests resent once after a reused keep-alive connection was closed under them (see below); they are included in "requests" and counted as failed only if the resend failed too.' });
+  b.push(resultsTable(summary));
+
+  b.push({ kind: 'h3', text: 'Configurations' });
+  b.push({
+    kind: 'table',
+    head: ['configuration', 'strategy', 'replicas', 'drain (s)', 'warm-up (s)', 'minReady (s)', 'prestop (s)', 'GET/s', 'POST streams', 'POST (ms)', 'connections'],
+    align: ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
+    rows: summary.cells.map((c) => [
+      c.label,
+      strategyText(c),
+      String(c.params.replicas),
+      String(c.params.drainSeconds),
+      String(c.params.warmupSeconds),
+      String(c.params.minReadySeconds),
+      String(c.params.prestopSeconds),
+      String(c.params.getPerSecond),
+      String(c.params.postConcurrency),
+      String(c.params.postDurationMs),
+      c.params.keepAlive ? 'keep-alive (resend once on a reused connection)' : 'new connection per request',
+    ]),
+  });
+
+  b.push({ kind: 'h2', text: 'Failed requests by deploy phase' });
+  const withFailures = summary.cells.filter((c) => c.aggregate.failuresByPhase.some((f) => f.failed.max > 0));
+  if (withFailures.length === 0) b.push({ kind: 'p', text: `No request failed in any of the ${runs.length} run(s).` });
+  else {
+    b.push({ kind: 'p', text: 'Each failure is pinned on the phase the deploy was in when the client saw it fail (a timeout: when it was sent). Counts per run, median (min–max).' });
+    b.push({
+      kind: 'table',
+      head: ['configuration', 'phase', 'failed', 'outcomes'],
+      align: ['l', 'l', 'r', 'l'],
+      rows: withFailures.flatMap((c) => c.aggregate.failuresByPhase.filter((f) => f.failed.max > 0).map((f) => [c.label, f.phase, fmtStat(f.failed), outcomes(f.byStatus, true)])),
+    });
+  }
+
+  const retried = summary.cells.filter((c) => c.aggregate.requests.retried.max > 0);
+  b.push({ kind: 'h2', text: 'Keep-alive retries' });
+  const keepAliveCells = summary.cells.filter((c) => c.params.keepAlive);
+  if (keepAliveCells.length === 0) b.push({ kind: 'p', text: 'No configuration used keep-alive connections: every request went out on a new connection and nothing was resent.' });
+  else {
+    b.push({
+      kind: 'p',
+      text: 'Every nginx reload closes the idle client connections of its old workers; a request written on one at that instant meets a reset. Browsers and Go\'s http.Transport resend such a request once when the connection was reused and no byte of a response came back, and so do the keep-alive probes (`retried: true` in the request records). They are counted here, never hidden.',
+    });
+    if (retried.length === 0) b.push({ kind: 'p', text: 'No request needed a resend.' });
+    else
+      b.push({
+        kind: 'table',
+        head: ['configuration', 'phase', 'retried (per run)'],
+        align: ['l', 'l', 'r'],
+        rows: retried.flatMap((c) => c.aggregate.failuresByPhase.filter((f) => f.retried.max > 0).map((f) => [c.label, f.phase, fmtStat(f.retried)])),
+      });
+  }
+
+  b.push({ kind: 'h2', text: 'Charts' });
+  for (const ch of charts.filter((c) => !c.file.startsWith('charts/versions-'))) b.push({ kind: 'img', src: ch.file, alt: ch.title });
+  b.push({ kind: 'h3', text: 'Versions answering per second' });
+  b.push({ kind: 'p', text: 'Successful responses per second by the version that answered (bucketed by send time), failures in red; dashed lines mark the deploy.' });
+  for (const ch of charts.filter((c) => c.file.startsWith('charts/versions-'))) b.push({ kind: 'img', src: ch.file, alt: ch.title });
+
+  b.push({ kind: 'h2', text: 'Runs' });
+  b.push({
+    kind: 'table',
+    head: ['run', 'requests', 'failed', 'retried', 'outcomes', 'window (s)', 'duration (s)', 'overhead', 'min in service', 'peak', 'reloads', 'start→ready (s)', 'stop (s)', 'recordings'],
+    align: ['l', 'r', 'r', 'r', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
+    rows: runs.map((r) => {
+      const m = r.metrics;
+      const line = runLine(r);
+      return [
+        r.id,
+        String(m.requests.total),
+        String(m.requests.failed),
+        String(m.requests.retried),
+        Object.entries(line.requests.byOutcome).map(([k, n]) => `${k} × ${n}`).join(', '),
+        secOf(m.windowMs),
+        secOf(m.deployDurationMs) + (r.deployError ? ' (deploy FAILED)' : ''),
+        m.overheadRatio === null ? 'n/a' : `${m.overheadRatio.toFixed(2)}×`,
+        String(m.minCapacity),
+        String(m.peakInstances),
+        String(m.reloads),
+        sec(m.measured.startToReadyMs),
+        sec(m.measured.stopMs),
+        [...r.files.requests, r.files.events].map((f) => `[${f.split('/').pop()}](${f})`).join(' '),
+      ];
+    }),
+  });
+
+  b.push({ kind: 'h2', text: 'How the figures are measured' });
+  b.push({
+    kind: 'list',
+    items: [
+      'Every request the probes sent is in `runs/<run>/requests.ndjson` (time sent in ms since the probes started, method, path, status or error, latency, the `X-App-Version` that answered, `retried`); the deploy\'s events with the same clock are in `runs/<run>/events.ndjson`; `runs/<run>/metrics.json` has everything below per run.',
+      'A request is ok when it got a 2xx/3xx and its whole body; anything else (5xx, reset, refused, timeout, a body cut off) is failed.',
+      '**Mixed-version window**: from the first successful answer by the new version to the last by the old one, at the moments those answers arrived.',
+      '**Deploy duration**: from the call to deploy until it returned (for the naive control: until its last replacement and pause).',
+      '**Phases** come from the timestamped events: per wave "marking down" (the reload that takes old instances out), "draining", "stopping", "starting", "waiting for readiness"; then "verifying". The naive control: per instance "killing", "starting", "reloading nginx", "pause".',
+      '**Capacity**: servers nginx sends traffic to, tracked from the engine\'s upstream events (and, for the naive control, from what each reload loaded), minus stopped containers. The naive control lists a new instance as soon as it starts, before it is ready.',
+      '**Simulate** runs the same rolling algorithm on a virtual clock with the nominal timings: start-to-ready = warm-up, drain = drainSeconds, stop = prestop, minReadySeconds. Its duration is the floor the timings imply (per wave drain + stop + start-to-ready + minReadySeconds, with the overlaps the algorithm allows). **Overhead** = measured duration / that floor: container create/start, readiness polling, nginx reloads and fleetroll\'s own loop.',
+      `Load: the probes start ${e.load.beforeSeconds} s before the deploy and stop ${e.load.afterSeconds} s after it; per-request timeout ${e.load.timeoutMs} ms. GETs go out on a fixed schedule (open loop), POSTs back to back per stream.`,
+    ],
+  });
+
+  b.push({ kind: 'h2', text: 'Reproduce' });
+  b.push({ kind: 'code', lang: 'sh', text: `npx fleetroll experiment -f ${e.specFile} --out ${summary.outDir}` });
+  b.push({ kind: 'p', text: 'The spec as run:' });
+  b.push({ kind: 'code', lang: 'json', text: JSON.stringify(spec, null, 2) });
+  return b;
+}
