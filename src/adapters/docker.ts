@@ -258,6 +258,17 @@ export class DockerRuntime implements Runtime {
     }
   }
 
+  /** `docker pull`; resolves true when the engine has the image afterwards, false when no registry gave it. */
+  async pullImage(image: string): Promise<boolean> {
+    try {
+      const stream = await this.docker.pull(image);
+      await new Promise<void>((resolve, reject) => this.docker.modem.followProgress(stream, (err: unknown) => (err ? reject(err) : resolve())));
+    } catch {
+      return false;
+    }
+    return this.imageExists(image);
+  }
+
   /** `docker save` as a stream (the image's layers as a tar). */
   async saveImage(image: string): Promise<NodeJS.ReadableStream> {
     try {

@@ -438,13 +438,23 @@ class Rollout {
     return false;
   }
 
+  /** Where a registry is configured for the host's engine, pull what no host could copy. */
+  private async pullImage(name: string, rt: Runtime): Promise<boolean> {
+    const ok = await rt.pullImage(this.fleet.image);
+    this.emit({ type: 'info', message: ok ? `pulled image ${this.fleet.image} on host ${name}` : `could not pull image ${this.fleet.image} on host ${name} (no registry has it, or none is reachable)` });
+    return ok;
+  }
+
   /** Before touching anything: every host answers, the image is on every host, every nginx is valid. */
   private async preflight(): Promise<void> {
     const problems: string[] = [];
     for (const [name, rt] of this.deps.runtimes) {
       try {
         await rt.ping();
-        const present = (await rt.imageExists(this.fleet.image)) || (this.options.copyImages !== false && (await this.copyImage(name, rt)));
+        const present =
+          (await rt.imageExists(this.fleet.image)) ||
+          (this.options.copyImages !== false && (await this.copyImage(name, rt))) ||
+          (await this.pullImage(name, rt));
         if (!present) problems.push(`image ${this.fleet.image} is not present on host ${name}`);
         const network = this.fleet.hosts.find((h) => h.name === name)?.network;
         if (network && !(await rt.networkExists(network))) problems.push(`network ${network} does not exist on host ${name} (docker network create ${network})`);
