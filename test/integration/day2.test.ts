@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import { execa } from 'execa';
 import { FleetLock, FleetStateStore } from '../../src/adapters/fleetState.js';
 import { startLoad } from '../../src/experiment/probes.js';
-import { bin, docker, root, runCli, type CliRun, useFleets, failedOf } from './fixture.js';
+import { type CliRun, bin, docker, failedOf, root, runCli, startCliUntil, useFleets } from './fixture.js';
 
 const fleet = useFleets();
 
@@ -92,17 +92,7 @@ describe('status, pause and resume, the lock', () => {
     const file = f.fleetFile({ replicas: 4, maxSurge: 1, maxUnavailable: 0, drainSeconds: 1 });
     assert.equal((await runCli(['deploy', '-f', file])).code, 0);
     const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
-    const child = spawn(process.execPath, [bin, 'deploy', '-f', file, '--image', 'fleetroll-example:1.1.0'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const exited = new Promise<number | null>((res) => child.on('close', res));
-    await new Promise<void>((res) =>
-      child.stdout.on('data', (d: Buffer) => {
-        stdout += d.toString();
-        if (/wave 2:/.test(stdout)) res();
-      }),
-    );
+    const running = await startCliUntil(['deploy', '-f', file, '--image', 'fleetroll-example:1.1.0'], /wave 2:/);
     const locked = await runCli(['deploy', '-f', file, '--image', 'fleetroll-example:1.1.0']);
     assert.equal(locked.code, 3, 'a second deploy fails fast while the first holds the lock');
     assert.match(locked.stderr, /is locked by .*@.* \(pid \d+, since .*\): fleetroll deploy -f/);
@@ -110,7 +100,7 @@ describe('status, pause and resume, the lock', () => {
     assert.match(lockStatus.stdout, /locked by .* since/);
 
     assert.equal((await runCli(['pause', '-f', file])).code, 0);
-    const code = await exited;
+    const { code, stdout, stderr } = await running.exited;
     assert.equal(code, 4, stdout + stderr);
     assert.match(stderr, /paused after \d+ wave\(s\)/);
     const status = await runCli(['status', '-f', file, '--json']);

@@ -4,14 +4,13 @@
  * happened. Fleet state (containers, labels, upstream files) is checked after.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { putFile } from '../../src/adapters/docker.js';
 import { startLoad } from '../../src/experiment/probes.js';
 import { LABELS } from '../../src/ports.js';
-import { bin, docker, prober, root, runCli, type TestFleet, useFleets, failedOf } from './fixture.js';
+import { type TestFleet, docker, failedOf, prober, runCli, startCliUntil, useFleets } from './fixture.js';
 
 const fleet = useFleets();
 
@@ -91,19 +90,9 @@ describe('failed rollouts leave the fleet serving', () => {
     await fleetAt100(f, 4);
     const file = f.fleetFile({ replicas: 4, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', drainSeconds: 3 });
     const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
-    const child = spawn(process.execPath, [bin, 'deploy', '-f', file], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const exited = new Promise<number | null>((res) => child.on('close', res));
-    await new Promise<void>((res) =>
-      child.stdout.on('data', (d: Buffer) => {
-        stdout += d.toString();
-        if (/draining .* for 3 s/.test(stdout)) res();
-      }),
-    );
-    child.kill('SIGINT');
-    const code = await exited;
+    const running = await startCliUntil(['deploy', '-f', file], /draining .* for 3 s/);
+    running.child.kill('SIGINT');
+    const { code, stdout, stderr } = await running.exited;
     await sleep(500);
     const upAfter = await f.upstream();
     const list = await f.instances();
@@ -112,11 +101,11 @@ describe('failed rollouts leave the fleet serving', () => {
     assert.match(stderr, /run the same deploy again to continue/);
     assert.equal(upAfter.down, 0, `no instance left marked down:\n${upAfter.content}`);
     // Every running instance that passes readiness is in the upstream, none is down.
-    const running = list.filter((i) => i.running);
+    const alive = list.filter((i) => i.running);
     const ready = [];
-    for (const i of running) if (await prober.ready(i.address ?? '')) ready.push(i);
+    for (const i of alive) if (await prober.ready(i.address ?? '')) ready.push(i);
     for (const i of ready) assert.ok(upAfter.content.includes(`${i.address}; # ${i.name}`), `${i.name} is ready and in the upstream:\n${upAfter.content}`);
-    assert.ok(running.length <= 5, 'never above replicas + maxSurge');
+    assert.ok(alive.length <= 5, 'never above replicas + maxSurge');
 
     const again = await runCli(['deploy', '-f', file]);
     const records = await load.stop();

@@ -221,3 +221,26 @@ export function useFleets(): (prefix: string) => Promise<TestFleet> {
 export function failedOf(records: RequestRecord[]): RequestRecord[] {
   return records.filter((x) => x.error !== undefined || x.status === undefined || x.status >= 400);
 }
+
+export interface RunningCli {
+  child: ReturnType<typeof spawn>;
+  /** Resolves with the exit code (null when killed by a signal) and all output. */
+  exited: Promise<{ code: number | null; stdout: string; stderr: string }>;
+}
+
+/** Starts the built CLI in the background and resolves once its stdout matches `until`. */
+export async function startCliUntil(args: string[], until: RegExp): Promise<RunningCli> {
+  const child = spawn(process.execPath, [bin, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<{ code: number | null; stdout: string; stderr: string }>((res) => child.on('close', (code) => res({ code, stdout, stderr })));
+  await new Promise<void>((res, rej) => {
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString();
+      if (until.test(stdout)) res();
+    });
+    void exited.then((r) => rej(new Error(`fleetroll ${args.join(' ')} exited (${r.code}) before printing ${until}:\n${r.stdout}${r.stderr}`)));
+  });
+  return { child, exited };
+}

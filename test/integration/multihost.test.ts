@@ -5,7 +5,6 @@
  * the address each host publishes them on.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -17,7 +16,7 @@ import { removeFleetState } from '../../src/adapters/fleetState.js';
 import { PLACEHOLDER_SERVER } from '../../src/core/upstream.js';
 import { startLoad } from '../../src/experiment/probes.js';
 import { LABELS } from '../../src/ports.js';
-import { bin, docker, ensureImages, failedOf, prober, root, runCli, uniqueName } from './fixture.js';
+import { docker, ensureImages, failedOf, prober, root, runCli, startCliUntil, uniqueName } from './fixture.js';
 
 const ENGINES = ['h2', 'h3'];
 const engine = (n: string) => execa('bash', [join(root, 'scripts/second-engine.sh'), 'start', n], { stdin: 'ignore' });
@@ -147,19 +146,9 @@ describe('a fleet across three Docker hosts', () => {
 
   it('a host that goes away mid-rollout: the rollout fails naming it, the other hosts keep serving', async () => {
     const file = fleetFile({ image: 'fleetroll-example:1.0.0', drainSeconds: 2 });
-    const child = spawn(process.execPath, [bin, 'deploy', '-f', file], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const exited = new Promise<number | null>((res) => child.on('close', res));
-    await new Promise<void>((res) =>
-      child.stdout.on('data', (d: Buffer) => {
-        stdout += d.toString();
-        if (/wave 2:/.test(stdout)) res();
-      }),
-    );
+    const running = await startCliUntil(['deploy', '-f', file], /wave 2:/);
     await execa('bash', [join(root, 'scripts/second-engine.sh'), 'stop', 'h3'], { stdin: 'ignore' });
-    const code = await exited;
+    const { code, stdout, stderr } = await running.exited;
     assert.equal(code, 1, stdout + stderr);
     assert.match(stderr, /h3/);
     assert.match(stderr, /the instances on the other hosts keep serving|is not reachable|unreachable/i);
