@@ -219,16 +219,20 @@ export class DockerRuntime implements Runtime {
     });
   }
 
-  /** Inspect one container as InstanceInfo; undefined when it does not exist. */
-  /** One container by id or name; `port` supplies the app port for containers fleetroll did not create (adopted). */
-  async inspect(id: string, port?: number): Promise<InstanceInfo | undefined> {
-    let info: Dockerode.ContainerInspectInfo;
+  /** The engine's inspect of a container; undefined when it does not exist. */
+  private async inspectContainer(id: string): Promise<Dockerode.ContainerInspectInfo | undefined> {
     try {
-      info = await this.docker.getContainer(id).inspect();
+      return await this.docker.getContainer(id).inspect();
     } catch (err) {
       if (statusOf(err) === 404) return undefined;
       throw runtimeError('E_DOCKER', `inspecting container ${id} on ${this.where}: ${engineMessage(err)}`, err);
     }
+  }
+
+  /** One container by id or name; `port` supplies the app port for containers fleetroll did not create (adopted). */
+  async inspect(id: string, port?: number): Promise<InstanceInfo | undefined> {
+    const info = await this.inspectContainer(id);
+    if (!info) return undefined;
     const labels: Record<string, string> = { ...(info.Config?.Labels ?? {}), ...(port !== undefined && !info.Config?.Labels?.[PORT_LABEL] ? { [PORT_LABEL]: String(port) } : {}) };
     const running = info.State?.Running === true;
     return {
@@ -298,13 +302,8 @@ export class DockerRuntime implements Runtime {
   }
 
   async specOf(id: string): Promise<{ image: string; env: Record<string, string> } | undefined> {
-    let info: Dockerode.ContainerInspectInfo;
-    try {
-      info = await this.docker.getContainer(id).inspect();
-    } catch (err) {
-      if (statusOf(err) === 404) return undefined;
-      throw runtimeError('E_DOCKER', `inspecting container ${id} on ${this.where}: ${engineMessage(err)}`, err);
-    }
+    const info = await this.inspectContainer(id);
+    if (!info) return undefined;
     const env: Record<string, string> = {};
     for (const kv of info.Config?.Env ?? []) {
       const i = kv.indexOf('=');
