@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # setup-host.sh — make sure this (Debian 12) machine has a running Docker engine and an
-# nginx binary, so fleetroll's integration tests and examples can run.
+# nginx binary, so fleetroll's integration tests and examples can run; plus what the
+# remote-host tests use: sshd (openssh-server, for ssh:// hosts), openssl (TLS
+# certificates for tcp:// hosts) and docker-registry (a registry to pull from).
 #
 # Idempotent and non-interactive (safe in CI). Run as root. Fast when everything is
 # already in place: it only checks the binaries and pings the daemon socket.
 #
-# It does NOT start a system nginx: tests run nginx in containers or as their own
-# processes.
+# It does NOT start a system nginx, sshd or registry (packages are installed with
+# service starts refused): tests run their own instances on free ports.
 #
 # Environment overrides:
 #   DOCKER_SOCK       daemon socket to check           (default /var/run/docker.sock)
@@ -27,14 +29,19 @@ have() { command -v "$1" >/dev/null 2>&1; }
 # nginx lives in /usr/sbin, which may not be on a CI user's PATH.
 have_nginx() { have nginx || [ -x /usr/sbin/nginx ]; }
 have_dockerd() { have dockerd || [ -x /usr/sbin/dockerd ] || [ -x /usr/bin/dockerd ]; }
+have_sshd() { have sshd || [ -x /usr/sbin/sshd ]; }
+# The ssh tools the tests use beside sshd (openssh-client, a dependency of openssh-server).
+have_ssh_tools() { have ssh-keygen && have ssh-agent && have ssh-add; }
+have_registry() { have docker-registry || [ -x /usr/bin/docker-registry ]; }
+have_extras() { have_sshd && have_ssh_tools && have_registry && have openssl; }
 
 ping_daemon() {
   curl -fsS --max-time 2 --unix-socket "$DOCKER_SOCK" http://localhost/_ping >/dev/null 2>&1
 }
 
 # Already set up (any user): nothing to do.
-if have docker && have_nginx && have curl && ping_daemon; then
-  log "ok: docker daemon answering on $DOCKER_SOCK, nginx present"
+if have docker && have_nginx && have curl && have_extras && ping_daemon; then
+  log "ok: docker daemon answering on $DOCKER_SOCK, nginx, sshd, docker-registry present"
   exit 0
 fi
 
@@ -43,6 +50,9 @@ if [ "$(id -u)" -ne 0 ]; then
   { have docker && have_dockerd; } || missing+=("Docker engine (apt-get install docker.io)")
   have_nginx || missing+=("nginx (apt-get install nginx-light)")
   have curl || missing+=("curl")
+  { have_sshd && have_ssh_tools; } || missing+=("openssh-server")
+  have_registry || missing+=("docker-registry")
+  have openssl || missing+=("openssl")
   ping_daemon || missing+=("a running docker daemon on $DOCKER_SOCK (sudo dockerd, or sudo systemctl start docker)")
   die "the integration tests need: ${missing[*]}. Run this script as root to install and start them: sudo bash scripts/setup-host.sh"
 fi
@@ -53,16 +63,28 @@ pkgs=()
 if ! have docker || ! have_dockerd; then pkgs+=(docker.io); fi
 if ! have_nginx; then pkgs+=(nginx-light); fi
 if ! have curl; then pkgs+=(curl); fi
+if ! have_sshd || ! have_ssh_tools; then pkgs+=(openssh-server openssh-client); fi
+if ! have_registry; then pkgs+=(docker-registry); fi
+if ! have openssl; then pkgs+=(openssl); fi
 
 if [ "${#pkgs[@]}" -gt 0 ]; then
   have apt-get || die "missing ${pkgs[*]} and apt-get is not available"
   log "installing: ${pkgs[*]}"
   t0=$(date +%s)
   export NEEDRESTART_SUSPEND=1 DEBIAN_FRONTEND=noninteractive
+  # Refuse service starts while installing (invoke-rc.d and deb-systemd-invoke ask
+  # policy-rc.d): a system sshd on :22 or registry on :5000 is not wanted here.
+  own_policy=
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && own_policy=1
+  fi
   apt-get update -qq </dev/null || die "apt-get update failed"
+  rc=0
   apt-get install -y -qq --no-install-recommends \
     -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
-    "${pkgs[@]}" </dev/null >/dev/null || die "apt-get install ${pkgs[*]} failed"
+    "${pkgs[@]}" </dev/null >/dev/null || rc=$?
+  if [ -n "$own_policy" ]; then rm -f /usr/sbin/policy-rc.d; fi
+  [ "$rc" -eq 0 ] || die "apt-get install ${pkgs[*]} failed"
   log "installed in $(( $(date +%s) - t0 ))s"
   # The package's postinst may have started a system nginx (no systemd here usually,
   # but be safe): tests need ports 80/443 free and run their own nginx.
@@ -71,12 +93,14 @@ if [ "${#pkgs[@]}" -gt 0 ]; then
     /usr/sbin/nginx -s quit 2>/dev/null || true
   fi
 else
-  log "docker, dockerd and nginx already installed"
+  log "docker, dockerd, nginx, sshd and docker-registry already installed"
 fi
 
 have docker || die "docker client still missing after install"
 have_dockerd || die "dockerd still missing after install"
 have_nginx || die "nginx still missing after install"
+have_sshd || die "sshd still missing after install"
+have_registry || die "docker-registry still missing after install"
 
 # --- 2. daemon ---------------------------------------------------------------------------
 if ping_daemon; then
