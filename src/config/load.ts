@@ -16,27 +16,30 @@ export interface CliOverrides {
   replicas?: number | undefined;
   maxSurge?: string | undefined;
   maxUnavailable?: string | undefined;
+  /** `--host-parallelism`: already checked by the flag's parser. */
+  hostParallelism?: number | undefined;
 }
 
 /** A fleet file with every default filled in and its strategy resolved. */
-export interface Fleet extends Omit<FleetFileParsed, 'defaults' | 'strategy' | 'minReadySeconds' | 'progressDeadlineSeconds' | 'drainSeconds' | 'terminationGracePeriodSeconds' | 'revisionHistoryLimit' | 'version'> {
+export interface Fleet extends Omit<FleetFileParsed, 'defaults' | 'strategy' | 'minReadySeconds' | 'progressDeadlineSeconds' | 'drainSeconds' | 'terminationGracePeriodSeconds' | 'revisionHistoryLimit' | 'hostParallelism' | 'version'> {
   version: string;
   minReadySeconds: number;
   progressDeadlineSeconds: number;
   drainSeconds: number;
   terminationGracePeriodSeconds: number;
   revisionHistoryLimit: number;
+  hostParallelism: number;
   onFailure: 'pause' | 'rollback';
   /** Set from the fleet's state by `fleetroll restart`; part of the revision hash. */
   restartedAt?: string | undefined;
   strategy: ResolvedStrategy;
   /** Where each timing value came from, for `plan` to explain. */
-  timingSources: Record<TimingField, 'fleet' | 'defaults' | 'builtin'>;
+  timingSources: Record<TimingField, 'cli' | 'fleet' | 'defaults' | 'builtin'>;
   /** The file it was loaded from, and the defaults file if any. */
   source: { file: string; defaultsFile?: string | undefined };
 }
 
-const TIMING_FIELDS = ['minReadySeconds', 'progressDeadlineSeconds', 'drainSeconds', 'terminationGracePeriodSeconds', 'revisionHistoryLimit'] as const;
+const TIMING_FIELDS = ['minReadySeconds', 'progressDeadlineSeconds', 'drainSeconds', 'terminationGracePeriodSeconds', 'revisionHistoryLimit', 'hostParallelism'] as const;
 type TimingField = (typeof TIMING_FIELDS)[number];
 const TIMING_BUILTIN: Record<TimingField, number> = {
   minReadySeconds: BUILTIN_DEFAULTS.minReadySeconds,
@@ -44,6 +47,10 @@ const TIMING_BUILTIN: Record<TimingField, number> = {
   drainSeconds: 2,
   terminationGracePeriodSeconds: 30,
   revisionHistoryLimit: BUILTIN_DEFAULTS.revisionHistoryLimit,
+  // Eight engines at a time: enough that a fleet of a few dozen hosts is not
+  // serialised, few enough that image copies do not saturate the deploy
+  // machine's uplink.
+  hostParallelism: 8,
 };
 
 /** Reads and parses a YAML or JSON document, reporting syntax errors with line and column. */
@@ -157,12 +164,14 @@ export async function fleetFromObject(raw: unknown, file: string, cli: CliOverri
   }
 
   const timings = {} as Record<TimingField, number>;
-  const timingSources = {} as Record<TimingField, 'fleet' | 'defaults' | 'builtin'>;
+  const timingSources = {} as Record<TimingField, 'cli' | 'fleet' | 'defaults' | 'builtin'>;
+  const fromCli: Partial<Record<TimingField, number>> = { hostParallelism: cli.hostParallelism };
   for (const k of TIMING_FIELDS) {
+    const flag = fromCli[k];
     const own = f[k];
     const shared = defaults?.[k];
-    timings[k] = own ?? shared ?? TIMING_BUILTIN[k];
-    timingSources[k] = own !== undefined ? 'fleet' : shared !== undefined ? 'defaults' : 'builtin';
+    timings[k] = flag ?? own ?? shared ?? TIMING_BUILTIN[k];
+    timingSources[k] = flag !== undefined ? 'cli' : own !== undefined ? 'fleet' : shared !== undefined ? 'defaults' : 'builtin';
   }
 
   const issues = crossFieldIssues(f, timings);

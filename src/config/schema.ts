@@ -56,6 +56,8 @@ const rolloutFields = {
   drainSeconds: seconds(0, 3600).optional(),
   terminationGracePeriodSeconds: seconds(0, 3600).optional(),
   revisionHistoryLimit: int(0, 1000).optional(),
+  /** How many hosts may have Docker work in flight at once (work on one host is always in order). */
+  hostParallelism: int(1, 1000).optional(),
 };
 
 /** What shared defaults may hold: a default rollout and its timings. */

@@ -21,6 +21,8 @@ export interface ObservedInstance {
   available: boolean;
   /** Creation time in ms (any monotonic number); orders revisions oldest first. */
   created: number;
+  /** The host it runs on, where there are several: stops even out the spread. */
+  host?: string | undefined;
 }
 
 export interface Desired {
@@ -38,6 +40,30 @@ function stopRank(i: ObservedInstance): number {
 
 export function compareForStop(a: ObservedInstance, b: ObservedInstance): number {
   return stopRank(a) - stopRank(b) || b.created - a.created || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}
+
+/**
+ * The n instances to stop from one revision. Like Kubernetes' ranking, the
+ * least useful go first (not running, not ready, not available); among equals,
+ * the one on the host that has the most instances of this revision (counted
+ * again after every pick, so stopping several evens out the spread), then the
+ * newest.
+ */
+export function pickForStop(candidates: readonly ObservedInstance[], n: number): ObservedInstance[] {
+  const perHost = new Map<string, number>();
+  for (const c of candidates) if (c.host !== undefined) perHost.set(c.host, (perHost.get(c.host) ?? 0) + 1);
+  // One host (or none known): the plain ranking, one sort (simulate runs 10,000-instance fleets).
+  if (perHost.size <= 1) return [...candidates].sort(compareForStop).slice(0, n);
+  const left = [...candidates];
+  const picked: ObservedInstance[] = [];
+  const colocated = (i: ObservedInstance) => (i.host === undefined ? 0 : (perHost.get(i.host) ?? 0));
+  while (picked.length < n && left.length > 0) {
+    left.sort((a, b) => stopRank(a) - stopRank(b) || colocated(b) - colocated(a) || compareForStop(a, b));
+    const next = left.shift()!;
+    picked.push(next);
+    if (next.host !== undefined) perHost.set(next.host, colocated(next) - 1);
+  }
+  return picked;
 }
 
 export function countFleet(desired: Desired, instances: readonly ObservedInstance[]): FleetCounts {
@@ -84,7 +110,7 @@ export function nextWave(desired: Desired, instances: readonly ObservedInstance[
     list.push(i);
     byRevision.set(i.revision, list);
   }
-  const pick = (revision: string, n: number) => [...(byRevision.get(revision) ?? [])].sort(compareForStop).slice(0, n);
+  const pick = (revision: string, n: number) => pickForStop(byRevision.get(revision) ?? [], n);
   const stop = [
     ...wave.stopOld.flatMap((s) => pick(s.revision, s.count)),
     ...pick(desired.revision, wave.stopNew),

@@ -23,6 +23,7 @@ import { ExitCode, FleetrollError } from '../errors.js';
 import { LABELS, type InstanceInfo, type InstanceSpec, type Prober, type Router, type Runtime } from '../ports.js';
 import type { EventSink } from './events.js';
 import { runHook } from './hooks.js';
+import { HostWork } from './hostWork.js';
 import { envOf, revisionOf } from './revision.js';
 
 export interface Clock {
@@ -244,6 +245,8 @@ class Rollout {
   private waves = 0;
   private started = 0;
   private lastProgress = 0;
+  /** Every Docker call that changes a host goes through here: parallel between hosts, ordered on each. */
+  private readonly work: HostWork;
 
   constructor(
     readonly fleet: Fleet,
@@ -254,6 +257,7 @@ class Rollout {
     this.emit = deps.events ?? (() => {});
     this.revision = revisionOf(fleet);
     this.minReadyMs = fleet.minReadySeconds * 1000;
+    this.work = new HostWork(fleet.hostParallelism);
     this.needsRecoveryReload = deps.recovering === true;
   }
 
@@ -308,11 +312,15 @@ class Rollout {
    */
   private async removeOrphans(live: Live[]): Promise<boolean> {
     const orphans = live.filter((l) => l.info.state === 'created');
-    for (const o of orphans) {
-      await this.runtime(o.info.host).remove(o.info.id);
-      this.emit({ type: 'info', message: `removed ${o.info.name}: created but never started (left by an interrupted rollout)` });
-      await this.journal('orphan-removed', 'end', { name: o.info.name });
-    }
+    await settleAll(
+      orphans.map((o) =>
+        this.work.run(o.info.host, async () => {
+          await this.runtime(o.info.host).remove(o.info.id);
+          this.emit({ type: 'info', message: `removed ${o.info.name}: created but never started (left by an interrupted rollout)` });
+          await this.journal('orphan-removed', 'end', { name: o.info.name });
+        }),
+      ),
+    );
     return orphans.length > 0;
   }
 
@@ -447,21 +455,29 @@ class Rollout {
 
   /** Before touching anything: every host answers, the image is on every host, every nginx is valid. */
   private async preflight(): Promise<void> {
-    const problems: string[] = [];
-    for (const [name, rt] of this.deps.runtimes) {
-      try {
-        await rt.ping();
-        const present =
-          (await rt.imageExists(this.fleet.image)) ||
-          (this.options.copyImages !== false && (await this.copyImage(name, rt))) ||
-          (await this.pullImage(name, rt));
-        if (!present) problems.push(`image ${this.fleet.image} is not present on host ${name}`);
-        const network = this.fleet.hosts.find((h) => h.name === name)?.network;
-        if (network && !(await rt.networkExists(network))) problems.push(`network ${network} does not exist on host ${name} (docker network create ${network})`);
-      } catch (err) {
-        problems.push((err as Error).message);
-      }
-    }
+    // Hosts are checked (and sent the image) in parallel, so a slow link to
+    // one host does not hold up the others; problems are listed in host order.
+    const perHost = await Promise.all(
+      [...this.deps.runtimes].map(([name, rt]) =>
+        this.work.run(name, async () => {
+          const found: string[] = [];
+          try {
+            await rt.ping();
+            const present =
+              (await rt.imageExists(this.fleet.image)) ||
+              (this.options.copyImages !== false && (await this.copyImage(name, rt))) ||
+              (await this.pullImage(name, rt));
+            if (!present) found.push(`image ${this.fleet.image} is not present on host ${name}`);
+            const network = this.fleet.hosts.find((h) => h.name === name)?.network;
+            if (network && !(await rt.networkExists(network))) found.push(`network ${network} does not exist on host ${name} (docker network create ${network})`);
+          } catch (err) {
+            found.push((err as Error).message);
+          }
+          return found;
+        }),
+      ),
+    );
+    const problems = perHost.flat();
     for (const { router: r } of this.deps.routers) {
       try {
         await r.check();
@@ -540,6 +556,7 @@ class Rollout {
           ready,
           available: ready && now - (t?.readySince ?? now) >= this.minReadyMs,
           created: Number(info.labels[LABELS.created] ?? 0) || 0,
+          host: info.host,
         },
       };
     });
@@ -579,7 +596,8 @@ class Rollout {
     await this.syncUpstream(live, 'drain');
     faultPoint('after-mark-down');
     const placed = this.countPerHost(live);
-    const early = this.startInstances(startNow, placed);
+    const early = settleAll(this.startInstances(startNow, placed));
+    early.catch(() => undefined);
     if (wereUp.length > 0 && this.fleet.drainSeconds > 0) {
       this.emit({ type: 'draining', names: wereUp.map((v) => v.info.name), seconds: this.fleet.drainSeconds });
       await this.pause(this.fleet.drainSeconds * 1000);
@@ -591,24 +609,46 @@ class Rollout {
       await this.stopCleanly(await this.observe(false));
     }
     if (victims.length > 0) await this.journal('stop', 'begin', { names: victims.map((v) => v.info.name) });
-    await Promise.all(
-      victims.map(async (v) => {
-        const rt = this.runtime(v.info.host);
-        await rt.stop(v.info.id, this.fleet.terminationGracePeriodSeconds);
-        await rt.remove(v.info.id);
-        this.track.delete(v.info.name);
-        this.draining.delete(v.info.name);
-        this.emit({ type: 'stopped', name: v.info.name, host: v.info.host });
-      }),
-    );
-    if (victims.length > 0) await this.journal('stop', 'end', { names: victims.map((v) => v.info.name) });
-    faultPoint('after-stop');
-    await early;
-    for (const v of victims) {
+    // Each finished stop frees room for one of the starts that had to wait
+    // for stops (the surge bound counts instances, not hosts), so a host that
+    // is slow to stop holds back one start, not the whole wave.
+    const afterStops: Promise<void>[] = [];
+    let released = 0;
+    const release = (v: Live) => {
       placed.total.set(v.info.host, (placed.total.get(v.info.host) ?? 1) - 1);
       if (v.observed.revision === this.revision) placed.fresh.set(v.info.host, (placed.fresh.get(v.info.host) ?? 1) - 1);
+      if (released < startAfter) {
+        released++;
+        afterStops.push(...this.startInstances(1, placed));
+      }
+    };
+    const stops = settleAll(
+      victims.map((v) =>
+        this.work.run(v.info.host, async () => {
+          const rt = this.runtime(v.info.host);
+          await rt.stop(v.info.id, this.fleet.terminationGracePeriodSeconds);
+          await rt.remove(v.info.id);
+          this.track.delete(v.info.name);
+          this.draining.delete(v.info.name);
+          this.emit({ type: 'stopped', name: v.info.name, host: v.info.host });
+          release(v);
+        }),
+      ),
+    );
+    // Whatever fails, wait for the work in flight before reporting it, so the
+    // journal and the fleet agree when the failure is handled.
+    const stopped = await stops.then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    if (victims.length > 0 && stopped === undefined) await this.journal('stop', 'end', { names: victims.map((v) => v.info.name) });
+    if (stopped === undefined) {
+      faultPoint('after-stop');
+      if (released < startAfter) afterStops.push(...this.startInstances(startAfter - released, placed));
     }
-    await this.startInstances(startAfter, placed);
+    const results = await Promise.allSettled([early, settleAll(afterStops)]);
+    if (stopped !== undefined) throw stopped;
+    for (const r of results) if (r.status === 'rejected') throw r.reason;
     this.progress();
   }
 
@@ -626,21 +666,28 @@ class Rollout {
   /**
    * Starts n instances. Each goes to the host with the fewest instances of the
    * new revision (so the finished fleet is spread evenly), then the fewest
-   * overall, among hosts below their maxInstances; hosts start in parallel.
+   * overall, among hosts below their maxInstances. The starts are queued on
+   * their hosts (parallel between hosts, in order on each); the caller awaits
+   * them, and may do so late: each is marked handled so that a failure while
+   * nobody awaits yet is not an unhandled rejection.
    */
-  private async startInstances(n: number, placed: Placement): Promise<void> {
+  private startInstances(n: number, placed: Placement): Promise<void>[] {
     const jobs: Promise<void>[] = [];
     const count = (m: Map<string, number>, h: string) => m.get(h) ?? 0;
     for (let i = 0; i < n; i++) {
       const host = this.fleet.hosts
         .filter((h) => h.maxInstances === undefined || count(placed.total, h.name) < h.maxInstances)
         .sort((a, b) => count(placed.fresh, a.name) - count(placed.fresh, b.name) || count(placed.total, a.name) - count(placed.total, b.name))[0];
-      if (!host) throw new RolloutFailedError('no host has room for another instance (every host is at maxInstances)', 'raise maxInstances or add a host');
+      const job = host
+        ? this.work.run(host.name, () => this.startOne(host.name, host.network, host.publishAddress))
+        : Promise.reject(new RolloutFailedError('no host has room for another instance (every host is at maxInstances)', 'raise maxInstances or add a host'));
+      job.catch(() => undefined);
+      jobs.push(job);
+      if (!host) break;
       placed.total.set(host.name, count(placed.total, host.name) + 1);
       placed.fresh.set(host.name, count(placed.fresh, host.name) + 1);
-      jobs.push(this.startOne(host.name, host.network, host.publishAddress));
     }
-    await Promise.all(jobs);
+    return jobs;
   }
 
   private async startOne(host: string, network: string | undefined, publishAddress: string | undefined): Promise<void> {
@@ -789,4 +836,12 @@ class Rollout {
       { stuck: stuck.map((l) => l.info.name) },
     );
   }
+}
+
+/** Like Promise.all, but waits for every promise to settle before throwing the first failure. */
+async function settleAll<T>(promises: Promise<T>[]): Promise<T[]> {
+  const results = await Promise.allSettled(promises);
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
+  return results.map((r) => (r as PromiseFulfilledResult<T>).value);
 }

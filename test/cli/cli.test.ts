@@ -77,6 +77,7 @@ describe('fleetroll CLI', () => {
     ['missing fleet file', ['validate', '-f', 'nope.yaml'], /cannot read fleet file nope.yaml: no such file/],
     ['simulate with a bad jitter', ['simulate', '--replicas', '3', '--jitter', '2'], /--jitter: must be a fraction from 0 to 1/],
     ['simulate with a bad timing', ['simulate', '--replicas', '3', '--startup', '-1'], /--startup: must be a number of seconds/],
+    ['deploy with a bad --host-parallelism', ['deploy', '-f', 'examples/fleet.yaml', '--host-parallelism', '0'], /--host-parallelism: must be a whole number from 1 to 1000, got 0/],
     ['deploy with a bad --lock-wait', ['deploy', '-f', 'examples/fleet.yaml', '--lock-wait', 'soon'], /--lock-wait: must be a duration like 30s, 5m or 1h/],
     ['undo with a bad --to-revision', ['undo', '-f', 'examples/fleet.yaml', '--to-revision', 'last'], /--to-revision: must be a whole number/],
     ['adopt with an unsafe --match', ['adopt', '-f', 'examples/fleet.yaml', '--match', 'a;b'], /--match: must be key=value or a name pattern/],

@@ -61,6 +61,20 @@ describe('loadFleet: defaults', () => {
     assert.deepEqual([f.strategy.maxSurge, f.strategy.maxUnavailable, f.strategy.sources.maxSurge, f.minReadySeconds, f.timingSources.minReadySeconds], [2, 0, 'defaults', 5, 'defaults']);
   });
 
+  it('hostParallelism layers like the timings: flag, fleet, shared defaults, built-in 8', async () => {
+    const layered = file(`${BASE}defaults:\n  hostParallelism: 3\n`);
+    const cases: [string, Promise<{ hostParallelism: number; timingSources: { hostParallelism: string } }>, number, string][] = [
+      ['built-in', loadFleet(file(BASE)), 8, 'builtin'],
+      ['shared defaults', loadFleet(layered), 3, 'defaults'],
+      ['the fleet over its defaults', loadFleet(file(`${BASE}hostParallelism: 5\ndefaults:\n  hostParallelism: 3\n`)), 5, 'fleet'],
+      ['the flag over everything', loadFleet(layered, { hostParallelism: 1 }), 1, 'cli'],
+    ];
+    for (const [name, loading, value, source] of cases) {
+      const f = await loading;
+      assert.deepEqual([f.hostParallelism, f.timingSources.hostParallelism], [value, source], name);
+    }
+  });
+
   it('inline shared defaults work the same way', async () => {
     const f = await loadFleet(file(`${BASE}defaults:\n  strategy: { type: Recreate }\n`));
     assert.equal(f.strategy.type, 'Recreate');
@@ -73,6 +87,7 @@ describe('loadFleet: bad input is rejected with the field path', () => {
     { name: 'service with capitals', text: BASE.replace('bookstore-api\n', 'Bookstore\n'), path: 'service', message: /lowercase/ },
     { name: 'replicas not an integer', text: BASE.replace('replicas: 3', 'replicas: 2.5'), path: 'replicas', message: /integer from 0 to 10000, got 2.5/ },
     { name: 'port out of range', text: BASE.replace('port: 8080', 'port: 70000'), path: 'port', message: /port from 1 to 65535/ },
+    { name: 'hostParallelism of 0', text: `${BASE}hostParallelism: 0\n`, path: 'hostParallelism', message: /integer from 1 to 1000, got 0/ },
     { name: 'unknown top-level field', text: `${BASE}replica: 3\n`, path: '', message: /unknown field "replica"/ },
     { name: 'bad maxSurge', text: `${BASE}strategy:\n  rollingUpdate: { maxSurge: "25 %" }\n`, path: 'strategy/rollingUpdate/maxSurge', message: /got "25 %"/ },
     { name: 'unavailable over 100%', text: `${BASE}strategy:\n  rollingUpdate: { maxUnavailable: 120% }\n`, path: 'strategy/rollingUpdate/maxUnavailable', message: /100%/ },

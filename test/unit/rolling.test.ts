@@ -129,6 +129,37 @@ describe('nextWave: picking concrete instances', () => {
     assert.deepEqual([w.stop.length, w.startNow, w.startAfterStops], [0, 0, 0]);
   });
 
+  describe('stops even out the spread across hosts', () => {
+    const on = (id: string, host: string, created: number, state: 'available' | 'unready' = 'available'): ObservedInstance => ({ ...inst(id, 'v2', state, created), host });
+    const rows: { name: string; fleet: ObservedInstance[]; replicas: number; want: string[] }[] = [
+      {
+        // a3 (a is fullest), then a and b tie at 2: the newer b2, then a2; 1/1/1 left.
+        name: 'scale 6 → 3 on hosts holding 3/2/1: always from the fullest host, leaving 1/1/1',
+        fleet: [on('a1', 'a', 1), on('a2', 'a', 2), on('a3', 'a', 3), on('b1', 'b', 4), on('b2', 'b', 5), on('c1', 'c', 6)],
+        replicas: 3,
+        want: ['a3', 'b2', 'a2'],
+      },
+      {
+        name: 'an unready instance still goes first, whatever its host',
+        fleet: [on('a1', 'a', 1), on('a2', 'a', 2), on('b1', 'b', 3, 'unready')],
+        replicas: 2,
+        want: ['b1'],
+      },
+      {
+        name: 'equal hosts: the newest first, as on one host',
+        fleet: [on('a1', 'a', 1), on('b1', 'b', 2), on('a2', 'a', 3), on('b2', 'b', 4)],
+        replicas: 2,
+        want: ['b2', 'a2'],
+      },
+    ];
+    for (const r of rows) {
+      it(r.name, () => {
+        const w = nextWave({ revision: 'v2', replicas: r.replicas }, r.fleet, rolling(r.replicas, 1, 0));
+        assert.deepEqual(w.stop.map((i) => i.id), r.want);
+      });
+    }
+  });
+
   it('an empty host gets its replicas started', () => {
     const w = nextWave({ revision: 'v2', replicas: 3 }, [], rolling(3, 1, 0));
     assert.deepEqual([w.startNow, w.startAfterStops], [3, 0]);

@@ -6,7 +6,7 @@ import { eventPrinter, type LogFormat } from '../events.js';
 import type { Out } from '../output.js';
 import { buildDeps, fleetHandles } from '../wiring.js';
 import { explainStrategy } from './plan.js';
-import { parseDuration } from '../args.js';
+import { parseCount, parseDuration } from '../args.js';
 
 export function parseLogFormat(v: string): LogFormat {
   if (v !== 'text' && v !== 'json') throw fieldError('--log-format', `must be "text" or "json", got ${JSON.stringify(v)}`);
@@ -22,6 +22,7 @@ interface DeployOptions {
   autoRollback?: boolean;
   lockWait?: number;
   imageCopy?: boolean;
+  hostParallelism?: number;
   json?: boolean;
   logFormat: LogFormat;
 }
@@ -60,6 +61,7 @@ export function registerDeploy(program: Command, out: Out): void {
     .option('--change-cause <text>', 'why this rollout happens (recorded on the new instances; default: the command line)')
     .option('--lock-wait <duration>', 'wait this long for another rollout of the fleet to finish (e.g. 30s, 5m)', parseDuration('--lock-wait'))
     .option('--auto-rollback', 'on failure, roll back to the previous revision (same as onFailure: rollback)')
+    .option('--host-parallelism <n>', 'how many hosts may have Docker work in flight at once (default: the fleet\'s hostParallelism, else 8)', parseCount('--host-parallelism', 1, 1000))
     .option('--no-image-copy', 'do not copy the image to hosts that lack it (from another host or this machine)')
     .option('--json', 'print the result as JSON on stdout (progress goes to stderr)')
     .option('--log-format <text|json>', 'progress lines as text or as JSON log lines', parseLogFormat, 'text')
@@ -86,7 +88,7 @@ Examples:
   $ fleetroll deploy -f fleet.yaml --max-surge 1 --max-unavailable 0 --json`,
     )
     .action(async (o: DeployOptions) => {
-      const fleet = await loadFleet(o.file, { image: o.image, maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable });
+      const fleet = await loadFleet(o.file, { image: o.image, maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable, hostParallelism: o.hostParallelism });
       await executeRollout(fleet, out, o, { verb: 'deploying', changeCause: o.changeCause });
     });
 }

@@ -22,7 +22,7 @@ export function registerValidate(program: Command, out: Out): void {
       explainStrategy(fleet.strategy, out);
       const t = fleet.timingSources;
       out.line(
-        `timings: minReadySeconds ${fleet.minReadySeconds} (${t.minReadySeconds}), progressDeadlineSeconds ${fleet.progressDeadlineSeconds} (${t.progressDeadlineSeconds}), drainSeconds ${fleet.drainSeconds} (${t.drainSeconds}), terminationGracePeriodSeconds ${fleet.terminationGracePeriodSeconds} (${t.terminationGracePeriodSeconds})`,
+        `timings: minReadySeconds ${fleet.minReadySeconds} (${t.minReadySeconds}), progressDeadlineSeconds ${fleet.progressDeadlineSeconds} (${t.progressDeadlineSeconds}), drainSeconds ${fleet.drainSeconds} (${t.drainSeconds}), terminationGracePeriodSeconds ${fleet.terminationGracePeriodSeconds} (${t.terminationGracePeriodSeconds}), hostParallelism ${fleet.hostParallelism} (${t.hostParallelism})`,
       );
     });
 }

@@ -1,0 +1,100 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { HostWork } from '../../src/engine/hostWork.js';
+
+/** A piece of work that finishes when the test says so, recording when it ran. */
+function gate(log: string[], name: string) {
+  let open!: () => void;
+  let fail!: (e: Error) => void;
+  const done = new Promise<void>((res, rej) => {
+    open = res;
+    fail = rej;
+  });
+  return {
+    work: async () => {
+      log.push(`start ${name}`);
+      await done;
+      log.push(`end ${name}`);
+      return name;
+    },
+    open: () => open(),
+    fail: (e: Error) => fail(e),
+  };
+}
+
+const tick = () => new Promise((r) => setImmediate(r));
+
+describe('HostWork: parallel between hosts, bounded, ordered on each host', () => {
+  it('runs pieces on one host one after another, in the order given', async () => {
+    const log: string[] = [];
+    const hw = new HostWork(4);
+    const a = gate(log, 'a1');
+    const b = gate(log, 'a2');
+    const pa = hw.run('a', a.work);
+    const pb = hw.run('a', b.work);
+    await tick();
+    assert.deepEqual(log, ['start a1'], 'the second piece waits for the first');
+    a.open();
+    await pa;
+    await tick();
+    assert.deepEqual(log, ['start a1', 'end a1', 'start a2']);
+    b.open();
+    assert.equal(await pb, 'a2');
+  });
+
+  it('runs pieces on different hosts at the same time: a slow host does not hold up the others', async () => {
+    const log: string[] = [];
+    const hw = new HostWork(4);
+    const slow = gate(log, 'slow');
+    const fast = gate(log, 'fast');
+    const ps = hw.run('h1', slow.work);
+    const pf = hw.run('h2', fast.work);
+    await tick();
+    assert.deepEqual(log.sort(), ['start fast', 'start slow']);
+    fast.open();
+    await pf;
+    assert.ok(log.includes('end fast') && !log.includes('end slow'), 'the fast host finished while the slow one was still at work');
+    slow.open();
+    await ps;
+    assert.equal(hw.peak, 2);
+  });
+
+  it('never has more hosts at work than the limit, and hands a freed slot on', async () => {
+    const log: string[] = [];
+    const hw = new HostWork(2);
+    const gates = ['h1', 'h2', 'h3', 'h4'].map((h) => ({ h, g: gate(log, h) }));
+    const runs = gates.map(({ h, g }) => hw.run(h, g.work));
+    await tick();
+    assert.deepEqual(log, ['start h1', 'start h2']);
+    gates[1]!.g.open();
+    await runs[1];
+    await tick();
+    assert.deepEqual(log, ['start h1', 'start h2', 'end h2', 'start h3']);
+    for (const { g } of gates) g.open();
+    await Promise.all(runs);
+    assert.equal(hw.peak, 2);
+  });
+
+  it('a failed piece rejects its own promise and the next piece on that host still runs', async () => {
+    const log: string[] = [];
+    const hw = new HostWork(1);
+    const bad = gate(log, 'bad');
+    const next = gate(log, 'next');
+    const pBad = hw.run('h1', bad.work);
+    const pNext = hw.run('h1', next.work);
+    bad.fail(new Error('engine went away'));
+    await assert.rejects(pBad, /engine went away/);
+    next.open();
+    assert.equal(await pNext, 'next');
+  });
+
+  for (const [name, limit] of [
+    ['zero', 0],
+    ['negative', -1],
+    ['fraction', 1.5],
+  ] as const) {
+    it(`refuses a limit that is ${name}`, () => {
+      assert.throws(() => new HostWork(limit), /positive integer/);
+    });
+  }
+});
