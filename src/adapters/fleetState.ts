@@ -11,9 +11,11 @@
  * deploys racing for it exactly one wins.
  */
 import os from 'node:os';
+import { Readable } from 'node:stream';
 import type Dockerode from 'dockerode';
 import { ExitCode, FleetrollError } from '../errors.js';
 import { getFile, putFile } from './docker.js';
+import { createTar } from './tar.js';
 
 export const STATE_LABEL = 'fleetroll.state';
 export const LOCK_LABEL = 'fleetroll.lock';
@@ -86,6 +88,32 @@ function dockerStatus(err: unknown): number | undefined {
   return typeof code === 'number' ? code : undefined;
 }
 
+/** An image with one empty file and nothing else, for containers that are never started. */
+export const PLACEHOLDER_IMAGE = 'fleetroll/placeholder:1';
+
+/**
+ * Makes PLACEHOLDER_IMAGE on an engine that lacks it (`docker import` of a
+ * one-file tar: a few hundred bytes, no registry). The state and lock
+ * containers use it on a first host that does not have the fleet's image yet,
+ * so that preflight can copy or pull that image there under the lock.
+ */
+export async function ensurePlaceholderImage(docker: Dockerode): Promise<string> {
+  try {
+    await docker.getImage(PLACEHOLDER_IMAGE).inspect();
+    return PLACEHOLDER_IMAGE;
+  } catch (err) {
+    if (dockerStatus(err) !== 404) throw err;
+  }
+  const [repo, tag] = PLACEHOLDER_IMAGE.split(':') as [string, string];
+  const tar = createTar({ name: '.fleetroll-placeholder', content: '' });
+  const res = (await docker.importImage(Readable.from([tar]) as unknown as NodeJS.ReadableStream, { repo, tag } as never)) as unknown as NodeJS.ReadableStream;
+  let text = '';
+  for await (const chunk of res) text += chunk.toString();
+  const failed = text.split('\n').map((l) => { try { return JSON.parse(l) as { error?: string }; } catch { return {}; } }).find((m) => m.error);
+  if (failed?.error) throw new Error(`creating ${PLACEHOLDER_IMAGE}: ${failed.error}`);
+  return PLACEHOLDER_IMAGE;
+}
+
 export class FleetStateStore {
   readonly container: string;
   readonly volume: string;
@@ -120,6 +148,11 @@ export class FleetStateStore {
       if (dockerStatus(err) === 404) return undefined;
       throw err;
     }
+  }
+
+  /** PLACEHOLDER_IMAGE on this store's host, made if missing. */
+  placeholderImage(): Promise<string> {
+    return ensurePlaceholderImage(this.docker);
   }
 
   /** Creates the volume and the state container; `image` is any image present on the host. */

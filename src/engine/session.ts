@@ -69,14 +69,21 @@ export function unfinishedRollout(journal: JournalEntry[]): { rollout: string; l
 export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandles, o: ManagedOptions): Promise<ManagedResult> {
   const emit = deps.events ?? (() => {});
   // The state and lock containers never run; they need some image present on
-  // the first host: the state container's own, else the fleet's.
+  // the first host: the state container's own, else the fleet's, else a placeholder.
   const firstHost = fleetIn.hosts[0]?.name ?? '';
+  const first = deps.runtimes.get(firstHost);
+  // They live on the first host: an error reaching it (TLS, ssh, down) is a preflight failure naming it.
+  try {
+    await first?.ping();
+  } catch (err) {
+    const hint = err instanceof FleetrollError && err.hint ? err.hint : 'fix the problem above and run the deploy again';
+    throw new RolloutFailedError(`preflight failed, nothing was changed:\n  ${(err as Error).message}`, hint, {}, 'preflight');
+  }
   let image = await h.store.image();
   if (!image) {
-    if (!(await deps.runtimes.get(firstHost)?.imageExists(fleetIn.image))) {
-      throw new RolloutFailedError(`preflight failed, nothing was changed:\n  image ${fleetIn.image} is not present on host ${firstHost}`, 'build or pull the image on every host, then deploy again', {}, 'preflight');
-    }
-    image = fleetIn.image;
+    // Without the fleet's image there yet, a placeholder image: preflight then
+    // copies or pulls the fleet's image to the host (or fails, naming it).
+    image = (await first?.imageExists(fleetIn.image)) ? fleetIn.image : await h.store.placeholderImage();
     await h.store.ensure(image);
   }
   h.lock.onTakeover = (prev) => emit({ type: 'info', message: `took over a stale lock of ${prev.holder} (pid ${prev.pid}, ${prev.command}): its holder is gone` });
