@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -85,14 +85,29 @@ after(async () => {
   await cleanupEngines();
 });
 
-function fleetFile(opts: { image: string; drainSeconds?: number; deadline?: number }): string {
+interface FleetOpts {
+  image: string;
+  drainSeconds?: number;
+  deadline?: number;
+  replicas?: number;
+  maxSurge?: number;
+  maxUnavailable?: number;
+  /**
+   * Reach h3 through this endpoint instead (a slow link), listed before h2 so
+   * that h3's work is queued first. (local stays first: the fleet's state lives there.)
+   */
+  slowH3?: string;
+}
+
+function fleetFile(opts: FleetOpts): string {
+  const line = (n: string, endpoint: string) => `  - { name: ${n}, docker: "${endpoint}", publishAddress: 127.0.0.1, maxInstances: 3 }`;
   const hosts = [
     '  - { name: local, docker: "unix:///var/run/docker.sock", publishAddress: 127.0.0.1 }',
-    ...ENGINES.map((n) => `  - { name: ${n}, docker: "${endpoints.get(n)}", publishAddress: 127.0.0.1, maxInstances: 3 }`),
+    ...(opts.slowH3 ? [line('h3', opts.slowH3), line('h2', endpoints.get('h2')!)] : ENGINES.map((n) => line(n, endpoints.get(n)!))),
   ].join('\n');
   const text = `service: ${service}
 image: ${opts.image}
-replicas: 6
+replicas: ${opts.replicas ?? 6}
 port: 8080
 env: { WARMUP_SECONDS: "0.5", PRESTOP_SECONDS: "1" }
 hosts:
@@ -100,7 +115,7 @@ ${hosts}
 probes:
   readiness: { path: /health/ready, periodMs: 100, timeoutMs: 1000 }
 strategy:
-  rollingUpdate: { maxSurge: 2, maxUnavailable: 0 }
+  rollingUpdate: { maxSurge: ${opts.maxSurge ?? 2}, maxUnavailable: ${opts.maxUnavailable ?? 0} }
 drainSeconds: ${opts.drainSeconds ?? 1}
 terminationGracePeriodSeconds: 10
 progressDeadlineSeconds: ${opts.deadline ?? 60}
@@ -126,6 +141,48 @@ async function versions(): Promise<string[]> {
   return v.sort();
 }
 
+/** The rollout events of a `--log-format json` run, in order. */
+function events(stdout: string): Record<string, unknown>[] {
+  return stdout
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => (JSON.parse(l) as { event?: Record<string, unknown> }).event)
+    .filter((e): e is Record<string, unknown> => e !== undefined);
+}
+
+const startedHosts = (stdout: string) => events(stdout).filter((e) => e.type === 'started').map((e) => String(e.host));
+
+/**
+ * A TCP endpoint in front of an engine's socket that holds every chunk sent
+ * to the engine for delayMs: a far-away or overloaded host, as the deploy
+ * machine sees it.
+ */
+async function slowLink(socketPath: string, delayMs: number): Promise<{ endpoint: string; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const engine = connect(socketPath);
+    sockets.add(client).add(engine);
+    client.on('data', (chunk) => setTimeout(() => engine.write(chunk), delayMs));
+    engine.pipe(client);
+    const end = () => {
+      client.destroy();
+      engine.destroy();
+    };
+    client.on('error', end).on('close', end);
+    engine.on('error', end).on('close', end);
+  });
+  await new Promise<void>((res) => server.listen(0, '127.0.0.1', res));
+  const port = (server.address() as { port: number }).port;
+  return {
+    endpoint: `tcp://127.0.0.1:${port}`,
+    close: () =>
+      new Promise((res) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => res());
+      }),
+  };
+}
+
 describe('a fleet across three Docker hosts', () => {
   it('copies the image to hosts that lack it, spreads instances evenly, and rolls 6 instances with zero failed requests', async () => {
     const first = await runCli(['deploy', '-f', fleetFile({ image: 'fleetroll-example:1.0.0' })]);
@@ -142,6 +199,55 @@ describe('a fleet across three Docker hosts', () => {
     assert.deepEqual(await versions(), Array(6).fill('1.1.0'));
     assert.deepEqual(await perHost(), { local: 2, h2: 2, h3: 2 });
     for (const c of await runtimes.get('h2')!.list({ [LABELS.service]: service })) assert.match(c.address ?? '', /^127\.0\.0\.1:\d+$/, 'published on the host address');
+  });
+
+  it('a slow host does not hold up the others; --host-parallelism 1 makes host work serial', async () => {
+    // h3 behind a link that delays every request to its engine by 800 ms.
+    const link = await slowLink(endpoints.get('h3')!.replace('unix://', ''), 800);
+    try {
+      const opts = { slowH3: link.endpoint, maxSurge: 3, maxUnavailable: 0 };
+      // 6 × 1.1.0 on 2/2/2 from the first test. Wave 1 starts one new instance
+      // per host, queued local, h3, h2.
+      const load = startLoad(url, { getPerSecond: 10, postConcurrency: 2 });
+      const parallel = await runCli(['deploy', '-f', fleetFile({ ...opts, image: 'fleetroll-example:1.0.0' }), '--log-format', 'json']);
+      const records = await load.stop();
+      assert.equal(parallel.code, 0, parallel.stdout + parallel.stderr);
+      assert.deepEqual(failedOf(records), [], `${failedOf(records).length} of ${records.length} failed`);
+      assert.deepEqual(await versions(), Array(6).fill('1.0.0'));
+      assert.deepEqual(await perHost(), { local: 2, h2: 2, h3: 2 });
+      const firstStarts = startedHosts(parallel.stdout).slice(0, 3);
+      assert.deepEqual([...firstStarts].sort(), ['h2', 'h3', 'local'], 'wave 1 starts one instance per host');
+      assert.ok(firstStarts.indexOf('h2') < firstStarts.indexOf('h3'), `h2 queued after h3 but started first, as hosts work in parallel: ${firstStarts.join(', ')}`);
+
+      const serial = await runCli(['deploy', '-f', fleetFile({ ...opts, image: 'fleetroll-example:1.1.0' }), '--host-parallelism', '1', '--log-format', 'json']);
+      assert.equal(serial.code, 0, serial.stdout + serial.stderr);
+      assert.deepEqual(startedHosts(serial.stdout).slice(0, 3), ['local', 'h3', 'h2'], 'one host at a time, in the order queued');
+      assert.deepEqual(await versions(), Array(6).fill('1.1.0'));
+    } finally {
+      await link.close();
+    }
+  });
+
+  it('scaling replicas up and down is a rollout step: under load, spread kept even, nothing failed', async () => {
+    const load = startLoad(url, { getPerSecond: 10, postConcurrency: 2 });
+    const up = await runCli(['deploy', '-f', fleetFile({ image: 'fleetroll-example:1.1.0', replicas: 9 }), '--log-format', 'json']);
+    assert.equal(up.code, 0, up.stdout + up.stderr);
+    assert.deepEqual(await perHost(), { local: 3, h2: 3, h3: 3 });
+    // As in Kubernetes, a finished fleet scales in one step: 3 starts (under
+    // replicas + maxSurge = 11), nothing stopped.
+    const wavesOf = (stdout: string) => events(stdout).filter((e) => e.type === 'wave').map((w) => ({ start: w.start, stops: (w.stop as string[]).length }));
+    assert.deepEqual(wavesOf(up.stdout), [{ start: 3, stops: 0 }]);
+    const down = await runCli(['deploy', '-f', fleetFile({ image: 'fleetroll-example:1.1.0', replicas: 3 }), '--log-format', 'json']);
+    const records = await load.stop();
+    assert.equal(down.code, 0, down.stdout + down.stderr);
+    // 6 drained out of nginx, then stopped, in one step (availability stays ≥ 3).
+    assert.deepEqual(wavesOf(down.stdout), [{ start: 0, stops: 6 }]);
+    assert.deepEqual(await perHost(), { local: 1, h2: 1, h3: 1 }, 'stops taken from the fullest hosts first');
+    assert.deepEqual(failedOf(records), [], `${failedOf(records).length} of ${records.length} failed`);
+    assert.deepEqual(await versions(), Array(3).fill('1.1.0'));
+    // Back to the 6 the next test expects.
+    const back = await runCli(['deploy', '-f', fleetFile({ image: 'fleetroll-example:1.1.0' })]);
+    assert.equal(back.code, 0, back.stdout + back.stderr);
   });
 
   it('a host that goes away mid-rollout: the rollout fails naming it, the other hosts keep serving', async () => {
