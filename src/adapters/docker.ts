@@ -11,11 +11,14 @@
  * Environment values are secrets: they are never logged and never put in an error message.
  */
 import { readFileSync } from 'node:fs';
+import type { Agent } from 'node:http';
+import { userInfo } from 'node:os';
 import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import Dockerode from 'dockerode';
 import { ExitCode, FleetrollError } from '../errors.js';
 import type { InstanceInfo, InstanceSpec, Runtime } from '../ports.js';
+import { SshDockerAgent } from './ssh.js';
 import { createTar, readTar, type TarEntry } from './tar.js';
 
 /** Label run() adds to every container: the app's port inside it (how list() builds `address`). */
@@ -65,12 +68,20 @@ function runtimeError(code: string, message: string, cause: unknown, hint?: stri
   return new FleetrollError(code, ExitCode.rolloutFailed, message, hint === undefined ? { cause } : { cause, hint });
 }
 
-/** dockerode options for an endpoint URL. Every connection key is set so DOCKER_HOST & co cannot leak in. */
-export function dockerOptions(host: DockerHostConfig): Dockerode.DockerOptions {
+/** dockerode's options plus the docker-modem ones its types leave out. */
+export type DockerConnectOptions = Dockerode.DockerOptions & { agent?: Agent | undefined; pathPrefix?: string | undefined };
+
+/**
+ * dockerode options for an endpoint URL. Every connection key is set so DOCKER_HOST & co
+ * (DOCKER_CERT_PATH, DOCKER_PATH_PREFIX, DOCKER_CLIENT_TIMEOUT) cannot leak in.
+ * `ssh://` goes through SshDockerAgent (one shared SSH connection, host key checked
+ * against known_hosts), not docker-modem's ssh support: see ./ssh.ts for why.
+ */
+export function dockerOptions(host: DockerHostConfig): DockerConnectOptions {
   const endpoint = host.docker;
   const where = `hosts[${host.name}]/docker`;
   const invalid = (msg: string) => new FleetrollError('E_INVALID', ExitCode.invalidInput, `${where}: ${msg}`);
-  const base: Dockerode.DockerOptions = {
+  const base: DockerConnectOptions = {
     socketPath: undefined,
     host: undefined,
     port: undefined,
@@ -78,6 +89,9 @@ export function dockerOptions(host: DockerHostConfig): Dockerode.DockerOptions {
     ca: undefined,
     cert: undefined,
     key: undefined,
+    agent: undefined,
+    pathPrefix: undefined,
+    timeout: undefined,
   };
   if (endpoint.startsWith('unix://')) {
     const socketPath = endpoint.slice('unix://'.length);
@@ -119,18 +133,38 @@ export function dockerOptions(host: DockerHostConfig): Dockerode.DockerOptions {
     return { ...base, host: hostname, port: url.port || '2375', protocol: 'http' };
   }
   if (url.protocol === 'ssh:') {
-    const username = decodeURIComponent(url.username);
-    const agent = process.env.SSH_AUTH_SOCK;
-    return {
-      ...base,
-      host: hostname,
-      port: url.port || '22',
-      protocol: 'ssh',
-      ...(username ? { username } : {}),
-      sshOptions: agent ? { agent } : {},
-    };
+    const username = decodeURIComponent(url.username) || userInfo().username;
+    const port = Number(url.port || '22');
+    // Plain HTTP spoken over the agent's dial-stdio channels; host/port only name it in URLs.
+    return { ...base, host: hostname, port, protocol: 'http', agent: new SshDockerAgent({ host: hostname, port, username }) };
   }
   throw invalid(`unsupported scheme ${JSON.stringify(url.protocol)} in ${JSON.stringify(endpoint)} (use unix://, tcp:// or ssh://)`);
+}
+
+/** What the TLS errors a misconfigured tcp:// host gives mean, in words (Node's codes; the ALERT ones are the engine refusing). */
+const TLS_CODES: Record<string, string> = {
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE: "the engine's certificate is not signed by tls.ca",
+  SELF_SIGNED_CERT_IN_CHAIN: "the engine's certificate is not signed by tls.ca",
+  DEPTH_ZERO_SELF_SIGNED_CERT: "the engine's certificate is self-signed and not tls.ca",
+  UNABLE_TO_GET_ISSUER_CERT_LOCALLY: "the engine's certificate is not signed by tls.ca",
+  ERR_TLS_CERT_ALTNAME_INVALID: "the engine's certificate does not name this host (subjectAltName)",
+  CERT_HAS_EXPIRED: "the engine's certificate has expired",
+  ERR_SSL_TLSV1_ALERT_UNKNOWN_CA: 'the engine does not accept tls.cert (not signed by the CA it trusts)',
+  ERR_SSL_SSLV3_ALERT_BAD_CERTIFICATE: 'the engine does not accept tls.cert',
+  ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED: 'the engine wants a client certificate',
+  ERR_SSL_WRONG_VERSION_NUMBER: 'the engine does not speak TLS there (drop tls, or use its TLS port)',
+  EPROTO: 'TLS handshake failed',
+  ECONNRESET: 'the engine closed the connection (does it listen with TLS there?)',
+};
+
+/** The `ssh` command line that reaches an ssh:// endpoint, for hints. */
+function sshCommand(endpoint: string): string {
+  try {
+    const u = new URL(endpoint);
+    return `ssh ${u.port ? `-p ${u.port} ` : ''}${u.username ? `${decodeURIComponent(u.username)}@` : ''}${u.hostname}`;
+  } catch {
+    return 'ssh';
+  }
 }
 
 /** Docker's container name, without the leading slash. */
@@ -162,11 +196,14 @@ export class DockerRuntime implements Runtime {
   readonly endpoint: string;
   /** The underlying dockerode client (engine helpers, tests). */
   readonly docker: Dockerode;
+  /** tcp:// with client TLS (errors then get their TLS meaning spelled out). */
+  private readonly tls: boolean;
 
   constructor(host: DockerHostConfig) {
     this.host = host.name;
     this.endpoint = host.docker;
-    this.docker = new Dockerode(dockerOptions(host));
+    this.tls = host.tls !== undefined && host.docker.startsWith('tcp://');
+    this.docker = new Dockerode(dockerOptions(host) as Dockerode.DockerOptions);
   }
 
   private get where(): string {
@@ -174,18 +211,28 @@ export class DockerRuntime implements Runtime {
   }
 
   async ping(timeoutMs = 5000): Promise<void> {
+    const ssh = (this.docker.modem as { agent?: unknown }).agent;
+    if (ssh instanceof SshDockerAgent) ssh.lastProblem = undefined;
     try {
       // dockerode forwards abortSignal to the request; @types/dockerode does not declare the option.
       const ping = this.docker.ping.bind(this.docker) as unknown as (opts: { abortSignal: AbortSignal }) => Promise<unknown>;
       await ping({ abortSignal: AbortSignal.timeout(timeoutMs) });
     } catch (err) {
       const e = err as NodeJS.ErrnoException;
+      // Over ssh, a channel that closes before the answer is "socket hang up": the agent knows why.
+      const sshProblem = ssh instanceof SshDockerAgent ? ssh.lastProblem : undefined;
       const detail =
-        e?.name === 'AbortError' || e?.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : e?.code ?? engineMessage(err);
+        e?.name === 'AbortError' || e?.name === 'TimeoutError'
+          ? `no answer within ${timeoutMs} ms${sshProblem ? ` (${sshProblem})` : ''}`
+          : sshProblem
+            ? sshProblem
+            : e?.code
+              ? `${e.code}${this.tls && TLS_CODES[e.code] ? ` (${TLS_CODES[e.code]})` : ''}`
+              : engineMessage(err);
       const hint = this.endpoint.startsWith('unix://')
         ? 'is dockerd running? try: sudo dockerd, or scripts/setup-host.sh'
         : this.endpoint.startsWith('ssh://')
-          ? 'check that `ssh` to the host works without a password prompt (agent) and that dockerd runs there'
+          ? `check that \`${sshCommand(this.endpoint)} docker version\` works without a prompt (key in an ssh-agent, host in ~/.ssh/known_hosts) and that dockerd runs there`
           : 'is dockerd listening on that address (and TLS configured to match)?';
       throw runtimeError('E_DOCKER_UNREACHABLE', `cannot reach ${this.where}: ${detail}; ${hint}`, err, hint);
     }

@@ -19,6 +19,7 @@ import { after, before, describe, test } from 'node:test';
 import Dockerode from 'dockerode';
 import { execa } from 'execa';
 import { DockerRuntime, dockerOptions, ensureNetwork, execIn, getFile, putFile, PORT_LABEL } from '../../src/adapters/docker.js';
+import { SshDockerAgent } from '../../src/adapters/ssh.js';
 import { HttpProber } from '../../src/adapters/http.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../../src/adapters/localImages.js';
 import { NginxContainerRouter, NginxExecRouter, RESTORED_EMPTY } from '../../src/adapters/nginx.js';
@@ -191,9 +192,13 @@ describe('DockerRuntime', () => {
   });
 
   test('tcp:// and ssh:// endpoints: options, and unreachable is E_DOCKER_UNREACHABLE', async () => {
+    // ssh:// is HTTP over SshDockerAgent's channels (one SSH connection per host).
+    const ssh = dockerOptions({ name: 'vm1', docker: 'ssh://deploy@vm1:2222' });
+    assert.ok(ssh.agent instanceof SshDockerAgent);
+    assert.deepEqual(ssh.agent.target, { host: 'vm1', port: 2222, username: 'deploy' });
     assert.deepEqual(
-      { ...dockerOptions({ name: 'vm1', docker: 'ssh://deploy@vm1:2222' }), sshOptions: undefined },
-      { socketPath: undefined, host: 'vm1', port: '2222', username: 'deploy', ca: undefined, cert: undefined, key: undefined, protocol: 'ssh', sshOptions: undefined },
+      { ...ssh, agent: undefined },
+      { socketPath: undefined, host: 'vm1', port: 2222, username: undefined, ca: undefined, cert: undefined, key: undefined, agent: undefined, pathPrefix: undefined, timeout: undefined, protocol: 'http' },
     );
     const tcp = dockerOptions({ name: 'vm2', docker: 'tcp://vm2' });
     assert.equal(tcp.protocol, 'http');

@@ -1,0 +1,376 @@
+/**
+ * Docker over `ssh://user@host[:port]`, as the docker CLI does it: an SSH session
+ * runs `docker system dial-stdio` on the host, whose docker CLI connects its
+ * stdin/stdout to the host's engine (its default socket, or DOCKER_HOST there).
+ *
+ * Why not docker-modem's own ssh support: it opens a new SSH connection (TCP,
+ * key exchange, authentication) for every HTTP request, so a few requests at
+ * once go past sshd's default `MaxStartups 10:30:100` and are dropped
+ * (ECONNRESET), each request costs a handshake, and it accepts any host key.
+ * Here one SSH connection per host carries every request, each on its own
+ * channel (at most 8 at once, below sshd's default `MaxSessions 10`), and the
+ * host key is checked against known_hosts the way OpenSSH does.
+ *
+ * Authentication: the ssh-agent at SSH_AUTH_SOCK; without one, the first of
+ * ~/.ssh/id_ed25519, id_ecdsa, id_rsa that exists (unencrypted).
+ *
+ * The connection does not keep the process alive while no request is running.
+ */
+import { createHmac } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { Agent, type ClientRequest, type ClientRequestArgs } from 'node:http';
+import { Socket } from 'node:net';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { Duplex } from 'node:stream';
+import { Client, type ClientChannel, type ConnectConfig } from 'ssh2';
+
+export interface SshTarget {
+  host: string;
+  port: number;
+  username: string;
+}
+
+/** Channels open at once on one connection: below sshd's default MaxSessions (10). */
+export const SSH_MAX_CHANNELS = 8;
+
+/** The known_hosts files OpenSSH reads by default, user's first. */
+export function defaultKnownHostsFiles(home = homedir()): string[] {
+  return [join(home, '.ssh/known_hosts'), join(home, '.ssh/known_hosts2'), '/etc/ssh/ssh_known_hosts', '/etc/ssh/ssh_known_hosts2'];
+}
+
+export interface KnownHostKey {
+  /** Key type as written, e.g. ssh-ed25519, ecdsa-sha2-nistp256, ssh-rsa. */
+  type: string;
+  /** The public key blob (SSH wire format), as the server presents it. */
+  key: Buffer;
+  revoked: boolean;
+  file: string;
+}
+
+/** How OpenSSH names a host in known_hosts: `host` on port 22, else `[host]:port`. */
+export function knownHostsName(host: string, port: number): string {
+  return port === 22 ? host : `[${host}]:${port}`;
+}
+
+function globMatch(pattern: string, name: string): boolean {
+  const re = pattern.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.');
+  return new RegExp(`^${re}$`, 'i').test(name);
+}
+
+/** Does a known_hosts host field (patterns, or one hashed `|1|salt|hash`) name `name`? */
+function hostFieldMatches(field: string, name: string): boolean {
+  if (field.startsWith('|1|')) {
+    const [, , salt, hash] = field.split('|');
+    if (!salt || !hash) return false;
+    return createHmac('sha1', Buffer.from(salt, 'base64')).update(name).digest('base64') === hash;
+  }
+  let matched = false;
+  for (const p of field.split(',')) {
+    if (p.startsWith('!')) {
+      if (globMatch(p.slice(1), name)) return false;
+    } else if (globMatch(p, name)) {
+      matched = true;
+    }
+  }
+  return matched;
+}
+
+/** The keys known_hosts files list for host:port (plain, wildcard and hashed entries; @revoked marked; @cert-authority skipped). */
+export function knownHostKeys(host: string, port: number, files = defaultKnownHostsFiles()): KnownHostKey[] {
+  const name = knownHostsName(host, port);
+  const out: KnownHostKey[] = [];
+  for (const file of files) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const raw of text.split('\n')) {
+      const line = raw.trim();
+      if (!line || line.startsWith('#')) continue;
+      const parts = line.split(/\s+/);
+      const marker = parts[0]?.startsWith('@') ? parts.shift() : undefined;
+      if (marker === '@cert-authority') continue;
+      const [field, type, b64] = parts;
+      if (!field || !type || !b64 || !hostFieldMatches(field, name)) continue;
+      out.push({ type, key: Buffer.from(b64, 'base64'), revoked: marker === '@revoked', file });
+    }
+  }
+  return out;
+}
+
+/** Host key algorithms for the key types known_hosts has, so the server offers a key that can be checked. */
+function hostKeyAlgorithms(types: string[]): string[] {
+  const algos = types.flatMap((t) => (t === 'ssh-rsa' ? ['rsa-sha2-512', 'rsa-sha2-256', 'ssh-rsa'] : [t]));
+  return [...new Set(algos)];
+}
+
+/** The verdict on a host key the server presented; undefined when accepted. */
+export function checkHostKey(presented: Buffer, known: KnownHostKey[], name: string): string | undefined {
+  if (known.some((k) => k.revoked && k.key.equals(presented))) return `the host key of ${name} is marked @revoked in known_hosts`;
+  if (known.some((k) => !k.revoked && k.key.equals(presented))) return undefined;
+  if (known.some((k) => !k.revoked)) {
+    return `the host key of ${name} does not match the one in ${known.find((k) => !k.revoked)?.file} (it changed, or something is in between): not connecting`;
+  }
+  return `${name} is not in known_hosts (${defaultKnownHostsFiles()[0]}): host key unknown, not connecting`;
+}
+
+/** What to authenticate with: the agent, else a default identity file. */
+function credentials(env: NodeJS.ProcessEnv): Pick<ConnectConfig, 'agent' | 'privateKey'> & { source: string } {
+  if (env.SSH_AUTH_SOCK) return { agent: env.SSH_AUTH_SOCK, source: `the ssh-agent at SSH_AUTH_SOCK` };
+  for (const f of ['id_ed25519', 'id_ecdsa', 'id_rsa'].map((n) => join(homedir(), '.ssh', n))) {
+    if (existsSync(f)) return { privateKey: readFileSync(f), source: f };
+  }
+  return { source: 'nothing (no SSH_AUTH_SOCK and no ~/.ssh/id_ed25519, id_ecdsa or id_rsa)' };
+}
+
+/**
+ * The socket http.Agent gets at once: the `docker system dial-stdio` channel it
+ * stands for opens in the background (bytes written meanwhile wait). Handing out
+ * a socket synchronously is what lets the Agent count it against maxSockets and
+ * queue further requests for reuse, instead of opening a channel for each.
+ */
+class ChannelSocket extends Duplex {
+  private channel: ClientChannel | undefined;
+  private pending: { chunk: Buffer; cb: (err?: Error | null) => void }[] = [];
+  private ended = false;
+
+  constructor(open: Promise<ClientChannel>) {
+    super({ allowHalfOpen: true });
+    open.then(
+      (ch) => {
+        if (this.destroyed) {
+          ch.close();
+          return;
+        }
+        this.channel = ch;
+        ch.on('data', (d: Buffer) => {
+          if (!this.push(d)) ch.pause();
+        });
+        // EOF only once the channel closes: by then its exit status (and stderr) are in,
+        // so a dial-stdio that failed has said why before the HTTP request fails.
+        ch.on('close', () => {
+          this.push(null);
+          this.destroy();
+        });
+        ch.on('error', (err: Error) => this.destroy(err));
+        for (const { chunk, cb } of this.pending) ch.write(chunk, cb);
+        this.pending = [];
+        if (this.ended) ch.end();
+      },
+      (err: Error) => this.destroy(err),
+    );
+  }
+
+  override _read(): void {
+    this.channel?.resume();
+  }
+
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
+    if (this.channel) this.channel.write(chunk, cb);
+    else this.pending.push({ chunk, cb });
+  }
+
+  override _final(cb: (err?: Error | null) => void): void {
+    this.ended = true;
+    this.channel?.end();
+    cb();
+  }
+
+  override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
+    this.channel?.close();
+    for (const p of this.pending) p.cb(err ?? new Error('closed'));
+    this.pending = [];
+    cb(err);
+  }
+
+  // What http.Agent and http.ClientRequest call on a net.Socket; the SSH connection's socket is ref'd as a whole.
+  ref(): this {
+    return this;
+  }
+  unref(): this {
+    return this;
+  }
+  setKeepAlive(): this {
+    return this;
+  }
+  setNoDelay(): this {
+    return this;
+  }
+  setTimeout(): this {
+    return this;
+  }
+}
+
+const IN_USE = Symbol('fleetroll.ssh.inUse');
+type Tracked = ChannelSocket & { [IN_USE]?: boolean };
+
+/**
+ * An http.Agent whose connections are `docker system dial-stdio` channels on one
+ * shared SSH connection, kept alive between requests (opening one runs the docker
+ * CLI on the host: ~100 ms). At most SSH_MAX_CHANNELS are open; further requests
+ * wait for one to be free. `lastProblem` says what went wrong last, in words.
+ */
+export class SshDockerAgent extends Agent {
+  private conn: Promise<Client> | undefined;
+  private sock: Socket | undefined;
+  /** Channels in use by a request, or opening for one; the SSH socket is ref'd only while > 0. */
+  private busy = 0;
+  lastProblem: string | undefined;
+
+  constructor(
+    readonly target: SshTarget,
+    private readonly env: NodeJS.ProcessEnv = process.env,
+  ) {
+    super({ keepAlive: true, maxSockets: SSH_MAX_CHANNELS, maxTotalSockets: SSH_MAX_CHANNELS });
+  }
+
+  override createConnection(): Duplex {
+    const socket: Tracked = new ChannelSocket(this.openChannel());
+    socket[IN_USE] = true;
+    this.hold(+1);
+    socket.once('close', () => {
+      if (socket[IN_USE]) {
+        socket[IN_USE] = false;
+        this.hold(-1);
+      }
+    });
+    return socket;
+  }
+
+  /** A request is done with a channel: keep it for the next one. */
+  override keepSocketAlive(socket: Duplex): boolean {
+    const s = socket as Tracked;
+    if (s[IN_USE]) {
+      s[IN_USE] = false;
+      this.hold(-1);
+    }
+    return true;
+  }
+
+  override reuseSocket(socket: Duplex, req: ClientRequest): void {
+    // Node's own removes its idle-socket error listener (and calls ref(), a no-op here).
+    super.reuseSocket(socket as Socket, req);
+    const s = socket as Tracked;
+    if (!s[IN_USE]) {
+      s[IN_USE] = true;
+      this.hold(+1);
+    }
+  }
+
+  override destroy(): void {
+    super.destroy();
+    void this.conn?.then((c) => c.end()).catch(() => {});
+    this.conn = undefined;
+  }
+
+  private get where(): string {
+    return `${this.target.username ? `${this.target.username}@` : ''}${knownHostsName(this.target.host, this.target.port)}`;
+  }
+
+  private hold(delta: number): void {
+    this.busy += delta;
+    if (this.busy > 0) this.sock?.ref();
+    else this.sock?.unref();
+  }
+
+  private async openChannel(): Promise<ClientChannel> {
+    const client = await this.open();
+    return new Promise((resolve, reject) => {
+      try {
+        client.exec('docker system dial-stdio', (err, channel) => {
+          if (err) {
+            this.lastProblem = `opening an SSH session on ${this.where}: ${err.message}`;
+            reject(new Error(this.lastProblem, { cause: err }));
+            return;
+          }
+          this.watch(channel);
+          resolve(channel);
+        });
+      } catch (err) {
+        // "Not connected": the connection closed since; the next request reconnects.
+        this.conn = undefined;
+        reject(err as Error);
+      }
+    });
+  }
+
+  /** Keeps what the remote docker CLI says on stderr: when dial-stdio fails, that is the reason. */
+  private watch(channel: ClientChannel): void {
+    let stderr = '';
+    channel.stderr.on('data', (d: Buffer) => {
+      if (stderr.length < 2000) stderr += d.toString();
+    });
+    channel.on('exit', (code: number | null) => {
+      if (code && code !== 0) {
+        const said = stderr.trim().split('\n').slice(-3).join(' ');
+        this.lastProblem = `\`docker system dial-stdio\` on ${this.where} exited with code ${code}${said ? `: ${said}` : ''}${code === 127 ? ' (is the docker CLI installed there, on the PATH of a non-interactive ssh session?)' : ''}`;
+      }
+    });
+  }
+
+  private open(): Promise<Client> {
+    if (this.conn) return this.conn;
+    const { host, port, username } = this.target;
+    const name = knownHostsName(host, port);
+    const known = knownHostKeys(host, port);
+    const creds = credentials(this.env);
+    let verdict: string | undefined;
+    const conn = new Promise<Client>((resolve, reject) => {
+      const client = new Client();
+      const sock = new Socket();
+      this.sock = sock;
+      const fail = (err: Error & { level?: string }) => {
+        if (this.conn === conn) this.conn = undefined;
+        const why =
+          verdict ??
+          (err.level === 'client-authentication'
+            ? `authentication as ${username || '(no user)'} failed with ${creds.source}`
+            : (err as NodeJS.ErrnoException).code ?? err.message);
+        this.lastProblem = `ssh to ${this.where}: ${why}`;
+        const e = new Error(this.lastProblem, { cause: err }) as NodeJS.ErrnoException;
+        if ((err as NodeJS.ErrnoException).code) e.code = (err as NodeJS.ErrnoException).code;
+        reject(e);
+      };
+      client.once('ready', () => {
+        client.removeListener('error', fail);
+        client.on('error', () => {
+          if (this.conn === conn) this.conn = undefined;
+        });
+        resolve(client);
+      });
+      client.once('error', fail);
+      client.on('close', () => {
+        if (this.conn === conn) this.conn = undefined;
+      });
+      sock.setNoDelay(true);
+      sock.connect(port, host);
+      // After connect(): before it, (un)ref only takes effect on 'connect', out of order with later calls.
+      if (this.busy <= 0) sock.unref();
+      try {
+        client.connect({
+          sock,
+          username,
+          ...(creds.agent ? { agent: creds.agent } : {}),
+          ...(creds.privateKey ? { privateKey: creds.privateKey } : {}),
+          readyTimeout: 15_000,
+          ...(known.some((k) => !k.revoked) ? { algorithms: { serverHostKey: hostKeyAlgorithms(known.filter((k) => !k.revoked).map((k) => k.type)) as never } } : {}),
+          hostVerifier: (key: Buffer) => {
+            verdict = checkHostKey(key, known, name);
+            return verdict === undefined;
+          },
+        });
+      } catch (err) {
+        // ssh2 throws at once on an unusable key (e.g. encrypted without a passphrase).
+        sock.destroy();
+        const msg = (err as Error).message;
+        verdict = `cannot use ${creds.source}: ${msg}${/encrypted/i.test(msg) ? ' (load it into an ssh-agent: ssh-add)' : ''}`;
+        fail(err as Error);
+      }
+    });
+    this.conn = conn;
+    return conn;
+  }
+}
