@@ -1,0 +1,391 @@
+/**
+ * Docker hosts reached the ways real remote hosts are: tcp:// with TLS client
+ * certificates, ssh:// with a key in an ssh-agent, and an image pulled from a
+ * registry. Each runs against a real engine started by scripts/second-engine.sh
+ * (its own data-root, socket and bridge fr-NAME on this machine), a real sshd,
+ * ssh-agent and docker-registry started here on free 127.0.0.1 ports, and nginx
+ * on this machine routing to container IPs on those bridges (no publishAddress).
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createConnection, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { execa } from 'execa';
+import { DockerRuntime } from '../../src/adapters/docker.js';
+import { removeFleetState } from '../../src/adapters/fleetState.js';
+import { PLACEHOLDER_SERVER, parseUpstreamServers } from '../../src/core/upstream.js';
+import { startLoad } from '../../src/experiment/probes.js';
+import { LABELS } from '../../src/ports.js';
+import { bin, docker, ensureImages, failedOf, prober, root, uniqueName, type CliRun } from './fixture.js';
+
+const APP = 'fleetroll-example';
+const work = mkdtempSync(join(tmpdir(), 'fleetroll-remote-'));
+const children: ChildProcess[] = [];
+let stopping = false;
+/** Every (runtime, service) a test deployed, for the cleanup. */
+const deployed: { rt: DockerRuntime; service: string }[] = [];
+const nginxConfs: string[] = [];
+
+function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      s.close(() => (typeof a === 'object' && a ? res(a.port) : rej(new Error('no port'))));
+    });
+  });
+}
+
+async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!(await check().catch(() => false))) {
+    if (Date.now() > until) throw new Error(`${what} did not come up within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const listening = (port: number) =>
+  new Promise<boolean>((res) => {
+    const s = createConnection(port, '127.0.0.1', () => (s.end(), res(true)));
+    s.on('error', () => res(false));
+  });
+
+/** A background process of this test, killed in `after`. */
+function daemon(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env): ChildProcess {
+  const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'], env });
+  let err = '';
+  child.stderr?.on('data', (d: Buffer) => (err += d.toString()).slice(-4000));
+  child.on('exit', (code) => {
+    if (code && !stopping) console.error(`${cmd} exited with ${code}: ${err}`);
+  });
+  children.push(child);
+  return child;
+}
+
+/** The built CLI with extra environment (ssh: SSH_AUTH_SOCK, HOME for known_hosts). */
+function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [bin, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** scripts/second-engine.sh start NAME [--tls]: its stdout lines. */
+async function engine(name: string, tls = false): Promise<string[]> {
+  const r = await execa('bash', [join(root, 'scripts/second-engine.sh'), 'start', name, ...(tls ? ['--tls'] : [])], { stdin: 'ignore' });
+  return String(r.stdout).trim().split('\n');
+}
+
+/** Removes every tag of the app image from an engine, so a deploy has to bring it. */
+async function withoutAppImages(rt: DockerRuntime): Promise<void> {
+  for (const img of await rt.docker.listImages()) {
+    for (const tag of img.RepoTags ?? []) if (tag.includes(`${APP}:`)) await rt.docker.getImage(tag).remove({ force: true }).catch(() => {});
+  }
+}
+
+/** nginx on this machine (own config, free port) with one upstream in a file fleetroll rewrites. */
+async function startNginx(upstream: string): Promise<{ url: string; upstreamFile: string; conf: string }> {
+  const dir = mkdtempSync(join(work, 'nginx-'));
+  const port = await freePort();
+  const conf = join(dir, 'nginx.conf');
+  const upstreamFile = join(dir, 'upstream.conf');
+  writeFileSync(upstreamFile, `upstream ${upstream} {\n${PLACEHOLDER_SERVER}\n}\n`);
+  writeFileSync(
+    conf,
+    [
+      'daemon on;',
+      'worker_processes 1;',
+      `pid ${dir}/nginx.pid;`,
+      `error_log ${dir}/error.log warn;`,
+      'events { worker_connections 256; }',
+      'http {',
+      '  access_log off;',
+      ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((p) => `  ${p}_temp_path ${dir}/${p}_temp;`),
+      `  include ${upstreamFile};`,
+      `  server { listen 127.0.0.1:${port}; location / { proxy_pass http://${upstream}; proxy_connect_timeout 1s; proxy_next_upstream error timeout; } }`,
+      '}',
+      '',
+    ].join('\n'),
+  );
+  await execa('/usr/sbin/nginx', ['-c', conf, '-e', `${dir}/error.log`], { stdin: 'ignore' });
+  nginxConfs.push(conf);
+  return { url: `http://127.0.0.1:${port}`, upstreamFile, conf };
+}
+
+interface FleetOpts {
+  service: string;
+  image: string;
+  replicas: number;
+  host: string;
+  nginx: { conf: string; upstreamFile: string };
+  upstream: string;
+}
+
+function fleetFile(o: FleetOpts): string {
+  const text = `service: ${o.service}
+image: ${o.image}
+replicas: ${o.replicas}
+port: 8080
+env: { WARMUP_SECONDS: "0.5", PRESTOP_SECONDS: "1" }
+hosts:
+  - ${o.host}
+probes:
+  readiness: { path: /health/ready, periodMs: 100, timeoutMs: 1000 }
+strategy:
+  rollingUpdate: { maxSurge: 1, maxUnavailable: 0 }
+drainSeconds: 1
+terminationGracePeriodSeconds: 10
+progressDeadlineSeconds: 60
+loadBalancers:
+  - nginx: { exec: true, config: ${o.nginx.conf}, upstreamFile: ${o.nginx.upstreamFile}, upstream: ${o.upstream} }
+`;
+  const f = join(work, `${o.service}-${Math.random().toString(36).slice(2, 7)}.yaml`);
+  writeFileSync(f, text);
+  return f;
+}
+
+async function running(rt: DockerRuntime, service: string) {
+  return (await rt.list({ [LABELS.service]: service })).filter((c) => c.running);
+}
+
+async function versionsOn(rt: DockerRuntime, service: string): Promise<string[]> {
+  const v: string[] = [];
+  for (const c of await running(rt, service)) v.push(await prober.version(c.address ?? ''));
+  return v.sort();
+}
+
+/** The servers nginx routes to, from the upstream file fleetroll wrote. */
+function upstreamServers(file: string): string[] {
+  return parseUpstreamServers(readFileSync(file, 'utf8'))
+    .filter((s) => !s.down)
+    .map((s) => s.address)
+    .filter((a) => !a.startsWith('127.0.0.1:1'))
+    .sort();
+}
+
+/** The /24 second-engine.sh gives engine NAME's bridge fr-NAME. */
+async function bridgePrefix(name: string): Promise<string> {
+  const r = await execa('ip', ['-4', '-o', 'addr', 'show', 'dev', `fr-${name}`]);
+  const m = /inet (10\.213\.\d+)\.1\//.exec(String(r.stdout));
+  assert.ok(m, `fr-${name} has a 10.213.x.1 address: ${r.stdout}`);
+  return m[1]!;
+}
+
+before(async () => {
+  await ensureImages();
+});
+
+after(async () => {
+  for (const conf of nginxConfs) await execa('/usr/sbin/nginx', ['-c', conf, '-s', 'stop'], { reject: false, stdin: 'ignore' });
+  for (const { rt, service } of deployed) {
+    const list = await rt.list({ [LABELS.service]: service }).catch(() => []);
+    await Promise.all(list.map((c) => rt.docker.getContainer(c.id).remove({ force: true }).catch(() => {})));
+    await removeFleetState(rt.docker, service).catch(() => {});
+  }
+  stopping = true;
+  for (const c of children) c.kill();
+  rmSync(work, { recursive: true, force: true });
+});
+
+describe('tcp:// with TLS', () => {
+  let rt: DockerRuntime;
+  let endpoint = '';
+  let certs = '';
+  const service = uniqueName('it-tls');
+  let nginx: Awaited<ReturnType<typeof startNginx>>;
+  const host = (tls: { ca: string; cert: string; key: string }) =>
+    `{ name: tls, docker: "${endpoint}", tls: { ca: ${tls.ca}, cert: ${tls.cert}, key: ${tls.key} } }`;
+  const good = () => ({ ca: `${certs}/ca.pem`, cert: `${certs}/cert.pem`, key: `${certs}/key.pem` });
+  const file = (image: string, tls = good()) => fleetFile({ service, image, replicas: 2, host: host(tls), nginx, upstream: 'tls_api' });
+
+  before(async () => {
+    [endpoint = '', certs = ''] = await engine('tls', true);
+    assert.match(endpoint, /^tcp:\/\/127\.0\.0\.1:\d+$/);
+    rt = new DockerRuntime({ name: 'tls', docker: endpoint, tls: good() });
+    deployed.push({ rt, service });
+    await withoutAppImages(rt);
+    nginx = await startNginx('tls_api');
+  });
+
+  it('deploys through a TLS engine (image copied over TLS) and rolls it under load with zero failed requests, nginx routing to container IPs on its bridge', async () => {
+    let t = Date.now();
+    const first = await cli(['deploy', '-f', file(`${APP}:1.0.0`)]);
+    assert.equal(first.code, 0, first.stdout + first.stderr);
+    assert.match(first.stdout, /copied image fleetroll-example:1\.0\.0 (from this machine )?to host tls: [\d.]+ MB/);
+    console.log(`tls: first deploy (2 instances, image copied) ${Date.now() - t} ms`);
+    assert.deepEqual(await versionsOn(rt, service), ['1.0.0', '1.0.0']);
+
+    const load = startLoad(nginx.url, { getPerSecond: 20, postConcurrency: 2 });
+    t = Date.now();
+    const r = await cli(['deploy', '-f', file(`${APP}:1.1.0`)]);
+    const records = await load.stop();
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    console.log(`tls: rolling update under load ${Date.now() - t} ms, ${records.length} requests, ${failedOf(records).length} failed`);
+    assert.deepEqual(failedOf(records), [], `${failedOf(records).length} of ${records.length} failed`);
+    assert.ok(records.length > 40, `only ${records.length} requests`);
+    assert.deepEqual(await versionsOn(rt, service), ['1.1.0', '1.1.0']);
+
+    // No publishAddress: the upstream lists the containers' IPs on fr-tls, which this machine routes to.
+    const prefix = await bridgePrefix('tls');
+    const servers = upstreamServers(nginx.upstreamFile);
+    assert.equal(servers.length, 2, readFileSync(nginx.upstreamFile, 'utf8'));
+    for (const s of servers) assert.ok(s.startsWith(`${prefix}.`) && s.endsWith(':8080'), `${s} is a container IP on fr-tls (${prefix}.0/24)`);
+    assert.deepEqual(servers, (await running(rt, service)).map((c) => c.address).sort());
+  });
+
+  it('a wrong CA, or a client certificate the engine does not trust, fails in preflight naming the host; nothing changes', async () => {
+    const ids = (await running(rt, service)).map((c) => c.id).sort();
+    const upstreamBefore = readFileSync(nginx.upstreamFile, 'utf8');
+    // A CA and a client certificate of another authority than the engine's.
+    const other = join(work, 'other-ca');
+    mkdirSync(other);
+    const ssl = (args: string[]) => execa('openssl', args, { cwd: other, stdin: 'ignore' });
+    await ssl(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'ca-key.pem', '-out', 'ca.pem', '-subj', '/CN=not the engine CA', '-days', '1']);
+    await ssl(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'key.pem', '-out', 'client.csr', '-subj', '/CN=stranger']);
+    await ssl(['x509', '-req', '-in', 'client.csr', '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial', '-days', '1', '-out', 'cert.pem']);
+
+    const cases = [
+      { what: 'wrong CA', tls: { ...good(), ca: join(other, 'ca.pem') }, why: /not signed by tls\.ca/ },
+      { what: 'untrusted client certificate', tls: { ...good(), cert: join(other, 'cert.pem'), key: join(other, 'key.pem') }, why: /client certificate|tls\.cert/ },
+    ];
+    for (const c of cases) {
+      const t = Date.now();
+      const r = await cli(['deploy', '-f', file(`${APP}:1.0.0`, c.tls)]);
+      console.log(`tls: ${c.what} refused in ${Date.now() - t} ms: ${r.stderr.trim().split("\n").slice(1, 2).join(" ").trim()}`);
+      assert.equal(r.code, 1, `${c.what}: ${r.stdout}${r.stderr}`);
+      assert.match(r.stderr, /preflight failed, nothing was changed/, c.what);
+      assert.match(r.stderr, new RegExp(`Docker host tls \\(${endpoint.replace(/[.:/]/g, '\\$&')}\\)`), c.what);
+      assert.match(r.stderr, c.why, c.what);
+    }
+    assert.deepEqual((await running(rt, service)).map((c) => c.id).sort(), ids);
+    assert.equal(readFileSync(nginx.upstreamFile, 'utf8'), upstreamBefore);
+    assert.deepEqual(await versionsOn(rt, service), ['1.1.0', '1.1.0']);
+  });
+});
+
+describe('ssh://', () => {
+  let rt: DockerRuntime;
+  let port = 0;
+  let dir = '';
+  /** HOME for the CLI: ~/.ssh/known_hosts with the sshd's host key. */
+  let home = '';
+  let agentSock = '';
+  let sshdLog = '';
+  const service = uniqueName('it-ssh');
+  let nginx: Awaited<ReturnType<typeof startNginx>>;
+  const file = (image: string) => fleetFile({ service, image, replicas: 2, host: `{ name: vm, docker: "ssh://root@127.0.0.1:${port}" }`, nginx, upstream: 'ssh_api' });
+  const accepted = () => (readFileSync(sshdLog, 'utf8').match(/Accepted publickey for root/g) ?? []).length;
+  const keygen = (f: string) => execa('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'fleetroll-test', '-f', f], { stdin: 'ignore' });
+  const homeWith = (name: string, knownHosts: string) => {
+    const h = join(dir, name);
+    mkdirSync(join(h, '.ssh'), { recursive: true });
+    writeFileSync(join(h, '.ssh/known_hosts'), knownHosts);
+    return h;
+  };
+
+  before(async () => {
+    // The engine behind the ssh host: sshd sets DOCKER_HOST for the session, so
+    // the docker CLI there (`docker system dial-stdio`) talks to it.
+    const [socket = ''] = await engine('ssh');
+    rt = new DockerRuntime({ name: 'vm', docker: socket });
+    deployed.push({ rt, service });
+    await withoutAppImages(rt);
+    nginx = await startNginx('ssh_api');
+
+    dir = mkdtempSync(join(work, 'ssh-'));
+    port = await freePort();
+    await keygen(join(dir, 'host_key'));
+    await keygen(join(dir, 'id'));
+    writeFileSync(join(dir, 'authorized_keys'), readFileSync(join(dir, 'id.pub')));
+    sshdLog = join(dir, 'sshd.log');
+    writeFileSync(sshdLog, '');
+    writeFileSync(
+      join(dir, 'sshd_config'),
+      [
+        `Port ${port}`,
+        'ListenAddress 127.0.0.1',
+        `HostKey ${dir}/host_key`,
+        `PidFile ${dir}/sshd.pid`,
+        `AuthorizedKeysFile ${dir}/authorized_keys`,
+        'PermitRootLogin prohibit-password',
+        'PasswordAuthentication no',
+        'KbdInteractiveAuthentication no',
+        'UsePAM no',
+        // The key files live under /tmp (mode 1777), which StrictModes refuses.
+        'StrictModes no',
+        `SetEnv DOCKER_HOST=${socket}`,
+        'LogLevel VERBOSE',
+        '',
+      ].join('\n'),
+    );
+    mkdirSync('/run/sshd', { recursive: true }); // its privilege separation directory
+    daemon('/usr/sbin/sshd', ['-D', '-f', join(dir, 'sshd_config'), '-E', sshdLog]);
+    await waitFor(`sshd on 127.0.0.1:${port}`, () => listening(port));
+
+    agentSock = join(dir, 'agent.sock');
+    daemon('ssh-agent', ['-D', '-a', agentSock]);
+    await waitFor('ssh-agent', async () => (await execa('ssh-add', ['-l'], { env: { SSH_AUTH_SOCK: agentSock }, reject: false })).exitCode === 1);
+    await execa('ssh-add', ['-q', join(dir, 'id')], { env: { SSH_AUTH_SOCK: agentSock }, stdin: 'ignore' });
+
+    const hostKey = readFileSync(join(dir, 'host_key.pub'), 'utf8').split(' ').slice(0, 2).join(' ');
+    home = homeWith('home', `[127.0.0.1]:${port} ${hostKey}\n`);
+  });
+
+  it('deploys through ssh://root@host:port with the key in an ssh-agent, over one SSH connection: image copied, rolled under load with zero failed requests', async () => {
+    const env = { SSH_AUTH_SOCK: agentSock, HOME: home };
+    let t = Date.now();
+    let before = accepted();
+    const first = await cli(['deploy', '-f', file(`${APP}:1.0.0`)], env);
+    assert.equal(first.code, 0, first.stdout + first.stderr);
+    assert.match(first.stdout, /copied image fleetroll-example:1\.0\.0 to host vm: [\d.]+ MB/);
+    console.log(`ssh: first deploy (2 instances, image copied over ssh) ${Date.now() - t} ms, ${accepted() - before} SSH connection(s)`);
+    assert.equal(accepted() - before, 1, 'one SSH connection carried the whole deploy');
+    assert.deepEqual(await versionsOn(rt, service), ['1.0.0', '1.0.0']);
+
+    const load = startLoad(nginx.url, { getPerSecond: 20, postConcurrency: 2 });
+    t = Date.now();
+    before = accepted();
+    const r = await cli(['deploy', '-f', file(`${APP}:1.1.0`)], env);
+    const records = await load.stop();
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    console.log(`ssh: rolling update under load ${Date.now() - t} ms, ${records.length} requests, ${failedOf(records).length} failed, ${accepted() - before} SSH connection(s)`);
+    assert.deepEqual(failedOf(records), [], `${failedOf(records).length} of ${records.length} failed`);
+    assert.ok(records.length > 40, `only ${records.length} requests`);
+    assert.equal(accepted() - before, 1);
+    assert.deepEqual(await versionsOn(rt, service), ['1.1.0', '1.1.0']);
+    const prefix = await bridgePrefix('ssh');
+    const servers = upstreamServers(nginx.upstreamFile);
+    assert.equal(servers.length, 2);
+    for (const s of servers) assert.ok(s.startsWith(`${prefix}.`), `${s} is a container IP on fr-ssh (${prefix}.0/24)`);
+  });
+
+  it('refuses a host key that is unknown or changed, and fails without credentials: preflight names the host, nothing changes', async () => {
+    const ids = (await running(rt, service)).map((c) => c.id).sort();
+    const upstreamBefore = readFileSync(nginx.upstreamFile, 'utf8');
+    await keygen(join(dir, 'other_key'));
+    const otherKey = readFileSync(join(dir, 'other_key.pub'), 'utf8').split(' ').slice(0, 2).join(' ');
+    const cases = [
+      { what: 'changed host key', env: { SSH_AUTH_SOCK: agentSock, HOME: homeWith('changed', `[127.0.0.1]:${port} ${otherKey}\n`) }, why: /host key of \[127\.0\.0\.1\]:\d+ does not match/ },
+      { what: 'unknown host', env: { SSH_AUTH_SOCK: agentSock, HOME: homeWith('unknown', `[127.0.0.1]:1 ${otherKey}\n`) }, why: /not in known_hosts/ },
+      { what: 'no agent, no key', env: { SSH_AUTH_SOCK: '', HOME: home }, why: /authentication as root failed/ },
+    ];
+    for (const c of cases) {
+      const t = Date.now();
+      const r = await cli(['deploy', '-f', file(`${APP}:1.0.0`)], c.env);
+      console.log(`ssh: ${c.what} refused in ${Date.now() - t} ms: ${r.stderr.trim().split('\n').slice(1, 2).join(' ').trim()}`);
+      assert.equal(r.code, 1, `${c.what}: ${r.stdout}${r.stderr}`);
+      assert.match(r.stderr, /preflight failed, nothing was changed/, c.what);
+      assert.match(r.stderr, new RegExp(`Docker host vm \\(ssh://root@127\\.0\\.0\\.1:${port}\\)`), c.what);
+      assert.match(r.stderr, c.why, c.what);
+    }
+    assert.deepEqual((await running(rt, service)).map((c) => c.id).sort(), ids);
+    assert.equal(readFileSync(nginx.upstreamFile, 'utf8'), upstreamBefore);
+  });
+});
