@@ -83,10 +83,15 @@ async function engine(name: string, tls = false): Promise<string[]> {
   return String(r.stdout).trim().split('\n');
 }
 
-/** Removes every tag of the app image from an engine, so a deploy has to bring it. */
+/**
+ * Removes the app image (every tag, and untagged leftovers) from one of the
+ * test's own engines, so that a deploy has to bring it: by copy, or by pull.
+ */
 async function withoutAppImages(rt: DockerRuntime): Promise<void> {
   for (const img of await rt.docker.listImages()) {
-    for (const tag of img.RepoTags ?? []) if (tag.includes(`${APP}:`)) await rt.docker.getImage(tag).remove({ force: true }).catch(() => {});
+    const tags = (img.RepoTags ?? []).filter((t) => t !== '<none>:<none>');
+    if (tags.length === 0) await rt.docker.getImage(img.Id).remove({ force: true }).catch(() => {});
+    for (const tag of tags) if (tag.includes(`${APP}:`)) await rt.docker.getImage(tag).remove({ force: true }).catch(() => {});
   }
 }
 
@@ -188,6 +193,7 @@ after(async () => {
     const list = await rt.list({ [LABELS.service]: service }).catch(() => []);
     await Promise.all(list.map((c) => rt.docker.getContainer(c.id).remove({ force: true }).catch(() => {})));
     await removeFleetState(rt.docker, service).catch(() => {});
+    await withoutAppImages(rt).catch(() => {});
   }
   stopping = true;
   for (const c of children) c.kill();
@@ -387,5 +393,84 @@ describe('ssh://', () => {
     }
     assert.deepEqual((await running(rt, service)).map((c) => c.id).sort(), ids);
     assert.equal(readFileSync(nginx.upstreamFile, 'utf8'), upstreamBefore);
+  });
+});
+
+describe('pulling from a registry', () => {
+  let rt: DockerRuntime;
+  let socket = '';
+  let registry = '';
+  const service = uniqueName('it-reg');
+  let nginx: Awaited<ReturnType<typeof startNginx>>;
+  const file = (image: string) => fleetFile({ service, image, replicas: 2, host: `{ name: reg, docker: "${socket}" }`, nginx, upstream: 'reg_api' });
+
+  /** The JSON progress messages of a push/pull stream; throws on one that reports an error. */
+  async function progress(stream: NodeJS.ReadableStream): Promise<{ status?: string; error?: string }[]> {
+    let text = '';
+    for await (const chunk of stream) text += chunk.toString();
+    const msgs = text.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as { status?: string; error?: string });
+    const failed = msgs.find((m) => m.error);
+    if (failed) throw new Error(failed.error);
+    return msgs;
+  }
+
+  before(async () => {
+    [socket = ''] = await engine('reg');
+    rt = new DockerRuntime({ name: 'reg', docker: socket });
+    deployed.push({ rt, service });
+    await withoutAppImages(rt);
+    nginx = await startNginx('reg_api');
+
+    // docker-registry (distribution 2.8) with its storage in a temp dir, on a free loopback port:
+    // dockerd trusts 127.0.0.0/8 registries over plain HTTP without configuration.
+    const dir = mkdtempSync(join(work, 'registry-'));
+    const port = await freePort();
+    registry = `127.0.0.1:${port}`;
+    writeFileSync(
+      join(dir, 'config.yml'),
+      `version: 0.1\nlog: { level: warn }\nstorage:\n  filesystem: { rootdirectory: ${dir}/data }\n  delete: { enabled: true }\nhttp:\n  addr: ${registry}\n`,
+    );
+    daemon('docker-registry', ['serve', join(dir, 'config.yml')]);
+    await waitFor(`docker-registry on ${registry}`, async () => (await fetch(`http://${registry}/v2/`)).ok);
+
+    // The app image goes into the registry from this machine's engine; the reg engine has none of it.
+    const t = Date.now();
+    await docker.getImage(`${APP}:1.0.0`).tag({ repo: `${registry}/${APP}`, tag: '1.0.0' });
+    const msgs = await progress((await docker.getImage(`${registry}/${APP}:1.0.0`).push({ authconfig: {} })) as NodeJS.ReadableStream); // no auth: the header must be there all the same
+    assert.ok(msgs.some((m) => /digest: sha256:/.test(m.status ?? '')), 'pushed');
+    console.log(`registry: pushed ${APP}:1.0.0 to ${registry} in ${Date.now() - t} ms`);
+    assert.equal(await rt.imageExists(`${registry}/${APP}:1.0.0`), false);
+  });
+
+  after(async () => {
+    // Only the tag made for the push: the image stays on this machine's engine.
+    await docker.getImage(`${registry}/${APP}:1.0.0`).remove().catch(() => {});
+  });
+
+  it('preflight pulls the image onto a host that lacks it (--no-image-copy) and the instances serve it', async () => {
+    const image = `${registry}/${APP}:1.0.0`;
+    const t = Date.now();
+    const r = await cli(['deploy', '-f', file(image), '--no-image-copy']);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    console.log(`registry: deploy with pull (2 instances) ${Date.now() - t} ms`);
+    assert.match(r.stdout, new RegExp(`pulled image ${image.replace(/[.:/]/g, '\\$&')} on host reg`));
+    assert.doesNotMatch(r.stdout, /copied image/);
+    assert.equal(await rt.imageExists(image), true);
+    assert.deepEqual(await versionsOn(rt, service), ['1.0.0', '1.0.0']);
+    assert.equal(await prober.version(new URL(nginx.url).host), '1.0.0', 'served through nginx');
+    const prefix = await bridgePrefix('reg');
+    for (const s of upstreamServers(nginx.upstreamFile)) assert.ok(s.startsWith(`${prefix}.`), `${s} is a container IP on fr-reg`);
+  });
+
+  it('an image the registry does not have fails in preflight naming the host and the image; nothing changes', async () => {
+    const ids = (await running(rt, service)).map((c) => c.id).sort();
+    const image = `${registry}/${APP}:9.9.9`;
+    const r = await cli(['deploy', '-f', file(image), '--no-image-copy']);
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stderr, /preflight failed, nothing was changed/);
+    assert.match(r.stderr, new RegExp(`image ${image.replace(/[.:/]/g, '\\$&')} is not present on host reg`));
+    assert.match(r.stdout, /could not pull image .*9\.9\.9 on host reg/);
+    assert.deepEqual((await running(rt, service)).map((c) => c.id).sort(), ids);
+    assert.deepEqual(await versionsOn(rt, service), ['1.0.0', '1.0.0']);
   });
 });
