@@ -372,6 +372,17 @@ describe('ssh://', () => {
     for (const s of servers) assert.ok(s.startsWith(`${prefix}.`), `${s} is a container IP on fr-ssh (${prefix}.0/24)`);
   });
 
+  it('without an ssh-agent, uses ~/.ssh/id_ed25519 (a deploy of the current spec changes nothing)', async () => {
+    const ids = (await running(rt, service)).map((c) => c.id).sort();
+    const keyHome = homeWith('keyfile', readFileSync(join(home, '.ssh/known_hosts'), 'utf8'));
+    writeFileSync(join(keyHome, '.ssh/id_ed25519'), readFileSync(join(dir, 'id')), { mode: 0o600 });
+    const before = accepted();
+    const r = await cli(['deploy', '-f', file(`${APP}:1.1.0`)], { SSH_AUTH_SOCK: '', HOME: keyHome });
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.equal(accepted() - before, 1);
+    assert.deepEqual((await running(rt, service)).map((c) => c.id).sort(), ids);
+  });
+
   it('refuses a host key that is unknown or changed, and fails without credentials: preflight names the host, nothing changes', async () => {
     const ids = (await running(rt, service)).map((c) => c.id).sort();
     const upstreamBefore = readFileSync(nginx.upstreamFile, 'utf8');
