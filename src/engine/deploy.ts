@@ -216,16 +216,32 @@ async function rollBack(failure: RolloutFailedError, failed: Rollout, deps: Depl
     throw new RolloutFailedError(`${failure.message}\nno rollback: there was no earlier revision running when the rollout started`, failure.hint ?? '', failure.details);
   }
   emit({ type: 'info', message: `rolling back to revision ${revisionOf(previous)} (${previous.image}, version ${previous.version})` });
+  // A host that stopped answering (often why the rollout failed) cannot be
+  // rolled back: roll back on the hosts that answer, and leave it out of
+  // nginx, rather than fail the rollback too and leave every host mixed.
+  const answers = await Promise.all([...deps.runtimes].map(async ([name, rt]) => [name, await rt.ping().then(() => true, () => false)] as const));
+  const lost = answers.filter(([, ok]) => !ok).map(([name]) => name);
+  const reachable = new Set(answers.filter(([, ok]) => ok).map(([name]) => name));
+  let target = previous;
+  let backDeps = deps;
+  if (lost.length > 0 && reachable.size > 0) {
+    target = { ...previous, hosts: previous.hosts.filter((h) => reachable.has(h.name)) };
+    backDeps = { ...deps, runtimes: new Map([...deps.runtimes].filter(([name]) => reachable.has(name))) };
+    emit({ type: 'info', message: `host ${lost.join(', ')} does not answer: rolling back on ${[...reachable].join(', ')} only` });
+  }
   let back: DeployResult;
   try {
-    back = await new Rollout(previous, deps, { ...options, changeCause: `rollback after a failed rollout of ${failed.fleet.image}` }).run();
+    back = await new Rollout(target, backDeps, { ...options, changeCause: `rollback after a failed rollout of ${failed.fleet.image}` }).run();
   } catch (err) {
     const why = err instanceof Error ? err.message : String(err);
     throw new RolloutFailedError(`${failure.message}\nthe rollback to ${previous.image} failed too:\n${why}`, 'look at the instances with `docker ps`; fix and deploy a known-good image', failure.details);
   }
   throw new RolloutFailedError(
-    `${failure.message}\nrolled back (onFailure: rollback): every instance runs revision ${back.revision} (${previous.image}, version ${back.version}) again, verified; ${back.waves} wave(s), ${back.reloads} reload(s)`,
-    'the fleet is back on the previous revision; fix the new version before deploying it again',
+    `${failure.message}\nrolled back (onFailure: rollback): every instance${target === previous ? '' : ` on ${[...reachable].join(', ')}`} runs revision ${back.revision} (${previous.image}, version ${back.version}) again, verified; ${back.waves} wave(s), ${back.reloads} reload(s)` +
+      (target === previous ? '' : `\nhost ${lost.join(', ')} did not answer: its instances were left as they are and out of nginx`),
+    target === previous
+      ? 'the fleet is back on the previous revision; fix the new version before deploying it again'
+      : `bring ${lost.join(', ')} back, then deploy again: the next rollout brings its instances to the desired revision`,
     { ...failure.details, rolledBackTo: back.revision },
   );
 }
@@ -307,16 +323,24 @@ class Rollout {
   }
 
   /**
-   * Containers created but never started can only be left by a crash between
-   * create and start (run() cleans up its own failures): remove them.
+   * Before the first wave, remove what no rollout step would: containers
+   * created but never started (only a crash between create and start leaves
+   * them; run() cleans up its own failures), and instances of the target
+   * revision that had already exited when this rollout began (a host that
+   * restarted stops its containers). Counted as new instances, the exited ones
+   * would block the rollout until its deadline; removed, they are replaced
+   * under the strategy's limits. Instances that exit during this rollout stay,
+   * as evidence for the deadline report.
    */
   private async removeOrphans(live: Live[]): Promise<boolean> {
-    const orphans = live.filter((l) => l.info.state === 'created');
+    const stale = (l: Live) => l.info.state === 'created' || (!l.info.running && l.observed.revision === this.revision);
+    const orphans = live.filter(stale);
     await settleAll(
       orphans.map((o) =>
         this.work.run(o.info.host, async () => {
           await this.runtime(o.info.host).remove(o.info.id);
-          this.emit({ type: 'info', message: `removed ${o.info.name}: created but never started (left by an interrupted rollout)` });
+          const why = o.info.state === 'created' ? 'created but never started (left by an interrupted rollout)' : `already ${o.info.state} when this rollout began (its host restarted, or it crashed); a new one replaces it`;
+          this.emit({ type: 'info', message: `removed ${o.info.name} on ${o.info.host}: ${why}` });
           await this.journal('orphan-removed', 'end', { name: o.info.name });
         }),
       ),

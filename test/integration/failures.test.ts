@@ -188,6 +188,21 @@ describe('strategy and hooks, for real', () => {
     assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0', '1.1.0']);
   });
 
+  it('an instance of the target revision that exited before the rollout (a host restart) is removed and replaced, not waited for', async () => {
+    const f = await fleet('it-exited-new');
+    await fleetAt100(f);
+    const [victim] = await f.instances();
+    assert.ok(victim);
+    await docker.getContainer(victim.id).stop({ t: 1 });
+    // The same spec again: before, the exited instance counted as an unready new one and the rollout hung until its deadline.
+    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, progressDeadlineSeconds: 20 })]);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, new RegExp(`removed ${victim.name} on local: already exited when this rollout began`));
+    const list = await f.instances();
+    assert.deepEqual([list.length, list.every((i) => i.running), list.some((i) => i.name === victim.name)], [3, true, false]);
+    assert.deepEqual(await f.versions(), ['1.0.0', '1.0.0', '1.0.0']);
+  });
+
   it('a postWave hook that fails stops the rollout (exit 1) with its output; preDeploy failing changes nothing', async () => {
     const f = await fleet('it-hooks');
     await fleetAt100(f);

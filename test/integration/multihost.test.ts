@@ -265,4 +265,28 @@ describe('a fleet across three Docker hosts', () => {
     assert.ok(records.length > 10);
     assert.deepEqual(failedOf(records), []);
   });
+
+  it('onFailure rollback with a host gone: rolls back on the hosts that answer and says which one was left', async () => {
+    // The previous test stopped h3: bring it back and converge on 1.1.0.
+    await engine('h3');
+    const ready = await runCli(['deploy', '-f', fleetFile({ image: 'fleetroll-example:1.1.0' })]);
+    assert.equal(ready.code, 0, ready.stdout + ready.stderr);
+    const running = await startCliUntil(['deploy', '-f', fleetFile({ image: 'fleetroll-example:1.0.0', drainSeconds: 2 }), '--auto-rollback'], /wave 2:/);
+    await execa('bash', [join(root, 'scripts/second-engine.sh'), 'stop', 'h3'], { stdin: 'ignore' });
+    const { code, stdout, stderr } = await running.exited;
+    assert.equal(code, 1, stdout + stderr);
+    assert.match(stdout, /host h3 does not answer: rolling back on local, h2 only/);
+    assert.match(stderr, /rolled back \(onFailure: rollback\): every instance on local, h2 runs revision \w+ \(fleetroll-example:1\.1\.0/);
+    assert.match(stderr, /host h3 did not answer: its instances were left as they are and out of nginx/);
+    const reachable = [new DockerRuntime({ name: 'local', docker: 'unix:///var/run/docker.sock' }), runtimes.get('h2')!];
+    const left: string[] = [];
+    for (const rt of reachable) for (const c of await rt.list({ [LABELS.service]: service })) left.push(await prober.version(c.address ?? ''));
+    assert.ok(left.length >= 4, `instances left on local and h2: ${left.length}`);
+    assert.deepEqual(left, Array(left.length).fill('1.1.0'));
+    const load = startLoad(url, { getPerSecond: 20, postConcurrency: 0 });
+    await new Promise((res) => setTimeout(res, 1500));
+    const records = await load.stop();
+    assert.ok(records.length > 10);
+    assert.deepEqual(failedOf(records), []);
+  });
 });
