@@ -23,7 +23,7 @@ import { ExitCode, FleetrollError } from '../errors.js';
 import { LABELS, type InstanceInfo, type InstanceSpec, type Prober, type Router, type Runtime } from '../ports.js';
 import type { EventSink } from './events.js';
 import { runHook } from './hooks.js';
-import { HostWork } from './hostWork.js';
+import { HostWork, mapBounded } from './hostWork.js';
 import { envOf, revisionOf } from './revision.js';
 
 export interface Clock {
@@ -528,7 +528,7 @@ class Rollout {
   /** Lists the service's containers on every host and probes the ones whose readiness matters. */
   private async observe(first: boolean): Promise<Live[]> {
     const labels = { [LABELS.service]: this.fleet.service, [LABELS.managed]: 'true' };
-    const lists = await Promise.all([...this.deps.runtimes.values()].map((rt) => rt.list(labels)));
+    const lists = await mapBounded([...this.deps.runtimes.values()], this.fleet.hostParallelism, (rt) => rt.list(labels));
     const infos = [...lists.flat(), ...(await this.adoptedInstances())];
     const now = this.clock.now();
     await Promise.all(

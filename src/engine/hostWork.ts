@@ -63,3 +63,22 @@ export class HostWork {
     else this.running--;
   }
 }
+
+/**
+ * Maps over items with at most `limit` calls in flight, keeping the order of
+ * results: for reads across hosts (listing containers) that must not queue
+ * behind a host's long write (an image copy) but should not open a
+ * connection to every host of a large fleet at once either.
+ */
+export async function mapBounded<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}

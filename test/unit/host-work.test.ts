@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { HostWork } from '../../src/engine/hostWork.js';
+import { HostWork, mapBounded } from '../../src/engine/hostWork.js';
 
 /** A piece of work that finishes when the test says so, recording when it ran. */
 function gate(log: string[], name: string) {
@@ -97,4 +97,24 @@ describe('HostWork: parallel between hosts, bounded, ordered on each host', () =
       assert.throws(() => new HostWork(limit), /positive integer/);
     });
   }
+});
+
+describe('mapBounded: reads across hosts, a few at a time', () => {
+  it('keeps the order of results and never has more than the limit in flight', async () => {
+    let inFlight = 0;
+    let peak = 0;
+    const out = await mapBounded([30, 10, 20, 5, 1], 2, async (ms) => {
+      inFlight++;
+      peak = Math.max(peak, inFlight);
+      await new Promise((r) => setTimeout(r, ms));
+      inFlight--;
+      return ms * 2;
+    });
+    assert.deepEqual(out, [60, 20, 40, 10, 2]);
+    assert.equal(peak, 2);
+  });
+
+  it('an empty list needs no calls', async () => {
+    assert.deepEqual(await mapBounded([], 3, () => Promise.reject(new Error('called'))), []);
+  });
 });
