@@ -108,13 +108,13 @@ function hostKeyAlgorithms(types: string[]): string[] {
 }
 
 /** The verdict on a host key the server presented; undefined when accepted. */
-export function checkHostKey(presented: Buffer, known: KnownHostKey[], name: string): string | undefined {
+export function checkHostKey(presented: Buffer, known: KnownHostKey[], name: string, files = defaultKnownHostsFiles()): string | undefined {
   if (known.some((k) => k.revoked && k.key.equals(presented))) return `the host key of ${name} is marked @revoked in known_hosts`;
   if (known.some((k) => !k.revoked && k.key.equals(presented))) return undefined;
   if (known.some((k) => !k.revoked)) {
     return `the host key of ${name} does not match the one in ${known.find((k) => !k.revoked)?.file} (it changed, or something is in between): not connecting`;
   }
-  return `${name} is not in known_hosts (${defaultKnownHostsFiles()[0]}): host key unknown, not connecting`;
+  return `${name} is not in known_hosts (${files[0]}): host key unknown, not connecting`;
 }
 
 /** What to authenticate with: the agent, else a default identity file. */
@@ -133,12 +133,20 @@ function credentials(env: NodeJS.ProcessEnv): Pick<ConnectConfig, 'agent' | 'pri
  * queue further requests for reuse, instead of opening a channel for each.
  */
 class ChannelSocket extends Duplex {
+  /** Idle in the Agent's pool, as opposed to serving a request (or handed over to one by an upgrade). */
+  idle = false;
+  /** Counted in the agent's `busy` (which keeps the process alive). */
+  held = true;
   private channel: ClientChannel | undefined;
   private pending: { chunk: Buffer; cb: (err?: Error | null) => void }[] = [];
   private ended = false;
+  private goneCalled = false;
+  private inbox: (Buffer | null)[] = [];
 
-  constructor(open: Promise<ClientChannel>) {
+  /** `onGone` runs once, when the channel closes or the socket does (whichever is first). */
+  constructor(open: Promise<ClientChannel>, private readonly onGone: () => void) {
     super({ allowHalfOpen: true });
+    this.once('close', () => this.gone());
     open.then(
       (ch) => {
         if (this.destroyed) {
@@ -146,22 +154,54 @@ class ChannelSocket extends Duplex {
           return;
         }
         this.channel = ch;
-        ch.on('data', (d: Buffer) => {
-          if (!this.push(d)) ch.pause();
-        });
+        ch.on('data', (d: Buffer) => this.deliver(d));
         // EOF only once the channel closes: by then its exit status (and stderr) are in,
         // so a dial-stdio that failed has said why before the HTTP request fails.
         ch.on('close', () => {
-          this.push(null);
-          this.destroy();
+          this.gone();
+          this.deliver(null);
         });
         ch.on('error', (err: Error) => this.destroy(err));
         for (const { chunk, cb } of this.pending) ch.write(chunk, cb);
         this.pending = [];
         if (this.ended) ch.end();
       },
-      (err: Error) => this.destroy(err),
+      // Nobody listening (its request already gone): just close, do not throw.
+      (err: Error) => this.destroy(this.listenerCount('error') > 0 ? err : undefined),
     );
+  }
+
+  /**
+   * Hands what the channel sent to the reader on a later turn of the event loop,
+   * in order. ssh2 emits every packet of one TCP read in the same tick; pushed at
+   * once, the bytes after an HTTP upgrade (exec attach) would flow out before
+   * whoever takes the upgraded socket has attached a listener, and be lost.
+   */
+  private deliver(d: Buffer | null): void {
+    this.inbox.push(d);
+    if (this.inbox.length === 1) setImmediate(() => this.flush());
+  }
+
+  private flush(): void {
+    const items = this.inbox;
+    this.inbox = [];
+    for (const d of items) {
+      if (this.destroyed) return;
+      if (d) {
+        if (!this.push(d)) this.channel?.pause();
+        continue;
+      }
+      this.push(null);
+      // Idle in the pool: done now. Serving: once its reader has had everything (end).
+      if (this.idle || this.readableEnded) this.destroy();
+      else this.once('end', () => this.destroy());
+    }
+  }
+
+  private gone(): void {
+    if (this.goneCalled) return;
+    this.goneCalled = true;
+    this.onGone();
   }
 
   override _read(): void {
@@ -204,58 +244,61 @@ class ChannelSocket extends Duplex {
   }
 }
 
-const IN_USE = Symbol('fleetroll.ssh.inUse');
-type Tracked = ChannelSocket & { [IN_USE]?: boolean };
-
 /**
  * An http.Agent whose connections are `docker system dial-stdio` channels on one
  * shared SSH connection, kept alive between requests (opening one runs the docker
- * CLI on the host: ~100 ms). At most SSH_MAX_CHANNELS are open; further requests
- * wait for one to be free. `lastProblem` says what went wrong last, in words.
+ * CLI on the host: ~100-200 ms). At most SSH_MAX_CHANNELS are open; further
+ * requests wait for a free one, or for a slot (an idle channel is then closed to
+ * make room). `lastProblem` says what went wrong last, in words.
  */
 export class SshDockerAgent extends Agent {
   private conn: Promise<Client> | undefined;
   private sock: Socket | undefined;
   /** Channels in use by a request, or opening for one; the SSH socket is ref'd only while > 0. */
   private busy = 0;
+  /** Channels open or opening (at most SSH_MAX_CHANNELS), and channel openings waiting for a slot. */
+  private channels = 0;
+  private readonly waiting: (() => void)[] = [];
   lastProblem: string | undefined;
 
+  /** `env` for SSH_AUTH_SOCK and `knownHosts` files: the process's and OpenSSH's defaults unless given (tests). */
   constructor(
     readonly target: SshTarget,
     private readonly env: NodeJS.ProcessEnv = process.env,
+    private readonly knownHosts?: string[],
   ) {
     super({ keepAlive: true, maxSockets: SSH_MAX_CHANNELS, maxTotalSockets: SSH_MAX_CHANNELS });
   }
 
   override createConnection(): Duplex {
-    const socket: Tracked = new ChannelSocket(this.openChannel());
-    socket[IN_USE] = true;
     this.hold(+1);
-    socket.once('close', () => {
-      if (socket[IN_USE]) {
-        socket[IN_USE] = false;
+    const socket: ChannelSocket = new ChannelSocket(this.openChannel(), () => {
+      if (socket.held) {
+        socket.held = false;
         this.hold(-1);
       }
     });
     return socket;
   }
 
-  /** A request is done with a channel: keep it for the next one. */
+  /** A request is done with a channel: keep it for the next one, unless a request waits for a slot (then close it). */
   override keepSocketAlive(socket: Duplex): boolean {
-    const s = socket as Tracked;
-    if (s[IN_USE]) {
-      s[IN_USE] = false;
+    const s = socket as ChannelSocket;
+    s.idle = true;
+    if (s.held) {
+      s.held = false;
       this.hold(-1);
     }
-    return true;
+    return this.waiting.length === 0;
   }
 
   override reuseSocket(socket: Duplex, req: ClientRequest): void {
     // Node's own removes its idle-socket error listener (and calls ref(), a no-op here).
     super.reuseSocket(socket as Socket, req);
-    const s = socket as Tracked;
-    if (!s[IN_USE]) {
-      s[IN_USE] = true;
+    const s = socket as ChannelSocket;
+    s.idle = false;
+    if (!s.held) {
+      s.held = true;
       this.hold(+1);
     }
   }
@@ -276,25 +319,54 @@ export class SshDockerAgent extends Agent {
     else this.sock?.unref();
   }
 
-  private async openChannel(): Promise<ClientChannel> {
-    const client = await this.open();
-    return new Promise((resolve, reject) => {
-      try {
-        client.exec('docker system dial-stdio', (err, channel) => {
-          if (err) {
-            this.lastProblem = `opening an SSH session on ${this.where}: ${err.message}`;
-            reject(new Error(this.lastProblem, { cause: err }));
-            return;
-          }
-          this.watch(channel);
-          resolve(channel);
+  /**
+   * Waits for one of the SSH_MAX_CHANNELS slots; resolves with its release. The
+   * Agent's own maxSockets is not enough: it stops counting a socket once a
+   * request upgrades it (exec attach), though its channel stays open.
+   */
+  private slot(): Promise<() => void> {
+    return new Promise((resolve) => {
+      const take = () => {
+        this.channels++;
+        let back = false;
+        resolve(() => {
+          if (back) return;
+          back = true;
+          this.channels--;
+          this.waiting.shift()?.();
         });
-      } catch (err) {
-        // "Not connected": the connection closed since; the next request reconnects.
-        this.conn = undefined;
-        reject(err as Error);
-      }
+      };
+      if (this.channels < SSH_MAX_CHANNELS) take();
+      else this.waiting.push(take);
     });
+  }
+
+  private async openChannel(): Promise<ClientChannel> {
+    const release = await this.slot();
+    try {
+      const client = await this.open();
+      return await new Promise<ClientChannel>((resolve, reject) => {
+        try {
+          client.exec('docker system dial-stdio', (err, channel) => {
+            if (err) {
+              this.lastProblem = `opening an SSH session on ${this.where}: ${err.message}`;
+              reject(new Error(this.lastProblem, { cause: err }));
+              return;
+            }
+            channel.once('close', release);
+            this.watch(channel);
+            resolve(channel);
+          });
+        } catch (err) {
+          // "Not connected": the connection closed since; the next request reconnects.
+          this.conn = undefined;
+          reject(err as Error);
+        }
+      });
+    } catch (err) {
+      release();
+      throw err;
+    }
   }
 
   /** Keeps what the remote docker CLI says on stderr: when dial-stdio fails, that is the reason. */
@@ -315,7 +387,7 @@ export class SshDockerAgent extends Agent {
     if (this.conn) return this.conn;
     const { host, port, username } = this.target;
     const name = knownHostsName(host, port);
-    const known = knownHostKeys(host, port);
+    const known = knownHostKeys(host, port, this.knownHosts);
     const creds = credentials(this.env);
     let verdict: string | undefined;
     const conn = new Promise<Client>((resolve, reject) => {
@@ -358,7 +430,7 @@ export class SshDockerAgent extends Agent {
           readyTimeout: 15_000,
           ...(known.some((k) => !k.revoked) ? { algorithms: { serverHostKey: hostKeyAlgorithms(known.filter((k) => !k.revoked).map((k) => k.type)) as never } } : {}),
           hostVerifier: (key: Buffer) => {
-            verdict = checkHostKey(key, known, name);
+            verdict = checkHostKey(key, known, name, this.knownHosts);
             return verdict === undefined;
           },
         });
