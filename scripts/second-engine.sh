@@ -35,6 +35,15 @@ certs=/var/lib/fleetroll-engine-$name-tls
 tcpfile=/var/run/fleetroll-engine-$name.tcp
 
 ping() { curl -fsS --max-time 2 --unix-socket "$sock" http://localhost/_ping >/dev/null 2>&1; }
+
+# Containers on the bridge reach each other (an nginx container and the app), as
+# on a host whose engine manages iptables: the first engine's FORWARD policy is
+# DROP, and bridged traffic goes through it. One rule, for this bridge only.
+allow_bridge() {
+  command -v iptables >/dev/null && ip link show "$bridge" >/dev/null 2>&1 || return 0
+  iptables -w -C FORWARD -i "$bridge" -o "$bridge" -j ACCEPT 2>/dev/null \
+    || iptables -w -I FORWARD -i "$bridge" -o "$bridge" -j ACCEPT 2>/dev/null || true
+}
 ping_tls() {
   [ -f "$tcpfile" ] || return 1
   curl -fsS --max-time 2 --cacert "$certs/ca.pem" --cert "$certs/cert.pem" --key "$certs/key.pem" \
@@ -85,6 +94,7 @@ free_port() {
 case $cmd in
   start)
     if ping; then
+      allow_bridge
       if [ -z "$tls" ]; then echo "unix://$sock"; exit 0; fi
       if ping_tls; then echo "tcp://$(cat "$tcpfile")"; echo "$certs"; exit 0; fi
       stop_engine # running without TCP: restart it with TCP and TLS
@@ -98,6 +108,7 @@ case $cmd in
       ip addr add "10.213.$n.1/24" dev "$bridge"
       ip link set "$bridge" up
     fi
+    allow_bridge
     mkdir -p "$root" "$exec_root"
     listen=(-H "unix://$sock")
     if [ -n "$tls" ]; then
