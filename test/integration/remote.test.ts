@@ -4,7 +4,9 @@
  * registry. Each runs against a real engine started by scripts/second-engine.sh
  * (its own data-root, socket and bridge fr-NAME on this machine), a real sshd,
  * ssh-agent and docker-registry started here on free 127.0.0.1 ports, and nginx
- * on this machine routing to container IPs on those bridges (no publishAddress).
+ * routing to container IPs on those bridges (no publishAddress): on this machine,
+ * or, for the ssh host, in a container on that host (upstream written and nginx
+ * reloaded through the archive and exec APIs over ssh).
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -14,19 +16,23 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { execa } from 'execa';
-import { DockerRuntime } from '../../src/adapters/docker.js';
+import Dockerode from 'dockerode';
+import { DockerRuntime, execIn, getFile, putFile } from '../../src/adapters/docker.js';
+import { SshDockerAgent } from '../../src/adapters/ssh.js';
 import { removeFleetState } from '../../src/adapters/fleetState.js';
 import { PLACEHOLDER_SERVER, parseUpstreamServers } from '../../src/core/upstream.js';
 import { startLoad } from '../../src/experiment/probes.js';
 import { LABELS } from '../../src/ports.js';
-import { bin, docker, ensureImages, failedOf, prober, root, uniqueName, type CliRun } from './fixture.js';
+import { readDefaultTemplate } from '../../src/cli/wiring.js';
+import { demoNames, startNginx, teardown, waitForHttp, type DemoNames } from '../../src/experiment/rehearse.js';
+import { bin, docker, ensureImages, failedOf, prober, root, runtime, uniqueName, UPSTREAM_FILE, type CliRun } from './fixture.js';
 
 const APP = 'fleetroll-example';
 const work = mkdtempSync(join(tmpdir(), 'fleetroll-remote-'));
 const children: ChildProcess[] = [];
 let stopping = false;
 /** Every (runtime, service) a test deployed, for the cleanup. */
-const deployed: { rt: DockerRuntime; service: string }[] = [];
+const deployed: { rt: DockerRuntime; service: string; names?: DemoNames }[] = [];
 const nginxConfs: string[] = [];
 
 function freePort(): Promise<number> {
@@ -96,7 +102,7 @@ async function withoutAppImages(rt: DockerRuntime): Promise<void> {
 }
 
 /** nginx on this machine (own config, free port) with one upstream in a file fleetroll rewrites. */
-async function startNginx(upstream: string): Promise<{ url: string; upstreamFile: string; conf: string }> {
+async function localNginx(upstream: string): Promise<{ url: string; upstreamFile: string; lb: string }> {
   const dir = mkdtempSync(join(work, 'nginx-'));
   const port = await freePort();
   const conf = join(dir, 'nginx.conf');
@@ -121,7 +127,7 @@ async function startNginx(upstream: string): Promise<{ url: string; upstreamFile
   );
   await execa('/usr/sbin/nginx', ['-c', conf, '-e', `${dir}/error.log`], { stdin: 'ignore' });
   nginxConfs.push(conf);
-  return { url: `http://127.0.0.1:${port}`, upstreamFile, conf };
+  return { url: `http://127.0.0.1:${port}`, upstreamFile, lb: `{ exec: true, config: ${conf}, upstreamFile: ${upstreamFile}, upstream: ${upstream} }` };
 }
 
 interface FleetOpts {
@@ -129,8 +135,8 @@ interface FleetOpts {
   image: string;
   replicas: number;
   host: string;
-  nginx: { conf: string; upstreamFile: string };
-  upstream: string;
+  /** The loadBalancers entry's nginx mapping, as YAML. */
+  lb: string;
 }
 
 function fleetFile(o: FleetOpts): string {
@@ -149,7 +155,7 @@ drainSeconds: 1
 terminationGracePeriodSeconds: 10
 progressDeadlineSeconds: 60
 loadBalancers:
-  - nginx: { exec: true, config: ${o.nginx.conf}, upstreamFile: ${o.nginx.upstreamFile}, upstream: ${o.upstream} }
+  - nginx: ${o.lb}
 `;
   const f = join(work, `${o.service}-${Math.random().toString(36).slice(2, 7)}.yaml`);
   writeFileSync(f, text);
@@ -167,8 +173,8 @@ async function versionsOn(rt: DockerRuntime, service: string): Promise<string[]>
 }
 
 /** The servers nginx routes to, from the upstream file fleetroll wrote. */
-function upstreamServers(file: string): string[] {
-  return parseUpstreamServers(readFileSync(file, 'utf8'))
+function upstreamServers(content: string): string[] {
+  return parseUpstreamServers(content)
     .filter((s) => !s.down)
     .map((s) => s.address)
     .filter((a) => !a.startsWith('127.0.0.1:1'))
@@ -189,7 +195,8 @@ before(async () => {
 
 after(async () => {
   for (const conf of nginxConfs) await execa('/usr/sbin/nginx', ['-c', conf, '-s', 'stop'], { reject: false, stdin: 'ignore' });
-  for (const { rt, service } of deployed) {
+  for (const { rt, service, names } of deployed) {
+    if (names) await teardown(rt.docker, names).catch(() => {});
     const list = await rt.list({ [LABELS.service]: service }).catch(() => []);
     await Promise.all(list.map((c) => rt.docker.getContainer(c.id).remove({ force: true }).catch(() => {})));
     await removeFleetState(rt.docker, service).catch(() => {});
@@ -205,11 +212,11 @@ describe('tcp:// with TLS', () => {
   let endpoint = '';
   let certs = '';
   const service = uniqueName('it-tls');
-  let nginx: Awaited<ReturnType<typeof startNginx>>;
+  let nginx: Awaited<ReturnType<typeof localNginx>>;
   const host = (tls: { ca: string; cert: string; key: string }) =>
     `{ name: tls, docker: "${endpoint}", tls: { ca: ${tls.ca}, cert: ${tls.cert}, key: ${tls.key} } }`;
   const good = () => ({ ca: `${certs}/ca.pem`, cert: `${certs}/cert.pem`, key: `${certs}/key.pem` });
-  const file = (image: string, tls = good()) => fleetFile({ service, image, replicas: 2, host: host(tls), nginx, upstream: 'tls_api' });
+  const file = (image: string, tls = good()) => fleetFile({ service, image, replicas: 2, host: host(tls), lb: nginx.lb });
 
   before(async () => {
     [endpoint = '', certs = ''] = await engine('tls', true);
@@ -217,7 +224,7 @@ describe('tcp:// with TLS', () => {
     rt = new DockerRuntime({ name: 'tls', docker: endpoint, tls: good() });
     deployed.push({ rt, service });
     await withoutAppImages(rt);
-    nginx = await startNginx('tls_api');
+    nginx = await localNginx('tls_api');
   });
 
   it('deploys through a TLS engine (image copied over TLS) and rolls it under load with zero failed requests, nginx routing to container IPs on its bridge', async () => {
@@ -240,7 +247,7 @@ describe('tcp:// with TLS', () => {
 
     // No publishAddress: the upstream lists the containers' IPs on fr-tls, which this machine routes to.
     const prefix = await bridgePrefix('tls');
-    const servers = upstreamServers(nginx.upstreamFile);
+    const servers = upstreamServers(readFileSync(nginx.upstreamFile, 'utf8'));
     assert.equal(servers.length, 2, readFileSync(nginx.upstreamFile, 'utf8'));
     for (const s of servers) assert.ok(s.startsWith(`${prefix}.`) && s.endsWith(':8080'), `${s} is a container IP on fr-tls (${prefix}.0/24)`);
     assert.deepEqual(servers, (await running(rt, service)).map((c) => c.address).sort());
@@ -284,9 +291,15 @@ describe('ssh://', () => {
   let home = '';
   let agentSock = '';
   let sshdLog = '';
+  /** An in-process SSH connection of a test, closed in `after` even when the test times out. */
+  let agent: SshDockerAgent | undefined;
   const service = uniqueName('it-ssh');
-  let nginx: Awaited<ReturnType<typeof startNginx>>;
-  const file = (image: string) => fleetFile({ service, image, replicas: 2, host: `{ name: vm, docker: "ssh://root@127.0.0.1:${port}" }`, nginx, upstream: 'ssh_api' });
+  /** nginx in a container on the same engine (default bridge, port published on 127.0.0.1): fleetroll writes its upstream and reloads it over ssh. */
+  const names = { ...demoNames(service), network: 'bridge' };
+  let url = '';
+  const upstream = async () => (await getFile(rt.docker, names.nginx, UPSTREAM_FILE)) ?? '';
+  const file = (image: string) =>
+    fleetFile({ service, image, replicas: 2, host: `{ name: vm, docker: "ssh://root@127.0.0.1:${port}" }`, lb: `{ container: ${names.nginx}, host: vm, upstreamFile: ${UPSTREAM_FILE}, upstream: ${names.upstream} }` });
   const accepted = () => (readFileSync(sshdLog, 'utf8').match(/Accepted publickey for root/g) ?? []).length;
   const keygen = (f: string) => execa('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'fleetroll-test', '-f', f], { stdin: 'ignore' });
   const homeWith = (name: string, knownHosts: string) => {
@@ -301,9 +314,12 @@ describe('ssh://', () => {
     // the docker CLI there (`docker system dial-stdio`) talks to it.
     const [socket = ''] = await engine('ssh');
     rt = new DockerRuntime({ name: 'vm', docker: socket });
-    deployed.push({ rt, service });
+    deployed.push({ rt, service, names });
     await withoutAppImages(rt);
-    nginx = await startNginx('ssh_api');
+    const { nginx: nginxImage } = await ensureImages();
+    if (!(await rt.imageExists(nginxImage))) await rt.loadImage(await runtime.saveImage(nginxImage));
+    url = `http://127.0.0.1:${await startNginx(rt.docker, names, nginxImage, 0, await readDefaultTemplate())}`;
+    await waitForHttp(url, 10_000);
 
     dir = mkdtempSync(join(work, 'ssh-'));
     port = await freePort();
@@ -344,6 +360,8 @@ describe('ssh://', () => {
     home = homeWith('home', `[127.0.0.1]:${port} ${hostKey}\n`);
   });
 
+  after(() => agent?.destroy());
+
   it('deploys through ssh://root@host:port with the key in an ssh-agent, over one SSH connection: image copied, rolled under load with zero failed requests', async () => {
     const env = { SSH_AUTH_SOCK: agentSock, HOME: home };
     let t = Date.now();
@@ -355,7 +373,7 @@ describe('ssh://', () => {
     assert.equal(accepted() - before, 1, 'one SSH connection carried the whole deploy');
     assert.deepEqual(await versionsOn(rt, service), ['1.0.0', '1.0.0']);
 
-    const load = startLoad(nginx.url, { getPerSecond: 20, postConcurrency: 2 });
+    const load = startLoad(url, { getPerSecond: 20, postConcurrency: 2 });
     t = Date.now();
     before = accepted();
     const r = await cli(['deploy', '-f', file(`${APP}:1.1.0`)], env);
@@ -367,9 +385,39 @@ describe('ssh://', () => {
     assert.equal(accepted() - before, 1);
     assert.deepEqual(await versionsOn(rt, service), ['1.1.0', '1.1.0']);
     const prefix = await bridgePrefix('ssh');
-    const servers = upstreamServers(nginx.upstreamFile);
+    const servers = upstreamServers(await upstream());
     assert.equal(servers.length, 2);
     for (const s of servers) assert.ok(s.startsWith(`${prefix}.`), `${s} is a container IP on fr-ssh (${prefix}.0/24)`);
+    assert.equal(await prober.version(new URL(url).host), '1.1.0', 'served through the nginx container');
+  });
+
+  it('exec and file copy over ssh: 12 concurrent execs in the nginx container all finish with their output and exit code, on one SSH connection', { timeout: 30_000 }, async () => {
+    agent = new SshDockerAgent({ host: '127.0.0.1', port, username: 'root' }, { SSH_AUTH_SOCK: agentSock }, [join(home, '.ssh/known_hosts')]);
+    const remote = new Dockerode({ protocol: 'http', host: '127.0.0.1', port, agent } as Dockerode.DockerOptions);
+    const before = accepted();
+    const t = Date.now();
+    try {
+      // nginx-base has no shell: `nginx -t` passes (exit 0), with a missing config it fails (exit 1); both talk on stderr.
+      const runs = await Promise.all(
+        Array.from({ length: 12 }, (_, i) => execIn(remote, names.nginx, i % 2 ? ['nginx', '-t', '-c', `/nonexistent-${i}.conf`] : ['nginx', '-t'])),
+      );
+      runs.forEach((r, i) => {
+        if (i % 2) {
+          assert.equal(r.exitCode, 1, r.stderr);
+          assert.match(r.stderr, new RegExp(`nonexistent-${i}\\.conf`));
+        } else {
+          assert.equal(r.exitCode, 0, r.stderr);
+          assert.match(r.stderr, /syntax is ok/);
+        }
+      });
+      await Promise.all(Array.from({ length: 6 }, (_, i) => putFile(remote, names.nginx, `/tmp/f${i}.txt`, `content ${i}`)));
+      assert.deepEqual(await Promise.all(Array.from({ length: 6 }, (_, i) => getFile(remote, names.nginx, `/tmp/f${i}.txt`))), Array.from({ length: 6 }, (_, i) => `content ${i}`));
+    } finally {
+      agent.destroy();
+      agent = undefined;
+    }
+    console.log(`ssh: 12 concurrent execs + 12 file copies in ${Date.now() - t} ms, ${accepted() - before} SSH connection(s)`);
+    assert.equal(accepted() - before, 1);
   });
 
   it('without an ssh-agent, uses ~/.ssh/id_ed25519 (a deploy of the current spec changes nothing)', async () => {
@@ -385,7 +433,7 @@ describe('ssh://', () => {
 
   it('refuses a host key that is unknown or changed, and fails without credentials: preflight names the host, nothing changes', async () => {
     const ids = (await running(rt, service)).map((c) => c.id).sort();
-    const upstreamBefore = readFileSync(nginx.upstreamFile, 'utf8');
+    const upstreamBefore = await upstream();
     await keygen(join(dir, 'other_key'));
     const otherKey = readFileSync(join(dir, 'other_key.pub'), 'utf8').split(' ').slice(0, 2).join(' ');
     const cases = [
@@ -403,7 +451,7 @@ describe('ssh://', () => {
       assert.match(r.stderr, c.why, c.what);
     }
     assert.deepEqual((await running(rt, service)).map((c) => c.id).sort(), ids);
-    assert.equal(readFileSync(nginx.upstreamFile, 'utf8'), upstreamBefore);
+    assert.equal(await upstream(), upstreamBefore);
   });
 });
 
@@ -412,8 +460,8 @@ describe('pulling from a registry', () => {
   let socket = '';
   let registry = '';
   const service = uniqueName('it-reg');
-  let nginx: Awaited<ReturnType<typeof startNginx>>;
-  const file = (image: string) => fleetFile({ service, image, replicas: 2, host: `{ name: reg, docker: "${socket}" }`, nginx, upstream: 'reg_api' });
+  let nginx: Awaited<ReturnType<typeof localNginx>>;
+  const file = (image: string) => fleetFile({ service, image, replicas: 2, host: `{ name: reg, docker: "${socket}" }`, lb: nginx.lb });
 
   /** The JSON progress messages of a push/pull stream; throws on one that reports an error. */
   async function progress(stream: NodeJS.ReadableStream): Promise<{ status?: string; error?: string }[]> {
@@ -430,7 +478,7 @@ describe('pulling from a registry', () => {
     rt = new DockerRuntime({ name: 'reg', docker: socket });
     deployed.push({ rt, service });
     await withoutAppImages(rt);
-    nginx = await startNginx('reg_api');
+    nginx = await localNginx('reg_api');
 
     // docker-registry (distribution 2.8) with its storage in a temp dir, on a free loopback port:
     // dockerd trusts 127.0.0.0/8 registries over plain HTTP without configuration.
@@ -470,7 +518,7 @@ describe('pulling from a registry', () => {
     assert.deepEqual(await versionsOn(rt, service), ['1.0.0', '1.0.0']);
     assert.equal(await prober.version(new URL(nginx.url).host), '1.0.0', 'served through nginx');
     const prefix = await bridgePrefix('reg');
-    for (const s of upstreamServers(nginx.upstreamFile)) assert.ok(s.startsWith(`${prefix}.`), `${s} is a container IP on fr-reg`);
+    for (const s of upstreamServers(readFileSync(nginx.upstreamFile, 'utf8'))) assert.ok(s.startsWith(`${prefix}.`), `${s} is a container IP on fr-reg`);
   });
 
   it('an image the registry does not have fails in preflight naming the host and the image; nothing changes', async () => {
