@@ -62,7 +62,7 @@ const listening = (port: number) =>
 function daemon(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env): ChildProcess {
   const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'], env });
   let err = '';
-  child.stderr?.on('data', (d: Buffer) => (err += d.toString()).slice(-4000));
+  child.stderr?.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-4000)));
   child.on('exit', (code) => {
     if (code && !stopping) console.error(`${cmd} exited with ${code}: ${err}`);
   });
@@ -177,7 +177,6 @@ function upstreamServers(content: string): string[] {
   return parseUpstreamServers(content)
     .filter((s) => !s.down)
     .map((s) => s.address)
-    .filter((a) => !a.startsWith('127.0.0.1:1'))
     .sort();
 }
 
