@@ -619,6 +619,57 @@ class Rollout {
     await this.journal('wave', 'begin', { wave: this.waves, stop: stopNames, start: startNow + startAfter });
     await this.syncUpstream(live, 'drain');
     faultPoint('after-mark-down');
+    const watcher = this.watchReadiness();
+    try {
+      await this.waveBody(live, victims, wereUp, startNow, startAfter, watcher);
+    } finally {
+      await watcher.stop();
+    }
+    await watcher.failure();
+    this.progress();
+  }
+
+  /**
+   * While a wave drains, stops and starts, instances started earlier keep
+   * becoming ready: put each into nginx when it does (as the next loop would,
+   * a drain later), so capacity comes back and "ready" is reported on time.
+   * The first failure (an nginx that refuses the config, a host gone) stops
+   * the watch and is rethrown by failure() once the wave's own work is done.
+   */
+  private watchReadiness(): { stop(): Promise<void>; failure(): Promise<void> } {
+    let stopped = false;
+    let wake: () => void = () => {};
+    let error: unknown;
+    const loop = (async () => {
+      while (!stopped) {
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          void this.clock.sleep(this.fleet.probes.readiness.periodMs).then(resolve);
+        });
+        if (stopped || this.options.signal?.aborted) return;
+        try {
+          const live = await this.observe(false);
+          if (stopped) return;
+          await this.syncUpstream(live, 'enable');
+        } catch (err) {
+          error = err;
+          return;
+        }
+      }
+    })();
+    return {
+      stop: async () => {
+        stopped = true;
+        wake();
+        await loop;
+      },
+      failure: async () => {
+        if (error !== undefined) throw error;
+      },
+    };
+  }
+
+  private async waveBody(live: Live[], victims: Live[], wereUp: Live[], startNow: number, startAfter: number, watcher: { stop(): Promise<void> }): Promise<void> {
     const placed = this.countPerHost(live);
     const early = settleAll(this.startInstances(startNow, placed));
     early.catch(() => undefined);
@@ -630,6 +681,7 @@ class Rollout {
       // Interrupted before anything was stopped: undo the step by putting the
       // drained instances back (stopCleanly rewrites the upstream without them down).
       await early;
+      await watcher.stop();
       await this.stopCleanly(await this.observe(false));
     }
     if (victims.length > 0) await this.journal('stop', 'begin', { names: victims.map((v) => v.info.name) });
@@ -673,7 +725,6 @@ class Rollout {
     const results = await Promise.allSettled([early, settleAll(afterStops)]);
     if (stopped !== undefined) throw stopped;
     for (const r of results) if (r.status === 'rejected') throw r.reason;
-    this.progress();
   }
 
   /** Instances per host: all of them (for maxInstances) and those of the new revision (for an even spread). */

@@ -2,65 +2,85 @@
  * Docker API work across a fleet's hosts: parallel between hosts, bounded,
  * and in order on each host.
  *
- * Why ordered per host: a stop and a start on one engine that race can leave
- * that host over its maxInstances for a moment, and an engine answers its own
- * requests one after another anyway. Why parallel between hosts: a slow or
- * far-away engine must not make every other host wait for it. Why bounded:
- * every host at work holds an API connection (an ssh session, a TLS socket)
- * and streams image layers; a 200-host fleet should not open 200 at once.
+ * Why in order per host: what the rollout asks of one engine starts in the
+ * order it was asked (a stop queued before a start begins first). Where one
+ * piece needs another finished (a start that needs the room a stop frees),
+ * the engine queues it only once that piece is done; pieces that do not
+ * depend on each other (the stops of one wave) run side by side, at most
+ * `perHost` at once, because one engine stops three containers in the time
+ * of one, and a wave should not pay for them one after another.
+ * Why parallel between hosts: a slow or far-away engine must not make every
+ * other host wait for it. Why bounded: every host at work holds API
+ * connections (an ssh session, a TLS socket) and may stream image layers; a
+ * 200-host fleet should not open 200 at once. At most `limit` hosts have work
+ * in flight; the others wait their turn, in the order their work came.
  *
- * Work is queued per host in submission order; at most `limit` hosts run a
- * piece of work at the same time. A failed piece rejects its own promise and
- * does not hold up what is queued after it on that host.
+ * A failed piece rejects its own promise and does not hold up what is queued
+ * after it on that host.
  */
 export class HostWork {
-  private readonly tails = new Map<string, Promise<unknown>>();
-  private running = 0;
-  private readonly waiting: (() => void)[] = [];
+  private readonly queues = new Map<string, (() => void)[]>();
+  private readonly running = new Map<string, number>();
+  private readonly waitingHosts: string[] = [];
   /** The most hosts seen working at once (for tests and the run summary). */
   peak = 0;
 
-  constructor(readonly limit: number) {
-    if (!Number.isInteger(limit) || limit < 1) throw new RangeError(`HostWork limit must be a positive integer, got ${limit}`);
-  }
-
-  /** Runs `work` on `host` after every piece queued on that host before it, when a slot is free. */
-  run<T>(host: string, work: () => Promise<T>): Promise<T> {
-    const before = this.tails.get(host) ?? Promise.resolve();
-    const result = before.then(async () => {
-      await this.acquire();
-      try {
-        return await work();
-      } finally {
-        this.release();
-      }
-    });
-    // The next piece on this host waits for this one to settle, not to succeed.
-    const tail = result.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.tails.set(host, tail);
-    void tail.then(() => {
-      if (this.tails.get(host) === tail) this.tails.delete(host);
-    });
-    return result;
-  }
-
-  private acquire(): Promise<void> {
-    if (this.running < this.limit) {
-      this.running++;
-      this.peak = Math.max(this.peak, this.running);
-      return Promise.resolve();
+  constructor(
+    readonly limit: number,
+    readonly perHost = 8,
+  ) {
+    for (const [name, v] of [
+      ['limit', limit],
+      ['perHost', perHost],
+    ] as const) {
+      if (!Number.isInteger(v) || v < 1) throw new RangeError(`HostWork ${name} must be a positive integer, got ${v}`);
     }
-    return new Promise((resolve) => this.waiting.push(resolve));
   }
 
-  private release(): void {
-    const next = this.waiting.shift();
-    // Hand the slot straight to the next waiter: running stays the same.
-    if (next) next();
-    else this.running--;
+  /** Runs `work` on `host` once everything queued on that host before it has started, and the host has a turn. */
+  run<T>(host: string, work: () => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const queue = this.queues.get(host) ?? [];
+      this.queues.set(host, queue);
+      queue.push(() => {
+        Promise.resolve()
+          .then(work)
+          .then(resolve, reject)
+          .finally(() => {
+            this.running.set(host, (this.running.get(host) ?? 1) - 1);
+            this.pump(host);
+          });
+      });
+      this.pump(host);
+    });
+  }
+
+  private pump(host: string): void {
+    const queue = this.queues.get(host) ?? [];
+    const running = this.running.get(host) ?? 0;
+    const active = this.running.has(host);
+    if (!active && queue.length > 0) {
+      // A host without work in flight needs a turn among the `limit`.
+      if (this.running.size >= this.limit) {
+        if (!this.waitingHosts.includes(host)) this.waitingHosts.push(host);
+        return;
+      }
+      this.running.set(host, 0);
+      this.peak = Math.max(this.peak, this.running.size);
+    }
+    let n = this.running.get(host) ?? running;
+    while (n < this.perHost && queue.length > 0) {
+      n++;
+      this.running.set(host, n);
+      queue.shift()!();
+    }
+    if (n === 0 && queue.length === 0 && this.running.has(host)) {
+      // Done for now: hand the turn to the host that has waited longest.
+      this.running.delete(host);
+      this.queues.delete(host);
+      const next = this.waitingHosts.shift();
+      if (next !== undefined) this.pump(next);
+    }
   }
 }
 

@@ -25,9 +25,9 @@ function gate(log: string[], name: string) {
 const tick = () => new Promise((r) => setImmediate(r));
 
 describe('HostWork: parallel between hosts, bounded, ordered on each host', () => {
-  it('runs pieces on one host one after another, in the order given', async () => {
+  it('with perHost 1, runs pieces on one host one after another, in the order given', async () => {
     const log: string[] = [];
-    const hw = new HostWork(4);
+    const hw = new HostWork(4, 1);
     const a = gate(log, 'a1');
     const b = gate(log, 'a2');
     const pa = hw.run('a', a.work);
@@ -40,6 +40,21 @@ describe('HostWork: parallel between hosts, bounded, ordered on each host', () =
     assert.deepEqual(log, ['start a1', 'end a1', 'start a2']);
     b.open();
     assert.equal(await pb, 'a2');
+  });
+
+  it('starts pieces on one host in the order given, at most perHost at once', async () => {
+    const log: string[] = [];
+    const hw = new HostWork(4, 2);
+    const gates = ['s1', 's2', 's3'].map((n) => gate(log, n));
+    const runs = gates.map((g) => hw.run('a', g.work));
+    await tick();
+    assert.deepEqual(log, ['start s1', 'start s2'], 'two side by side, the third waits');
+    gates[1]!.open();
+    await runs[1];
+    await tick();
+    assert.deepEqual(log, ['start s1', 'start s2', 'end s2', 'start s3']);
+    for (const g of gates) g.open();
+    await Promise.all(runs);
   });
 
   it('runs pieces on different hosts at the same time: a slow host does not hold up the others', async () => {
@@ -59,7 +74,7 @@ describe('HostWork: parallel between hosts, bounded, ordered on each host', () =
     assert.equal(hw.peak, 2);
   });
 
-  it('never has more hosts at work than the limit, and hands a freed slot on', async () => {
+  it('never has more hosts at work than the limit, and hands a freed turn to the host that waited longest', async () => {
     const log: string[] = [];
     const hw = new HostWork(2);
     const gates = ['h1', 'h2', 'h3', 'h4'].map((h) => ({ h, g: gate(log, h) }));
@@ -75,9 +90,26 @@ describe('HostWork: parallel between hosts, bounded, ordered on each host', () =
     assert.equal(hw.peak, 2);
   });
 
+  it('a host keeps its turn while it has work queued, then hands it on', async () => {
+    const log: string[] = [];
+    const hw = new HostWork(1, 1);
+    const a1 = gate(log, 'a1');
+    const b1 = gate(log, 'b1');
+    const a2 = gate(log, 'a2');
+    const runs = [hw.run('a', a1.work), hw.run('b', b1.work), hw.run('a', a2.work)];
+    a1.open();
+    a2.open();
+    await tick();
+    await tick();
+    assert.deepEqual(log.slice(0, 4), ['start a1', 'end a1', 'start a2', 'end a2'], 'a finishes its queue before b gets the turn');
+    b1.open();
+    await Promise.all(runs);
+    assert.deepEqual(log.slice(4), ['start b1', 'end b1']);
+  });
+
   it('a failed piece rejects its own promise and the next piece on that host still runs', async () => {
     const log: string[] = [];
-    const hw = new HostWork(1);
+    const hw = new HostWork(1, 1);
     const bad = gate(log, 'bad');
     const next = gate(log, 'next');
     const pBad = hw.run('h1', bad.work);
@@ -94,7 +126,8 @@ describe('HostWork: parallel between hosts, bounded, ordered on each host', () =
     ['fraction', 1.5],
   ] as const) {
     it(`refuses a limit that is ${name}`, () => {
-      assert.throws(() => new HostWork(limit), /positive integer/);
+      assert.throws(() => new HostWork(limit), /limit must be a positive integer/);
+      assert.throws(() => new HostWork(1, limit), /perHost must be a positive integer/);
     });
   }
 });
