@@ -4,6 +4,8 @@
  * fleetroll labels with that name and is removed by label afterwards.
  */
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { execa } from 'execa';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,7 +15,7 @@ import { DockerRuntime, ensureNetwork, getFile } from '../../src/adapters/docker
 import { removeFleetState } from '../../src/adapters/fleetState.js';
 import { HttpProber } from '../../src/adapters/http.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../../src/adapters/localImages.js';
-import { parseUpstreamServers } from '../../src/core/upstream.js';
+import { PLACEHOLDER_SERVER, parseUpstreamServers } from '../../src/core/upstream.js';
 import { DEMO_LABEL, demoNames, startNginx, teardown, waitForHttp, type DemoNames } from '../../src/experiment/rehearse.js';
 import { LABELS } from '../../src/ports.js';
 import type { RequestRecord } from '../../src/experiment/metrics.js';
@@ -158,10 +160,15 @@ export interface CliRun {
   stderr: string;
 }
 
-/** Runs the built CLI without blocking the test (samplers keep running meanwhile). */
-export function runCli(args: string[], opts: { signal?: AbortSignal } = {}): Promise<CliRun> {
+/** Runs the built CLI without blocking the test (samplers keep running meanwhile); `env` adds to the environment. */
+export function runCli(args: string[], opts: { signal?: AbortSignal; env?: NodeJS.ProcessEnv } = {}): Promise<CliRun> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], ...(opts.signal ? { signal: opts.signal } : {}) });
+    const child = spawn(process.execPath, [bin, ...args], {
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ...opts.env },
+      ...(opts.signal ? { signal: opts.signal } : {}),
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -243,4 +250,59 @@ export async function startCliUntil(args: string[], until: RegExp): Promise<Runn
     void exited.then((r) => rej(new Error(`fleetroll ${args.join(' ')} exited (${r.code}) before printing ${until}:\n${r.stdout}${r.stderr}`)));
   });
   return { child, exited };
+}
+
+/** A free TCP port on 127.0.0.1 (the OS picks it). */
+export function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      s.close(() => (typeof a === 'object' && a ? res(a.port) : rej(new Error('no port'))));
+    });
+  });
+}
+
+export interface LocalNginx {
+  url: string;
+  conf: string;
+  upstreamFile: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * nginx on this machine (exec placement), its own config and pid in `dir`,
+ * on a free 127.0.0.1 port, proxying to one upstream kept in a file that
+ * fleetroll rewrites; it starts with the placeholder server.
+ */
+export async function startLocalNginx(dir: string, upstream: string, workers = 1): Promise<LocalNginx> {
+  const port = await freePort();
+  const conf = join(dir, 'nginx.conf');
+  const upstreamFile = join(dir, 'upstream.conf');
+  writeFileSync(upstreamFile, `upstream ${upstream} {\n${PLACEHOLDER_SERVER}\n}\n`);
+  writeFileSync(
+    conf,
+    [
+      'daemon on;',
+      `worker_processes ${workers};`,
+      `pid ${dir}/nginx.pid;`,
+      `error_log ${dir}/error.log warn;`,
+      'events { worker_connections 256; }',
+      'http {',
+      '  access_log off;',
+      ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((p) => `  ${p}_temp_path ${dir}/${p}_temp;`),
+      `  include ${upstreamFile};`,
+      `  server { listen 127.0.0.1:${port}; location / { proxy_pass http://${upstream}; proxy_connect_timeout 1s; proxy_next_upstream error timeout; } }`,
+      '}',
+      '',
+    ].join('\n'),
+  );
+  await execa('/usr/sbin/nginx', ['-c', conf, '-e', `${dir}/error.log`], { stdin: 'ignore' });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    conf,
+    upstreamFile,
+    stop: async () => {
+      await execa('/usr/sbin/nginx', ['-c', conf, '-e', `${dir}/error.log`, '-s', 'stop'], { reject: false, stdin: 'ignore' });
+    },
+  };
 }

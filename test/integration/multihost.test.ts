@@ -13,10 +13,9 @@ import { after, before, describe, it } from 'node:test';
 import { execa } from 'execa';
 import { DockerRuntime } from '../../src/adapters/docker.js';
 import { removeFleetState } from '../../src/adapters/fleetState.js';
-import { PLACEHOLDER_SERVER } from '../../src/core/upstream.js';
 import { startLoad } from '../../src/experiment/probes.js';
 import { LABELS } from '../../src/ports.js';
-import { docker, ensureImages, failedOf, prober, root, runCli, startCliUntil, uniqueName } from './fixture.js';
+import { docker, ensureImages, failedOf, prober, root, runCli, startCliUntil, startLocalNginx, uniqueName, type LocalNginx } from './fixture.js';
 
 const ENGINES = ['h2', 'h3'];
 const engine = (n: string) => execa('bash', [join(root, 'scripts/second-engine.sh'), 'start', n], { stdin: 'ignore' });
@@ -26,15 +25,7 @@ const service = uniqueName('it-multi');
 let dir = '';
 let conf = '';
 let url = '';
-
-function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => (typeof a === 'object' && a ? res(a.port) : rej(new Error('no port'))));
-    });
-  });
-}
+let nginx: LocalNginx | undefined;
 
 async function cleanupEngines(): Promise<void> {
   for (const rt of [new DockerRuntime({ name: 'local', docker: 'unix:///var/run/docker.sock' }), ...runtimes.values()]) {
@@ -55,32 +46,13 @@ before(async () => {
     for (const tag of ['fleetroll-example:1.0.0', 'fleetroll-example:1.1.0']) await rt.docker.getImage(tag).remove({ force: true }).catch(() => {});
   }
   dir = mkdtempSync(join(tmpdir(), `${service}-`));
-  const port = await freePort();
-  conf = join(dir, 'nginx.conf');
-  writeFileSync(join(dir, 'upstream.conf'), `upstream multi_api {\n${PLACEHOLDER_SERVER}\n}\n`);
-  writeFileSync(
-    conf,
-    [
-      'daemon on;',
-      'worker_processes 2;',
-      `pid ${dir}/nginx.pid;`,
-      `error_log ${dir}/error.log warn;`,
-      'events { worker_connections 256; }',
-      'http {',
-      '  access_log off;',
-      ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((p) => `  ${p}_temp_path ${dir}/${p}_temp;`),
-      `  include ${dir}/upstream.conf;`,
-      `  server { listen 127.0.0.1:${port}; location / { proxy_pass http://multi_api; proxy_connect_timeout 1s; proxy_next_upstream error timeout; } }`,
-      '}',
-      '',
-    ].join('\n'),
-  );
-  await execa('/usr/sbin/nginx', ['-c', conf, '-e', `${dir}/error.log`], { stdin: 'ignore' });
-  url = `http://127.0.0.1:${port}`;
+  nginx = await startLocalNginx(dir, 'multi_api', 2);
+  conf = nginx.conf;
+  url = nginx.url;
 });
 
 after(async () => {
-  await execa('/usr/sbin/nginx', ['-c', conf, '-e', `${dir}/error.log`, '-s', 'stop'], { reject: false, stdin: 'ignore' });
+  await nginx?.stop();
   for (const n of ENGINES) await engine(n).catch(() => {});
   await cleanupEngines();
 });

@@ -11,7 +11,7 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
+import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -20,12 +20,12 @@ import Dockerode from 'dockerode';
 import { DockerRuntime, execIn, getFile, putFile } from '../../src/adapters/docker.js';
 import { SshDockerAgent } from '../../src/adapters/ssh.js';
 import { removeFleetState } from '../../src/adapters/fleetState.js';
-import { PLACEHOLDER_SERVER, parseUpstreamServers } from '../../src/core/upstream.js';
+import { parseUpstreamServers } from '../../src/core/upstream.js';
 import { startLoad } from '../../src/experiment/probes.js';
 import { LABELS } from '../../src/ports.js';
 import { readDefaultTemplate } from '../../src/cli/wiring.js';
 import { demoNames, startNginx, teardown, waitForHttp, type DemoNames } from '../../src/experiment/rehearse.js';
-import { bin, docker, ensureImages, failedOf, prober, root, runtime, uniqueName, UPSTREAM_FILE, type CliRun } from './fixture.js';
+import { docker, ensureImages, failedOf, freePort, prober, root, runCli, runtime, startLocalNginx, uniqueName, UPSTREAM_FILE } from './fixture.js';
 
 const APP = 'fleetroll-example';
 const work = mkdtempSync(join(tmpdir(), 'fleetroll-remote-'));
@@ -34,15 +34,6 @@ let stopping = false;
 /** Every (runtime, service) a test deployed, for the cleanup. */
 const deployed: { rt: DockerRuntime; service: string; names?: DemoNames }[] = [];
 const nginxConfs: string[] = [];
-
-function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => (typeof a === 'object' && a ? res(a.port) : rej(new Error('no port'))));
-    });
-  });
-}
 
 async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
   const until = Date.now() + timeoutMs;
@@ -71,17 +62,7 @@ function daemon(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.en
 }
 
 /** The built CLI with extra environment (ssh: SSH_AUTH_SOCK, HOME for known_hosts). */
-function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliRun> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const cli = (args: string[], env: NodeJS.ProcessEnv = {}) => runCli(args, { env });
 
 /** scripts/second-engine.sh start NAME [--tls]: its stdout lines. */
 async function engine(name: string, tls = false): Promise<string[]> {
@@ -101,33 +82,11 @@ async function withoutAppImages(rt: DockerRuntime): Promise<void> {
   }
 }
 
-/** nginx on this machine (own config, free port) with one upstream in a file fleetroll rewrites. */
+/** nginx on this machine with one upstream in a file fleetroll rewrites; its loadBalancers entry. */
 async function localNginx(upstream: string): Promise<{ url: string; upstreamFile: string; lb: string }> {
-  const dir = mkdtempSync(join(work, 'nginx-'));
-  const port = await freePort();
-  const conf = join(dir, 'nginx.conf');
-  const upstreamFile = join(dir, 'upstream.conf');
-  writeFileSync(upstreamFile, `upstream ${upstream} {\n${PLACEHOLDER_SERVER}\n}\n`);
-  writeFileSync(
-    conf,
-    [
-      'daemon on;',
-      'worker_processes 1;',
-      `pid ${dir}/nginx.pid;`,
-      `error_log ${dir}/error.log warn;`,
-      'events { worker_connections 256; }',
-      'http {',
-      '  access_log off;',
-      ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((p) => `  ${p}_temp_path ${dir}/${p}_temp;`),
-      `  include ${upstreamFile};`,
-      `  server { listen 127.0.0.1:${port}; location / { proxy_pass http://${upstream}; proxy_connect_timeout 1s; proxy_next_upstream error timeout; } }`,
-      '}',
-      '',
-    ].join('\n'),
-  );
-  await execa('/usr/sbin/nginx', ['-c', conf, '-e', `${dir}/error.log`], { stdin: 'ignore' });
-  nginxConfs.push(conf);
-  return { url: `http://127.0.0.1:${port}`, upstreamFile, lb: `{ exec: true, config: ${conf}, upstreamFile: ${upstreamFile}, upstream: ${upstream} }` };
+  const n = await startLocalNginx(mkdtempSync(join(work, 'nginx-')), upstream);
+  nginxConfs.push(n.conf);
+  return { url: n.url, upstreamFile: n.upstreamFile, lb: `{ exec: true, config: ${n.conf}, upstreamFile: ${n.upstreamFile}, upstream: ${upstream} }` };
 }
 
 interface FleetOpts {
