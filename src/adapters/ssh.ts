@@ -29,6 +29,8 @@ export interface SshTarget {
   host: string;
   port: number;
   username: string;
+  /** The key to log in with (the host's `ssh.identityFile`); otherwise the agent, else a default identity. */
+  identityFile?: string | undefined;
 }
 
 /** Channels open at once on one connection: below sshd's default MaxSessions (10). */
@@ -117,8 +119,16 @@ export function checkHostKey(presented: Buffer, known: KnownHostKey[], name: str
   return `${name} is not in known_hosts (${files[0]}): host key unknown, not connecting`;
 }
 
-/** What to authenticate with: the agent, else a default identity file. */
-function credentials(env: NodeJS.ProcessEnv): Pick<ConnectConfig, 'agent' | 'privateKey'> & { source: string } {
+/** What to authenticate with: the host's identityFile, else the agent, else a default identity file. */
+function credentials(env: NodeJS.ProcessEnv, identityFile?: string): Pick<ConnectConfig, 'agent' | 'privateKey'> & { source: string } {
+  if (identityFile) {
+    // As `ssh -i` with IdentitiesOnly: the named key and nothing else.
+    try {
+      return { privateKey: readFileSync(identityFile), source: `ssh.identityFile ${identityFile}` };
+    } catch (err) {
+      return { source: `ssh.identityFile ${identityFile}, which cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})` };
+    }
+  }
   if (env.SSH_AUTH_SOCK) return { agent: env.SSH_AUTH_SOCK, source: `the ssh-agent at SSH_AUTH_SOCK` };
   for (const f of ['id_ed25519', 'id_ecdsa', 'id_rsa'].map((n) => join(homedir(), '.ssh', n))) {
     if (existsSync(f)) return { privateKey: readFileSync(f), source: f };
@@ -388,7 +398,7 @@ export class SshDockerAgent extends Agent {
     const { host, port, username } = this.target;
     const name = knownHostsName(host, port);
     const known = knownHostKeys(host, port, this.knownHosts);
-    const creds = credentials(this.env);
+    const creds = credentials(this.env, this.target.identityFile);
     let verdict: string | undefined;
     const conn = new Promise<Client>((resolve, reject) => {
       const client = new Client();

@@ -91,6 +91,8 @@ function crossFieldIssues(f: FleetFileParsed, timings: Record<TimingField, numbe
   const hostNames = new Set<string>();
   f.hosts.forEach((h, i) => {
     if (hostNames.has(h.name)) issues.push({ path: `hosts/${i}/name`, message: `duplicate host name ${JSON.stringify(h.name)}` });
+    if (h.ssh && !h.docker.startsWith('ssh://')) issues.push({ path: `hosts/${i}/ssh`, message: `only applies to an ssh:// endpoint, got ${JSON.stringify(h.docker)}` });
+    if (h.tls && !h.docker.startsWith('tcp://')) issues.push({ path: `hosts/${i}/tls`, message: `only applies to a tcp:// endpoint, got ${JSON.stringify(h.docker)}` });
     hostNames.add(h.name);
   });
   const files = new Map<string, number>();

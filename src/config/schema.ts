@@ -69,6 +69,8 @@ const hostSchema = z
     docker: pattern(DOCKER_ENDPOINT_RE, 'a Docker endpoint: unix:///path, tcp://host:port or ssh://user@host').default('unix:///var/run/docker.sock'),
     network: pattern(DOCKER_NAME_RE, 'a Docker network name (letters, digits, "_", ".", "-")').optional(),
     tls: z.object({ ca: pattern(ABS_PATH_RE, 'an absolute path'), cert: pattern(ABS_PATH_RE, 'an absolute path'), key: pattern(ABS_PATH_RE, 'an absolute path') }).strict().optional(),
+    /** ssh:// only: the private key to log in with, instead of the agent or ~/.ssh/id_*. */
+    ssh: z.object({ identityFile: pattern(ABS_PATH_RE, 'an absolute path') }).strict().optional(),
     maxInstances: int(1, 10000).optional(),
     /** The host's address as nginx reaches it: instances publish their port there. */
     publishAddress: pattern(/^(?:[0-9]{1,3}\.){3}[0-9]{1,3}$/, 'an IPv4 address of the host, as the load balancers reach it').optional(),

@@ -256,8 +256,8 @@ describe('ssh://', () => {
   const names = { ...demoNames(service), network: 'bridge' };
   let url = '';
   const upstream = async () => (await getFile(rt.docker, names.nginx, UPSTREAM_FILE)) ?? '';
-  const file = (image: string) =>
-    fleetFile({ service, image, replicas: 2, host: `{ name: vm, docker: "ssh://root@127.0.0.1:${port}" }`, lb: `{ container: ${names.nginx}, host: vm, upstreamFile: ${UPSTREAM_FILE}, upstream: ${names.upstream} }` });
+  const file = (image: string, identityFile?: string) =>
+    fleetFile({ service, image, replicas: 2, host: `{ name: vm, docker: "ssh://root@127.0.0.1:${port}"${identityFile ? `, ssh: { identityFile: ${identityFile} }` : ''} }`, lb: `{ container: ${names.nginx}, host: vm, upstreamFile: ${UPSTREAM_FILE}, upstream: ${names.upstream} }` });
   const accepted = () => (readFileSync(sshdLog, 'utf8').match(/Accepted publickey for root/g) ?? []).length;
   const keygen = (f: string) => execa('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'fleetroll-test', '-f', f], { stdin: 'ignore' });
   const homeWith = (name: string, knownHosts: string) => {
@@ -386,6 +386,28 @@ describe('ssh://', () => {
     const r = await cli(['deploy', '-f', file(`${APP}:1.1.0`)], { SSH_AUTH_SOCK: '', HOME: keyHome });
     assert.equal(r.code, 0, r.stdout + r.stderr);
     assert.equal(accepted() - before, 1);
+    assert.deepEqual((await running(rt, service)).map((c) => c.id).sort(), ids);
+  });
+
+  it('with ssh.identityFile, logs in with that key only: a key at its own path works, a key the host does not accept fails in preflight naming it', async () => {
+    const ids = (await running(rt, service)).map((c) => c.id).sort();
+    // No agent and no ~/.ssh/id_*: only the named file can log in.
+    const bare = homeWith('bare', readFileSync(join(home, '.ssh/known_hosts'), 'utf8'));
+    mkdirSync(join(dir, 'keys'), { recursive: true });
+    const deployKey = join(dir, 'keys', 'deploy_key');
+    writeFileSync(deployKey, readFileSync(join(dir, 'id')), { mode: 0o600 });
+    const before = accepted();
+    const ok = await cli(['deploy', '-f', file(`${APP}:1.1.0`, deployKey)], { SSH_AUTH_SOCK: '', HOME: bare });
+    assert.equal(ok.code, 0, ok.stdout + ok.stderr);
+    assert.equal(accepted() - before, 1);
+
+    const wrongKey = join(dir, 'keys', 'not_authorized');
+    await keygen(wrongKey);
+    // Even with the agent holding the right key: identityFile is the only one tried.
+    const refused = await cli(['deploy', '-f', file(`${APP}:1.0.0`, wrongKey)], { SSH_AUTH_SOCK: agentSock, HOME: bare });
+    assert.equal(refused.code, 1, refused.stdout + refused.stderr);
+    assert.match(refused.stderr, /preflight failed, nothing was changed/);
+    assert.match(refused.stderr, new RegExp(`authentication as root failed with ssh\\.identityFile ${wrongKey.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`));
     assert.deepEqual((await running(rt, service)).map((c) => c.id).sort(), ids);
   });
 
