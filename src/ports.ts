@@ -72,7 +72,8 @@ export interface Runtime {
   /** `docker save` / `docker load` through the API: how an image reaches a host without a registry. */
   saveImage(image: string): Promise<NodeJS.ReadableStream>;
   /** `docker pull` where the host reaches a registry; false when it cannot. */
-  pullImage(image: string): Promise<boolean>;
+  /** `docker pull` on the engine: undefined when the image is there after it, else the engine's reason. */
+  pullImage(image: string): Promise<string | undefined>;
   loadImage(tar: NodeJS.ReadableStream): Promise<void>;
   /** Last lines of a container's output, for failure reports. */
   logs(id: string, tail: number): Promise<string>;

@@ -312,14 +312,14 @@ export class DockerRuntime implements Runtime {
   }
 
   /** `docker pull`; resolves true when the engine has the image afterwards, false when no registry gave it. */
-  async pullImage(image: string): Promise<boolean> {
+  async pullImage(image: string): Promise<string | undefined> {
     try {
       const stream = await this.docker.pull(image);
       await new Promise<void>((resolve, reject) => this.docker.modem.followProgress(stream, (err: unknown) => (err ? reject(err) : resolve())));
-    } catch {
-      return false;
+    } catch (err) {
+      return engineMessage(err);
     }
-    return this.imageExists(image);
+    return (await this.imageExists(image)) ? undefined : 'the engine reported success but does not have the image';
   }
 
   /** `docker save` as a stream (the image's layers as a tar). */

@@ -472,8 +472,9 @@ class Rollout {
 
   /** Where a registry is configured for the host's engine, pull what no host could copy. */
   private async pullImage(name: string, rt: Runtime): Promise<boolean> {
-    const ok = await rt.pullImage(this.fleet.image);
-    this.emit({ type: 'info', message: ok ? `pulled image ${this.fleet.image} on host ${name}` : `could not pull image ${this.fleet.image} on host ${name} (no registry has it, or none is reachable)` });
+    const failed = await rt.pullImage(this.fleet.image);
+    const ok = failed === undefined;
+    this.emit({ type: 'info', message: ok ? `pulled image ${this.fleet.image} on host ${name}` : `could not pull image ${this.fleet.image} on host ${name}: ${failed}` });
     return ok;
   }
 
