@@ -138,7 +138,7 @@ export function dockerOptions(host: DockerHostConfig): DockerConnectOptions {
     const username = decodeURIComponent(url.username) || userInfo().username;
     const port = Number(url.port || '22');
     // Plain HTTP spoken over the agent's dial-stdio channels; host/port only name it in URLs.
-    return { ...base, host: hostname, port, protocol: 'http', agent: new SshDockerAgent({ host: hostname, port, username, identityFile: host.ssh?.identityFile }) };
+    return { ...base, host: hostname, port, protocol: 'http', agent: new SshDockerAgent({ host: hostname, port, username, ...(host.ssh ? { identityFile: host.ssh.identityFile } : {}) }) };
   }
   throw invalid(`unsupported scheme ${JSON.stringify(url.protocol)} in ${JSON.stringify(endpoint)} (use unix://, tcp:// or ssh://)`);
 }

@@ -196,6 +196,9 @@ describe('DockerRuntime', () => {
     const ssh = dockerOptions({ name: 'vm1', docker: 'ssh://deploy@vm1:2222' });
     assert.ok(ssh.agent instanceof SshDockerAgent);
     assert.deepEqual(ssh.agent.target, { host: 'vm1', port: 2222, username: 'deploy' });
+    const keyed = dockerOptions({ name: 'vm1', docker: 'ssh://deploy@vm1', ssh: { identityFile: '/etc/fleetroll/vm1_ed25519' } });
+    assert.ok(keyed.agent instanceof SshDockerAgent);
+    assert.deepEqual(keyed.agent.target, { host: 'vm1', port: 22, username: 'deploy', identityFile: '/etc/fleetroll/vm1_ed25519' });
     assert.deepEqual(
       { ...ssh, agent: undefined },
       { socketPath: undefined, host: 'vm1', port: 2222, username: undefined, ca: undefined, cert: undefined, key: undefined, agent: undefined, pathPrefix: undefined, timeout: undefined, protocol: 'http' },
