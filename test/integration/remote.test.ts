@@ -267,18 +267,36 @@ describe('ssh://', () => {
     return h;
   };
 
+  // Once (in CI) this setup ended with "the event loop has already resolved"
+  // and a promise still pending, 0.4 s in, and it has not happened since: the
+  // interval keeps the loop alive so that a hang fails as a timeout instead,
+  // and the step lines say where it was.
   before(async () => {
+    const alive = setInterval(() => {}, 1000);
+    try {
+      await sshSetup();
+    } finally {
+      clearInterval(alive);
+    }
+  }, { timeout: 120_000 });
+
+  async function sshSetup(): Promise<void> {
+    const step = (what: string) => console.log(`ssh setup: ${what}`);
+    step('engine');
     // The engine behind the ssh host: sshd sets DOCKER_HOST for the session, so
     // the docker CLI there (`docker system dial-stdio`) talks to it.
     const [socket = ''] = await engine('ssh');
     rt = new DockerRuntime({ name: 'vm', docker: socket });
     deployed.push({ rt, service, names });
+    step('images');
     await withoutAppImages(rt);
     const { nginx: nginxImage } = await ensureImages();
     if (!(await rt.imageExists(nginxImage))) await rt.loadImage(await runtime.saveImage(nginxImage));
+    step('nginx');
     url = `http://127.0.0.1:${await startNginx(rt.docker, names, nginxImage, 0, await readDefaultTemplate())}`;
     await waitForHttp(url, 10_000);
 
+    step('keys');
     dir = mkdtempSync(join(work, 'ssh-'));
     port = await freePort();
     await keygen(join(dir, 'host_key'));
@@ -305,10 +323,12 @@ describe('ssh://', () => {
         '',
       ].join('\n'),
     );
+    step('sshd');
     mkdirSync('/run/sshd', { recursive: true }); // its privilege separation directory
     daemon('/usr/sbin/sshd', ['-D', '-f', join(dir, 'sshd_config'), '-E', sshdLog]);
     await waitFor(`sshd on 127.0.0.1:${port}`, () => listening(port));
 
+    step('ssh-agent');
     agentSock = join(dir, 'agent.sock');
     daemon('ssh-agent', ['-D', '-a', agentSock]);
     await waitFor('ssh-agent', async () => (await execa('ssh-add', ['-l'], { env: { SSH_AUTH_SOCK: agentSock }, reject: false })).exitCode === 1);
@@ -316,7 +336,7 @@ describe('ssh://', () => {
 
     const hostKey = readFileSync(join(dir, 'host_key.pub'), 'utf8').split(' ').slice(0, 2).join(' ');
     home = homeWith('home', `[127.0.0.1]:${port} ${hostKey}\n`);
-  });
+  }
 
   after(() => agent?.destroy());
 
