@@ -70,3 +70,32 @@ export class ReportedFailure extends FleetrollError {
     super('E_REPORTED', exitCode, '');
   }
 }
+
+/** Where a rollout failed: before anything changed, or during/after the change. */
+export type FailurePhase = 'preflight' | 'preDeploy' | 'rollout';
+
+/** A rollout that did not reach its goal. Exit code 1; the message says what to do next. */
+export class RolloutFailedError extends FleetrollError {
+  constructor(
+    message: string,
+    hint: string,
+    readonly details: Record<string, unknown> = {},
+    readonly phase: FailurePhase = 'rollout',
+  ) {
+    super('E_ROLLOUT_FAILED', ExitCode.rolloutFailed, message, { hint });
+  }
+}
+
+/** Stopped by `fleetroll pause` with the fleet consistent. Exit code 4. */
+export class PausedError extends FleetrollError {
+  constructor(message: string) {
+    super('E_PAUSED', ExitCode.paused, message, { hint: 'continue with `fleetroll resume -f <fleet>` (from any machine)' });
+  }
+}
+
+/** Interrupted by a signal; the fleet was left consistent. Exit code 130. */
+export class InterruptedError extends FleetrollError {
+  constructor(message: string, hint: string) {
+    super('E_INTERRUPTED', ExitCode.interrupted, message, { hint });
+  }
+}

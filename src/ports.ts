@@ -118,3 +118,106 @@ export interface Prober {
   /** The version the instance reports (trimmed body of the version path). */
   version(address: string): Promise<string>;
 }
+
+/** Time, as a port: the engine never reads the system clock itself, so simulate and the tests run it on a virtual one. */
+export interface Clock {
+  now(): number;
+  sleep(ms: number): Promise<void>;
+}
+
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+};
+
+/** Records a step of a rollout; never awaited in front of the step itself (see engine/journal.ts). */
+export type Journal = (step: string, phase?: 'begin' | 'end', detail?: Record<string, unknown>) => void;
+
+export type RolloutOutcome = 'in progress' | 'complete' | 'failed' | 'rolled back' | 'paused' | 'interrupted';
+
+export interface RevisionRecord {
+  /** 1, 2, 3, ... never reused. */
+  number: number;
+  /** The spec hash (the instances' fleetroll.revision label). */
+  hash: string;
+  image: string;
+  version: string;
+  port: number;
+  /** Kept so that undo can recreate the revision; shown by name only. */
+  env: Record<string, string>;
+  restartedAt?: string | undefined;
+  changeCause: string;
+  who: string;
+  when: string;
+  outcome: RolloutOutcome;
+  finishedAt?: string | undefined;
+  message?: string | undefined;
+}
+
+export interface AdoptedInstance {
+  id: string;
+  name: string;
+  host: string;
+  port: number;
+}
+
+export interface FleetState {
+  service: string;
+  nextRevision: number;
+  revisions: RevisionRecord[];
+  /** Set by `fleetroll restart`: part of the spec hash, so changing it replaces every instance. */
+  restartedAt?: string | undefined;
+  /** Set by `fleetroll pause`; a running deploy stops after its current wave. */
+  paused?: boolean | undefined;
+  adopted?: AdoptedInstance[] | undefined;
+}
+
+export interface JournalEntry {
+  at: string;
+  rollout: string;
+  step: string;
+  phase?: 'begin' | 'end' | undefined;
+  detail?: Record<string, unknown> | undefined;
+}
+
+
+export interface LockHolder {
+  holder: string;
+  pid: number;
+  command: string;
+  started: string;
+}
+
+export interface LockInfo extends LockHolder {
+  /** Last lease renewal (ISO time); a holder that stopped renewing is gone. */
+  lease: string;
+  stale: boolean;
+}
+
+
+/**
+ * The fleet's state (revision history, pause flag, journal), kept with the
+ * fleet (adapters/fleetState.ts: a volume on the first host) so every machine
+ * pointed at the fleet reads the same history.
+ */
+export interface StateStore {
+  /** The image the state container uses, or undefined when the fleet has no state yet. */
+  image(): Promise<string | undefined>;
+  /** An image that is always available on the state's host, for a fleet whose image is not there yet. */
+  placeholderImage(): Promise<string>;
+  /** Creates the state (idempotent); `image` is any image present on its host. */
+  ensure(image: string): Promise<void>;
+  read(): Promise<FleetState | undefined>;
+  write(state: FleetState): Promise<void>;
+  journal(): Promise<JournalEntry[]>;
+  appendJournal(entries: JournalEntry[]): Promise<void>;
+}
+
+/** One rollout at a time per fleet, across machines. */
+export interface FleetLockPort {
+  /** Told when a stale lock is taken over. */
+  onTakeover: ((previous: LockInfo) => void) | undefined;
+  /** Takes the lock or throws (exit 3) naming the holder; waits up to waitMs for it. */
+  acquire(image: string, command: string, waitMs?: number): Promise<void>;
+  release(): Promise<void>;
+}

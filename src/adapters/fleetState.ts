@@ -16,56 +16,12 @@ import type Dockerode from 'dockerode';
 import { ExitCode, FleetrollError } from '../errors.js';
 import { getFile, putFile } from './docker.js';
 import { createTar } from './tar.js';
+import type { FleetState, JournalEntry, LockHolder, LockInfo, StateStore, FleetLockPort } from '../ports.js';
 
 export const STATE_LABEL = 'fleetroll.state';
 export const LOCK_LABEL = 'fleetroll.lock';
 
-export type RolloutOutcome = 'in progress' | 'complete' | 'failed' | 'rolled back' | 'paused' | 'interrupted';
-
-export interface RevisionRecord {
-  /** 1, 2, 3, ... never reused. */
-  number: number;
-  /** The spec hash (the instances' fleetroll.revision label). */
-  hash: string;
-  image: string;
-  version: string;
-  port: number;
-  /** Kept so that undo can recreate the revision; shown by name only. */
-  env: Record<string, string>;
-  restartedAt?: string | undefined;
-  changeCause: string;
-  who: string;
-  when: string;
-  outcome: RolloutOutcome;
-  finishedAt?: string | undefined;
-  message?: string | undefined;
-}
-
-export interface AdoptedInstance {
-  id: string;
-  name: string;
-  host: string;
-  port: number;
-}
-
-export interface FleetState {
-  service: string;
-  nextRevision: number;
-  revisions: RevisionRecord[];
-  /** Set by `fleetroll restart`: part of the spec hash, so changing it replaces every instance. */
-  restartedAt?: string | undefined;
-  /** Set by `fleetroll pause`; a running deploy stops after its current wave. */
-  paused?: boolean | undefined;
-  adopted?: AdoptedInstance[] | undefined;
-}
-
-export interface JournalEntry {
-  at: string;
-  rollout: string;
-  step: string;
-  phase?: 'begin' | 'end' | undefined;
-  detail?: Record<string, unknown> | undefined;
-}
+export type { AdoptedInstance, FleetState, JournalEntry, RevisionRecord, RolloutOutcome } from '../ports.js';
 
 const JOURNAL_KEEP = 2000;
 
@@ -114,7 +70,7 @@ export async function ensurePlaceholderImage(docker: Dockerode): Promise<string>
   return PLACEHOLDER_IMAGE;
 }
 
-export class FleetStateStore {
+export class FleetStateStore implements StateStore {
   readonly container: string;
   readonly volume: string;
 
@@ -224,18 +180,7 @@ export class FleetStateStore {
   }
 }
 
-export interface LockHolder {
-  holder: string;
-  pid: number;
-  command: string;
-  started: string;
-}
-
-export interface LockInfo extends LockHolder {
-  /** Last lease renewal (ISO time); a holder that stopped renewing is gone. */
-  lease: string;
-  stale: boolean;
-}
+export type { LockHolder, LockInfo } from '../ports.js';
 
 /** How long a lock lives without renewal. Renewed every LEASE_MS / 4. */
 export const LEASE_MS = 30_000;
@@ -264,7 +209,7 @@ export class LockHeldError extends FleetrollError {
   }
 }
 
-export class FleetLock {
+export class FleetLock implements FleetLockPort {
   readonly container: string;
   private timer: NodeJS.Timeout | undefined;
   /** Told when a stale lock is taken over. */
