@@ -123,11 +123,17 @@ export interface Prober {
 export interface Clock {
   now(): number;
   sleep(ms: number): Promise<void>;
+  /** Calls fn after ms unless cancelled first (a pending timer must not keep a finished process alive). */
+  timer(ms: number, fn: () => void): { cancel(): void };
 }
 
 export const systemClock: Clock = {
   now: () => Date.now(),
   sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+  timer: (ms, fn) => {
+    const t = setTimeout(fn, ms);
+    return { cancel: () => clearTimeout(t) };
+  },
 };
 
 /** Records a step of a rollout; never awaited in front of the step itself (see engine/journal.ts). */

@@ -8,11 +8,10 @@ import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import type { Fleet } from '../config/load.js';
 import { DockerRuntime } from '../adapters/docker.js';
-import { FleetLock, FleetStateStore } from '../adapters/fleetState.js';
-import type { FleetHandles } from '../engine/session.js';
+import { FleetLock, FleetStateStore, whoAmI } from '../adapters/fleetState.js';
 import { HttpProber } from '../adapters/http.js';
 import { NginxContainerRouter, NginxExecRouter } from '../adapters/nginx.js';
-import type { DeployDeps, LoadBalancer } from '../engine/deploy.js';
+import type { DeployDeps, LoadBalancer } from '../engine/rollout.js';
 import type { EventSink } from '../engine/events.js';
 import { ExitCode, FleetrollError } from '../errors.js';
 
@@ -63,9 +62,9 @@ export async function buildDeps(fleet: Fleet, events?: EventSink): Promise<Deplo
 }
 
 /** The fleet's state and lock live on its first host. */
-export function fleetHandles(fleet: Fleet, deps: Pick<DeployDeps, 'runtimes'>): FleetHandles {
+export function fleetHandles(fleet: Fleet, deps: Pick<DeployDeps, 'runtimes'>): { store: FleetStateStore; lock: FleetLock; who: string } {
   const first = fleet.hosts[0];
   const rt = first ? deps.runtimes.get(first.name) : undefined;
   if (!first || !(rt instanceof DockerRuntime)) throw new FleetrollError('E_INTERNAL', 1, 'the fleet has no first host');
-  return { store: new FleetStateStore(rt.docker, fleet.service, first.name), lock: new FleetLock(rt.docker, fleet.service) };
+  return { store: new FleetStateStore(rt.docker, fleet.service, first.name), lock: new FleetLock(rt.docker, fleet.service), who: whoAmI() };
 }

@@ -18,10 +18,12 @@ export interface CliOverrides {
   maxUnavailable?: string | undefined;
   /** `--host-parallelism`: already checked by the flag's parser. */
   hostParallelism?: number | undefined;
+  /** `--replacement-policy`. */
+  replacementPolicy?: string | undefined;
 }
 
 /** A fleet file with every default filled in and its strategy resolved. */
-export interface Fleet extends Omit<FleetFileParsed, 'defaults' | 'strategy' | 'minReadySeconds' | 'progressDeadlineSeconds' | 'drainSeconds' | 'terminationGracePeriodSeconds' | 'revisionHistoryLimit' | 'hostParallelism' | 'version'> {
+export interface Fleet extends Omit<FleetFileParsed, 'defaults' | 'strategy' | 'replacementPolicy' | 'minReadySeconds' | 'progressDeadlineSeconds' | 'drainSeconds' | 'terminationGracePeriodSeconds' | 'revisionHistoryLimit' | 'hostParallelism' | 'version'> {
   version: string;
   minReadySeconds: number;
   progressDeadlineSeconds: number;
@@ -186,6 +188,7 @@ export async function fleetFromObject(raw: unknown, file: string, cli: CliOverri
       cli: cliLayer,
       strategy: f.strategy,
       defaults: defaults?.strategy,
+      replacementPolicy: { cli: cli.replacementPolicy, own: f.replacementPolicy, defaults: defaults?.replacementPolicy },
       paths: { defaults: typeof f.defaults === 'string' ? `${defaultsPrefix}strategy` : 'defaults/strategy' },
     });
   } catch (err) {
@@ -199,7 +202,7 @@ export async function fleetFromObject(raw: unknown, file: string, cli: CliOverri
   }
   if (issues.length > 0 || !strategy) throw new ValidationError(issues, { source: file });
 
-  const { defaults: _d, strategy: _s, ...rest } = f;
+  const { defaults: _d, strategy: _s, replacementPolicy: _p, ...rest } = f;
   return {
     ...rest,
     image,

@@ -58,6 +58,8 @@ const rolloutFields = {
   revisionHistoryLimit: int(0, 1000).optional(),
   /** How many hosts may have Docker work in flight at once (work on one host is always in order). */
   hostParallelism: int(1, 1000).optional(),
+  /** TerminationStarted | TerminationComplete; checked by core/strategy with the other strategy values. */
+  replacementPolicy: z.string({ error: (i) => `must be "TerminationStarted" or "TerminationComplete", got ${JSON.stringify(i.input)}` }).optional(),
 };
 
 /** What shared defaults may hold: a default rollout and its timings. */

@@ -77,18 +77,4 @@ export function planRollout(s: ResolvedStrategy): Plan {
   };
 }
 
-/**
- * Where the instances of a finished rollout end up: one at a time on the host
- * with the fewest, among hosts below their maxInstances (what deploy does for
- * the new revision). Hosts that cannot take the rest are reported as missing.
- */
-export function placement(replicas: number, hosts: readonly { name: string; maxInstances?: number | undefined }[]): { perHost: Record<string, number>; unplaced: number } {
-  const perHost: Record<string, number> = Object.fromEntries(hosts.map((h) => [h.name, 0]));
-  let unplaced = 0;
-  for (let i = 0; i < replicas; i++) {
-    const h = hosts.filter((x) => x.maxInstances === undefined || (perHost[x.name] ?? 0) < x.maxInstances).sort((a, b) => (perHost[a.name] ?? 0) - (perHost[b.name] ?? 0))[0];
-    if (!h) unplaced++;
-    else perHost[h.name] = (perHost[h.name] ?? 0) + 1;
-  }
-  return { perHost, unplaced };
-}
+export { placement } from './placement.js';

@@ -36,6 +36,15 @@ export interface FleetCounts {
   current: RevisionCount;
   /** Every other revision, oldest first. */
   old: RevisionCount[];
+  /**
+   * Instances being terminated (marked down, draining or stopping) that still
+   * count toward replicas + maxSurge: with replacementPolicy
+   * TerminationComplete, and always with Recreate. They are in no revision's
+   * count, so they are never chosen to stop again and are not available.
+   * Omitted (0) under TerminationStarted: a terminating instance no longer
+   * counts, and its replacement may start at once (Kubernetes' behaviour).
+   */
+  terminating?: number;
 }
 
 export type Step =
@@ -73,6 +82,8 @@ export function decideStep(c: FleetCounts, s: ResolvedStrategy): Step {
     if (oldTotal > 0) {
       return { kind: 'scaleDownOld', byRevision: c.old.filter((r) => r.total > 0).map((r) => ({ revision: r.revision, count: r.total })) };
     }
+    // Not a single new instance while an old one is still alive.
+    if ((c.terminating ?? 0) > 0) return { kind: 'none' };
     if (c.current.total < c.replicas) return { kind: 'scaleUp', count: c.replicas - c.current.total };
     if (c.current.total > c.replicas) return { kind: 'scaleDownNew', count: c.current.total - c.replicas };
     return { kind: 'none' };
@@ -81,8 +92,9 @@ export function decideStep(c: FleetCounts, s: ResolvedStrategy): Step {
   // NewRSNewReplicas: scale up within replicas + maxSurge.
   const total = c.current.total + oldTotal;
   const maxTotal = c.replicas + s.maxSurge;
-  if (total < maxTotal) {
-    const up = Math.min(maxTotal - total, c.replicas - c.current.total);
+  const alive = total + (c.terminating ?? 0);
+  if (alive < maxTotal) {
+    const up = Math.min(maxTotal - alive, c.replicas - c.current.total);
     if (up > 0) return { kind: 'scaleUp', count: up };
   }
   if (c.current.total > c.replicas) return { kind: 'scaleDownNew', count: c.current.total - c.replicas };
@@ -143,17 +155,18 @@ function removeFrom(r: RevisionCount, n: number): RevisionCount {
  * The counts after a step takes effect. New instances start unavailable;
  * stopped instances are gone. (Becoming ready is the world's doing, not a step.)
  */
-export function applyStep(c: FleetCounts, step: Step): FleetCounts {
+export function applyStep(c: FleetCounts, step: Step, holdTerminating = false): FleetCounts {
+  const held = (n: number) => (holdTerminating ? { terminating: (c.terminating ?? 0) + n } : {});
   switch (step.kind) {
     case 'none':
       return c;
     case 'scaleUp':
       return { ...c, current: { ...c.current, total: c.current.total + step.count } };
     case 'scaleDownNew':
-      return { ...c, current: removeFrom(c.current, step.count) };
+      return { ...c, current: removeFrom(c.current, step.count), ...held(step.count) };
     case 'scaleDownOld': {
       const counts = new Map(step.byRevision.map((b) => [b.revision, b.count]));
-      return { ...c, old: c.old.map((r) => removeFrom(r, counts.get(r.revision) ?? 0)) };
+      return { ...c, old: c.old.map((r) => removeFrom(r, counts.get(r.revision) ?? 0)), ...held(step.byRevision.reduce((a, b) => a + b.count, 0)) };
     }
   }
 }
@@ -178,13 +191,16 @@ export interface Wave {
 }
 
 /**
- * Applies steps until the algorithm allows nothing more. The executor carries
+ * Applies steps until the algorithm allows nothing more. With holdTerminating,
+ * what a step stops stays in `terminating` (TerminationComplete: it still
+ * counts until its container is gone), so the wave holds only what may start
+ * now; without it, stops are taken as done (plan's waves). The executor carries
  * out a wave as: stop `stopOld`/`stopNew` (drain first), start
  * `startBeforeStops` meanwhile, and the rest of `start` once the stops are done.
  * Doing it in that order never exceeds maxTotal nor drops below minAvailable,
  * because starts never change availability and stops never add instances.
  */
-export function planWave(initial: FleetCounts, s: ResolvedStrategy): Wave {
+export function planWave(initial: FleetCounts, s: ResolvedStrategy, opts: { holdTerminating?: boolean } = {}): Wave {
   let c = initial;
   const steps: Wave['steps'] = [];
   const stopOld = new Map<string, number>();
@@ -199,9 +215,9 @@ export function planWave(initial: FleetCounts, s: ResolvedStrategy): Wave {
     if (step.kind === 'scaleUp') start += step.count;
     else if (step.kind === 'scaleDownNew') stopNew += step.count;
     else for (const b of step.byRevision) stopOld.set(b.revision, (stopOld.get(b.revision) ?? 0) + b.count);
-    c = applyStep(c, step);
+    c = applyStep(c, step, opts.holdTerminating === true);
   }
-  const initialTotal = totalOf(initial);
+  const initialTotal = totalOf(initial) + (initial.terminating ?? 0);
   const maxTotal = s.type === 'Recreate' ? s.replicas : s.replicas + s.maxSurge;
   // Recreate never overlaps old and new, by definition.
   const startBeforeStops = s.type === 'Recreate' && initial.old.some((r) => r.total > 0)
@@ -215,7 +231,7 @@ export function planWave(initial: FleetCounts, s: ResolvedStrategy): Wave {
     stopNew,
     after: c,
     minAvailableDuring: Math.min(availableOf(initial), availableOf(c)),
-    peakTotal: Math.max(initialTotal, initialTotal + startBeforeStops, totalOf(c)),
+    peakTotal: Math.max(initialTotal, initialTotal + startBeforeStops, totalOf(c) + (c.terminating ?? 0)),
   };
 }
 

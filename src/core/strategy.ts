@@ -19,6 +19,18 @@ export type IntOrPercent = number | string;
 
 export type StrategyType = 'RollingUpdate' | 'Recreate';
 
+/**
+ * When a terminating instance stops counting toward replicas + maxSurge:
+ * TerminationStarted (Kubernetes' RollingUpdate today) as soon as it is
+ * marked down, so its replacement starts at once and more containers than
+ * replicas + maxSurge may be alive while some drain; TerminationComplete
+ * only once its container is gone, so the containers alive never exceed
+ * replicas + maxSurge (for a VM without memory to spare), at the price of
+ * waiting out every drain and stop before the replacement starts.
+ */
+export type ReplacementPolicy = 'TerminationStarted' | 'TerminationComplete';
+export const REPLACEMENT_POLICIES: readonly ReplacementPolicy[] = ['TerminationStarted', 'TerminationComplete'];
+
 export interface RollingUpdateInput {
   maxSurge?: IntOrPercent | undefined;
   maxUnavailable?: IntOrPercent | undefined;
@@ -127,6 +139,8 @@ export interface StrategyLayers {
   strategy?: StrategyInput | undefined;
   /** The `strategy:` of the shared defaults (inline `defaults:` or a defaults file). */
   defaults?: StrategyInput | undefined;
+  /** replacementPolicy from each layer: `--replacement-policy`, the service's own, the shared defaults. */
+  replacementPolicy?: { cli?: string | undefined; own?: string | undefined; defaults?: string | undefined } | undefined;
   /** Path prefixes for messages; the fleet loader passes file-relative paths. */
   paths?: Partial<Record<'strategy' | 'defaults' | 'cliMaxSurge' | 'cliMaxUnavailable', string>>;
 }
@@ -149,7 +163,9 @@ export interface ResolvedStrategy {
   maxTotal: number;
   /** The effective values as written (e.g. "25%"), before scaling. */
   spec: { maxSurge: IntOrPercent; maxUnavailable: IntOrPercent };
-  sources: { type: ValueSource; maxSurge: ValueSource; maxUnavailable: ValueSource };
+  sources: { type: ValueSource; maxSurge: ValueSource; maxUnavailable: ValueSource; replacementPolicy: ValueSource };
+  /** Recreate always waits for terminations to complete. */
+  replacementPolicy: ReplacementPolicy;
   mode: RolloutMode;
   /** Things worth telling the user: overrides, the 0/0 fencepost, clamping. */
   notes: string[];
@@ -249,6 +265,24 @@ export function resolveStrategy(layers: StrategyLayers): ResolvedStrategy {
     }
   }
 
+  let policy: Effective<ReplacementPolicy> = { value: 'TerminationStarted', source: 'builtin', path: 'replacementPolicy' };
+  const rp = layers.replacementPolicy;
+  for (const [raw, source, path] of [
+    [rp?.defaults, 'defaults', p.defaults.replace(/strategy$/, 'replacementPolicy')],
+    [rp?.own, 'strategy', 'replacementPolicy'],
+    [rp?.cli, 'cli', '--replacement-policy'],
+  ] as const) {
+    if (raw === undefined) continue;
+    if (!(REPLACEMENT_POLICIES as readonly string[]).includes(raw)) {
+      issues.push({ path, message: `must be "TerminationStarted" or "TerminationComplete", got ${show(raw)}` });
+      continue;
+    }
+    policy = { value: raw as ReplacementPolicy, source, path };
+  }
+  if (type.value === 'Recreate' && policy.value === 'TerminationStarted' && policy.source !== 'builtin') {
+    notes.push(`Recreate always waits for old instances to be gone (TerminationComplete); ignoring replacementPolicy TerminationStarted from ${SOURCE_LABEL[policy.source]} (${policy.path})`);
+  }
+
   if (type.value === 'RollingUpdate' && issues.length === 0 && isZero(surge.value) && isZero(unav.value)) {
     issues.push({
       path: unav.path === surge.path ? unav.path : `${surge.path} and ${unav.path}`,
@@ -267,7 +301,8 @@ export function resolveStrategy(layers: StrategyLayers): ResolvedStrategy {
       minAvailable: 0,
       maxTotal: replicas,
       spec: { maxSurge: 0, maxUnavailable: '100%' },
-      sources: { type: type.source, maxSurge: type.source, maxUnavailable: type.source },
+      sources: { type: type.source, maxSurge: type.source, maxUnavailable: type.source, replacementPolicy: type.source },
+      replacementPolicy: 'TerminationComplete',
       mode: 'recreate',
       notes,
     };
@@ -294,7 +329,8 @@ export function resolveStrategy(layers: StrategyLayers): ResolvedStrategy {
     minAvailable: replicas - maxUnavailable,
     maxTotal: replicas + maxSurge,
     spec: { maxSurge: surge.value.raw, maxUnavailable: unav.value.raw },
-    sources: { type: type.source, maxSurge: surge.source, maxUnavailable: unav.source },
+    sources: { type: type.source, maxSurge: surge.source, maxUnavailable: unav.source, replacementPolicy: policy.source },
+    replacementPolicy: policy.value,
     mode,
     notes,
   };

@@ -7,7 +7,7 @@
 import type { Fleet } from '../config/load.js';
 import { renderUpstream } from '../core/upstream.js';
 import { LABELS } from '../ports.js';
-import { instanceSpec, randomSuffix, systemClock, type DeployDeps } from './deploy.js';
+import { instanceSpec, randomSuffix, systemClock, type DeployDeps } from './rollout.js';
 import { revisionOf } from './revision.js';
 
 export async function naiveReplace(fleet: Fleet, deps: DeployDeps, opts: { intervalMs: number }): Promise<void> {

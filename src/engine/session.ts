@@ -6,9 +6,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Fleet } from '../config/load.js';
-import { FleetLock, FleetStateStore, whoAmI, type FleetState, type JournalEntry, type RevisionRecord, type RolloutOutcome } from '../adapters/fleetState.js';
+import type { FleetLockPort, FleetState, JournalEntry, RevisionRecord, RolloutOutcome, StateStore } from '../ports.js';
+import { journalWriter } from './journal.js';
 import { ExitCode, FleetrollError } from '../errors.js';
-import { deploy, InterruptedError, PausedError, RolloutFailedError, type DeployDeps, type DeployOptions, type DeployResult } from './deploy.js';
+import { deploy, InterruptedError, PausedError, RolloutFailedError, type DeployDeps, type DeployOptions, type DeployResult } from './rollout.js';
 import { envOf, revisionOf } from './revision.js';
 import { renderUpstream } from '../core/upstream.js';
 
@@ -22,8 +23,10 @@ export interface ManagedOptions extends DeployOptions {
 }
 
 export interface FleetHandles {
-  store: FleetStateStore;
-  lock: FleetLock;
+  store: StateStore;
+  lock: FleetLockPort;
+  /** "user@host", recorded with each revision. */
+  who: string;
 }
 
 export interface ManagedResult extends DeployResult {
@@ -45,16 +48,6 @@ function outcomeOf(err: unknown): { outcome: RolloutOutcome; message: string } {
   if (err instanceof InterruptedError) return { outcome: 'interrupted', message: err.message };
   if (err instanceof RolloutFailedError && /\nrolled back \(onFailure: rollback\)/.test(err.message)) return { outcome: 'rolled back', message: err.message };
   return { outcome: 'failed', message: err instanceof Error ? err.message : String(err) };
-}
-
-/** Serialises journal appends (steps can finish concurrently) and never fails the rollout. */
-function journalWriter(store: FleetStateStore, rollout: string, onError: (e: unknown) => void) {
-  let chain: Promise<void> = Promise.resolve();
-  return (step: string, phase?: 'begin' | 'end', detail?: Record<string, unknown>): Promise<void> => {
-    const entry: JournalEntry = { at: new Date().toISOString(), rollout, step, ...(phase ? { phase } : {}), ...(detail ? { detail } : {}) };
-    chain = chain.then(() => store.appendJournal([entry])).catch(onError);
-    return chain;
-  };
 }
 
 /** The last rollout in the journal, if it never reached an end (complete, failed, ...). */
@@ -103,7 +96,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     if (crashed) {
       const msg = `recovering: the previous rollout (${crashed.rollout}) stopped without finishing; its last step was ${crashed.last.step}${crashed.last.phase ? ` (${crashed.last.phase})` : ''}${crashed.last.detail ? ` ${JSON.stringify(crashed.last.detail)}` : ''}`;
       emit({ type: 'info', message: msg });
-      await write('recovered', 'end', { from: crashed.rollout, lastStep: crashed.last.step, lastDetail: crashed.last.detail });
+      write('recovered', 'end', { from: crashed.rollout, lastStep: crashed.last.step, lastDetail: crashed.last.detail });
     }
 
     // The revision record: continue one (resume), or start a new one.
@@ -129,7 +122,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
           env: envOf(fleet),
           restartedAt: fleet.restartedAt,
           changeCause: o.changeCause ?? o.command,
-          who: whoAmI(),
+          who: h.who,
           when: new Date().toISOString(),
           outcome: 'in progress',
         };
@@ -139,18 +132,22 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     // revisionHistoryLimit old revisions are kept, plus the current one.
     state.revisions = state.revisions.slice(-(fleet.revisionHistoryLimit + 1));
     await h.store.write(state);
-    await write('begin', 'begin', { revision: record.number, hash, image: fleet.image, version: fleet.version });
+    // The one entry awaited: from here on a crash is recognised as an unfinished rollout.
+    write('begin', 'begin', { revision: record.number, hash, image: fleet.image, version: fleet.version });
+    await write.flush();
 
     const paused = async () => (await h.store.read())?.paused === true;
     const adopted = adoptedOf(state);
     try {
       const result = await deploy(fleet, { ...deps, journal: write, paused, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, o);
+      await write.flush();
       await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`);
       return { ...result, revisionNumber: record.number };
     } catch (err) {
       const { outcome, message } = outcomeOf(err);
       await finishRecord(h.store, record.number, outcome, message.split('\n')[0] ?? message);
-      await write(outcome, 'end', { message: message.split('\n')[0] });
+      write(outcome, 'end', { message: message.split('\n')[0] });
+      await write.flush();
       throw err;
     }
   } finally {
@@ -167,7 +164,7 @@ function adoptedOf(state: FleetState): DeployDeps['adopted'] {
 }
 
 /** Adopted containers a rollout replaced are gone: drop them from the state. */
-async function forgetRemovedAdopted(store: FleetStateStore, deps: DeployDeps): Promise<void> {
+async function forgetRemovedAdopted(store: StateStore, deps: DeployDeps): Promise<void> {
   const s = await store.read();
   if (!s?.adopted?.length) return;
   const still = [];
@@ -232,7 +229,7 @@ export async function adoptFleet(
       port: fleet.port,
       env: {},
       changeCause: `adopted ${instances.length} running container(s) matching ${o.match}`,
-      who: whoAmI(),
+      who: h.who,
       when: new Date().toISOString(),
       outcome: 'complete',
       finishedAt: new Date().toISOString(),
@@ -252,7 +249,7 @@ export async function adoptFleet(
   }
 }
 
-async function finishRecord(store: FleetStateStore, n: number, outcome: RolloutOutcome, message: string): Promise<void> {
+async function finishRecord(store: StateStore, n: number, outcome: RolloutOutcome, message: string): Promise<void> {
   const s = await store.read();
   if (!s) return;
   const r = s.revisions.find((x) => x.number === n);

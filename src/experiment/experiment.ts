@@ -17,7 +17,7 @@ import { join, relative } from 'node:path';
 import type { Fleet } from '../config/load.js';
 import { DockerRuntime } from '../adapters/docker.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../adapters/localImages.js';
-import type { DeployDeps } from '../engine/deploy.js';
+import type { DeployDeps } from '../engine/rollout.js';
 import { aggregateRuns, runMetrics, type TimedEvent } from './analysis.js';
 import { renderSvg } from './charts.js';
 import { toHtml, toMarkdown } from './document.js';

@@ -10,7 +10,7 @@ import { fleetFromObject, type Fleet } from '../config/load.js';
 import { parseUpstreamServers, renderUpstream } from '../core/upstream.js';
 import { DockerRuntime, ensureNetwork, putFile } from '../adapters/docker.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../adapters/localImages.js';
-import { deploy, systemClock, type DeployDeps, type DeployResult, type LoadBalancer } from '../engine/deploy.js';
+import { deploy, systemClock, type DeployDeps, type DeployResult, type LoadBalancer } from '../engine/rollout.js';
 import type { EventSink } from '../engine/events.js';
 import { naiveReplace } from '../engine/naive.js';
 import { FleetrollError } from '../errors.js';

@@ -7,6 +7,7 @@ import type { Command } from 'commander';
 import { loadFleet, type Fleet } from '../../config/load.js';
 import { parseUpstreamServers } from '../../core/upstream.js';
 import type { RevisionRecord } from '../../adapters/fleetState.js';
+import { whoAmI } from '../../adapters/fleetState.js';
 import { revisionOf } from '../../engine/revision.js';
 import { adoptFleet, fleetForRecord, withState } from '../../engine/session.js';
 import { DockerRuntime } from '../../adapters/docker.js';
@@ -220,7 +221,7 @@ Example (the compose demo):
           found.push({ id: c.Id, name, host, image: c.Image });
         }
       }
-      const r = await adoptFleet(fleet, deps, { store, lock: l }, found, { command: `fleetroll ${process.argv.slice(2).join(' ')}`, match: o.match });
+      const r = await adoptFleet(fleet, deps, { store, lock: l, who: whoAmI() }, found, { command: `fleetroll ${process.argv.slice(2).join(' ')}`, match: o.match });
       if (o.json) {
         out.json({ revision: r.revision.number, version: r.revision.version, instances: r.instances, reloads: r.reloads });
         return;

@@ -1,0 +1,217 @@
+/**
+ * The controller's decision: given every instance as observed now, what may
+ * happen now. The engine (engine/controller.ts) calls it after every event;
+ * simulate runs the same engine on a virtual clock; plan uses the same
+ * arithmetic (rolling.ts) wave by wave.
+ *
+ * An instance's phase:
+ *
+ *   starting → unready → ready → available          (a new instance coming up)
+ *   draining → stopping → (gone)                    (an instance being terminated)
+ *   failed                                          (its container exited)
+ *
+ * A terminating instance is `draining` from the moment it is chosen: it is
+ * out of every revision's count and never available again. It is marked down
+ * in every nginx; once no nginx routes to it any more the engine sets its
+ * `stopAt` (now + drainSeconds when it was routed, now when it never was), and
+ * at `stopAt` this function says to stop it.
+ *
+ * Counting, as the Kubernetes deployment controller does (rolling.ts):
+ *  - starts while  counted < replicas + maxSurge  and  new < replicas, where
+ *    `counted` holds every non-terminating instance, plus the terminating ones
+ *    under replacementPolicy TerminationComplete (and always with Recreate);
+ *  - terminations while  available - terminated >= replicas - maxUnavailable,
+ *    with unready new instances counted against the budget and not-available
+ *    old instances chosen first.
+ *
+ * Worked examples (replicas 6, all old and available at first):
+ *
+ *   maxSurge 0, maxUnavailable 2, TerminationStarted, t = 0:
+ *     terminate 2 old (6 - 2 = 4 >= minAvailable 4); they no longer count, so
+ *     counted = 4 < 6: start 2 at once. Decision: terminate 2, start 2.
+ *   Same with TerminationComplete:
+ *     terminate 2 old; counted = 4 + 2 terminating = 6: start nothing yet.
+ *     When both are gone (after drain and stop), counted = 4: start 2.
+ *   maxSurge 1, maxUnavailable 0, one new instance ready but not available
+ *   (minReadySeconds not yet passed):
+ *     counted = 7 = maxTotal: no start; available = 6 old, budget
+ *     6 - 6 = 0: no termination. Decision: nothing; wait for `available`.
+ *   Recreate:
+ *     terminate all 6 at once; start none until no old instance is alive.
+ *
+ * A hold narrows the decision without changing the arithmetic: `all` (pause,
+ * interrupt, a running postWave hook) allows no new start or termination;
+ * `{ maxNew, minOld }` (a postWave boundary not yet passed) allows at most
+ * maxNew non-terminating new instances and at least minOld old ones.
+ *
+ * PURE: no I/O, no clock (the time is an input), no randomness.
+ */
+import { pickForStop, type ObservedInstance } from './fleet.js';
+import { placeMany, type HostLoad, type HostSlot } from './placement.js';
+import { isComplete, planWave, type FleetCounts } from './rolling.js';
+import type { ResolvedStrategy } from './strategy.js';
+
+export type Phase = 'starting' | 'unready' | 'ready' | 'available' | 'failed' | 'draining' | 'stopping';
+
+export interface InstanceView {
+  id: string;
+  host: string;
+  revision: string;
+  /** Creation time in ms: orders revisions, oldest first. */
+  created: number;
+  phase: Phase;
+  /** Some nginx may send it traffic: it is listed up in a config in force or being written. */
+  routed: boolean;
+  /** Draining: when it may be stopped; undefined while an nginx may still route to it. */
+  stopAt?: number | undefined;
+}
+
+export type Hold = 'all' | { maxNew: number; minOld: number };
+
+export interface DecideContext {
+  /** The desired revision. */
+  revision: string;
+  replicas: number;
+  strategy: ResolvedStrategy;
+  now: number;
+  hosts: readonly HostSlot[];
+  hold?: Hold | undefined;
+}
+
+export interface Decision {
+  /** One host per new instance to start now. */
+  start: string[];
+  /** Instances to begin terminating (mark down), least useful first. */
+  terminate: string[];
+  /** Draining instances no nginx routes to whose drain is over: stop them now. */
+  stop: string[];
+  /** The earliest future `stopAt`: when to decide again if nothing else happens. */
+  wakeAt?: number | undefined;
+  /** New instances the strategy allows now but no host has room for (maxInstances). */
+  unplaced: number;
+  /** Every instance is of the new revision and available, and none is terminating. */
+  complete: boolean;
+  /** The counts the decision was made on (for events and tests). */
+  counts: FleetCounts;
+}
+
+export function isTerminating(p: Phase): boolean {
+  return p === 'draining' || p === 'stopping';
+}
+
+/** Whether the policy keeps terminating instances in the surge count. */
+export function holdsTerminating(s: ResolvedStrategy): boolean {
+  return s.type === 'Recreate' || s.replacementPolicy === 'TerminationComplete';
+}
+
+function observed(i: InstanceView): ObservedInstance {
+  const ready = i.phase === 'ready' || i.phase === 'available';
+  return { id: i.id, revision: i.revision, running: i.phase !== 'failed' && i.phase !== 'starting', ready, available: i.phase === 'available', created: i.created, host: i.host };
+}
+
+/** The counts the rolling algorithm decides on: non-terminating instances per revision, plus the terminating ones. */
+export function countInstances(instances: readonly InstanceView[], revision: string, replicas: number, hold: boolean): FleetCounts {
+  const current = { revision, total: 0, available: 0 };
+  const old = new Map<string, { revision: string; total: number; available: number; oldest: number }>();
+  let terminating = 0;
+  for (const i of instances) {
+    if (isTerminating(i.phase)) {
+      terminating++;
+      continue;
+    }
+    const available = i.phase === 'available' ? 1 : 0;
+    if (i.revision === revision) {
+      current.total++;
+      current.available += available;
+    } else {
+      const r = old.get(i.revision) ?? { revision: i.revision, total: 0, available: 0, oldest: i.created };
+      r.total++;
+      r.available += available;
+      if (i.created < r.oldest) r.oldest = i.created;
+      old.set(i.revision, r);
+    }
+  }
+  const sorted = [...old.values()].sort((a, b) => a.oldest - b.oldest || (a.revision < b.revision ? -1 : 1));
+  return {
+    replicas,
+    current,
+    old: sorted.map(({ revision: r, total, available }) => ({ revision: r, total, available })),
+    ...(hold ? { terminating } : {}),
+  };
+}
+
+export function decide(instances: readonly InstanceView[], ctx: DecideContext): Decision {
+  const s = ctx.strategy;
+  const hold = holdsTerminating(s);
+  const counts = countInstances(instances, ctx.revision, ctx.replicas, hold);
+  let terminatingNow = 0;
+  const stop: string[] = [];
+  let wakeAt: number | undefined;
+  for (const i of instances) {
+    if (!isTerminating(i.phase)) continue;
+    terminatingNow++;
+    if (i.phase !== 'draining' || i.routed || i.stopAt === undefined) continue;
+    if (i.stopAt <= ctx.now) stop.push(i.id);
+    else if (wakeAt === undefined || i.stopAt < wakeAt) wakeAt = i.stopAt;
+  }
+  const complete = terminatingNow === 0 && isComplete(counts);
+  const none: Decision = { start: [], terminate: [], stop, wakeAt, unplaced: 0, complete, counts };
+  if (complete || ctx.hold === 'all') return none;
+
+  const wave = planWave(counts, s, { holdTerminating: hold });
+  let stopNew = wave.stopNew;
+  const stopOld = new Map(wave.stopOld.map((b) => [b.revision, b.count]));
+  let start = wave.start;
+
+  if (ctx.hold !== undefined) {
+    // A boundary not yet passed: terminate no old below minOld, start no new above maxNew.
+    const oldAlive = counts.old.reduce((a, r) => a + r.total, 0);
+    let oldAllowed = Math.max(0, oldAlive - ctx.hold.minOld);
+    for (const r of counts.old) {
+      const n = Math.min(stopOld.get(r.revision) ?? 0, oldAllowed);
+      stopOld.set(r.revision, n);
+      oldAllowed -= n;
+    }
+    const oldStopped = [...stopOld.values()].reduce((x, y) => x + y, 0);
+    const newAfter = counts.current.total - stopNew;
+    const oldAfter = oldAlive - oldStopped;
+    const terminatingAfter = (counts.terminating ?? 0) + oldStopped + stopNew;
+    const counted = newAfter + oldAfter + (hold ? terminatingAfter : 0);
+    start =
+      s.type === 'Recreate' && (oldAfter > 0 || terminatingAfter > 0)
+        ? 0
+        : Math.max(0, Math.min(ctx.replicas + s.maxSurge - counted, ctx.replicas - newAfter, ctx.hold.maxNew - newAfter));
+  }
+
+  // Which instances: the least useful of each revision (fleet.ts pickForStop).
+  const terminate: string[] = [];
+  const byRevision = new Map<string, ObservedInstance[]>();
+  if (stopNew > 0 || [...stopOld.values()].some((n) => n > 0)) {
+    for (const i of instances) {
+      if (isTerminating(i.phase)) continue;
+      const list = byRevision.get(i.revision) ?? [];
+      list.push(observed(i));
+      byRevision.set(i.revision, list);
+    }
+    for (const r of counts.old) {
+      const n = stopOld.get(r.revision) ?? 0;
+      if (n > 0) terminate.push(...pickForStop(byRevision.get(r.revision) ?? [], n).map((o) => o.id));
+    }
+    if (stopNew > 0) terminate.push(...pickForStop(byRevision.get(ctx.revision) ?? [], stopNew).map((o) => o.id));
+  }
+
+  let hosts: string[] = [];
+  if (start > 0) {
+    const load = new Map<string, HostLoad>(ctx.hosts.map((h) => [h.name, { total: 0, fresh: 0 }]));
+    const gone = new Set(terminate);
+    for (const i of instances) {
+      const l = load.get(i.host) ?? { total: 0, fresh: 0 };
+      // Terminating containers still occupy their host; failed ones do too until removed.
+      l.total++;
+      if (i.revision === ctx.revision && !isTerminating(i.phase) && !gone.has(i.id)) l.fresh++;
+      load.set(i.host, l);
+    }
+    hosts = placeMany(start, ctx.hosts, load);
+  }
+  return { start: hosts, terminate, stop, wakeAt, unplaced: start - hosts.length, complete, counts };
+}

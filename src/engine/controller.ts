@@ -1,0 +1,632 @@
+/**
+ * The rollout controller: an event loop that owns the fleet view and asks
+ * core/decide.ts what may happen after every event. It never awaits a
+ * wave: each instance's steps go on by themselves
+ *
+ *   new:         start → (probes) ready → in every nginx → available
+ *   terminating: marked down → reload in force → drained → stopped → removed
+ *
+ * and every event (a container started or exited, a probe answer, a reload
+ * in force, a drain over, a stop done, a failure, an interrupt, a pause)
+ * re-runs the decision on the fleet as it is then. Like the Kubernetes
+ * deployment controller, a terminating instance no longer counts as a
+ * replica (replacementPolicy TerminationStarted), so its replacement starts
+ * without waiting for its drain and stop; under TerminationComplete it
+ * counts until its container is gone.
+ *
+ * Stopping cleanly (interrupt, pause, failure): nothing new is started or
+ * terminated; instances still draining are put back in service; what is in
+ * flight (starts, stops, a reload) finishes; nginx gets a last write; then
+ * the run ends with the reason.
+ */
+import type { Fleet } from '../config/load.js';
+import { decide, holdsTerminating, isTerminating, type Hold, type InstanceView, type Phase } from '../core/decide.js';
+import { planRollout } from '../core/plan.js';
+import type { UpstreamEntry } from '../core/upstream.js';
+import { FleetrollError, InterruptedError, PausedError, RolloutFailedError } from '../errors.js';
+import { LABELS, type Clock, type InstanceInfo, type Journal, type Prober, type Runtime } from '../ports.js';
+import type { EventSink } from './events.js';
+import { faultPoint } from './faults.js';
+import type { HostWork } from './hostWork.js';
+import { instanceSpec } from './instances.js';
+import { Readiness } from './readiness.js';
+import { Traffic, type LoadBalancer } from './traffic.js';
+
+/** One instance as the controller tracks it. */
+export interface Instance extends InstanceView {
+  /** Docker's container id; undefined while it is being created. */
+  dockerId?: string | undefined;
+  address?: string | undefined;
+  /** The phase before termination began: where an undone drain goes back to. */
+  before?: Phase | undefined;
+  readySince?: number | undefined;
+  /** Its stop failed: it may still run, out of nginx, and is left for the operator. */
+  stopFailed?: boolean | undefined;
+  /** What the last probe or observation said, for the deadline report. */
+  lastProbe: string;
+  labels: Record<string, string>;
+}
+
+export interface ControllerDeps {
+  fleet: Fleet;
+  revision: string;
+  runtimes: ReadonlyMap<string, Runtime>;
+  balancers: readonly LoadBalancer[];
+  prober: Prober;
+  clock: Clock;
+  emit: EventSink;
+  journal: Journal;
+  work: HostWork;
+  nameSuffix: () => string;
+  changeCause?: string | undefined;
+  signal?: AbortSignal | undefined;
+  /** Asked every pausePollMs: true stops the rollout cleanly (exit 4). */
+  paused?: (() => Promise<boolean>) | undefined;
+  /** Every container of the fleet on every host (and adopted ones), for the periodic look at which exited. */
+  list: () => Promise<InstanceInfo[]>;
+  /** Told the controller once it exists (tests check invariants on its view). */
+  inspect?: ((c: Controller) => void) | undefined;
+  /** Runs the postWave hook (throws RolloutFailedError when it fails). */
+  postWave?: ((boundary: number, instances: readonly Instance[]) => Promise<void>) | undefined;
+  /** After a crash: reload every nginx once even if its file looks current. */
+  recovering?: boolean | undefined;
+  timing?: Partial<ControllerTiming> | undefined;
+}
+
+export interface ControllerTiming {
+  /** How long an nginx change waits for others to share its reload. */
+  coalesceMs: number;
+  /** How often containers are listed to notice exits. */
+  observeMs: number;
+  /** How often the pause flag is read. */
+  pausePollMs: number;
+}
+
+const DEFAULT_TIMING: ControllerTiming = { coalesceMs: 50, observeMs: 1000, pausePollMs: 1000 };
+
+export interface ControllerResult {
+  instances: Instance[];
+  waves: number;
+  reloads: number;
+}
+
+type Ending = { kind: 'interrupted' } | { kind: 'paused' } | { kind: 'failed'; error: unknown };
+
+export class Controller {
+  private readonly view = new Map<string, Instance>();
+  private readonly traffic: Traffic;
+  private readonly readiness: Readiness;
+  private readonly timing: ControllerTiming;
+  private readonly minReadyMs: number;
+  private readonly deadlineMs: number;
+  private readonly drainMs: number;
+  private waves = 0;
+  private lastProgress = 0;
+  private scheduled = false;
+  private ending: Ending | undefined;
+  private finished = false;
+  private settling = false;
+  private hookRunning = false;
+  private wake: { at: number; timer: { cancel(): void } } | undefined;
+  private readonly timers = new Set<{ cancel(): void }>();
+  /** postWave boundaries: [old, new] after each of plan's waves, and how many have passed. */
+  private readonly boundaries: [number, number][];
+  private passed = 0;
+  private done!: { resolve: (r: ControllerResult) => void; reject: (e: unknown) => void };
+
+  constructor(private readonly d: ControllerDeps) {
+    this.timing = { ...DEFAULT_TIMING, ...d.timing };
+    this.minReadyMs = d.fleet.minReadySeconds * 1000;
+    this.deadlineMs = d.fleet.progressDeadlineSeconds * 1000;
+    this.drainMs = d.fleet.drainSeconds * 1000;
+    this.boundaries = d.postWave ? planRollout(d.fleet.strategy).waves.slice(1) : [];
+    this.traffic = new Traffic({
+      service: d.fleet.service,
+      balancers: d.balancers,
+      clock: d.clock,
+      emit: d.emit,
+      journal: d.journal,
+      coalesceMs: this.timing.coalesceMs,
+      desired: () => this.desiredUpstream(),
+      applied: () => this.reloaded(),
+      failed: (err) => this.fail(err),
+      idle: () => this.schedule(),
+    });
+    d.inspect?.(this);
+    this.readiness = new Readiness({ prober: d.prober, clock: d.clock, periodMs: d.fleet.probes.readiness.periodMs, result: (w, ok, detail) => this.probed(w.id, ok, detail) });
+  }
+
+  get reloads(): number {
+    return this.traffic.reloads;
+  }
+
+  /** The fleet as the controller sees it now (tests check invariants on it after every event). */
+  instances(): readonly Instance[] {
+    return [...this.view.values()];
+  }
+
+  /** Whether any nginx may still send traffic to this instance. */
+  routes(i: Instance): boolean {
+    return this.traffic.routes(i.address);
+  }
+
+  /**
+   * Runs the rollout from the observed containers (probed once: a container
+   * found ready has been serving and counts as available) to completion.
+   */
+  async run(found: readonly { info: InstanceInfo; ready: boolean }[]): Promise<ControllerResult> {
+    await this.traffic.load(this.d.recovering === true);
+    const now = this.d.clock.now();
+    this.lastProgress = now;
+    for (const { info, ready } of found) {
+      const phase: Phase = !info.running ? 'failed' : ready ? 'available' : 'unready';
+      const inst: Instance = {
+        id: info.name,
+        host: info.host,
+        revision: info.labels[LABELS.revision] ?? 'unknown',
+        created: Number(info.labels[LABELS.created] ?? 0) || 0,
+        phase,
+        routed: false,
+        dockerId: info.id,
+        address: info.address,
+        readySince: ready ? Number.NEGATIVE_INFINITY : undefined,
+        lastProbe: !info.running ? `container ${info.state}${info.exitCode !== undefined ? `, exit code ${info.exitCode}` : ''}` : ready ? 'ready' : 'readiness probe failing',
+        labels: info.labels,
+      };
+      inst.routed = this.traffic.routes(inst.address);
+      this.view.set(inst.id, inst);
+      if (phase === 'unready') this.readiness.watch(inst);
+    }
+    // Boundaries the fleet is already past (a rollout continued) do not run the hook again.
+    const newAvailable = [...this.view.values()].filter((i) => i.revision === this.d.revision && i.phase === 'available').length;
+    while (this.passed < this.boundaries.length && (this.boundaries[this.passed]?.[1] ?? 0) <= newAvailable && newAvailable > 0) this.passed++;
+    this.startBackground();
+    // nginx may list what it should not (a crash, a hand edit): bring it in line first.
+    this.traffic.request();
+    return new Promise<ControllerResult>((resolve, reject) => {
+      this.done = { resolve, reject };
+      this.schedule();
+    });
+  }
+
+  // --- background watchers ---------------------------------------------------
+
+  private startBackground(): void {
+    const every = (ms: number, fn: () => Promise<void> | void) => {
+      const loop = () => {
+        const t = this.d.clock.timer(ms, () => {
+          this.timers.delete(t);
+          if (this.finished) return;
+          void Promise.resolve(fn()).finally(() => {
+            if (!this.finished) loop();
+          });
+        });
+        this.timers.add(t);
+      };
+      loop();
+    };
+    every(this.timing.observeMs, () => this.observe());
+    if (this.d.paused) {
+      const paused = this.d.paused;
+      every(this.timing.pausePollMs, async () => {
+        if (this.ending) return;
+        if (await paused().catch(() => false)) this.end({ kind: 'paused' });
+      });
+    }
+    const deadline = () => {
+      const t = this.d.clock.timer(Math.max(1, this.lastProgress + this.deadlineMs - this.d.clock.now()), () => {
+        this.timers.delete(t);
+        if (this.finished) return;
+        this.schedule();
+        deadline();
+      });
+      this.timers.add(t);
+    };
+    deadline();
+    const signal = this.d.signal;
+    if (signal) {
+      const onAbort = () => this.end({ kind: 'interrupted' });
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+      this.timers.add({ cancel: () => signal.removeEventListener('abort', onAbort) });
+    }
+  }
+
+  /** Notices containers that exited or vanished (probes only watch instances that are not yet available). */
+  private async observe(): Promise<void> {
+    let infos: InstanceInfo[];
+    try {
+      infos = await this.d.list();
+    } catch (err) {
+      this.fail(err);
+      return;
+    }
+    const byName = new Map(infos.map((i) => [i.name, i]));
+    let changed = false;
+    for (const inst of this.view.values()) {
+      if (inst.phase === 'starting' || inst.phase === 'stopping' || inst.dockerId === undefined) continue;
+      const info = byName.get(inst.id);
+      if (info?.running) continue;
+      if (inst.phase === 'failed') continue;
+      inst.lastProbe = info ? `container ${info.state}${info.exitCode !== undefined ? `, exit code ${info.exitCode}` : ''}` : 'container removed by someone else';
+      this.readiness.unwatch(inst.id);
+      inst.readySince = undefined;
+      if (isTerminating(inst.phase)) {
+        // It died while draining: nothing left to drain.
+        inst.before = 'failed';
+        inst.routed = this.traffic.routes(inst.address);
+        if (inst.stopAt === undefined && !inst.routed) inst.stopAt = this.d.clock.now();
+      } else {
+        inst.phase = 'failed';
+      }
+      this.d.emit({ type: 'info', message: `${inst.id} on ${inst.host}: ${inst.lastProbe}` });
+      changed = true;
+    }
+    if (changed) {
+      this.traffic.request();
+      this.schedule();
+    }
+  }
+
+  // --- events ----------------------------------------------------------------
+
+  private probed(id: string, ok: boolean, detail: string): void {
+    const inst = this.view.get(id);
+    if (!inst || isTerminating(inst.phase) || inst.phase === 'failed') return;
+    inst.lastProbe = detail;
+    const now = this.d.clock.now();
+    if (ok && inst.phase === 'unready') {
+      inst.phase = 'ready';
+      inst.readySince = now;
+      this.d.emit({ type: 'ready', name: inst.id });
+      this.d.journal('ready', 'end', { name: inst.id });
+      this.progress();
+      if (this.minReadyMs <= 0) this.becomeAvailable(inst);
+      else {
+        const since = inst.readySince;
+        const t = this.d.clock.timer(this.minReadyMs, () => {
+          this.timers.delete(t);
+          if (inst.phase === 'ready' && inst.readySince === since && !this.finished) {
+            this.becomeAvailable(inst);
+            this.schedule();
+          }
+        });
+        this.timers.add(t);
+      }
+      this.traffic.request();
+      this.schedule();
+    } else if (!ok && inst.phase === 'ready') {
+      inst.phase = 'unready';
+      inst.readySince = undefined;
+      this.traffic.request();
+      this.schedule();
+    }
+  }
+
+  private becomeAvailable(inst: Instance): void {
+    inst.phase = 'available';
+    // Available instances are not probed again: like Kubernetes, they count until something says otherwise (an exit).
+    this.readiness.unwatch(inst.id);
+    this.d.emit({ type: 'available', name: inst.id });
+    this.progress();
+  }
+
+  /** A reload is in force: draining instances nginx no longer routes to start their drain. */
+  private reloaded(): void {
+    const now = this.d.clock.now();
+    const drained: string[] = [];
+    for (const inst of this.view.values()) {
+      inst.routed = this.traffic.routes(inst.address);
+      if (inst.phase !== 'draining' || inst.stopAt !== undefined || inst.routed || inst.dockerId === undefined) continue;
+      const wasServing = inst.before === 'ready' || inst.before === 'available';
+      inst.stopAt = now + (wasServing ? this.drainMs : 0);
+      if (wasServing) drained.push(inst.id);
+    }
+    if (drained.length > 0) {
+      faultPoint('after-mark-down');
+      this.d.emit({ type: 'draining', names: drained, seconds: this.d.fleet.drainSeconds });
+    }
+    this.schedule();
+  }
+
+  private progress(): void {
+    this.lastProgress = this.d.clock.now();
+  }
+
+  // --- the loop ----------------------------------------------------------------
+
+  /** Decides once every event already queued has been applied. */
+  private schedule(): void {
+    if (this.scheduled || this.finished) return;
+    this.scheduled = true;
+    queueMicrotask(() => {
+      this.scheduled = false;
+      try {
+        this.step();
+      } catch (err) {
+        this.fail(err);
+      }
+    });
+  }
+
+  private step(): void {
+    if (this.finished) return;
+    const now = this.d.clock.now();
+    if (!this.ending && now - this.lastProgress >= this.deadlineMs) {
+      this.end({ kind: 'failed', error: this.deadlineFailure() });
+    }
+    const hold = this.hold();
+    const d = decide([...this.view.values()], {
+      revision: this.d.revision,
+      replicas: this.d.fleet.replicas,
+      strategy: this.d.fleet.strategy,
+      now,
+      hosts: this.d.fleet.hosts,
+      hold,
+    });
+    for (const id of d.stop) this.stopInstance(id);
+    if (d.terminate.length + d.start.length > 0) {
+      this.waves++;
+      this.d.emit({ type: 'wave', index: this.waves, start: d.start.length, stop: d.terminate });
+      this.d.journal('wave', 'begin', { wave: this.waves, stop: d.terminate, start: d.start.length });
+      for (const id of d.terminate) this.terminate(id);
+      for (const host of d.start) this.startInstance(host);
+    }
+    if (d.unplaced > 0 && ![...this.view.values()].some((i) => isTerminating(i.phase) || i.phase === 'starting')) {
+      this.end({ kind: 'failed', error: new RolloutFailedError('no host has room for another instance (every host is at maxInstances)', 'raise maxInstances or add a host') });
+    }
+    if (d.wakeAt !== undefined) this.wakeAt(d.wakeAt);
+
+    if (this.ending) {
+      this.maybeEnd();
+      return;
+    }
+    this.maybeRunHook(d.counts.current.available, d.counts.old.reduce((a, r) => a + r.total, 0));
+    if (d.complete && !this.hookRunning && this.passed >= this.boundaries.length) void this.finishOk();
+  }
+
+  /** What may not happen yet: everything while stopping, else what lies past a postWave boundary whose hook has not passed. */
+  private hold(): Hold | undefined {
+    if (this.ending || this.settling) return 'all';
+    const b = this.boundaries[this.passed];
+    return b ? { minOld: b[0], maxNew: b[1] } : undefined;
+  }
+
+  private maybeRunHook(newAvailable: number, oldAlive: number): void {
+    const b = this.boundaries[this.passed];
+    const run = this.d.postWave;
+    if (!b || !run || this.hookRunning || newAvailable < b[1] || oldAlive > b[0]) return;
+    this.hookRunning = true;
+    const index = this.passed + 1;
+    run(index, this.instances()).then(
+      () => {
+        this.hookRunning = false;
+        this.passed++;
+        this.schedule();
+      },
+      (err: unknown) => {
+        this.hookRunning = false;
+        this.end({ kind: 'failed', error: err });
+      },
+    );
+  }
+
+  private wakeAt(at: number): void {
+    if (this.wake && this.wake.at <= at && this.wake.at > this.d.clock.now()) return;
+    this.wake?.timer.cancel();
+    const timer = this.d.clock.timer(Math.max(0, at - this.d.clock.now()), () => {
+      this.wake = undefined;
+      this.schedule();
+    });
+    this.wake = { at, timer };
+  }
+
+  // --- actions -------------------------------------------------------------------
+
+  private startInstance(host: string): void {
+    const fleet = this.d.fleet;
+    const slot = fleet.hosts.find((h) => h.name === host);
+    const spec = { ...instanceSpec(fleet, this.d.revision, this.d.nameSuffix(), slot?.network, this.d.clock.now(), this.d.changeCause), publishAddress: slot?.publishAddress };
+    const inst: Instance = { id: spec.name, host, revision: this.d.revision, created: this.d.clock.now(), phase: 'starting', routed: false, lastProbe: 'starting', labels: spec.labels };
+    this.view.set(inst.id, inst);
+    this.d.journal('start', 'begin', { name: spec.name, host });
+    const rt = this.d.runtimes.get(host);
+    this.d.work
+      .run(host, async () => {
+        if (!rt) throw new FleetrollError('E_INTERNAL', 1, `no runtime for host ${host}`);
+        return rt.run(spec);
+      })
+      .then(
+        (info) => {
+          inst.dockerId = info.id;
+          inst.address = info.address;
+          this.d.emit({ type: 'started', name: inst.id, host, address: info.address });
+          this.d.journal('start', 'end', { name: inst.id, host, address: info.address });
+          this.progress();
+          if (inst.phase === 'starting') {
+            inst.phase = 'unready';
+            this.readiness.watch(inst);
+          } else if (inst.phase === 'draining' && inst.stopAt === undefined) {
+            inst.stopAt = this.d.clock.now();
+          }
+          this.schedule();
+        },
+        (err: unknown) => {
+          // Never created: nothing to clean up but the entry.
+          this.view.delete(inst.id);
+          this.fail(err);
+        },
+      );
+  }
+
+  private terminate(id: string): void {
+    const inst = this.view.get(id);
+    if (!inst || isTerminating(inst.phase)) return;
+    inst.before = inst.phase;
+    inst.phase = 'draining';
+    this.readiness.unwatch(id);
+    if (inst.dockerId === undefined) return; // still being created: stopAt is set when it is
+    if (this.traffic.routes(inst.address) || this.traffic.markedDown(inst.address)) {
+      inst.routed = this.traffic.routes(inst.address);
+      if (inst.routed) {
+        this.traffic.request();
+        return;
+      }
+    }
+    // nginx never sent it traffic: nothing to drain.
+    inst.stopAt = this.d.clock.now();
+  }
+
+  private stopInstance(id: string): void {
+    const inst = this.view.get(id);
+    if (!inst || inst.phase !== 'draining' || inst.dockerId === undefined) return;
+    inst.phase = 'stopping';
+    const dockerId = inst.dockerId;
+    const rt = this.d.runtimes.get(inst.host);
+    this.d.journal('stop', 'begin', { names: [inst.id] });
+    this.d.work
+      .run(inst.host, async () => {
+        if (!rt) throw new FleetrollError('E_INTERNAL', 1, `no runtime for host ${inst.host}`);
+        await rt.stop(dockerId, this.d.fleet.terminationGracePeriodSeconds);
+        await rt.remove(dockerId);
+      })
+      .then(
+        () => {
+          this.view.delete(id);
+          this.d.emit({ type: 'stopped', name: id, host: inst.host });
+          this.d.journal('stop', 'end', { names: [id] });
+          faultPoint('after-stop');
+          this.progress();
+          this.schedule();
+        },
+        (err: unknown) => {
+          inst.phase = 'failed';
+          inst.stopFailed = true;
+          this.fail(err);
+        },
+      );
+  }
+
+  /** The servers every upstream should list: ready instances up; terminating ones nginx knows, down. */
+  private desiredUpstream(): UpstreamEntry[] {
+    const out: UpstreamEntry[] = [];
+    for (const i of this.view.values()) {
+      if (!i.address) continue;
+      if (i.phase === 'ready' || i.phase === 'available') out.push({ address: i.address, down: false, name: i.id });
+      else if (isTerminating(i.phase) && (this.traffic.routes(i.address) || this.traffic.markedDown(i.address))) out.push({ address: i.address, down: true, name: i.id });
+    }
+    return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  // --- endings ---------------------------------------------------------------------
+
+  private fail(err: unknown): void {
+    const error =
+      err instanceof FleetrollError && !(err instanceof RolloutFailedError) && err.exitCode === 1
+        ? new RolloutFailedError(`rollout of ${this.d.fleet.service} to ${this.d.fleet.version} stopped: ${err.message}`, 'the instances on the other hosts keep serving; fix the host and deploy again to continue', { code: err.code })
+        : err;
+    this.end({ kind: 'failed', error });
+  }
+
+  /** Stop making progress; undo drains not yet stopped; end once what is in flight has landed. */
+  private end(e: Ending): void {
+    if (this.finished) return;
+    if (!this.ending) {
+      this.ending = e;
+      // Undo drains where that keeps within replicas + maxSurge; under
+      // TerminationStarted a drained instance's replacement may already run,
+      // and then its drain is finished instead (it is stopped, not left down).
+      const s = this.d.fleet.strategy;
+      let counted = [...this.view.values()].filter((i) => !isTerminating(i.phase) && !i.stopFailed).length;
+      for (const inst of this.view.values()) {
+        if (inst.phase !== 'draining') continue;
+        // With nginx refusing every change, nothing can be drained: what is still routed goes back whatever the count.
+        if (!holdsTerminating(s) && counted >= s.maxTotal && !(this.traffic.broken && this.traffic.routes(inst.address))) continue;
+        counted++;
+        inst.phase = inst.before ?? 'unready';
+        inst.stopAt = undefined;
+        if (inst.phase === 'ready' || inst.phase === 'unready') this.readiness.watch(inst);
+      }
+      this.traffic.request();
+    } else if (e.kind === 'failed' && this.ending.kind !== 'failed') {
+      this.ending = e;
+    }
+    this.schedule();
+  }
+
+  private maybeEnd(): void {
+    const busy = [...this.view.values()].some((i) => i.phase === 'starting' || isTerminating(i.phase));
+    if (busy || !this.traffic.idle || this.hookRunning || this.settling) return;
+    this.settling = true;
+    const ending = this.ending!;
+    const trafficBroken = ending.kind === 'failed' && ending.error instanceof RolloutFailedError && /failed nginx -t/.test(ending.error.message);
+    const settle = trafficBroken ? Promise.resolve() : this.traffic.settle();
+    settle.then(
+      () => this.close(ending),
+      (err: unknown) => this.close(ending.kind === 'failed' ? ending : { kind: 'failed', error: err }),
+    );
+  }
+
+  private close(ending: Ending): void {
+    this.shutdown();
+    const all = this.instances();
+    const fresh = all.filter((i) => i.revision === this.d.revision).length;
+    const inService = all.filter((i) => i.phase === 'ready' || i.phase === 'available').length;
+    const where = `${all.length - fresh} old and ${fresh} new instance(s), ${inService} in service, none left marked down`;
+    if (ending.kind === 'paused') {
+      this.d.emit({ type: 'failed', reason: 'paused' });
+      this.d.journal('paused', 'end', { waves: this.waves });
+      this.done.reject(new PausedError(`paused after ${this.waves} step(s) (fleetroll pause): ${where}`));
+    } else if (ending.kind === 'interrupted') {
+      this.d.emit({ type: 'failed', reason: 'interrupted' });
+      this.d.journal('interrupted', 'end', { waves: this.waves });
+      this.done.reject(new InterruptedError(`interrupted after ${this.waves} step(s): the fleet is consistent, ${where}`, 'run the same deploy again to continue from here (or deploy the previous image to go back)'));
+    } else {
+      this.done.reject(ending.error);
+    }
+  }
+
+  private async finishOk(): Promise<void> {
+    if (this.settling || this.finished) return;
+    this.settling = true;
+    try {
+      await this.traffic.settle();
+    } catch (err) {
+      this.settling = false;
+      this.fail(err);
+      return;
+    }
+    if (this.ending) {
+      // Something failed while the last write went out.
+      this.settling = false;
+      this.schedule();
+      return;
+    }
+    this.shutdown();
+    this.done.resolve({ instances: this.instances() as Instance[], waves: this.waves, reloads: this.reloads });
+  }
+
+  private shutdown(): void {
+    this.finished = true;
+    this.readiness.stop();
+    this.wake?.timer.cancel();
+    for (const t of this.timers) t.cancel();
+    this.timers.clear();
+  }
+
+  private deadlineFailure(): RolloutFailedError {
+    const all = this.instances();
+    const stuck = all.filter((i) => i.revision === this.d.revision && i.phase !== 'available');
+    const lines = stuck.map((i) => `${i.id} on ${i.host}: ${i.lastProbe}`);
+    const old = all.filter((i) => i.revision !== this.d.revision);
+    const serving = all.filter((i) => i.phase === 'ready' || i.phase === 'available' || (i.phase === 'draining' && (i.before === 'ready' || i.before === 'available'))).length;
+    this.d.emit({ type: 'failed', reason: 'progress deadline exceeded' });
+    return new RolloutFailedError(
+      `rollout of ${this.d.fleet.service} to ${this.d.fleet.version} made no progress for ${this.d.fleet.progressDeadlineSeconds} s (progressDeadlineSeconds) and is marked failed. ` +
+        `The fleet is left as it is: ${serving} instance(s) in service, ${old.length} of the old revision.\n` +
+        `  instances that never became available:\n    ${lines.join('\n    ') || '(none started)'}`,
+      'fix the image and deploy again (the rollout continues from here), or deploy the previous image to go back',
+      { stuck: stuck.map((i) => i.id) },
+    );
+  }
+}

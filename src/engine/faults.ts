@@ -1,0 +1,19 @@
+/**
+ * Fault injection for the crash tests: FLEETROLL_FAULT=kill-at:<point>[:<n>]
+ * SIGKILLs this process the n-th time (default 1st) it reaches <point>.
+ * Points: after-mark-down, before-reload, after-stop, waiting-for-readiness.
+ * Unset (always, outside those tests), it does nothing.
+ */
+const counts = new Map<string, number>();
+
+export type FaultPoint = 'after-mark-down' | 'before-reload' | 'after-stop' | 'waiting-for-readiness';
+
+export function faultPoint(point: FaultPoint): void {
+  const spec = process.env.FLEETROLL_FAULT;
+  if (!spec) return;
+  const [kind, at, nth] = spec.split(':');
+  if (kind !== 'kill-at' || at !== point) return;
+  const n = (counts.get(point) ?? 0) + 1;
+  counts.set(point, n);
+  if (n === Number(nth ?? 1)) process.kill(process.pid, 'SIGKILL');
+}

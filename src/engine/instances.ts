@@ -1,0 +1,33 @@
+/**
+ * Instance containers: what a new instance of a revision is made of. The
+ * labels are how the fleet's state is read back from Docker.
+ */
+import type { Fleet } from '../config/load.js';
+import { LABELS, type InstanceSpec } from '../ports.js';
+import { envOf } from './revision.js';
+
+/** The container for one new instance of a revision. */
+export function instanceSpec(fleet: Fleet, revision: string, suffix: string, network: string | undefined, now: number, changeCause?: string): InstanceSpec {
+  return {
+    name: `${fleet.service}-${revision.slice(0, 7)}-${suffix}`,
+    image: fleet.image,
+    env: envOf(fleet),
+    port: fleet.port,
+    network,
+    labels: {
+      [LABELS.managed]: 'true',
+      [LABELS.service]: fleet.service,
+      [LABELS.revision]: revision,
+      [LABELS.version]: fleet.version,
+      [LABELS.created]: String(now),
+      // Names only, never values: lets a later rollback rebuild this spec from the container.
+      [LABELS.envKeys]: Object.keys(fleet.env ?? {}).sort().join(','),
+      ...(changeCause ? { [LABELS.changeCause]: changeCause.slice(0, 256) } : {}),
+    },
+    stopTimeoutSeconds: fleet.terminationGracePeriodSeconds,
+  };
+}
+
+export function randomSuffix(): string {
+  return Math.random().toString(36).slice(2, 7).padEnd(5, '0');
+}

@@ -1,0 +1,48 @@
+/**
+ * Before a rollout touches anything: every host answers, the image is on
+ * every host (copied or pulled where missing), every network exists, and
+ * every nginx has a config that passes `nginx -t`. Any problem fails the
+ * rollout with nothing changed, listing all of them.
+ */
+import type { Fleet } from '../config/load.js';
+import { RolloutFailedError } from '../errors.js';
+import type { Runtime } from '../ports.js';
+import type { HostWork } from './hostWork.js';
+import { copyImage, pullImage, type ImageSources } from './images.js';
+import type { LoadBalancer } from './traffic.js';
+
+export async function preflight(fleet: Fleet, balancers: readonly LoadBalancer[], work: HostWork, s: ImageSources & { copyImages: boolean }): Promise<void> {
+  // Hosts are checked (and sent the image) in parallel, so a slow link to
+  // one host does not hold up the others; problems are listed in host order.
+  const perHost = await Promise.all(
+    [...s.runtimes].map(([name, rt]: [string, Runtime]) =>
+      work.run(name, async () => {
+        const found: string[] = [];
+        try {
+          await rt.ping();
+          const present =
+            (await rt.imageExists(fleet.image)) ||
+            (s.copyImages && (await copyImage(fleet.image, name, rt, s))) ||
+            (await pullImage(fleet.image, name, rt, s.emit));
+          if (!present) found.push(`image ${fleet.image} is not present on host ${name}`);
+          const network = fleet.hosts.find((h) => h.name === name)?.network;
+          if (network && !(await rt.networkExists(network))) found.push(`network ${network} does not exist on host ${name} (docker network create ${network})`);
+        } catch (err) {
+          found.push((err as Error).message);
+        }
+        return found;
+      }),
+    ),
+  );
+  const problems = perHost.flat();
+  for (const { router: r } of balancers) {
+    try {
+      await r.check();
+    } catch (err) {
+      problems.push((err as Error).message);
+    }
+  }
+  if (problems.length > 0) {
+    throw new RolloutFailedError(`preflight failed, nothing was changed:\n  ${problems.join('\n  ')}`, 'fix the problems above and run the deploy again', {}, 'preflight');
+  }
+}

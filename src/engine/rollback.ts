@@ -1,0 +1,47 @@
+/**
+ * onFailure: rollback. Deploys the revision the fleet ran before, with the
+ * same strategy limits, and still exits 1: the rollout failed, and the
+ * message says so along with how the rollback went.
+ */
+import type { Fleet } from '../config/load.js';
+import { RolloutFailedError } from '../errors.js';
+import { revisionOf } from './revision.js';
+import type { DeployDeps, DeployResult } from './rollout.js';
+
+export type RunRollout = (target: Fleet, deps: DeployDeps, changeCause: string) => Promise<DeployResult>;
+
+export async function rollBack(failure: RolloutFailedError, failed: Fleet, previous: Fleet | undefined, deps: DeployDeps, run: RunRollout): Promise<never> {
+  const emit = deps.events ?? (() => {});
+  if (!previous) {
+    throw new RolloutFailedError(`${failure.message}\nno rollback: there was no earlier revision running when the rollout started`, failure.hint ?? '', failure.details);
+  }
+  emit({ type: 'info', message: `rolling back to revision ${revisionOf(previous)} (${previous.image}, version ${previous.version})` });
+  // A host that stopped answering (often why the rollout failed) cannot be
+  // rolled back: roll back on the hosts that answer, and leave it out of
+  // nginx, rather than fail the rollback too and leave every host mixed.
+  const answers = await Promise.all([...deps.runtimes].map(async ([name, rt]) => [name, await rt.ping().then(() => true, () => false)] as const));
+  const lost = answers.filter(([, ok]) => !ok).map(([name]) => name);
+  const reachable = new Set(answers.filter(([, ok]) => ok).map(([name]) => name));
+  let target = previous;
+  let backDeps = deps;
+  if (lost.length > 0 && reachable.size > 0) {
+    target = { ...previous, hosts: previous.hosts.filter((h) => reachable.has(h.name)) };
+    backDeps = { ...deps, runtimes: new Map([...deps.runtimes].filter(([name]) => reachable.has(name))) };
+    emit({ type: 'info', message: `host ${lost.join(', ')} does not answer: rolling back on ${[...reachable].join(', ')} only` });
+  }
+  let back: DeployResult;
+  try {
+    back = await run(target, backDeps, `rollback after a failed rollout of ${failed.image}`);
+  } catch (err) {
+    const why = err instanceof Error ? err.message : String(err);
+    throw new RolloutFailedError(`${failure.message}\nthe rollback to ${previous.image} failed too:\n${why}`, 'look at the instances with `docker ps`; fix and deploy a known-good image', failure.details);
+  }
+  throw new RolloutFailedError(
+    `${failure.message}\nrolled back (onFailure: rollback): every instance${target === previous ? '' : ` on ${[...reachable].join(', ')}`} runs revision ${back.revision} (${previous.image}, version ${back.version}) again, verified; ${back.waves} step(s), ${back.reloads} reload(s)` +
+      (target === previous ? '' : `\nhost ${lost.join(', ')} did not answer: its instances were left as they are and out of nginx`),
+    target === previous
+      ? 'the fleet is back on the previous revision; fix the new version before deploying it again'
+      : `bring ${lost.join(', ')} back, then deploy again: the next rollout brings its instances to the desired revision`,
+    { ...failure.details, rolledBackTo: back.revision },
+  );
+}

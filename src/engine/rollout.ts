@@ -1,0 +1,301 @@
+/**
+ * One rollout, top to bottom: preflight → observe → preDeploy hook → the
+ * controller (engine/controller.ts) until the fleet is complete → verify
+ * every instance's version → postDeploy hook. On failure, onFailure decides:
+ * leave the fleet as it is (pause, the default) or roll back (rollback.ts).
+ *
+ * The engine talks only to ports (src/ports.ts); deploy, rehearse,
+ * experiments and simulate differ only in the ports they pass.
+ */
+import type { Fleet } from '../config/load.js';
+import { FleetrollError, InterruptedError, PausedError, RolloutFailedError, type FailurePhase } from '../errors.js';
+import { LABELS, systemClock, type Clock, type InstanceInfo, type Journal, type Prober, type Runtime } from '../ports.js';
+import { Controller, type ControllerTiming, type Instance } from './controller.js';
+import type { EventSink } from './events.js';
+import { runHook, type HookName } from './hooks.js';
+import { HostWork } from './hostWork.js';
+import { randomSuffix } from './instances.js';
+import { listFleet, type Adopted } from './observe.js';
+import { preflight } from './preflight.js';
+import { revisionOf } from './revision.js';
+import { rollBack } from './rollback.js';
+import type { LoadBalancer } from './traffic.js';
+import { verifyVersions } from './verify.js';
+
+export type { LoadBalancer } from './traffic.js';
+export { instanceSpec, randomSuffix } from './instances.js';
+export { InterruptedError, PausedError, RolloutFailedError, type FailurePhase } from '../errors.js';
+export { systemClock, type Clock } from '../ports.js';
+
+export interface DeployDeps {
+  /** One runtime per fleet host, keyed by host name. */
+  runtimes: ReadonlyMap<string, Runtime>;
+  /** One per load balancer, in the fleet file's order. */
+  routers: readonly LoadBalancer[];
+  prober: Prober;
+  clock?: Clock;
+  events?: EventSink;
+  /** Suffix for new container names; random in production, fixed in tests. */
+  nameSuffix?: () => string;
+  /** Records each step; never awaited in front of the step. */
+  journal?: Journal;
+  /** Asked now and then: true stops the rollout cleanly (exit 4). */
+  paused?: () => Promise<boolean>;
+  /** The last rollout did not finish (a crash): reload once even if the files look current. */
+  recovering?: boolean;
+  /** Where to copy a missing image from besides the fleet's hosts: the local engine. */
+  imageSource?: Runtime;
+  /** Containers taken over with `fleetroll adopt`: they carry no fleetroll labels. */
+  adopted?: Adopted;
+  /** The controller's own timings (simulate and the tests shorten or lengthen them). */
+  timing?: Partial<ControllerTiming>;
+  /** Told the controller once it exists (tests check invariants on its view after every event). */
+  inspect?: (c: Controller) => void;
+  /** Skip preflight and verification (simulate: its ports have nothing to check). */
+  simulated?: boolean;
+}
+
+export interface DeployedInstance {
+  name: string;
+  host: string;
+  address?: string | undefined;
+  version: string;
+}
+
+export interface DeployResult {
+  service: string;
+  revision: string;
+  version: string;
+  durationMs: number;
+  /** Decisions that started or terminated instances. */
+  waves: number;
+  reloads: number;
+  instances: DeployedInstance[];
+}
+
+export interface DeployOptions {
+  /** Why this rollout happens; recorded on the new instances. */
+  changeCause?: string | undefined;
+  /** Roll back to the previous revision on failure, whatever the fleet's onFailure says. */
+  autoRollback?: boolean | undefined;
+  /** Aborted on SIGINT/SIGTERM: the rollout finishes or undoes its steps in flight and stops cleanly. */
+  signal?: AbortSignal | undefined;
+  /** Copy the image to hosts that lack it (default true). */
+  copyImages?: boolean | undefined;
+}
+
+export async function deploy(fleet: Fleet, deps: DeployDeps, options: DeployOptions = {}): Promise<DeployResult> {
+  const rollout = new Rollout(fleet, deps, options);
+  try {
+    return await rollout.run();
+  } catch (err) {
+    const rollback = options.autoRollback === true || fleet.onFailure === 'rollback';
+    if (!(err instanceof RolloutFailedError) || err.phase !== 'rollout' || !rollback) throw err;
+    return rollBack(err, rollout.fleet, rollout.previous, deps, (target, backDeps, cause) => new Rollout(target, backDeps, { ...options, changeCause: cause }).run());
+  }
+}
+
+export class Rollout {
+  private readonly clock: Clock;
+  private readonly emit: EventSink;
+  private readonly journal: Journal;
+  private readonly revision: string;
+  /** Every Docker call that changes a host goes through here: parallel between hosts, ordered on each. */
+  private readonly work: HostWork;
+  /** The fleet as it was before this rollout (its most common old revision), for a rollback. */
+  previous: Fleet | undefined;
+
+  constructor(
+    readonly fleet: Fleet,
+    private readonly deps: DeployDeps,
+    private readonly options: DeployOptions = {},
+  ) {
+    this.clock = deps.clock ?? systemClock;
+    this.emit = deps.events ?? (() => {});
+    this.journal = deps.journal ?? (() => {});
+    this.revision = revisionOf(fleet);
+    this.work = new HostWork(fleet.hostParallelism);
+  }
+
+  async run(): Promise<DeployResult> {
+    const t0 = this.clock.now();
+    if (!this.deps.simulated) {
+      await preflight(this.fleet, this.deps.routers, this.work, { runtimes: this.deps.runtimes, imageSource: this.deps.imageSource, clock: this.clock, emit: this.emit, copyImages: this.options.copyImages !== false });
+    }
+    let infos = await this.list().catch((err: unknown) => {
+      throw hostFailure(this.fleet, err);
+    });
+    const byRevision: Record<string, number> = {};
+    for (const i of infos) byRevision[i.labels[LABELS.revision] ?? 'unknown'] = (byRevision[i.labels[LABELS.revision] ?? 'unknown'] ?? 0) + 1;
+    this.emit({ type: 'observed', instances: infos.length, byRevision, revision: this.revision });
+    this.previous = await this.previousFleet(infos);
+    await this.hook('preDeploy', this.contextOf(infos, 0), 'preDeploy');
+    if (await this.removeOrphans(infos)) infos = await this.list();
+    // Found ready: it has been serving, so it counts as available (Kubernetes does the same for a pod it finds ready).
+    const found = await Promise.all(infos.map(async (info) => ({ info, ready: info.running && info.address !== undefined && (await this.deps.prober.ready(info.address).catch(() => false)) })));
+
+    const controller = new Controller({
+      fleet: this.fleet,
+      revision: this.revision,
+      runtimes: this.deps.runtimes,
+      balancers: this.deps.routers,
+      prober: this.deps.prober,
+      clock: this.clock,
+      emit: this.emit,
+      journal: this.journal,
+      work: this.work,
+      nameSuffix: this.deps.nameSuffix ?? randomSuffix,
+      changeCause: this.options.changeCause,
+      signal: this.options.signal,
+      paused: this.deps.paused,
+      list: () => this.list(),
+      postWave: this.fleet.hooks?.postWave ? (boundary, instances) => this.hook('postWave', this.contextOfInstances(instances, boundary)) : undefined,
+      recovering: this.deps.recovering,
+      timing: this.deps.timing,
+      inspect: this.deps.inspect,
+    });
+    let result;
+    try {
+      result = await controller.run(found);
+    } catch (err) {
+      if (err instanceof RolloutFailedError && Array.isArray(err.details.stuck)) throw await this.withLogs(err, controller.instances());
+      throw err;
+    }
+    const instances = this.deps.simulated
+      ? result.instances.map((i) => ({ name: i.id, host: i.host, address: i.address, version: this.fleet.version }))
+      : await verifyVersions(this.fleet, result.instances, this.deps.prober, this.emit);
+    await this.hook('postDeploy', this.contextOfInstances(result.instances, result.waves));
+    this.emit({ type: 'complete', revision: this.revision, version: this.fleet.version });
+    this.journal('complete', 'end', { waves: result.waves, reloads: result.reloads });
+    return {
+      service: this.fleet.service,
+      revision: this.revision,
+      version: this.fleet.version,
+      durationMs: this.clock.now() - t0,
+      waves: result.waves,
+      reloads: result.reloads,
+      instances,
+    };
+  }
+
+  private list(): Promise<InstanceInfo[]> {
+    return listFleet(this.fleet.service, this.deps.runtimes, this.fleet.hostParallelism, this.deps.adopted);
+  }
+
+  /**
+   * Before the first step, remove what no rollout step would: containers
+   * created but never started (only a crash between create and start leaves
+   * them), and instances of the target revision that had already exited
+   * when this rollout began (a host that restarted stops its containers).
+   * Counted as new instances, the exited ones would block the rollout until
+   * its deadline; removed, they are replaced under the strategy's limits.
+   * Instances that exit during this rollout stay, as evidence for the
+   * deadline report.
+   */
+  private async removeOrphans(infos: InstanceInfo[]): Promise<boolean> {
+    const orphans = infos.filter((i) => i.state === 'created' || (!i.running && i.labels[LABELS.revision] === this.revision));
+    const results = await Promise.allSettled(
+      orphans.map((o) =>
+        this.work.run(o.host, async () => {
+          await this.deps.runtimes.get(o.host)?.remove(o.id);
+          const why = o.state === 'created' ? 'created but never started (left by an interrupted rollout)' : `already ${o.state} when this rollout began (its host restarted, or it crashed); a new one replaces it`;
+          this.emit({ type: 'info', message: `removed ${o.name} on ${o.host}: ${why}` });
+          this.journal('orphan-removed', 'end', { name: o.name });
+        }),
+      ),
+    );
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw hostFailure(this.fleet, failed.reason);
+    return orphans.length > 0;
+  }
+
+  /** The deadline report with each stuck instance's last log lines. */
+  private async withLogs(err: RolloutFailedError, instances: readonly Instance[]): Promise<RolloutFailedError> {
+    const stuck = new Set(err.details.stuck as string[]);
+    let message = err.message;
+    for (const i of instances) {
+      if (!stuck.has(i.id) || !i.dockerId) continue;
+      const logs = (await this.deps.runtimes.get(i.host)?.logs(i.dockerId, 5).catch(() => ''))?.trim() ?? '';
+      if (!logs) continue;
+      const line = `${i.id} on ${i.host}: ${i.lastProbe}`;
+      message = message.replace(line, `${line}\n      last log lines:\n        ${logs.split('\n').slice(-5).join('\n        ')}`);
+    }
+    return new RolloutFailedError(message, err.hint ?? '', err.details, err.phase);
+  }
+
+  /** The context hooks get, as FLEETROLL_* environment variables. */
+  private context(name: HookName, wave: number, counts: { fresh: number; freshAvailable: number; old: number }): Record<string, string> {
+    return {
+      FLEETROLL_HOOK: name,
+      FLEETROLL_SERVICE: this.fleet.service,
+      FLEETROLL_IMAGE: this.fleet.image,
+      FLEETROLL_VERSION: this.fleet.version,
+      FLEETROLL_REVISION: this.revision,
+      FLEETROLL_REPLICAS: String(this.fleet.replicas),
+      FLEETROLL_WAVE: String(wave),
+      FLEETROLL_NEW_INSTANCES: String(counts.fresh),
+      FLEETROLL_NEW_AVAILABLE: String(counts.freshAvailable),
+      FLEETROLL_OLD_INSTANCES: String(counts.old),
+    };
+  }
+
+  private contextOf(infos: InstanceInfo[], wave: number): (name: HookName) => Record<string, string> {
+    const fresh = infos.filter((i) => i.labels[LABELS.revision] === this.revision);
+    return (name) => this.context(name, wave, { fresh: fresh.length, freshAvailable: 0, old: infos.length - fresh.length });
+  }
+
+  private contextOfInstances(instances: readonly Instance[], wave: number): (name: HookName) => Record<string, string> {
+    const live = instances.filter((i) => i.phase !== 'draining' && i.phase !== 'stopping');
+    const fresh = live.filter((i) => i.revision === this.revision);
+    return (name) => this.context(name, wave, { fresh: fresh.length, freshAvailable: fresh.filter((i) => i.phase === 'available').length, old: live.length - fresh.length });
+  }
+
+  private async hook(name: HookName, context: (name: HookName) => Record<string, string>, phase: FailurePhase = 'rollout'): Promise<void> {
+    const argv = this.fleet.hooks?.[name];
+    if (!argv) return;
+    const timeoutMs = (this.fleet.hooks?.timeoutSeconds ?? 60) * 1000;
+    const ctx = context(name);
+    const r = await runHook(name, argv, ctx, timeoutMs, this.emit);
+    if (r.ok) return;
+    this.emit({ type: 'failed', reason: `hook ${name} ${r.outcome}` });
+    const changed = phase === 'preDeploy' ? 'nothing was changed' : `the rollout stopped at step ${ctx.FLEETROLL_WAVE}`;
+    throw new RolloutFailedError(
+      `hooks.${name} (${argv.join(' ')}) ${r.outcome}: ${changed}${r.output ? `\n  its last output:\n    ${r.output.split('\n').join('\n    ')}` : ''}`,
+      phase === 'preDeploy' ? 'fix what the hook reports, then deploy again' : 'the fleet is left as it is (unready instances are out of nginx); deploy again to continue, or deploy the previous image to go back',
+      { hook: name },
+      phase,
+    );
+  }
+
+  /**
+   * Rebuilds the spec of the revision most instances ran when the rollout
+   * started, from one of its containers: image, the env keys fleetroll
+   * recorded (values from the container), version and port labels.
+   */
+  private async previousFleet(infos: InstanceInfo[]): Promise<Fleet | undefined> {
+    const groups = new Map<string, InstanceInfo[]>();
+    for (const i of infos) {
+      const rev = i.labels[LABELS.revision] ?? 'unknown';
+      if (rev === this.revision) continue;
+      groups.set(rev, [...(groups.get(rev) ?? []), i]);
+    }
+    const created = (i: InstanceInfo) => Number(i.labels[LABELS.created] ?? 0) || 0;
+    const best = [...groups.values()].sort((a, b) => b.length - a.length || Math.max(...b.map(created)) - Math.max(...a.map(created)))[0];
+    const sample = best?.find((i) => i.running) ?? best?.[0];
+    if (!sample) return undefined;
+    const spec = await this.deps.runtimes.get(sample.host)?.specOf(sample.id).catch(() => undefined);
+    if (!spec) return undefined;
+    const keys = (sample.labels[LABELS.envKeys] ?? '').split(',').filter(Boolean);
+    const env = Object.fromEntries(keys.filter((k) => k in spec.env).map((k) => [k, spec.env[k] ?? '']));
+    const port = Number(sample.labels['fleetroll.port'] ?? this.fleet.port) || this.fleet.port;
+    return { ...this.fleet, image: spec.image, env, port, version: sample.labels[LABELS.version] ?? this.fleet.version, hooks: undefined };
+  }
+}
+
+/** A host or nginx that fails mid-rollout (unreachable engine, refused call) fails the rollout like a deadline does, so onFailure applies. */
+export function hostFailure(fleet: Fleet, err: unknown): unknown {
+  if (err instanceof FleetrollError && !(err instanceof RolloutFailedError) && !(err instanceof InterruptedError) && !(err instanceof PausedError) && err.exitCode === 1) {
+    return new RolloutFailedError(`rollout of ${fleet.service} to ${fleet.version} stopped: ${err.message}`, 'the instances on the other hosts keep serving; fix the host and deploy again to continue', { code: err.code });
+  }
+  return err;
+}

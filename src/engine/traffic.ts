@@ -1,0 +1,191 @@
+/**
+ * What every nginx sends traffic to: the upstream files of all load
+ * balancers, kept in step with the fleet.
+ *
+ * Changes that become due close together (two instances ready 40 ms apart, a
+ * mark-down that coincides with an enable) go out as one write + `nginx -t`
+ * + reload per load balancer: a change waits at most `coalesceMs` for
+ * company, and changes that come while a write is in flight go out together
+ * right after it. All-or-nothing across load balancers: every file is
+ * written and checked before any nginx reloads; if one check fails, the
+ * files already written are put back and nothing is reloaded.
+ *
+ * A server that is up in a config nginx has loaded, or in one being written,
+ * is "routed" (`routes`): the engine never stops an instance nginx may still
+ * send requests to.
+ */
+import { parseUpstreamServers, renderUpstream, type UpstreamEntry } from '../core/upstream.js';
+import { RolloutFailedError } from '../errors.js';
+import type { Clock, Journal, Router } from '../ports.js';
+import type { EventSink } from './events.js';
+import { faultPoint } from './faults.js';
+
+/** A load balancer: how to reach it, and what to write into its upstream file. */
+export interface LoadBalancer {
+  router: Router;
+  /** Upstream file template (templates/upstream.conf.tmpl or the fleet's own). */
+  template: string;
+  upstream: string;
+}
+
+export interface TrafficOptions {
+  service: string;
+  balancers: readonly LoadBalancer[];
+  clock: Clock;
+  emit: EventSink;
+  journal: Journal;
+  /** How long a change waits for others to share its reload. */
+  coalesceMs: number;
+  /** The servers every upstream should list now (up and down), read when a write begins. */
+  desired: () => UpstreamEntry[];
+  /** After every reload: what nginx now has in force. */
+  applied: (up: ReadonlySet<string>, down: ReadonlySet<string>) => void;
+  /** A write or reload failed: the rollout cannot go on. */
+  failed: (err: unknown) => void;
+  /** Nothing is waiting or being written any more. */
+  idle?: () => void;
+}
+
+export class Traffic {
+  private readonly lastContent: (string | undefined)[] = [];
+  private inForceUp = new Set<string>();
+  private inForceDown = new Set<string>();
+  private writingUp: Set<string> | undefined;
+  private dirty = false;
+  private timer = false;
+  private inFlight: Promise<void> | undefined;
+  private recoveryReload = false;
+  /** A write or reload failed: no more changes go out. */
+  broken = false;
+  reloads = 0;
+
+  constructor(private readonly o: TrafficOptions) {}
+
+  /**
+   * Reads what every nginx has now (preflight has checked them), so an
+   * unchanged upstream costs no reload. After a crash nginx may run a config
+   * older than its file: `recovering` reloads every nginx once.
+   */
+  async load(recovering: boolean): Promise<void> {
+    for (const lb of this.o.balancers) this.lastContent.push(await lb.router.read());
+    const current = parseUpstreamServers(this.lastContent.find((c) => c !== undefined) ?? '');
+    this.inForceUp = new Set(current.filter((e) => !e.down).map((e) => e.address));
+    this.inForceDown = new Set(current.filter((e) => e.down).map((e) => e.address));
+    this.recoveryReload = recovering;
+  }
+
+  /** nginx may send requests to this address: it is up in a config in force or being written. */
+  routes(address: string | undefined): boolean {
+    if (address === undefined) return false;
+    return this.inForceUp.has(address) || (this.writingUp?.has(address) ?? false);
+  }
+
+  /** Listed `down` in the config in force. */
+  markedDown(address: string | undefined): boolean {
+    return address !== undefined && this.inForceDown.has(address);
+  }
+
+  /** Nothing waiting and nothing being written. */
+  get idle(): boolean {
+    return !this.dirty && !this.timer && this.inFlight === undefined;
+  }
+
+  /** Something nginx should know changed: write within coalesceMs. */
+  request(): void {
+    if (this.broken) return;
+    this.dirty = true;
+    if (this.timer || this.inFlight) return;
+    this.timer = true;
+    void this.o.clock.sleep(this.o.coalesceMs).then(() => {
+      this.timer = false;
+      this.kick();
+    });
+  }
+
+  /** Waits for what is in flight, then writes once more even if only gone servers' lines changed (no reload for those). */
+  async settle(): Promise<void> {
+    while (this.inFlight) await this.inFlight;
+    this.dirty = false;
+    await this.apply(true);
+  }
+
+  private kick(): void {
+    if (this.inFlight || !this.dirty || this.broken) return;
+    this.dirty = false;
+    this.inFlight = this.apply(false)
+      .catch((err: unknown) => {
+        this.broken = true;
+        this.o.failed(err);
+      })
+      .finally(() => {
+        this.inFlight = undefined;
+        // What came in while this write ran has waited long enough.
+        if (this.dirty) this.kick();
+        else if (this.idle) this.o.idle?.();
+      });
+  }
+
+  private async apply(final: boolean): Promise<void> {
+    const servers = this.o.desired();
+    const up = servers.filter((e) => !e.down);
+    const down = servers.filter((e) => e.down);
+    const upSet = new Set(up.map((e) => e.address));
+    const downSet = new Set(down.map((e) => e.address));
+    const upChanged = upSet.size !== this.inForceUp.size || [...upSet].some((a) => !this.inForceUp.has(a));
+    const newDown = down.filter((e) => !this.inForceDown.has(e.address));
+    const reload = upChanged || newDown.length > 0 || this.recoveryReload;
+    if (!reload && !final) return;
+    this.writingUp = upSet;
+    try {
+      const written = await this.writeAll(servers);
+      if (!reload) return;
+      const toReload = this.recoveryReload ? this.o.balancers.map((_, i) => i) : written;
+      this.recoveryReload = false;
+      faultPoint('before-reload');
+      for (const i of toReload) {
+        await this.o.balancers[i]?.router.reload();
+        this.reloads++;
+      }
+      const prevUp = this.inForceUp;
+      this.inForceUp = upSet;
+      this.inForceDown = downSet;
+      this.o.emit({
+        type: 'upstream',
+        action: newDown.length > 0 ? 'drain' : final ? 'final' : 'enable',
+        down: newDown.map((e) => e.name),
+        up: up.filter((e) => !prevUp.has(e.address)).map((e) => e.name),
+        reloads: this.reloads,
+      });
+      this.o.journal('reload', 'end', { up: up.map((e) => e.name), down: down.map((e) => e.name) });
+      this.o.applied(this.inForceUp, this.inForceDown);
+    } finally {
+      this.writingUp = undefined;
+    }
+  }
+
+  /** Writes and checks every changed file; on a failed check restores the ones written and throws. Returns the indexes written. */
+  private async writeAll(servers: UpstreamEntry[]): Promise<number[]> {
+    const lbs = this.o.balancers;
+    const contents = lbs.map((lb) => renderUpstream(lb.template, { service: this.o.service, upstream: lb.upstream, servers }));
+    const written: number[] = [];
+    for (const [i, { router: r }] of lbs.entries()) {
+      if (contents[i] === this.lastContent[i]) continue;
+      try {
+        await r.writeAndTest(contents[i] ?? '');
+        written.push(i);
+      } catch (err) {
+        for (const j of written) {
+          const prev = this.lastContent[j];
+          if (prev !== undefined) await lbs[j]?.router.writeAndTest(prev).catch(() => {});
+        }
+        this.o.emit({ type: 'upstream', action: 'restore', down: [], up: [], reloads: this.reloads });
+        throw new RolloutFailedError(
+          `${r.name}: the new upstream failed nginx -t; every upstream file was restored and nothing was reloaded:\n${(err as Error).message}`,
+          'nginx keeps serving its previous config. Fix the nginx config or the upstream template, then deploy again: the rollout continues from where it stopped.',
+        );
+      }
+    }
+    for (const i of written) this.lastContent[i] = contents[i];
+    return written;
+  }
+}

@@ -1,0 +1,326 @@
+/**
+ * Simulated ports: Docker hosts, nginx load balancers and readiness probes
+ * as in-memory objects on a virtual clock. `simulate` drives the real
+ * controller with them; the unit tests drive it with them too, inject
+ * failures through `SimFaults`, and check invariants on `SimWorld` after
+ * every event (`onEvent`).
+ *
+ * Each container has a readiness time (start + startup, jittered) and a stop
+ * duration (jittered); nginx configs take effect when a reload finishes.
+ */
+import { parseUpstreamServers } from '../core/upstream.js';
+import { FleetrollError } from '../errors.js';
+import { LABELS, type Clock, type InstanceInfo, type InstanceSpec, type Prober, type Router, type Runtime } from '../ports.js';
+
+export interface SimTimings {
+  /** From container start to readiness passing, ms. */
+  startupMs: number;
+  /** Graceful stop (the app's shutdown), ms. */
+  stopMs: number;
+  /** docker create + start, ms. */
+  runMs: number;
+  /** nginx reload until the new workers are in force, ms. */
+  reloadMs: number;
+  /** 0..1: relative spread of startup and stop times. */
+  jitter: number;
+}
+
+/** Failures to inject, by version label (the simulated fleet goes from "old" to "new"); all optional. */
+export interface SimFaults {
+  /** Instances of these versions never pass readiness. */
+  neverReady?: ReadonlySet<string>;
+  /** Instances of these versions exit this long after becoming ready. */
+  crashAfterReadyMs?: { versions: ReadonlySet<string>; ms: number };
+  /** The next n stops fail (the engine answers 500). */
+  failStops?: number;
+  /** Hosts whose engine no longer answers. */
+  hostsGone?: Set<string>;
+  /** The next n `nginx -t` checks of this load balancer (by name) refuse the config. */
+  refuseTest?: Map<string, number>;
+  /** The next n reloads of this load balancer fail. */
+  failReload?: Map<string, number>;
+  /** Instances that exit on their own as soon as they are marked down (a container dying while drained). */
+  exitWhenMarkedDown?: boolean;
+}
+
+export interface SimContainer {
+  id: string;
+  name: string;
+  host: string;
+  address: string;
+  labels: Record<string, string>;
+  state: 'running' | 'exited';
+  readyAt: number;
+  /** Set while a stop is in progress. */
+  stopping: boolean;
+  /** Time it stopped running (for checks), undefined while running. */
+  stoppedAt?: number | undefined;
+}
+
+export type SimEvent =
+  | { kind: 'started'; c: SimContainer }
+  | { kind: 'stopping'; c: SimContainer }
+  | { kind: 'exited'; c: SimContainer }
+  | { kind: 'removed'; c: SimContainer }
+  | { kind: 'written'; lb: SimRouter; up: string[] }
+  | { kind: 'reloaded'; lb: SimRouter };
+
+/** mulberry32-based spread: a factor in [1 - jitter, 1 + jitter]. */
+export class SimWorld {
+  readonly containers = new Map<string, SimContainer>();
+  private readonly byAddr = new Map<string, SimContainer>();
+  private nextIp = 1;
+  private running = 0;
+  readonly routers: SimRouter[] = [];
+  /** Peak of containers alive (running or stopping) at once. */
+  peakAlive = 0;
+  /** Called after every change of the simulated world. */
+  onEvent: ((e: SimEvent) => void) | undefined;
+
+  constructor(
+    readonly clock: Clock,
+    readonly timings: SimTimings,
+    readonly rand: () => number,
+    readonly faults: SimFaults = {},
+  ) {}
+
+  spread(ms: number): number {
+    return this.timings.jitter > 0 ? Math.round(ms * (1 + this.timings.jitter * (2 * this.rand() - 1))) : ms;
+  }
+
+  /** Containers running now (draining and stopping ones included). */
+  alive(): number {
+    return this.running;
+  }
+
+  /** Puts a running, ready container in place (the fleet before the rollout). */
+  seed(host: string, name: string, labels: Record<string, string>, port: number): SimContainer {
+    const c = this.make(host, name, labels, port);
+    c.readyAt = this.clock.now();
+    return c;
+  }
+
+  make(host: string, name: string, labels: Record<string, string>, port: number): SimContainer {
+    const n = this.nextIp++;
+    const c: SimContainer = {
+      id: `sim-${n}`,
+      name,
+      host,
+      address: `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}:${port}`,
+      labels,
+      state: 'running',
+      readyAt: Number.POSITIVE_INFINITY,
+      stopping: false,
+    };
+    this.containers.set(c.id, c);
+    this.byAddr.set(c.address, c);
+    this.running++;
+    this.peakAlive = Math.max(this.peakAlive, this.running);
+    return c;
+  }
+
+  byAddress(address: string): SimContainer | undefined {
+    return this.byAddr.get(address);
+  }
+
+  forget(c: SimContainer): void {
+    this.containers.delete(c.id);
+    if (this.byAddr.get(c.address) === c) this.byAddr.delete(c.address);
+  }
+
+  emit(e: SimEvent): void {
+    this.onEvent?.(e);
+  }
+
+  exit(c: SimContainer): void {
+    if (c.state !== 'running') return;
+    c.state = 'exited';
+    c.stoppedAt = this.clock.now();
+    this.running--;
+    this.emit({ kind: 'exited', c });
+  }
+}
+
+function info(c: SimContainer): InstanceInfo {
+  const running = c.state === 'running';
+  return { id: c.id, name: c.name, host: c.host, labels: c.labels, state: c.state, running, exitCode: running ? undefined : 0, address: running ? c.address : undefined };
+}
+
+export class SimRuntime implements Runtime {
+  constructor(
+    readonly host: string,
+    private readonly w: SimWorld,
+  ) {}
+
+  private check(): void {
+    if (this.w.faults.hostsGone?.has(this.host)) throw new FleetrollError('E_HOST', 1, `host ${this.host}: the Docker engine does not answer (simulated)`);
+  }
+
+  async ping(): Promise<void> {
+    this.check();
+  }
+
+  async inspect(id: string): Promise<InstanceInfo | undefined> {
+    this.check();
+    const c = this.w.containers.get(id);
+    return c ? info(c) : undefined;
+  }
+
+  async list(labels: Record<string, string>): Promise<InstanceInfo[]> {
+    this.check();
+    const out: InstanceInfo[] = [];
+    for (const c of this.w.containers.values()) {
+      if (c.host !== this.host) continue;
+      if (Object.entries(labels).every(([k, v]) => c.labels[k] === v)) out.push(info(c));
+    }
+    return out;
+  }
+
+  async run(spec: InstanceSpec): Promise<InstanceInfo> {
+    this.check();
+    if (this.w.timings.runMs > 0) await this.w.clock.sleep(this.w.timings.runMs);
+    this.check();
+    const c = this.w.make(this.host, spec.name, spec.labels, spec.port);
+    const version = spec.labels[LABELS.version] ?? '';
+    const f = this.w.faults;
+    if (!f.neverReady?.has(version)) {
+      c.readyAt = this.w.clock.now() + this.w.spread(this.w.timings.startupMs);
+      if (f.crashAfterReadyMs?.versions.has(version)) this.w.clock.timer(c.readyAt - this.w.clock.now() + f.crashAfterReadyMs.ms, () => this.w.exit(c));
+    }
+    this.w.emit({ kind: 'started', c });
+    return info(c);
+  }
+
+  async stop(id: string): Promise<void> {
+    this.check();
+    const c = this.w.containers.get(id);
+    if (!c || c.state !== 'running') return;
+    if ((this.w.faults.failStops ?? 0) > 0) {
+      this.w.faults.failStops = (this.w.faults.failStops ?? 1) - 1;
+      throw new FleetrollError('E_DOCKER', 1, `host ${this.host}: stopping ${c.name} failed: 500 server error (simulated)`);
+    }
+    c.stopping = true;
+    this.w.emit({ kind: 'stopping', c });
+    await this.w.clock.sleep(this.w.spread(this.w.timings.stopMs));
+    this.w.exit(c);
+  }
+
+  async remove(id: string): Promise<void> {
+    this.check();
+    const c = this.w.containers.get(id);
+    if (!c) return;
+    this.w.exit(c);
+    this.w.forget(c);
+    this.w.emit({ kind: 'removed', c });
+  }
+
+  async imageExists(): Promise<boolean> {
+    return true;
+  }
+
+  async networkExists(): Promise<boolean> {
+    return true;
+  }
+
+  saveImage(): Promise<NodeJS.ReadableStream> {
+    throw new Error('simulated hosts do not copy images');
+  }
+
+  async pullImage(): Promise<string | undefined> {
+    return undefined;
+  }
+
+  async loadImage(): Promise<void> {}
+
+  async logs(id: string): Promise<string> {
+    const c = this.w.containers.get(id);
+    return c ? `simulated ${c.name}` : '';
+  }
+
+  async specOf(): Promise<undefined> {
+    return undefined;
+  }
+}
+
+/** An nginx: a file, `nginx -t`, and a reload that puts the file in force after reloadMs. */
+export class SimRouter implements Router {
+  file: string | undefined;
+  /** The config nginx serves with. */
+  inForce: string | undefined;
+  /** Addresses listed up in the config in force. */
+  up = new Set<string>();
+  /** Addresses listed down in the config in force, with the time that took effect. */
+  downSince = new Map<string, number>();
+  reloads = 0;
+
+  constructor(
+    readonly name: string,
+    private readonly w: SimWorld,
+    initial?: string,
+  ) {
+    this.file = initial;
+    this.inForce = initial;
+    this.parse();
+    w.routers.push(this);
+  }
+
+  async check(): Promise<void> {}
+
+  async read(): Promise<string | undefined> {
+    return this.file;
+  }
+
+  async writeAndTest(content: string): Promise<void> {
+    const refuse = this.w.faults.refuseTest?.get(this.name) ?? 0;
+    if (refuse > 0) {
+      this.w.faults.refuseTest?.set(this.name, refuse - 1);
+      throw new Error(`nginx: [emerg] invalid config (simulated) in ${this.name}`);
+    }
+    this.file = content;
+    this.w.emit({ kind: 'written', lb: this, up: parseUpstreamServers(content).filter((x) => !x.down).map((x) => x.address) });
+  }
+
+  async reload(): Promise<void> {
+    const fail = this.w.faults.failReload?.get(this.name) ?? 0;
+    if (fail > 0) {
+      this.w.faults.failReload?.set(this.name, fail - 1);
+      throw new FleetrollError('E_NGINX', 1, `${this.name}: reload failed (simulated)`);
+    }
+    if (this.w.timings.reloadMs > 0) await this.w.clock.sleep(this.w.timings.reloadMs);
+    this.inForce = this.file;
+    this.reloads++;
+    this.parse();
+    this.w.emit({ kind: 'reloaded', lb: this });
+    if (this.w.faults.exitWhenMarkedDown) {
+      for (const a of this.downSince.keys()) {
+        const c = this.w.byAddress(a);
+        if (c && !c.stopping) this.w.exit(c);
+      }
+    }
+  }
+
+  private parse(): void {
+    const servers = parseUpstreamServers(this.inForce ?? '');
+    const now = this.w.clock.now();
+    this.up = new Set(servers.filter((s) => !s.down).map((s) => s.address));
+    const down = new Map<string, number>();
+    for (const s of servers) if (s.down) down.set(s.address, this.downSince.get(s.address) ?? now);
+    this.downSince = down;
+  }
+}
+
+/** Readiness and version as the simulated containers have them. */
+export class SimProber implements Prober {
+  constructor(private readonly w: SimWorld) {}
+
+  async ready(address: string): Promise<boolean> {
+    const c = this.w.byAddress(address);
+    return c !== undefined && c.state === 'running' && !c.stopping && this.w.clock.now() >= c.readyAt;
+  }
+
+  async version(address: string): Promise<string> {
+    const c = this.w.byAddress(address);
+    if (!c || c.state !== 'running') throw new Error(`${address}: connection refused (simulated)`);
+    return c.labels[LABELS.version] ?? '';
+  }
+}

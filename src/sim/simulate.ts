@@ -1,0 +1,192 @@
+/**
+ * `fleetroll simulate`: the real rollout engine (engine/rollout.ts and its
+ * controller) run against simulated hosts, nginx and probes on a virtual
+ * clock. There is no second model of the rollout: what simulate predicts is
+ * what the engine does, given the timings.
+ */
+import type { Fleet } from '../config/load.js';
+import { seededRandom } from '../core/random.js';
+import type { ResolvedStrategy } from '../core/strategy.js';
+import { renderUpstream } from '../core/upstream.js';
+import { deploy, type DeployResult } from '../engine/rollout.js';
+import { revisionOf } from '../engine/revision.js';
+import type { RolloutEvent } from '../engine/events.js';
+import { LABELS } from '../ports.js';
+import { VirtualClock } from './clock.js';
+import { SimProber, SimRouter, SimRuntime, SimWorld, type SimFaults } from './ports.js';
+
+export interface SimulationTimings {
+  /** From container start to readiness passing, ms. */
+  startupMs: number;
+  /** Time an instance stays marked down before it is stopped, ms. */
+  drainMs: number;
+  /** Time `docker stop` takes (graceful shutdown), ms. */
+  stopMs: number;
+  /** minReadySeconds in ms. */
+  minReadyMs: number;
+  /** 0..1: relative spread of startup and stop times. */
+  jitter: number;
+  seed: number;
+  /** docker create + start, ms (default 0). */
+  runMs?: number | undefined;
+  /** An nginx reload until it is in force, ms (default 0). */
+  reloadMs?: number | undefined;
+  /** Readiness probe period, ms (default 250, the fleet default). */
+  periodMs?: number | undefined;
+}
+
+export interface SimulationResult {
+  replicas: number;
+  maxSurge: number;
+  maxUnavailable: number;
+  replacementPolicy: string;
+  durationMs: number;
+  /** Decisions that started or terminated instances. */
+  waves: number;
+  /** Most containers alive at once (terminating ones included). */
+  peakInstances: number;
+  /** Fewest servers up in nginx at any time. */
+  lowestCapacity: number;
+  mixedVersionWindowMs: number;
+  reloads: number;
+  timings: SimulationTimings;
+}
+
+export interface SimulationSetup {
+  /** Hosts to spread the fleet over (default 1). */
+  hosts?: number | undefined;
+  /** Load balancers (default 1). */
+  loadBalancers?: number | undefined;
+  faults?: SimFaults | undefined;
+  /** Every event of the engine, with the virtual time. */
+  events?: ((e: RolloutEvent, at: number) => void) | undefined;
+  /** The simulated world, before the rollout starts: tests hook invariant checks here. */
+  world?: ((w: SimWorld, clock: VirtualClock) => void) | undefined;
+  progressDeadlineSeconds?: number | undefined;
+  hooks?: Fleet['hooks'];
+  signal?: AbortSignal | undefined;
+  paused?: (() => Promise<boolean>) | undefined;
+  inspect?: ((c: import('../engine/controller.js').Controller) => void) | undefined;
+  /** Replicas running before the rollout (default: the strategy's replicas). */
+  initialReplicas?: number | undefined;
+}
+
+const TEMPLATE = 'upstream {{upstream}} {\n{{servers}}\n}\n';
+const OLD_REVISION = 'simulated-old';
+
+/** A fleet for the simulation: the strategy and timings given, nothing else that matters. */
+export function simulatedFleet(s: ResolvedStrategy, t: SimulationTimings, setup: SimulationSetup = {}): Fleet {
+  const hosts = Array.from({ length: setup.hosts ?? 1 }, (_, i) => ({ name: `h${i + 1}`, docker: 'unix:///simulated' }));
+  const fleet = {
+    service: 'simulated',
+    image: 'simulated:new',
+    version: 'new',
+    replicas: s.replicas,
+    port: 8080,
+    env: {},
+    hosts,
+    probes: { readiness: { path: '/health/ready', periodMs: t.periodMs ?? 250, timeoutMs: 1000 }, version: { path: '/api/version' } },
+    group: false,
+    hooks: setup.hooks,
+    loadBalancers: [],
+    minReadySeconds: t.minReadyMs / 1000,
+    progressDeadlineSeconds: setup.progressDeadlineSeconds ?? 3600 * 24 * 365,
+    drainSeconds: t.drainMs / 1000,
+    terminationGracePeriodSeconds: 30,
+    revisionHistoryLimit: 10,
+    hostParallelism: 8,
+    onFailure: 'pause',
+    strategy: s,
+    timingSources: {},
+    source: { file: '(simulated)' },
+  };
+  return fleet as unknown as Fleet;
+}
+
+export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings, setup: SimulationSetup = {}): Promise<SimulationResult & { deploy: DeployResult }> {
+  const clock = new VirtualClock();
+  const world = new SimWorld(clock, { startupMs: t.startupMs, stopMs: t.stopMs, runMs: t.runMs ?? 0, reloadMs: t.reloadMs ?? 0, jitter: t.jitter }, seededRandom(t.seed), setup.faults ?? {});
+  const fleet = simulatedFleet(s, t, setup);
+  const revision = revisionOf(fleet);
+  const runtimes = new Map(fleet.hosts.map((h) => [h.name, new SimRuntime(h.name, world)] as const));
+
+  // The fleet before the rollout: every instance of the old revision, ready and in nginx.
+  const initial = setup.initialReplicas ?? s.replicas;
+  const servers: { address: string; down: boolean; name: string }[] = [];
+  for (let i = 0; i < initial; i++) {
+    const host = fleet.hosts[i % fleet.hosts.length]!.name;
+    const c = world.seed(host, `old-${i + 1}`, { [LABELS.managed]: 'true', [LABELS.service]: fleet.service, [LABELS.revision]: OLD_REVISION, [LABELS.version]: 'old', [LABELS.created]: '0' }, fleet.port);
+    servers.push({ address: c.address, down: false, name: c.name });
+  }
+  const routers = Array.from({ length: setup.loadBalancers ?? 1 }, (_, i) => {
+    const upstream = `simulated_${i + 1}`;
+    const content = renderUpstream(TEMPLATE, { service: fleet.service, upstream, servers });
+    return { router: new SimRouter(`nginx ${i + 1}`, world, content), template: TEMPLATE, upstream };
+  });
+
+  // What users see: servers up in nginx, and when each version served.
+  let lowest = Number.POSITIVE_INFINITY;
+  let firstNewUp: number | undefined;
+  let oldGoneAt: number | undefined;
+  const watch = (setupWorld: SimWorld) => {
+    const user = setupWorld.onEvent;
+    setupWorld.onEvent = (e) => {
+      user?.(e);
+      if (e.kind !== 'reloaded') return;
+      const up = e.lb.up;
+      lowest = Math.min(lowest, up.size);
+      let anyOld = false;
+      let anyNew = false;
+      for (const a of up) {
+        const c = world.byAddress(a);
+        if (!c) continue;
+        if (c.labels[LABELS.revision] === revision) anyNew = true;
+        else anyOld = true;
+      }
+      if (anyNew && firstNewUp === undefined) firstNewUp = clock.now();
+      if (!anyOld && oldGoneAt === undefined) oldGoneAt = clock.now();
+    };
+  };
+  setup.world?.(world, clock);
+  watch(world);
+  lowest = Math.min(lowest, servers.length);
+
+  const result = await clock.run(
+    deploy(
+      fleet,
+      {
+        runtimes,
+        routers,
+        prober: new SimProber(world),
+        clock,
+        events: setup.events ? (e) => setup.events?.(e, clock.now()) : undefined,
+        nameSuffix: (() => {
+          let n = 0;
+          return () => String(++n).padStart(5, '0');
+        })(),
+        simulated: true,
+        paused: setup.paused,
+        ...(setup.inspect ? { inspect: setup.inspect } : {}),
+        // Nothing crashes unless a test says so: look for exits now and then only.
+        timing: { observeMs: setup.faults ? 500 : 60_000 },
+      },
+      { signal: setup.signal },
+    ),
+  );
+  // From the first new server in nginx to the reload that took the last old one out.
+  const mixed = firstNewUp === undefined || oldGoneAt === undefined ? 0 : Math.max(0, oldGoneAt - firstNewUp);
+  return {
+    replicas: s.replicas,
+    maxSurge: s.maxSurge,
+    maxUnavailable: s.maxUnavailable,
+    replacementPolicy: s.replacementPolicy,
+    durationMs: clock.now(),
+    waves: result.waves,
+    peakInstances: world.peakAlive,
+    lowestCapacity: lowest === Number.POSITIVE_INFINITY ? 0 : lowest,
+    mixedVersionWindowMs: mixed,
+    reloads: routers.reduce((a, r) => a + r.router.reloads, 0),
+    timings: t,
+    deploy: result,
+  };
+}

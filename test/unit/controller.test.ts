@@ -1,0 +1,303 @@
+/**
+ * The controller on simulated ports and a virtual clock: every strategy
+ * shape and every failure, with the invariants checked after every event of
+ * the simulated world (a container started, stopping or gone, an upstream
+ * written or reloaded).
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { isTerminating } from '../../src/core/decide.js';
+import { resolveStrategy, type ResolvedStrategy } from '../../src/core/strategy.js';
+import type { Controller } from '../../src/engine/controller.js';
+import { ExitCode, FleetrollError, RolloutFailedError } from '../../src/errors.js';
+import { LABELS } from '../../src/ports.js';
+import type { SimFaults, SimWorld } from '../../src/sim/ports.js';
+import { simulateRollout, type SimulationSetup, type SimulationTimings } from '../../src/sim/simulate.js';
+
+const T: SimulationTimings = { startupMs: 3000, drainMs: 2000, stopMs: 1000, minReadyMs: 0, jitter: 0, seed: 1 };
+
+interface Checked {
+  violations: string[];
+  events: number;
+}
+
+/**
+ * Hooks the invariant checks into a simulation:
+ *  - available: servers up in nginx (running, ready) never fall below replicas - maxUnavailable once that held;
+ *  - alive: non-terminating instances never exceed replicas + maxSurge (once within), and with
+ *    TerminationComplete (or Recreate) no more containers than that are alive at all;
+ *  - no container is stopped while any nginx still lists it up;
+ *  - a container that was up in an nginx was marked down there at least drainMs before its stop;
+ *  - an upstream written never lists as up a container that is not ready.
+ */
+function invariants(s: ResolvedStrategy, t: SimulationTimings, opts: { readyChecks?: boolean } = {}): { setup: Pick<SimulationSetup, 'world' | 'inspect'>; checked: Checked } {
+  const checked: Checked = { violations: [], events: 0 };
+  let controller: Controller | undefined;
+  let availableHeld = false;
+  let aliveHeld = false;
+  const everUp = new Map<string, Set<string>>();
+  const world = (w: SimWorld, clock: { now(): number }) => {
+    const complete = s.type === 'Recreate' || s.replacementPolicy === 'TerminationComplete';
+    w.onEvent = (e) => {
+      checked.events++;
+      const now = clock.now();
+      const fail = (m: string) => checked.violations.push(`t=${now}: ${m}`);
+      if (e.kind === 'written' && opts.readyChecks !== false) {
+        for (const a of e.up) {
+          const c = w.byAddress(a);
+          if (!c || c.state !== 'running' || c.readyAt > now) fail(`${e.lb.name} written with ${c?.name ?? a} up while it is not ready`);
+        }
+      }
+      if (e.kind === 'reloaded') for (const a of e.lb.up) (everUp.get(e.lb.name) ?? everUp.set(e.lb.name, new Set()).get(e.lb.name)!).add(a);
+      if (e.kind === 'stopping' || (e.kind === 'exited' && !e.c.stopping && controller?.instances().find((i) => i.id === e.c.name)?.phase === 'stopping')) {
+        for (const r of w.routers) {
+          if (r.up.has(e.c.address)) fail(`${e.c.name} stopped while ${r.name} still routes to it`);
+          const wasUp = everUp.get(r.name)?.has(e.c.address) ?? false;
+          const since = r.downSince.get(e.c.address);
+          if (wasUp && (since === undefined || now - since < t.drainMs)) fail(`${e.c.name} stopped ${since === undefined ? 'without being marked down' : `${now - since} ms after being marked down`} in ${r.name} (drain ${t.drainMs} ms)`);
+        }
+      }
+      // Capacity as users see it, per nginx (they reload one after another): up, running and ready.
+      if (w.routers.length > 0) {
+        const capacities = w.routers.map((r) => {
+          let n = 0;
+          for (const a of r.up) {
+            const c = w.byAddress(a);
+            if (c && c.state === 'running' && c.readyAt <= now) n++;
+          }
+          return n;
+        });
+        const capacity = Math.min(...capacities);
+        if (capacity >= s.minAvailable) availableHeld = true;
+        else if (availableHeld && e.kind === 'reloaded') fail(`${capacity} servers in service < minAvailable ${s.minAvailable}`);
+      }
+      if (controller) {
+        const counted = controller.instances().filter((i) => !isTerminating(i.phase) && !i.stopFailed).length;
+        const limit = s.maxTotal;
+        if (counted <= limit && (!complete || w.alive() <= limit)) aliveHeld = true;
+        else if (aliveHeld) {
+          if (counted > limit) fail(`${counted} instances counted > replicas + maxSurge ${limit}`);
+          if (complete && w.alive() > limit) fail(`${w.alive()} containers alive > ${limit} with ${s.replacementPolicy}`);
+        }
+      }
+    };
+  };
+  return { setup: { world, inspect: (c) => (controller = c) }, checked };
+}
+
+async function rollout(s: ResolvedStrategy, t: Partial<SimulationTimings> = {}, setup: SimulationSetup = {}) {
+  const timings = { ...T, ...t };
+  const inv = invariants(s, timings, { readyChecks: !setup.faults?.crashAfterReadyMs });
+  const r = await simulateRollout(s, timings, { ...setup, ...inv.setup, world: (w, c) => { inv.setup.world?.(w, c); setup.world?.(w, c); } });
+  return { ...r, checked: inv.checked };
+}
+
+const strategy = (replicas: number, maxSurge: number | string, maxUnavailable: number | string, policy?: string) =>
+  resolveStrategy({ replicas, strategy: { rollingUpdate: { maxSurge, maxUnavailable } }, replacementPolicy: { own: policy } });
+
+describe('controller: every strategy shape keeps the invariants and completes', () => {
+  const rows: { name: string; s: ResolvedStrategy; setup?: SimulationSetup; t?: Partial<SimulationTimings> }[] = [
+    { name: '0/1 on 4', s: strategy(4, 0, 1) },
+    { name: '1/0 on 4', s: strategy(4, 1, 0) },
+    { name: '25%/25% on 8', s: strategy(8, '25%', '25%') },
+    { name: '100%/0 on 4', s: strategy(4, '100%', 0) },
+    { name: '0/100% on 4', s: strategy(4, 0, '100%') },
+    { name: 'Recreate on 3', s: resolveStrategy({ replicas: 3, strategy: { type: 'Recreate' } }) },
+    { name: '0/2 on 6, TerminationStarted', s: strategy(6, 0, 2) },
+    { name: '0/2 on 6, TerminationComplete', s: strategy(6, 0, 2, 'TerminationComplete') },
+    { name: '1/1 on 5, TerminationComplete, jitter', s: strategy(5, 1, 1, 'TerminationComplete'), t: { jitter: 0.4, seed: 9 } },
+    { name: 'scale up 3 → 6 during a rollout', s: strategy(6, 1, 0), setup: { initialReplicas: 3 } },
+    { name: 'scale down 6 → 3 during a rollout', s: strategy(3, 1, 1), setup: { initialReplicas: 6 } },
+    { name: 'three hosts', s: strategy(6, '25%', '25%'), setup: { hosts: 3 } },
+    { name: 'two load balancers', s: strategy(4, 1, 1), setup: { loadBalancers: 2 } },
+    { name: 'minReadySeconds 5', s: strategy(4, 1, 0), t: { minReadyMs: 5000 } },
+  ];
+  for (const r of rows) {
+    it(r.name, async () => {
+      const res = await rollout(r.s, r.t, r.setup);
+      assert.deepEqual(res.checked.violations, []);
+      assert.ok(res.checked.events > 0, 'the checks saw events');
+      assert.equal(res.deploy.instances.length, r.s.replicas);
+      assert.ok(res.deploy.instances.every((i) => i.version === 'new'));
+    });
+  }
+
+  it('the hand-worked rollout: 2 replicas, 1/0, TerminationStarted', async () => {
+    // t=0 n1 starts; t=3000 n1 ready and available: o1 is terminated and n2
+    // starts at once (o1 no longer counts); t=3050 one reload puts n1 in and
+    // o1 down; t=5050 o1 drained, stopped by 6050. t=6000 n2 ready: o2
+    // terminated; t=6050 reload; t=8050 drained; t=9050 gone.
+    const r = await rollout(strategy(2, 1, 0));
+    assert.deepEqual({ d: r.durationMs, reloads: r.reloads, peak: r.peakInstances, window: r.mixedVersionWindowMs, low: r.lowestCapacity }, { d: 9050, reloads: 2, peak: 4, window: 3000, low: 2 });
+  });
+
+  it('TerminationComplete waits for the container to be gone, so the peak stays at replicas + maxSurge', async () => {
+    const started = await rollout(strategy(6, 0, 2));
+    const complete = await rollout(strategy(6, 0, 2, 'TerminationComplete'));
+    assert.equal(complete.peakInstances, 6);
+    // TerminationStarted: the next two start while the first two still drain (6 + 2 + 2 terminating).
+    assert.equal(started.peakInstances, 10);
+    assert.ok(started.durationMs < complete.durationMs, `${started.durationMs} < ${complete.durationMs}`);
+  });
+
+  it('nginx changes that come due together share one reload', async () => {
+    // 100%/0: all four new instances become ready at the same moment: one reload puts them in and the old ones down.
+    const r = await rollout(strategy(4, '100%', 0));
+    assert.equal(r.reloads, 1);
+  });
+});
+
+describe('controller: failures leave the fleet serving and say what happened', () => {
+  const oldRevisionServing = async (faults: SimFaults, s = strategy(3, 1, 0), extra: SimulationSetup = {}) => {
+    let world: SimWorld | undefined;
+    const inv = invariants(s, T, { readyChecks: !faults.crashAfterReadyMs });
+    const p = simulateRollout(s, T, { faults, progressDeadlineSeconds: 20, ...extra, ...inv.setup, world: (w, c) => { world = w; inv.setup.world?.(w, c); } });
+    const err = await p.then(() => undefined, (e: unknown) => e);
+    return { err, world: world!, checked: inv.checked };
+  };
+  const serving = (w: SimWorld) => [...w.routers[0]!.up].map((a) => w.byAddress(a)).filter((c) => c?.state === 'running').length;
+  const downButRunning = (w: SimWorld) => [...w.routers[0]!.downSince.keys()].filter((a) => w.byAddress(a)?.state === 'running');
+  const newRevision = (w: SimWorld) => [...w.containers.values()].filter((c) => c.labels[LABELS.version] === 'new');
+
+  const exitCode = (e: unknown) => (e instanceof FleetrollError ? e.exitCode : undefined);
+
+  it('never ready: the deadline fails the rollout (exit 1) with every old instance serving', async () => {
+    const { err, world, checked } = await oldRevisionServing({ neverReady: new Set(['new']) });
+    assert.ok(err instanceof RolloutFailedError, String(err));
+    assert.match(err.message, /made no progress for 20 s/);
+    assert.equal(serving(world), 3);
+    assert.deepEqual(checked.violations, []);
+  });
+
+  it('crash after ready, before minReadySeconds: the rollout never advances past it', async () => {
+    const s = strategy(3, 1, 0);
+    const inv = invariants(s, { ...T, minReadyMs: 5000 }, { readyChecks: false });
+    let world: SimWorld | undefined;
+    const err = await simulateRollout(s, { ...T, minReadyMs: 5000 }, { faults: { crashAfterReadyMs: { versions: new Set(['new']), ms: 1000 } }, progressDeadlineSeconds: 30, ...inv.setup, world: (w, c) => { world = w; inv.setup.world?.(w, c); } }).then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof RolloutFailedError, String(err));
+    assert.equal(serving(world!), 3, 'all three old instances still serve');
+    assert.equal([...world!.containers.values()].filter((c) => c.labels[LABELS.version] === 'old').length, 3);
+    assert.deepEqual(inv.checked.violations, []);
+  });
+
+  it('a container that exits while draining is stopped and replaced without waiting out its drain', async () => {
+    const { err, world, checked } = await oldRevisionServing({ exitWhenMarkedDown: true }, strategy(3, 0, 1));
+    assert.equal(err, undefined);
+    assert.equal(newRevision(world).length, 3);
+    assert.deepEqual(checked.violations, []);
+  });
+
+  it('a stop that fails: exit 1 naming it, the rest keeps serving', async () => {
+    const { err, world, checked } = await oldRevisionServing({ failStops: 1 }, strategy(3, 1, 0));
+    assert.ok(err instanceof RolloutFailedError, String(err));
+    assert.equal(exitCode(err), ExitCode.rolloutFailed);
+    assert.match(err.message, /stopping .* failed/);
+    assert.ok(serving(world) >= 3);
+    assert.deepEqual(checked.violations, []);
+  });
+
+  it('a host gone mid-rollout fails the rollout naming the host; the other host keeps serving', async () => {
+    const gone = new Set<string>();
+    let world: SimWorld | undefined;
+    const s = strategy(4, 1, 0);
+    const p = simulateRollout(s, T, {
+      hosts: 2,
+      faults: { hostsGone: gone },
+      events: (e) => {
+        if (e.type === 'ready') gone.add('h2');
+      },
+      world: (w) => (world = w),
+    });
+    const err = await p.then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof RolloutFailedError, String(err));
+    assert.match(err.message, /host h2/);
+    assert.ok(serving(world!) >= 2);
+  });
+
+  it('nginx -t refusing the config: exit 1, files restored, nothing reloaded', async () => {
+    const { err, world } = await oldRevisionServing({ refuseTest: new Map([['nginx 1', 1]]) });
+    assert.ok(err instanceof RolloutFailedError, String(err));
+    assert.match(err.message, /failed nginx -t; every upstream file was restored/);
+    assert.equal(world.routers[0]!.reloads, 0);
+    assert.equal(world.routers[0]!.file, world.routers[0]!.inForce);
+  });
+
+  it('a reload that fails: exit 1 saying so', async () => {
+    const { err } = await oldRevisionServing({ failReload: new Map([['nginx 1', 1]]) });
+    assert.ok(err instanceof RolloutFailedError, String(err));
+    assert.match(err.message, /reload failed/);
+  });
+
+  it('interrupted mid-drain: exit 130, drained instances back in nginx, nothing left down', async () => {
+    const ac = new AbortController();
+    let world: SimWorld | undefined;
+    const s = strategy(4, 0, 1);
+    const inv = invariants(s, T);
+    const err = await simulateRollout(s, T, {
+      signal: ac.signal,
+      ...inv.setup,
+      world: (w, c) => {
+        world = w;
+        inv.setup.world?.(w, c);
+      },
+      events: (e) => {
+        if (e.type === 'draining') ac.abort();
+      },
+    }).then(() => undefined, (e: unknown) => e);
+    assert.equal(exitCode(err), ExitCode.interrupted, String(err));
+    assert.deepEqual(downButRunning(world!), [], 'no running instance left marked down');
+    assert.equal(serving(world!), 4);
+    assert.deepEqual(inv.checked.violations, []);
+  });
+
+  it('paused: exit 4 once the steps in flight are done, the fleet consistent', async () => {
+    let pause = false;
+    let world: SimWorld | undefined;
+    const err = await simulateRollout(strategy(4, 1, 0), T, {
+      paused: async () => pause,
+      world: (w) => (world = w),
+      events: (e) => {
+        if (e.type === 'ready') pause = true;
+      },
+    }).then(() => undefined, (e: unknown) => e);
+    assert.equal(exitCode(err), ExitCode.paused, String(err));
+    assert.deepEqual(downButRunning(world!), []);
+    assert.ok(serving(world!) >= 4);
+  });
+});
+
+async function randomCase(replicas: number, surge: number, unav: number, complete: boolean, seed: number, jitter: number, hosts: number, failStops: number) {
+  if (surge === 0 && unav === 0) surge = 1;
+  const s = strategy(replicas, surge, unav, complete ? 'TerminationComplete' : undefined);
+  const t = { ...T, jitter, seed, startupMs: 500 + (seed % 7) * 400, drainMs: (seed % 3) * 700, stopMs: 200 + (seed % 5) * 300 };
+  const inv = invariants(s, t);
+  const r = await simulateRollout(s, t, { hosts, faults: { failStops }, progressDeadlineSeconds: 120, ...inv.setup }).then(
+    (x) => x,
+    (e: unknown) => e,
+  );
+  assert.deepEqual(inv.checked.violations, []);
+  if (failStops === 0) assert.ok(!(r instanceof Error), String(r));
+  else if (r instanceof Error) assert.ok(r instanceof RolloutFailedError, String(r));
+}
+
+describe('controller: random timings and failures (property)', () => {
+  it('a failed stop while a replacement drains (found by the property test)', () => randomCase(3, 0, 0, false, 211, 0.5878312278195961, 1, 1));
+
+  it('keeps every invariant and completes or fails cleanly', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 9 }),
+        fc.integer({ min: 0, max: 3 }),
+        fc.integer({ min: 0, max: 3 }),
+        fc.boolean(),
+        fc.integer({ min: 1, max: 1000 }),
+        fc.double({ min: 0, max: 0.8, noNaN: true }),
+        fc.integer({ min: 1, max: 3 }),
+        fc.integer({ min: 0, max: 2 }),
+        randomCase,
+      ),
+      { numRuns: 150 },
+    );
+  });
+});
