@@ -9,7 +9,7 @@ import type { CellAggregate, CapacityPoint, RunMetrics, Stat } from './analysis.
 import { capacitySpec, failuresSpec, versionsPerSecondSpec, windowDurationSpec, type FailuresRow, type WindowDurationRow } from './charts.js';
 import type { Block } from './document.js';
 import type { SecondBucket } from './metrics.js';
-import type { CellParams, Dimension, ExperimentSpec } from './spec.js';
+import type { CellParams, Dimension, ExperimentSpec, StrategySpec } from './spec.js';
 
 /** One run as the report needs it. */
 export interface RunOutcome {
@@ -34,8 +34,8 @@ export interface RunOutcome {
 export interface CellSummary {
   id: string;
   label: string;
-  strategy: { name: string; type: 'RollingUpdate' | 'Recreate' | 'naive'; maxSurge?: number | string | undefined; maxUnavailable?: number | string | undefined; intervalSeconds?: number | undefined };
-  /** maxSurge/maxUnavailable as instance counts (null for the naive control). */
+  strategy: Pick<StrategySpec, 'type' | 'maxSurge' | 'maxUnavailable' | 'replacementPolicy' | 'intervalSeconds' | 'batch' | 'pollSeconds'> & { name: string };
+  /** maxSurge/maxUnavailable as instance counts (null for the naive and script controls). */
   resolved: { maxSurge: number; maxUnavailable: number } | null;
   params: CellParams;
   varying: Partial<Record<Dimension, number | boolean>>;
