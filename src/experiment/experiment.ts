@@ -23,7 +23,7 @@ import { renderSvg } from './charts.js';
 import { toHtml, toMarkdown } from './document.js';
 import { perSecond, type RequestRecord } from './metrics.js';
 import { demoNames, runUnderLoad, teardown } from './rehearse.js';
-import { buildCharts, buildDocument, runLine, type CellSummary, type ExperimentSummary, type RunOutcome } from './report.js';
+import { buildCharts, buildDocument, runLine, scriptComparison, type CellSummary, type ExperimentSummary, type RunOutcome } from './report.js';
 import { expandCells, planRuns, type ExperimentSpec, type PlannedRun } from './spec.js';
 
 export interface ExperimentOptions {
@@ -254,6 +254,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentSum
     ok: problems.length === 0,
     problems,
     cells: cellSummaries,
+    scriptComparison: scriptComparison(cellSummaries),
     runs: outcomes.map(runLine),
     outDir: o.outDir,
     files: { report: 'report.md', html: 'index.html', summary: 'summary.json', charts: [] },
