@@ -31,8 +31,8 @@ export interface TimedEvent {
   event: RolloutEvent | RunnerEvent;
 }
 
-/** How the fleet was rolled: fleetroll's engine, or the naive kill-and-start control. */
-export type RolloutMode = 'engine' | 'naive';
+/** How the fleet was rolled: fleetroll's engine, the naive kill-and-start control, or the hand-written script control. */
+export type RolloutMode = 'engine' | 'naive' | 'script';
 
 export interface Phase {
   name: string;
@@ -53,11 +53,13 @@ const byTime = (events: readonly TimedEvent[]) => [...events].sort((a, b) => a.t
  *   "wave N: starting"       until every new instance of the wave has started (a wave without old
  *                            instances to stop begins here)
  *   "wave N: waiting for readiness"   until the next wave
- * then "verifying" from the first version check. The naive control, per
- * replaced instance N: "naive N: killing", "naive N: starting", "naive N:
- * reloading nginx", "naive N: pause". Before the deploy started it is
- * "before deploy", after it ended "after deploy", and between its start and
- * the first wave "observing".
+ * then "verifying" from the first version check. The script control has the
+ * same phases per batch ("batch N: marking down", ...), and once every new
+ * instance of the batch is ready "batch N: re-enabling" (the reload that puts
+ * them in). The naive control, per replaced instance N: "naive N: killing",
+ * "naive N: starting", "naive N: reloading nginx", "naive N: pause". Before
+ * the deploy started it is "before deploy", after it ended "after deploy",
+ * and between its start and the first wave "observing".
  *
  * Phases are contiguous from `startMs` to `endMs`; empty ones are dropped.
  */
@@ -70,12 +72,14 @@ export function derivePhases(
     { t: o.deployStartMs, name: 'observing' },
   ];
   const at = (t: number, name: string) => points.push({ t, name });
+  const unit = o.mode === 'script' ? 'batch' : 'wave';
 
   interface Wave {
     n: number;
     victims: Set<string>;
     startTarget: number;
     started: number;
+    ready: number;
     /** When the drain pause ends, while it is still ahead. */
     drainEnd?: number | undefined;
   }
@@ -83,7 +87,7 @@ export function derivePhases(
   let verifying = false;
   const flushDrain = (t: number) => {
     if (wave?.drainEnd !== undefined && wave.drainEnd <= t) {
-      at(wave.drainEnd, `wave ${wave.n}: stopping`);
+      at(wave.drainEnd, `${unit} ${wave.n}: stopping`);
       wave.drainEnd = undefined;
     }
   };
@@ -92,7 +96,7 @@ export function derivePhases(
     if (t < o.deployStartMs || t > o.deployEndMs) continue;
     if (o.mode === 'naive') {
       if (e.type === 'wave') {
-        wave = { n: e.index, victims: new Set(e.stop), startTarget: e.start, started: 0 };
+        wave = { n: e.index, victims: new Set(e.stop), startTarget: e.start, started: 0, ready: 0 };
         at(t, `naive ${e.index}: killing`);
       } else if (wave && e.type === 'stopped') at(t, `naive ${wave.n}: starting`);
       else if (wave && e.type === 'started') at(t, `naive ${wave.n}: reloading nginx`);
@@ -102,31 +106,35 @@ export function derivePhases(
     flushDrain(t);
     switch (e.type) {
       case 'wave':
-        wave = { n: e.index, victims: new Set(e.stop), startTarget: e.start, started: 0 };
-        at(t, e.stop.length > 0 ? `wave ${e.index}: marking down` : `wave ${e.index}: starting`);
+        wave = { n: e.index, victims: new Set(e.stop), startTarget: e.start, started: 0, ready: 0 };
+        at(t, e.stop.length > 0 ? `${unit} ${e.index}: marking down` : `${unit} ${e.index}: starting`);
         break;
       case 'upstream':
         // The reload that marks this wave's old instances down is done: with
         // no drain pause, stopping comes next.
-        if (wave && e.action === 'drain' && wave.victims.size > 0 && e.down.some((n) => wave!.victims.has(n))) at(t, `wave ${wave.n}: stopping`);
+        if (wave && e.action === 'drain' && wave.victims.size > 0 && e.down.some((n) => wave!.victims.has(n))) at(t, `${unit} ${wave.n}: stopping`);
         break;
       case 'draining':
         if (wave) {
-          at(t, `wave ${wave.n}: draining`);
+          at(t, `${unit} ${wave.n}: draining`);
           wave.drainEnd = t + e.seconds * 1000;
         }
         break;
       case 'stopped':
         if (wave?.victims.delete(e.name) && wave.victims.size === 0) {
           wave.drainEnd = undefined;
-          at(t, wave.started >= wave.startTarget ? `wave ${wave.n}: waiting for readiness` : `wave ${wave.n}: starting`);
+          at(t, wave.started >= wave.startTarget ? `${unit} ${wave.n}: waiting for readiness` : `${unit} ${wave.n}: starting`);
         }
         break;
       case 'started':
         if (wave) {
           wave.started++;
-          if (wave.victims.size === 0 && wave.started === wave.startTarget) at(t, `wave ${wave.n}: waiting for readiness`);
+          if (wave.victims.size === 0 && wave.started === wave.startTarget) at(t, `${unit} ${wave.n}: waiting for readiness`);
         }
+        break;
+      case 'ready':
+        // The script waits for its whole batch, then reloads nginx with it.
+        if (o.mode === 'script' && wave && ++wave.ready === wave.startTarget) at(t, `${unit} ${wave.n}: re-enabling`);
         break;
       case 'verified':
         if (!verifying) at(t, 'verifying');

@@ -23,7 +23,7 @@ import { renderSvg } from './charts.js';
 import { toHtml, toMarkdown } from './document.js';
 import { perSecond, type RequestRecord } from './metrics.js';
 import { demoNames, runUnderLoad, teardown } from './rehearse.js';
-import { buildCharts, buildDocument, runLine, type CellSummary, type ExperimentSummary, type RunOutcome } from './report.js';
+import { buildCharts, buildDocument, runLine, scriptComparison, type CellSummary, type ExperimentSummary, type RunOutcome } from './report.js';
 import { expandCells, planRuns, type ExperimentSpec, type PlannedRun } from './spec.js';
 
 export interface ExperimentOptions {
@@ -79,8 +79,10 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
       maxSurge: cell.strategy.maxSurge === undefined ? undefined : String(cell.strategy.maxSurge),
       maxUnavailable: cell.strategy.maxUnavailable === undefined ? undefined : String(cell.strategy.maxUnavailable),
       recreate: cell.strategy.type === 'Recreate',
+      replacementPolicy: cell.strategy.replacementPolicy,
       naive: cell.strategy.type === 'naive',
       naiveIntervalMs: (cell.strategy.intervalSeconds ?? 1) * 1000,
+      script: cell.strategy.type === 'script' ? { batch: cell.strategy.batch ?? 1, pollSeconds: cell.strategy.pollSeconds } : undefined,
       from: o.spec.from,
       to: o.spec.to,
       getPerSecond: p.getPerSecond,
@@ -113,8 +115,8 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
     initial: r.initial,
     from: o.spec.from,
     to: o.spec.to,
-    mode: cell.strategy.type === 'naive' ? 'naive' : 'engine',
-    strategy: cell.strategy.type === 'naive' ? undefined : r.toFleet.strategy,
+    mode: cell.strategy.type === 'naive' || cell.strategy.type === 'script' ? cell.strategy.type : 'engine',
+    strategy: cell.resolved ? r.toFleet.strategy : undefined,
     timings: { startupMs: p.warmupSeconds * 1000, drainMs: p.drainSeconds * 1000, stopMs: p.prestopSeconds * 1000, minReadyMs: p.minReadySeconds * 1000 },
   });
 
@@ -214,7 +216,16 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentSum
     cellSummaries.push({
       id: c.id,
       label: c.label,
-      strategy: { name: c.strategy.name, type: c.strategy.type, maxSurge: c.strategy.maxSurge, maxUnavailable: c.strategy.maxUnavailable, intervalSeconds: c.strategy.intervalSeconds },
+      strategy: {
+        name: c.strategy.name,
+        type: c.strategy.type,
+        maxSurge: c.strategy.maxSurge,
+        maxUnavailable: c.strategy.maxUnavailable,
+        replacementPolicy: c.strategy.replacementPolicy,
+        intervalSeconds: c.strategy.intervalSeconds,
+        batch: c.strategy.batch,
+        pollSeconds: c.strategy.pollSeconds,
+      },
       resolved: c.resolved ? { maxSurge: c.resolved.maxSurge, maxUnavailable: c.resolved.maxUnavailable } : null,
       params: c.params,
       varying: c.varying,
@@ -243,6 +254,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentSum
     ok: problems.length === 0,
     problems,
     cells: cellSummaries,
+    scriptComparison: scriptComparison(cellSummaries),
     runs: outcomes.map(runLine),
     outDir: o.outDir,
     files: { report: 'report.md', html: 'index.html', summary: 'summary.json', charts: [] },

@@ -18,6 +18,7 @@ import { LABELS, type Router } from '../ports.js';
 import type { TimedEvent } from './analysis.js';
 import { mixedVersionWindow, summarizeRequests, type RequestRecord, type RequestSummary } from './metrics.js';
 import { startLoad } from './probes.js';
+import { scriptRollout, type ScriptOptions } from './scriptControl.js';
 
 /** Label on everything a rehearsal creates besides the instances, so `--down` finds it. */
 export const DEMO_LABEL = 'fleetroll.demo';
@@ -32,6 +33,10 @@ export interface RehearseOptions {
   recreate?: boolean;
   /** Replace instances the way a typical script does (kill, start, no drain), as a control. */
   naive?: boolean;
+  /** Replace instances with the proper hand-written script (src/experiment/scriptControl.ts), in batches, as a control. */
+  script?: ScriptOptions | undefined;
+  /** The fleet file's replacementPolicy; written into the fleet only when set. */
+  replacementPolicy?: 'TerminationStarted' | 'TerminationComplete' | undefined;
   from: string;
   to: string;
   getPerSecond: number;
@@ -165,6 +170,7 @@ export async function demoFleet(o: RehearseOptions, names: DemoNames, version: s
       hosts: [{ name: 'local', docker: o.docker, network: names.network }],
       probes: { readiness: { path: '/health/ready', periodMs: 100, timeoutMs: 1000 }, version: { path: '/api/version' } },
       strategy: o.recreate ? { type: 'Recreate' } : { type: 'RollingUpdate' },
+      ...(o.replacementPolicy !== undefined ? { replacementPolicy: o.replacementPolicy } : {}),
       minReadySeconds: o.minReadySeconds,
       progressDeadlineSeconds: 60 + o.minReadySeconds,
       drainSeconds: o.drainSeconds,
@@ -226,7 +232,7 @@ function observedRouter(r: Router, onReload: (up: string[], down: string[]) => v
 /**
  * One rollout on a fresh local fleet, under load: remove leftovers of the same
  * name, start the network and nginx, deploy `from`, start the probes, deploy
- * `to` (or run the naive control), stop the probes, ask every instance for its
+ * `to` (or run the naive or the script control), stop the probes, ask every instance for its
  * version, and tear down (unless `keep`). Images must exist already.
  */
 export async function runUnderLoad(
@@ -278,6 +284,7 @@ export async function runUnderLoad(
         router: observedRouter(lb.router, (up, down) => mark({ type: 'reload', lb: i, up, down, count: ++reloads })),
       }));
       if (o.naive) await naiveReplace(toFleet, { ...deps, routers, events: sink }, { intervalMs: o.naiveIntervalMs ?? 1000 });
+      else if (o.script) await scriptRollout(toFleet, { ...deps, routers, events: sink }, o.script);
       else result = await deploy(toFleet, { ...deps, routers, events: sink });
     } catch (err) {
       if (!(err instanceof FleetrollError)) {

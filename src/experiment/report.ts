@@ -9,7 +9,7 @@ import type { CellAggregate, CapacityPoint, RunMetrics, Stat } from './analysis.
 import { capacitySpec, failuresSpec, versionsPerSecondSpec, windowDurationSpec, type FailuresRow, type WindowDurationRow } from './charts.js';
 import type { Block } from './document.js';
 import type { SecondBucket } from './metrics.js';
-import type { CellParams, Dimension, ExperimentSpec } from './spec.js';
+import type { CellParams, Dimension, ExperimentSpec, StrategySpec } from './spec.js';
 
 /** One run as the report needs it. */
 export interface RunOutcome {
@@ -34,8 +34,8 @@ export interface RunOutcome {
 export interface CellSummary {
   id: string;
   label: string;
-  strategy: { name: string; type: 'RollingUpdate' | 'Recreate' | 'naive'; maxSurge?: number | string | undefined; maxUnavailable?: number | string | undefined; intervalSeconds?: number | undefined };
-  /** maxSurge/maxUnavailable as instance counts (null for the naive control). */
+  strategy: Pick<StrategySpec, 'type' | 'maxSurge' | 'maxUnavailable' | 'replacementPolicy' | 'intervalSeconds' | 'batch' | 'pollSeconds'> & { name: string };
+  /** maxSurge/maxUnavailable as instance counts (null for the naive and script controls). */
   resolved: { maxSurge: number; maxUnavailable: number } | null;
   params: CellParams;
   varying: Partial<Record<Dimension, number | boolean>>;
@@ -83,6 +83,8 @@ export interface ExperimentSummary {
   ok: boolean;
   problems: string[];
   cells: CellSummary[];
+  /** Each script control beside fleetroll with the same batch (maxSurge 0 / maxUnavailable b) and settings. */
+  scriptComparison: ScriptComparisonRow[];
   runs: RunLine[];
   outDir: string;
   files: { report: string; html: string; summary: string; charts: string[] };
@@ -131,8 +133,106 @@ function outcomes(map: Record<string, Stat>, onlyFailures: boolean): string {
 
 function strategyText(c: CellSummary): string {
   if (c.strategy.type === 'naive') return `naive control (kill, start, reload; ${c.strategy.intervalSeconds ?? 1} s pause)`;
+  if (c.strategy.type === 'script') return `script control, batch ${c.strategy.batch} (mark down + reload, drain, stop, start, poll readiness every ${c.strategy.pollSeconds ?? 1} s, re-enable + reload)`;
   if (c.strategy.type === 'Recreate') return 'Recreate';
-  return `maxSurge ${c.strategy.maxSurge ?? '25%'} (${c.resolved?.maxSurge}), maxUnavailable ${c.strategy.maxUnavailable ?? '25%'} (${c.resolved?.maxUnavailable})`;
+  const policy = c.strategy.replacementPolicy ? `, replacementPolicy ${c.strategy.replacementPolicy}` : '';
+  return `maxSurge ${c.strategy.maxSurge ?? '25%'} (${c.resolved?.maxSurge}), maxUnavailable ${c.strategy.maxUnavailable ?? '25%'} (${c.resolved?.maxUnavailable})${policy}`;
+}
+
+// ---- the script control beside fleetroll ----
+
+/** One script control and the fleetroll configuration that replaces the same batch: medians over the runs, failed in the worst run. */
+export interface ScriptComparisonRow {
+  batch: number;
+  script: string;
+  fleetroll: string;
+  /** fleetroll's replacementPolicy when its strategy sets one. */
+  replacementPolicy?: string | undefined;
+  durationMs: { fleetroll: number; script: number };
+  /** fleetroll's deploy duration / the script's; null when the script's is 0. */
+  durationRatio: number | null;
+  windowMs: { fleetroll: number; script: number };
+  reloads: { fleetroll: number; script: number };
+  failed: { fleetroll: number; script: number };
+  /** Runs whose deploy failed. */
+  deployErrors: { fleetroll: number; script: number };
+}
+
+const sameParams = (a: CellParams, b: CellParams) => (Object.keys(a) as (keyof CellParams)[]).every((k) => a[k] === b[k]);
+
+/**
+ * Pairs every `script` configuration of batch b with every RollingUpdate
+ * configuration that resolves to maxSurge 0 / maxUnavailable b on the same
+ * settings (replicas, timings, load): the same job done by hand and by
+ * fleetroll. In spec order: script by script, then fleetroll by fleetroll.
+ */
+export function scriptComparison(cells: readonly CellSummary[]): ScriptComparisonRow[] {
+  const rows: ScriptComparisonRow[] = [];
+  for (const s of cells) {
+    if (s.strategy.type !== 'script' || s.strategy.batch === undefined) continue;
+    const b = s.strategy.batch;
+    for (const f of cells) {
+      if (f.strategy.type !== 'RollingUpdate' || f.resolved?.maxSurge !== 0 || f.resolved.maxUnavailable !== b || !sameParams(s.params, f.params)) continue;
+      const fa = f.aggregate;
+      const sa = s.aggregate;
+      rows.push({
+        batch: b,
+        script: s.label,
+        fleetroll: f.label,
+        ...(f.strategy.replacementPolicy ? { replacementPolicy: f.strategy.replacementPolicy } : {}),
+        durationMs: { fleetroll: fa.deployDurationMs.median, script: sa.deployDurationMs.median },
+        durationRatio: sa.deployDurationMs.median > 0 ? Math.round((fa.deployDurationMs.median / sa.deployDurationMs.median) * 1000) / 1000 : null,
+        windowMs: { fleetroll: fa.windowMs.median, script: sa.windowMs.median },
+        reloads: { fleetroll: fa.reloads.median, script: sa.reloads.median },
+        failed: { fleetroll: fa.requests.failed.max, script: sa.requests.failed.max },
+        deployErrors: { fleetroll: fa.deployErrors, script: sa.deployErrors },
+      });
+    }
+  }
+  return rows;
+}
+
+/** What fleetroll should achieve against the script (the issue's targets; for information, never asserted). */
+export const SCRIPT_TARGETS = { durationRatio: 0.6, windowSlackMs: 1000 } as const;
+
+export interface TargetCheck {
+  /** fleetroll's duration ≤ 0.6 × the script's */
+  duration: boolean;
+  /** fleetroll's mixed-version window ≤ the script's + 1 s */
+  window: boolean;
+  /** fleetroll reloads nginx no more often than the script */
+  reloads: boolean;
+  /** no failed request and no failed deploy for either */
+  zeroFailures: boolean;
+}
+
+export function checkTargets(r: ScriptComparisonRow): TargetCheck {
+  return {
+    duration: r.durationRatio !== null && r.durationRatio <= SCRIPT_TARGETS.durationRatio,
+    window: r.windowMs.fleetroll <= r.windowMs.script + SCRIPT_TARGETS.windowSlackMs,
+    reloads: r.reloads.fleetroll <= r.reloads.script,
+    zeroFailures: r.failed.fleetroll === 0 && r.failed.script === 0 && r.deployErrors.fleetroll === 0 && r.deployErrors.script === 0,
+  };
+}
+
+const pair = (x: { fleetroll: number; script: number }, f: (v: number) => string) => `${f(x.fleetroll)} / ${f(x.script)}`;
+
+export function scriptComparisonTable(rows: readonly ScriptComparisonRow[]): Block {
+  return {
+    kind: 'table',
+    head: ['batch', 'fleetroll', 'script', 'duration (s) fleetroll / script', 'ratio', 'mixed-version window (s) fleetroll / script', 'reloads fleetroll / script', 'failed fleetroll / script'],
+    align: ['r', 'l', 'l', 'r', 'r', 'r', 'r', 'r'],
+    rows: rows.map((r) => [
+      String(r.batch),
+      r.fleetroll,
+      r.script,
+      pair(r.durationMs, secOf),
+      r.durationRatio === null ? 'n/a' : `${r.durationRatio.toFixed(2)}×`,
+      pair(r.windowMs, secOf),
+      pair(r.reloads, (v) => num(v, 0)),
+      pair(r.failed, (v) => num(v, 0)),
+    ]),
+  };
 }
 
 // ---- charts ----
@@ -241,6 +341,15 @@ export function buildDocument(summary: ExperimentSummary, runs: readonly RunOutc
   b.push({ kind: 'p', text: 'Per configuration, over its repetitions: median (min–max) when they differ. "retried" counts requests resent once after a reused keep-alive connection was closed under them (see below); they are included in "requests" and counted as failed only if the resend failed too.' });
   b.push(resultsTable(summary));
 
+  if (summary.scriptComparison.length > 0) {
+    b.push({ kind: 'h3', text: 'fleetroll beside the hand-written script' });
+    b.push({
+      kind: 'p',
+      text: 'Each script control beside the fleetroll configuration that replaces the same batch (maxSurge 0 / maxUnavailable b) with the same settings: medians over the repetitions, failed requests in the worst run. ratio = fleetroll\'s deploy duration / the script\'s.',
+    });
+    b.push(scriptComparisonTable(summary.scriptComparison));
+  }
+
   b.push({ kind: 'h3', text: 'Configurations' });
   b.push({
     kind: 'table',
@@ -333,9 +442,10 @@ export function buildDocument(summary: ExperimentSummary, runs: readonly RunOutc
       'Every request the probes sent is in `runs/<run>/requests.ndjson` (time sent in ms since the probes started, method, path, status or error, latency, the `X-App-Version` that answered, `retried`); the deploy\'s events with the same clock are in `runs/<run>/events.ndjson`; `runs/<run>/metrics.json` has everything below per run.',
       'A request is ok when it got a 2xx/3xx and its whole body; anything else (5xx, reset, refused, timeout, a body cut off) is failed.',
       '**Mixed-version window**: from the first successful answer by the new version to the last by the old one, at the moments those answers arrived.',
-      '**Deploy duration**: from the call to deploy until it returned (for the naive control: until its last replacement and pause).',
-      '**Phases** come from the timestamped events: per wave "marking down" (the reload that takes old instances out), "draining", "stopping", "starting", "waiting for readiness"; then "verifying". The naive control: per instance "killing", "starting", "reloading nginx", "pause".',
-      '**Capacity**: servers nginx sends traffic to, tracked from the engine\'s upstream events (and, for the naive control, from what each reload loaded), minus stopped containers. The naive control lists a new instance as soon as it starts, before it is ready.',
+      '**Deploy duration**: from the call to deploy until it returned (for the naive control: until its last replacement and pause; for the script control: until its last batch was back in nginx).',
+      '**The script control** is the proper hand-written rolling script (the article\'s `rolling.sh`) in batches of b: per batch it rewrites the upstream with the batch marked `down`, runs `nginx -t` and reloads; sleeps drainSeconds; stops the batch gracefully (side by side) and removes it; starts b new containers one after another on the same hosts; polls each one\'s readiness every pollSeconds (giving up after progressDeadlineSeconds); then rewrites the upstream with everything up and reloads again. It uses the same Docker, nginx and probe code as fleetroll and reports the same events, so its figures are measured the same way: two reloads per batch, one batch at a time. It is a control for experiments, not a way to deploy.',
+      '**Phases** come from the timestamped events: per wave "marking down" (the reload that takes old instances out), "draining", "stopping", "starting", "waiting for readiness"; then "verifying". The script control has the same per batch ("batch N: ..."), then "re-enabling" (the reload that puts the ready batch in). The naive control: per instance "killing", "starting", "reloading nginx", "pause".',
+      '**Capacity**: servers nginx sends traffic to, tracked from the upstream events of the engine and the script control (and, for the naive control, from what each reload loaded), minus stopped containers. The naive control lists a new instance as soon as it starts, before it is ready.',
       '**Simulate** runs the same rolling algorithm on a virtual clock with the nominal timings: start-to-ready = warm-up, drain = drainSeconds, stop = prestop, minReadySeconds. Its duration is the floor the timings imply (per wave drain + stop + start-to-ready + minReadySeconds, with the overlaps the algorithm allows). **Overhead** = measured duration / that floor: container create/start, readiness polling, nginx reloads and fleetroll\'s own loop.',
       `Load: the probes start ${e.load.beforeSeconds} s before the deploy and stop ${e.load.afterSeconds} s after it; per-request timeout ${e.load.timeoutMs} ms. GETs go out on a fixed schedule (open loop), POSTs back to back per stream.`,
     ],

@@ -26,13 +26,19 @@ const intOrPercent = z.union([z.number(), z.string()], msg('an integer or a perc
 
 const strategySchema = z
   .object({
-    /** Shown in tables and charts; default derived from the settings ("1/0", "Recreate", "naive"). */
+    /** Shown in tables and charts; default derived from the settings ("1/0", "Recreate", "naive", "script b=2"). */
     name: z.string(msg('a short label')).min(1, 'must not be empty').max(40, 'must be at most 40 characters').optional(),
-    type: z.enum(['RollingUpdate', 'Recreate', 'naive'], msg('"RollingUpdate", "Recreate" or "naive"')).default('RollingUpdate'),
+    type: z.enum(['RollingUpdate', 'Recreate', 'naive', 'script'], msg('"RollingUpdate", "Recreate", "naive" or "script"')).default('RollingUpdate'),
     maxSurge: intOrPercent.optional(),
     maxUnavailable: intOrPercent.optional(),
+    /** RollingUpdate only: the fleet file's replacementPolicy; unset leaves the fleet's default. */
+    replacementPolicy: z.enum(['TerminationStarted', 'TerminationComplete'], msg('"TerminationStarted" or "TerminationComplete"')).optional(),
     /** naive only: pause between two replaced instances (the article's `sleep 3`). */
     intervalSeconds: number(0, 60).optional(),
+    /** script only (required): instances the hand-written script replaces at once. */
+    batch: integer(1, 20).optional(),
+    /** script only: seconds between two readiness polls of a new instance (the script's `sleep 1`); default 1. */
+    pollSeconds: number(0.1, 60).optional(),
     /** The command exits 1 when any run of this strategy had a failed request. */
     expectZeroFailures: z.boolean(msg('true or false')).optional(),
   })
@@ -109,7 +115,7 @@ export interface Cell {
   /** e.g. "1/0, replicas 6": the strategy and the settings that vary between cells. */
   label: string;
   strategy: StrategySpec & { name: string };
-  /** Resolved for this cell's replicas; undefined for the naive control. */
+  /** Resolved for this cell's replicas; undefined for the naive and script controls. */
   resolved?: ResolvedStrategy | undefined;
   params: CellParams;
   /** Values of the dimensions that vary across the matrix (for charts). */
@@ -131,7 +137,8 @@ export function strategyName(s: StrategySpec): string {
   if (s.name) return s.name;
   if (s.type === 'naive') return 'naive';
   if (s.type === 'Recreate') return 'Recreate';
-  return `${s.maxSurge ?? '25%'}/${s.maxUnavailable ?? '25%'}`;
+  if (s.type === 'script') return `script b=${s.batch ?? '?'}`;
+  return `${s.maxSurge ?? '25%'}/${s.maxUnavailable ?? '25%'}${s.replacementPolicy ? ` ${s.replacementPolicy}` : ''}`;
 }
 
 const slug = (s: string) =>
@@ -176,7 +183,12 @@ function strategyIssues(spec: ExperimentSpec): FieldIssue[] {
         if (s[f] !== undefined) issues.push({ path: `${p}/${f}`, message: `only applies to type RollingUpdate, not ${s.type}` });
       }
     }
+    if (s.type !== 'RollingUpdate' && s.replacementPolicy !== undefined) issues.push({ path: `${p}/replacementPolicy`, message: `only applies to type RollingUpdate, not ${s.type}` });
     if (s.type !== 'naive' && s.intervalSeconds !== undefined) issues.push({ path: `${p}/intervalSeconds`, message: 'only applies to type naive' });
+    if (s.type === 'script' && s.batch === undefined) issues.push({ path: `${p}/batch`, message: 'is required for type script: how many instances the script replaces at once (1 to 20)' });
+    for (const f of ['batch', 'pollSeconds'] as const) {
+      if (s.type !== 'script' && s[f] !== undefined) issues.push({ path: `${p}/${f}`, message: `only applies to type script, not ${s.type}` });
+    }
     const name = strategyName(s);
     const seen = names.get(name);
     if (seen !== undefined) issues.push({ path: `${p}/name`, message: `duplicate strategy name ${JSON.stringify(name)} (also strategies/${seen}); give each a distinct name` });
@@ -255,7 +267,7 @@ export function expandCells(spec: ExperimentSpec): Cell[] {
       const index = cells.length + 1;
       const vary = Object.fromEntries(varying.map((d) => [d, combo[d]!])) as Partial<Record<Dimension, number | boolean>>;
       const extra = varying.map((d) => describeDim(d, combo[d]!));
-      const resolved = s.type === 'naive' ? undefined
+      const resolved = s.type === 'naive' || s.type === 'script' ? undefined
         : s.type === 'Recreate' ? resolveStrategy({ replicas: params.replicas, strategy: { type: 'Recreate' } })
         : resolveStrategy({ replicas: params.replicas, cli: { maxSurge: s.maxSurge, maxUnavailable: s.maxUnavailable } });
       cells.push({

@@ -1,7 +1,9 @@
 /**
  * `fleetroll experiment` end to end through the built CLI: a tiny matrix (the
  * naive control and a 1/0 rolling deploy of 2 instances, keep-alive probes)
- * on real Docker + nginx, then the report files and the JSON it prints.
+ * on real Docker + nginx, then the report files and the JSON it prints; and
+ * the script control (the hand-written rolling script, batch 2) on 4
+ * instances under load.
  */
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -13,6 +15,7 @@ import type { ExperimentSummary } from '../../src/experiment/report.js';
 import { docker, ensureImages, runCli, uniqueName } from './fixture.js';
 
 const prefix = uniqueName('it-exp');
+const scriptPrefix = uniqueName('it-exs');
 const dir = mkdtempSync(join(tmpdir(), 'fleetroll-experiment-'));
 
 before(async () => {
@@ -20,6 +23,7 @@ before(async () => {
 });
 after(async () => {
   for (const n of [1, 2]) await teardown(docker, demoNames(`${prefix}-${n}`));
+  await teardown(docker, demoNames(`${scriptPrefix}-1`));
 });
 
 const SPEC = `# a tiny experiment for the integration test
@@ -110,6 +114,56 @@ describe('experiment', () => {
       assert.deepEqual(left, []);
       const nginx = await docker.listContainers({ all: true, filters: { label: [`fleetroll.demo=${prefix}-${n}`] } });
       assert.deepEqual(nginx, []);
+    }
+  });
+
+  it('the script control, batch 2 of 4 instances: no failed request, every instance on the new version, two reloads per batch, stops before starts', async () => {
+    const spec = join(dir, 'script.yaml');
+    writeFileSync(
+      spec,
+      `name: script-control
+repetitions: 1
+fleet: { replicas: 4, drainSeconds: 0.5, warmupSeconds: 0.5, prestopSeconds: 0.5 }
+load: { getPerSecond: 20, postConcurrency: 1, postDurationMs: 100, beforeSeconds: 1, afterSeconds: 0.5 }
+strategies:
+  - { type: script, batch: 2, expectZeroFailures: true }
+`,
+    );
+    const out = join(dir, 'script-out');
+    const r = await runCli(['experiment', '-f', spec, '--out', out, '--name', scriptPrefix, '--json']);
+    assert.equal(r.code, 0, r.stderr.slice(-3000));
+    const s = JSON.parse(r.stdout) as ExperimentSummary;
+    assert.equal(s.ok, true, s.problems.join('; '));
+    const [cell] = s.cells;
+    const [run] = s.runs;
+    assert.ok(cell && run);
+    assert.equal(cell.label, 'script b=2');
+    assert.equal(cell.strategy.type, 'script');
+
+    assert.ok(run.requests.total > 20, `requests ${run.requests.total}`);
+    assert.equal(run.requests.failed, 0, JSON.stringify(run.requests.byOutcome));
+    assert.equal(cell.expectationMet, true);
+    assert.equal(run.deployError, undefined);
+    assert.deepEqual(run.wrongVersions, [], 'every instance reports the new version');
+
+    const events = readFileSync(join(out, run.files.events), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { t: number; type: string; stop?: string[]; name?: string });
+    const batches = events.filter((e) => e.type === 'wave');
+    assert.equal(batches.length, 2, 'four instances in batches of two');
+    assert.equal(run.reloads, 2 * batches.length, 'one reload to mark the batch down, one to put the new ones in');
+    assert.equal(run.waves, 2);
+    assert.equal(cell.aggregate.minCapacity.min, 2, 'never fewer than 4 - 2 in service');
+    assert.equal(cell.aggregate.predicted, null, 'simulate does not model the script');
+
+    // Per batch: its two old instances stop, and only then do its two new ones start.
+    for (const [k, batch] of batches.entries()) {
+      const next = batches[k + 1]?.t ?? Number.POSITIVE_INFINITY;
+      const within = events.filter((e) => e.t >= batch.t && e.t < next);
+      const stops = within.filter((e) => e.type === 'stopped');
+      const starts = within.filter((e) => e.type === 'started');
+      assert.deepEqual(stops.map((e) => e.name).sort(), [...(batch.stop ?? [])].sort(), `batch ${k + 1} stops its own instances`);
+      assert.equal(starts.length, 2, `batch ${k + 1} starts two`);
+      assert.ok(Math.max(...stops.map((e) => e.t)) <= Math.min(...starts.map((e) => e.t)), `batch ${k + 1}: stops before starts`);
+      assert.equal(within.filter((e) => e.type === 'ready').length, 2, `batch ${k + 1}: both new instances reported ready`);
     }
   });
 

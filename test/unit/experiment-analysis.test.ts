@@ -81,6 +81,33 @@ const NAIVE_RUN: TimedEvent[] = [
   runner(4800, { type: 'deploy-end', outcome: 'complete' }),
 ];
 
+/**
+ * The script control on the same fleet, batch 1, drainSeconds 2: per batch mark
+ * down and reload, drain, stop, start, poll until ready, reload with it up.
+ */
+const SCRIPT_RUN: TimedEvent[] = [
+  runner(1000, { type: 'deploy-start' }),
+  engine(1000, { type: 'wave', index: 1, start: 1, stop: ['o1'] }),
+  runner(1300, { type: 'reload', lb: 0, up: ['o2'], down: ['o1'], count: 1 }),
+  engine(1300, { type: 'upstream', action: 'drain', down: ['o1'], up: [], reloads: 1 }),
+  engine(1300, { type: 'draining', names: ['o1'], seconds: 2 }),
+  engine(4300, { type: 'stopped', name: 'o1', host: 'local' }),
+  engine(4600, { type: 'started', name: 'n1', host: 'local' }),
+  engine(5600, { type: 'ready', name: 'n1' }),
+  runner(5900, { type: 'reload', lb: 0, up: ['n1', 'o2'], down: [], count: 2 }),
+  engine(5900, { type: 'upstream', action: 'enable', down: [], up: ['n1'], reloads: 2 }),
+  engine(5900, { type: 'wave', index: 2, start: 1, stop: ['o2'] }),
+  runner(6200, { type: 'reload', lb: 0, up: ['n1'], down: ['o2'], count: 3 }),
+  engine(6200, { type: 'upstream', action: 'drain', down: ['o2'], up: [], reloads: 3 }),
+  engine(6200, { type: 'draining', names: ['o2'], seconds: 2 }),
+  engine(9200, { type: 'stopped', name: 'o2', host: 'local' }),
+  engine(9500, { type: 'started', name: 'n2', host: 'local' }),
+  engine(10500, { type: 'ready', name: 'n2' }),
+  runner(10800, { type: 'reload', lb: 0, up: ['n1', 'n2'], down: [], count: 4 }),
+  engine(10800, { type: 'upstream', action: 'enable', down: [], up: ['n2'], reloads: 4 }),
+  runner(10800, { type: 'deploy-end', outcome: 'complete' }),
+];
+
 describe('derivePhases', () => {
   const rows: { name: string; events: TimedEvent[]; o: Parameters<typeof derivePhases>[1]; want: Phase[] }[] = [
     {
@@ -160,6 +187,27 @@ describe('derivePhases', () => {
         { name: 'naive 2: reloading nginx', startMs: 3500, endMs: 3800 },
         { name: 'naive 2: pause', startMs: 3800, endMs: 4800 },
         { name: 'after deploy', startMs: 4800, endMs: 5800 },
+      ],
+    },
+    {
+      name: 'script control: the engine\'s phases per batch, then re-enabling once the whole batch is ready',
+      events: SCRIPT_RUN,
+      o: { deployStartMs: 1000, deployEndMs: 10800, startMs: 0, endMs: 11800, mode: 'script' },
+      want: [
+        { name: 'before deploy', startMs: 0, endMs: 1000 },
+        { name: 'batch 1: marking down', startMs: 1000, endMs: 1300 },
+        { name: 'batch 1: draining', startMs: 1300, endMs: 3300 },
+        { name: 'batch 1: stopping', startMs: 3300, endMs: 4300 },
+        { name: 'batch 1: starting', startMs: 4300, endMs: 4600 },
+        { name: 'batch 1: waiting for readiness', startMs: 4600, endMs: 5600 },
+        { name: 'batch 1: re-enabling', startMs: 5600, endMs: 5900 },
+        { name: 'batch 2: marking down', startMs: 5900, endMs: 6200 },
+        { name: 'batch 2: draining', startMs: 6200, endMs: 8200 },
+        { name: 'batch 2: stopping', startMs: 8200, endMs: 9200 },
+        { name: 'batch 2: starting', startMs: 9200, endMs: 9500 },
+        { name: 'batch 2: waiting for readiness', startMs: 9500, endMs: 10500 },
+        { name: 'batch 2: re-enabling', startMs: 10500, endMs: 10800 },
+        { name: 'after deploy', startMs: 10800, endMs: 11800 },
       ],
     },
     {
@@ -444,6 +492,15 @@ describe('runMetrics', () => {
     assert.equal(n.reloads, 2);
     assert.equal(n.waves, 2);
     assert.equal(n.minCapacity, 1);
+  });
+  it('the script control: no prediction, but reloads, waves, capacity and timings counted like the engine\'s', () => {
+    const sc = runMetrics({ records, events: SCRIPT_RUN, deployStartMs: 1000, deployEndMs: 10800, loadEndMs: 11800, initial: ['o1', 'o2'], from: '1.0.0', to: '1.1.0', mode: 'script', timings: { startupMs: 1000, drainMs: 2000, stopMs: 1000, minReadyMs: 0 } });
+    assert.equal(sc.predicted, null);
+    assert.equal(sc.overheadRatio, null);
+    assert.deepEqual([sc.reloads, sc.waves, sc.minCapacity, sc.peakInstances], [4, 2, 1, 2]);
+    assert.deepEqual(sc.measured.startToReadyMs, { median: 1000, min: 1000, max: 1000, n: 2 });
+    assert.deepEqual(sc.measured.stopMs, { median: 1000, min: 1000, max: 1000, n: 2 });
+    assert.deepEqual(sc.failuresByPhase, [{ phase: 'batch 1: draining', failed: 1, byStatus: { '502': 1 }, retried: 1 }]);
   });
 });
 

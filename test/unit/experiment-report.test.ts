@@ -1,7 +1,8 @@
 /**
  * Report plumbing: number formatting, the Markdown/HTML renderings of one
- * document, the CSV and NDJSON recordings, and that the chart specs render
- * to SVG through Vega-Lite + Vega headless.
+ * document, the CSV and NDJSON recordings, that the chart specs render
+ * to SVG through Vega-Lite + Vega headless, and the script control beside
+ * fleetroll.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -9,7 +10,9 @@ import { renderSvg, versionsPerSecondSpec, windowDurationSpec } from '../../src/
 import { toHtml, toMarkdown, type Block } from '../../src/experiment/document.js';
 import { eventLines, recordsToCsv, toNdjson } from '../../src/experiment/experiment.js';
 import { perSecond, type RequestRecord } from '../../src/experiment/metrics.js';
-import { fmtStat } from '../../src/experiment/report.js';
+import type { CellAggregate, Stat } from '../../src/experiment/analysis.js';
+import { checkTargets, fmtStat, scriptComparison, scriptComparisonTable, type CellSummary, type ScriptComparisonRow, type TargetCheck } from '../../src/experiment/report.js';
+import type { CellParams } from '../../src/experiment/spec.js';
 
 describe('fmtStat', () => {
   const rows: { name: string; args: Parameters<typeof fmtStat>; want: string }[] = [
@@ -93,5 +96,127 @@ describe('charts render to SVG with Vega-Lite + Vega, headless', () => {
       ),
     );
     for (const text of ['mixed-version window', 'deploy duration', 'batch 1', 'predicted by simulate']) assert.ok(svg.includes(text), text);
+  });
+});
+
+describe('scriptComparison: the script control beside fleetroll with the same batch', () => {
+  const st = (median: number, min = median, max = median): Stat => ({ median, min, max, n: 1 });
+  const PARAMS: CellParams = { replicas: 6, drainSeconds: 2, warmupSeconds: 3, minReadySeconds: 0, prestopSeconds: 2, getPerSecond: 20, postConcurrency: 2, postDurationMs: 200, keepAlive: false };
+  function cell(
+    label: string,
+    strategy: CellSummary['strategy'],
+    resolved: CellSummary['resolved'],
+    m: { durationMs: number; windowMs: number; reloads: number; failed?: [number, number]; deployErrors?: number },
+    params: Partial<CellParams> = {},
+  ): CellSummary {
+    const failed = m.failed ?? [0, 0];
+    const zero = st(0);
+    const aggregate: CellAggregate = {
+      runs: 1,
+      deployErrors: m.deployErrors ?? 0,
+      requests: { total: st(300), ok: st(300 - failed[0]), failed: st(failed[0], 0, failed[1]), retried: zero },
+      byOutcome: {},
+      failuresByPhase: [],
+      windowMs: st(m.windowMs),
+      deployDurationMs: st(m.durationMs),
+      minCapacity: zero,
+      peakInstances: zero,
+      reloads: st(m.reloads),
+      waves: zero,
+      latencyP99Ms: zero,
+      overheadRatio: null,
+      predicted: null,
+    };
+    return { id: label, label, strategy, resolved, params: { ...PARAMS, ...params }, varying: {}, runs: [], aggregate, expectZeroFailures: true, expectationMet: null };
+  }
+  const script = (b: number, m: Parameters<typeof cell>[3], params?: Partial<CellParams>) => cell(`script b=${b}`, { name: `script b=${b}`, type: 'script', batch: b }, null, m, params);
+  const rolling = (label: string, surge: number, unavailable: number, m: Parameters<typeof cell>[3], policy?: 'TerminationStarted' | 'TerminationComplete', params?: Partial<CellParams>) =>
+    cell(label, { name: label, type: 'RollingUpdate', maxSurge: surge, maxUnavailable: unavailable, replacementPolicy: policy }, { maxSurge: surge, maxUnavailable: unavailable }, m, params);
+
+  const rows: { name: string; cells: CellSummary[]; want: [number, string, string, number | null][] }[] = [
+    {
+      name: 'each batch pairs with 0/b under both policies, in spec order',
+      cells: [
+        script(1, { durationMs: 40_000, windowMs: 30_000, reloads: 12 }),
+        script(2, { durationMs: 20_000, windowMs: 14_000, reloads: 6 }),
+        rolling('0/1', 0, 1, { durationMs: 22_000, windowMs: 20_000, reloads: 7 }),
+        rolling('0/2', 0, 2, { durationMs: 12_000, windowMs: 9_000, reloads: 4 }),
+        rolling('0/2 TerminationComplete', 0, 2, { durationMs: 15_000, windowMs: 10_000, reloads: 4 }, 'TerminationComplete'),
+      ],
+      want: [
+        [1, 'script b=1', '0/1', 0.55],
+        [2, 'script b=2', '0/2', 0.6],
+        [2, 'script b=2', '0/2 TerminationComplete', 0.75],
+      ],
+    },
+    {
+      name: 'no pair: surge above 0, another batch, other settings, Recreate, naive',
+      cells: [
+        script(2, { durationMs: 20_000, windowMs: 14_000, reloads: 6 }),
+        rolling('1/2', 1, 2, { durationMs: 9_000, windowMs: 9_000, reloads: 4 }),
+        rolling('0/3', 0, 3, { durationMs: 9_000, windowMs: 9_000, reloads: 3 }),
+        rolling('0/2 drain 1', 0, 2, { durationMs: 9_000, windowMs: 9_000, reloads: 4 }, undefined, { drainSeconds: 1 }),
+        cell('Recreate', { name: 'Recreate', type: 'Recreate' }, { maxSurge: 0, maxUnavailable: 6 }, { durationMs: 5_000, windowMs: 1_000, reloads: 2 }),
+        cell('naive', { name: 'naive', type: 'naive' }, null, { durationMs: 5_000, windowMs: 1_000, reloads: 6 }),
+      ],
+      want: [],
+    },
+    {
+      name: 'a script whose duration is 0 (nothing measured) has no ratio',
+      cells: [script(1, { durationMs: 0, windowMs: 0, reloads: 0 }), rolling('0/1', 0, 1, { durationMs: 1_000, windowMs: 0, reloads: 1 })],
+      want: [[1, 'script b=1', '0/1', null]],
+    },
+  ];
+  for (const row of rows) {
+    it(row.name, () => {
+      assert.deepEqual(scriptComparison(row.cells).map((r) => [r.batch, r.script, r.fleetroll, r.durationRatio]), row.want);
+    });
+  }
+
+  it('a row carries both sides: medians, failed in the worst run, deploy errors, the policy', () => {
+    const [r] = scriptComparison([
+      script(3, { durationMs: 14_000, windowMs: 10_000, reloads: 4, failed: [0, 1] }),
+      rolling('0/3 TerminationComplete', 0, 3, { durationMs: 7_000, windowMs: 6_500, reloads: 3, deployErrors: 1 }, 'TerminationComplete'),
+    ]);
+    assert.deepEqual(r, {
+      batch: 3,
+      script: 'script b=3',
+      fleetroll: '0/3 TerminationComplete',
+      replacementPolicy: 'TerminationComplete',
+      durationMs: { fleetroll: 7000, script: 14000 },
+      durationRatio: 0.5,
+      windowMs: { fleetroll: 6500, script: 10000 },
+      reloads: { fleetroll: 3, script: 4 },
+      failed: { fleetroll: 0, script: 1 },
+      deployErrors: { fleetroll: 1, script: 0 },
+    });
+  });
+
+  const base: ScriptComparisonRow = {
+    batch: 2,
+    script: 'script b=2',
+    fleetroll: '0/2',
+    durationMs: { fleetroll: 12_000, script: 20_000 },
+    durationRatio: 0.6,
+    windowMs: { fleetroll: 15_000, script: 14_000 },
+    reloads: { fleetroll: 6, script: 6 },
+    failed: { fleetroll: 0, script: 0 },
+    deployErrors: { fleetroll: 0, script: 0 },
+  };
+  const targets: { name: string; row: ScriptComparisonRow; want: TargetCheck }[] = [
+    { name: 'every target met at its bound (ratio 0.6, window + 1 s, equal reloads)', row: base, want: { duration: true, window: true, reloads: true, zeroFailures: true } },
+    { name: 'slower than 0.6×', row: { ...base, durationRatio: 0.61 }, want: { duration: false, window: true, reloads: true, zeroFailures: true } },
+    { name: 'no ratio is no success', row: { ...base, durationRatio: null }, want: { duration: false, window: true, reloads: true, zeroFailures: true } },
+    { name: 'window more than 1 s longer', row: { ...base, windowMs: { fleetroll: 15_001, script: 14_000 } }, want: { duration: true, window: false, reloads: true, zeroFailures: true } },
+    { name: 'more reloads', row: { ...base, reloads: { fleetroll: 7, script: 6 } }, want: { duration: true, window: true, reloads: false, zeroFailures: true } },
+    { name: 'a failed request on the script side', row: { ...base, failed: { fleetroll: 0, script: 1 } }, want: { duration: true, window: true, reloads: true, zeroFailures: false } },
+    { name: 'a failed deploy', row: { ...base, deployErrors: { fleetroll: 1, script: 0 } }, want: { duration: true, window: true, reloads: true, zeroFailures: false } },
+  ];
+  for (const t of targets) it(`checkTargets: ${t.name}`, () => assert.deepEqual(checkTargets(t.row), t.want));
+
+  it('the table: one line per pair, both sides in seconds', () => {
+    const table = scriptComparisonTable([base]);
+    assert.equal(table.kind, 'table');
+    assert.deepEqual(table.kind === 'table' ? table.rows : [], [['2', '0/2', 'script b=2', '12.0 / 20.0', '0.60×', '15.0 / 14.0', '6 / 6', '0 / 0']]);
   });
 });

@@ -47,6 +47,12 @@ describe('experiment spec: defaults and the matrix', () => {
       labels: ['batch 1, replicas 3, new connections', 'batch 1, replicas 3, keep-alive', 'batch 1, replicas 6, new connections', 'batch 1, replicas 6, keep-alive'],
       ids: ['c01-batch-1-replicas-3-new-connections', 'c02-batch-1-replicas-3-keep-alive', 'c03-batch-1-replicas-6-new-connections', 'c04-batch-1-replicas-6-keep-alive'],
     },
+    {
+      name: 'the script control is named by its batch; a replacementPolicy joins the rolling name',
+      raw: { name: 'x', strategies: [{ type: 'script', batch: 2 }, { type: 'script', batch: 3, pollSeconds: 0.5 }, { maxSurge: 0, maxUnavailable: 2 }, { maxSurge: 0, maxUnavailable: 2, replacementPolicy: 'TerminationComplete' }, { maxSurge: 1, maxUnavailable: 0, replacementPolicy: 'TerminationStarted' }] },
+      labels: ['script b=2', 'script b=3', '0/2', '0/2 TerminationComplete', '1/0 TerminationStarted'],
+      ids: ['c01-script-b-2', 'c02-script-b-3', 'c03-0-2', 'c04-0-2-terminationcomplete', 'c05-1-0-terminationstarted'],
+    },
   ];
   for (const row of rows) {
     it(row.name, () => {
@@ -82,6 +88,14 @@ describe('experiment spec: defaults and the matrix', () => {
     ]);
   });
 
+  it('a script strategy keeps its batch and pollSeconds, and resolves to no engine strategy; replacementPolicy is kept as given', () => {
+    const spec = parseExperimentSpec({ name: 'x', strategies: [{ type: 'script', batch: 2 }, { maxSurge: 0, maxUnavailable: 1, replacementPolicy: 'TerminationComplete' }, { maxSurge: 0, maxUnavailable: 1 }] }, 'spec.yaml');
+    const [script, complete, plain] = expandCells(spec);
+    assert.deepEqual([script?.strategy.batch, script?.strategy.pollSeconds, script?.resolved], [2, undefined, undefined]);
+    assert.equal(complete?.strategy.replacementPolicy, 'TerminationComplete');
+    assert.equal(plain?.strategy.replacementPolicy, undefined, 'unset stays unset: the fleet file gets no field');
+  });
+
   it('strategyName: explicit name wins', () => {
     assert.equal(strategyName({ name: 'mine', type: 'Recreate' }), 'mine');
   });
@@ -98,7 +112,34 @@ describe('experiment spec: every problem named by its path', () => {
     },
     { name: 'a bad element of a list names its index', raw: { name: 'x', strategies: [{}], load: { getPerSecond: [10, 'fast'] } }, want: ['load/getPerSecond/1: must be a number from 0 to 2000, got "fast"'] },
     { name: 'a bad single value', raw: { name: 'x', strategies: [{}], load: { keepAlive: 'yes' } }, want: ['load/keepAlive: must be true or false, got "yes"'] },
-    { name: 'unknown strategy type', raw: { name: 'x', strategies: [{ type: 'BlueGreen' }] }, want: ['strategies/0/type: must be "RollingUpdate", "Recreate" or "naive", got "BlueGreen"'] },
+    { name: 'unknown strategy type', raw: { name: 'x', strategies: [{ type: 'BlueGreen' }] }, want: ['strategies/0/type: must be "RollingUpdate", "Recreate", "naive" or "script", got "BlueGreen"'] },
+    { name: 'script without a batch', raw: { name: 'x', strategies: [{}, { type: 'script' }] }, want: ['strategies/1/batch: is required for type script: how many instances the script replaces at once (1 to 20)'] },
+    {
+      name: 'script batch and pollSeconds out of range',
+      raw: { name: 'x', strategies: [{ type: 'script', batch: 0 }, { type: 'script', batch: 21 }, { type: 'script', batch: 1.5 }, { type: 'script', batch: 2, pollSeconds: 0 }] },
+      want: [
+        'strategies/0/batch: must be an integer from 1 to 20, got 0',
+        'strategies/1/batch: must be an integer from 1 to 20, got 21',
+        'strategies/2/batch: must be an integer from 1 to 20, got 1.5',
+        'strategies/3/pollSeconds: must be a number from 0.1 to 60, got 0',
+      ],
+    },
+    {
+      name: 'batch and pollSeconds only for script; replacementPolicy only for RollingUpdate; no maxSurge for script',
+      raw: {
+        name: 'x',
+        strategies: [{ maxSurge: 0, maxUnavailable: 1, batch: 1 }, { type: 'naive', pollSeconds: 1 }, { type: 'script', batch: 2, replacementPolicy: 'TerminationComplete' }, { type: 'Recreate', replacementPolicy: 'TerminationStarted' }, { type: 'script', batch: 3, maxUnavailable: 3 }],
+      },
+      want: [
+        'strategies/0/batch: only applies to type script, not RollingUpdate',
+        'strategies/1/pollSeconds: only applies to type script, not naive',
+        'strategies/2/replacementPolicy: only applies to type RollingUpdate, not script',
+        'strategies/3/replacementPolicy: only applies to type RollingUpdate, not Recreate',
+        'strategies/4/maxUnavailable: only applies to type RollingUpdate, not script',
+      ],
+    },
+    { name: 'an unknown replacementPolicy', raw: { name: 'x', strategies: [{ maxSurge: 0, maxUnavailable: 1, replacementPolicy: 'Eventually' }] }, want: ['strategies/0/replacementPolicy: must be "TerminationStarted" or "TerminationComplete", got "Eventually"'] },
+    { name: 'two scripts with the same batch need distinct names', raw: { name: 'x', strategies: [{ type: 'script', batch: 2 }, { type: 'script', batch: 2, pollSeconds: 0.5 }] }, want: ['strategies/1/name: duplicate strategy name "script b=2" (also strategies/0); give each a distinct name'] },
     {
       name: 'maxSurge and maxUnavailable both 0 (for the replicas listed)',
       raw: { name: 'x', strategies: [{ maxSurge: 0, maxUnavailable: 0 }] },

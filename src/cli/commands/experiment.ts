@@ -73,7 +73,8 @@ export function registerExperiment(program: Command, out: Out): void {
       `
 Each run starts a fresh fleet (network, nginx, instances at the spec's "from"
 version) on the local Docker engine, sends GET/POST probes through nginx for
-the whole deploy, rolls to "to" (or runs the naive control), and tears down.
+the whole deploy, rolls to "to" (or runs the naive or the script control),
+and tears down.
 
 Writes to the output directory: report.md and index.html with SVG charts
 (charts/), summary.json (what --json prints), and per run
