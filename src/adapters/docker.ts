@@ -14,7 +14,7 @@ import { readFileSync } from 'node:fs';
 import type { Agent } from 'node:http';
 import { userInfo } from 'node:os';
 import { posix } from 'node:path';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import Dockerode from 'dockerode';
 import { ExitCode, FleetrollError } from '../errors.js';
 import type { InstanceInfo, InstanceSpec, Runtime } from '../ports.js';
@@ -455,39 +455,32 @@ export class DockerRuntime implements Runtime {
     }
     // docker-modem hands back a Buffer, or parsed JSON when the text happens to be valid JSON (TTY containers).
     const buf = Buffer.isBuffer(raw) ? raw : Buffer.from(typeof raw === 'string' ? raw : JSON.stringify(raw));
-    return demuxBuffer(buf).all;
+    const all: Buffer[] = [];
+    await demux(this.docker, Readable.from([buf]), all, all);
+    return Buffer.concat(all).toString('utf8');
   }
 }
 
 /**
- * Split Docker's multiplexed stream format (8-byte frame headers: stream type, 3 zero
- * bytes, big-endian length). Input that is not multiplexed (TTY) comes back as-is.
+ * Splits Docker's multiplexed stream (8-byte frame headers) into `stdout` and
+ * `stderr` chunks with dockerode's own demuxer, which passes output that is not
+ * multiplexed (TTY) through as stdout. Resolves when the stream ends.
  */
-export function demuxBuffer(buf: Buffer): { stdout: string; stderr: string; all: string } {
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
-  const all: Buffer[] = [];
-  let pos = 0;
-  while (pos < buf.length) {
-    const type = buf[pos]!;
-    if (pos + 8 > buf.length || type > 2 || buf[pos + 1] !== 0 || buf[pos + 2] !== 0 || buf[pos + 3] !== 0) {
-      if (pos === 0) {
-        const text = buf.toString('utf8');
-        return { stdout: text, stderr: '', all: text };
-      }
-      break; // truncated trailing frame
-    }
-    const len = buf.readUInt32BE(pos + 4);
-    const frame = buf.subarray(pos + 8, Math.min(buf.length, pos + 8 + len));
-    (type === 2 ? err : out).push(frame);
-    all.push(frame);
-    pos += 8 + len;
-  }
-  return {
-    stdout: Buffer.concat(out).toString('utf8'),
-    stderr: Buffer.concat(err).toString('utf8'),
-    all: Buffer.concat(all).toString('utf8'),
-  };
+function demux(docker: Dockerode, stream: NodeJS.ReadableStream, stdout: Buffer[], stderr: Buffer[]): Promise<void> {
+  const sink = (chunks: Buffer[]) => ({ write: (c: Buffer) => chunks.push(Buffer.from(c)) > 0 }) as unknown as NodeJS.WritableStream;
+  return new Promise<void>((resolve, reject) => {
+    let settled = false;
+    const done = (err?: Error) => {
+      if (settled) return;
+      settled = true;
+      if (err) reject(err);
+      else resolve();
+    };
+    stream.on('end', () => done());
+    stream.on('close', () => done());
+    stream.on('error', (e: Error) => done(e));
+    docker.modem.demuxStream(stream as Readable, sink(stdout), sink(stderr));
+  });
 }
 
 function dockerOf(target: DockerRuntime | Dockerode): Dockerode {
@@ -559,20 +552,8 @@ export async function execIn(docker: Dockerode, container: string, cmd: string[]
   }
   const out: Buffer[] = [];
   const errs: Buffer[] = [];
-  await new Promise<void>((resolve, reject) => {
-    const sink = (chunks: Buffer[]) =>
-      ({ write: (c: Buffer) => { chunks.push(Buffer.from(c)); return true; } }) as unknown as NodeJS.WritableStream;
-    docker.modem.demuxStream(stream as Readable, sink(out), sink(errs));
-    let settled = false;
-    const done = (err?: Error) => {
-      if (settled) return;
-      settled = true;
-      if (err) reject(runtimeError('E_DOCKER', `${doing} in container ${container}: ${err.message}`, err));
-      else resolve();
-    };
-    stream.on('end', () => done());
-    stream.on('close', () => done());
-    stream.on('error', (e: Error) => done(e));
+  await demux(docker, stream, out, errs).catch((err: Error) => {
+    throw runtimeError('E_DOCKER', `${doing} in container ${container}: ${err.message}`, err);
   });
   // The stream can end a moment before the engine records the exit code.
   let exitCode: number | null | undefined;
@@ -600,7 +581,7 @@ function checkAbsolute(absPath: string): void {
  */
 export async function putFile(docker: Dockerode, container: string, absPath: string, content: string, mode = 0o644): Promise<void> {
   checkAbsolute(absPath);
-  const tar = createTar({ name: posix.basename(absPath), content, mode });
+  const tar = await createTar({ name: posix.basename(absPath), content, mode });
   try {
     await docker.getContainer(container).putArchive(tar, { path: posix.dirname(absPath) });
   } catch (err) {
@@ -627,13 +608,13 @@ export async function getFileEntry(docker: Dockerode, container: string, absPath
   }
   const chunks: Buffer[] = [];
   for await (const chunk of stream as AsyncIterable<Buffer | string>) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
-  const entry = readTar(Buffer.concat(chunks))[0];
+  const entry = (await readTar(Buffer.concat(chunks)))[0];
   if (!entry) return undefined;
   if (entry.type === 'symlink' && depth < 8) {
     const target = posix.resolve(posix.dirname(absPath), entry.linkname);
     return getFileEntry(docker, container, target, depth + 1);
   }
-  if (entry.type !== 'file') {
+  if (entry.type !== 'file' && entry.type !== 'contiguous-file') {
     throw runtimeError('E_GET_FILE', `reading ${absPath} in container ${container}: not a regular file (${entry.type})`, undefined);
   }
   return entry;

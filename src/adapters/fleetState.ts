@@ -105,7 +105,7 @@ export async function ensurePlaceholderImage(docker: Dockerode): Promise<string>
     if (dockerStatus(err) !== 404) throw err;
   }
   const [repo, tag] = PLACEHOLDER_IMAGE.split(':') as [string, string];
-  const tar = createTar({ name: '.fleetroll-placeholder', content: '' });
+  const tar = await createTar({ name: '.fleetroll-placeholder', content: '' });
   const res = (await docker.importImage(Readable.from([tar]) as unknown as NodeJS.ReadableStream, { repo, tag } as never)) as unknown as NodeJS.ReadableStream;
   let text = '';
   for await (const chunk of res) text += chunk.toString();

@@ -23,7 +23,6 @@ import { SshDockerAgent } from '../../src/adapters/ssh.js';
 import { HttpProber } from '../../src/adapters/http.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../../src/adapters/localImages.js';
 import { NginxContainerRouter, NginxExecRouter, RESTORED_EMPTY } from '../../src/adapters/nginx.js';
-import { createTar, readTar } from '../../src/adapters/tar.js';
 import { FleetrollError } from '../../src/errors.js';
 import type { InstanceInfo } from '../../src/ports.js';
 
@@ -167,19 +166,6 @@ after(async () => {
   assert.equal(left.length, 0, 'every labelled container removed');
   figures.push(`whole file: ${Date.now() - t0} ms`);
   console.log(`timings\n${figures.map((f) => `  ${f}`).join('\n')}`);
-});
-
-describe('tar', () => {
-  test('round-trips one file through createTar/readTar', () => {
-    const tar = createTar({ name: 'upstream.conf', content: 'a'.repeat(700), mode: 0o640 });
-    assert.equal(tar.length, 512 + 1024 + 1024);
-    const [entry, ...rest] = readTar(tar);
-    assert.equal(rest.length, 0);
-    assert.equal(entry?.name, 'upstream.conf');
-    assert.equal(entry?.type, 'file');
-    assert.equal(entry?.mode, 0o640);
-    assert.equal(entry?.content.toString(), 'a'.repeat(700));
-  });
 });
 
 describe('DockerRuntime', () => {
