@@ -6,7 +6,9 @@
  * shell, such as fleetroll/nginx-base).
  *
  * Idempotence follows Docker's status codes: stop → 304 (already stopped) and 404 (gone)
- * are success; remove → 404 and 409 "removal already in progress" are success.
+ * are success; remove → 404 is success, and a 409 "removal already in progress" is
+ * waited out (retried until the container is gone, success if still in progress).
+ * Create, start, stop and remove are retried after transient failures (./dockerRetry.ts).
  *
  * Environment values are secrets: they are never logged and never put in an error message.
  */
@@ -18,6 +20,7 @@ import { Readable } from 'node:stream';
 import Dockerode from 'dockerode';
 import { ExitCode, FleetrollError } from '../errors.js';
 import type { InstanceInfo, InstanceSpec, Runtime } from '../ports.js';
+import { engineMessage, retryTransient, statusOf, type RetryOptions } from './dockerRetry.js';
 import { SshDockerAgent } from './ssh.js';
 import { createTar, readTar, type TarEntry } from './tar.js';
 
@@ -41,29 +44,6 @@ export interface DockerHostConfig {
   tls?: { ca: string; cert: string; key: string } | undefined;
   /** For `ssh://`: the private key to log in with (default: the agent, else ~/.ssh/id_*). */
   ssh?: { identityFile: string } | undefined;
-}
-
-/** The Docker error shape docker-modem produces. */
-interface DockerApiError {
-  statusCode?: number;
-  reason?: string;
-  json?: unknown;
-  message: string;
-}
-
-function statusOf(err: unknown): number | undefined {
-  const code = (err as DockerApiError | null)?.statusCode;
-  return typeof code === 'number' ? code : undefined;
-}
-
-/** The engine's own message (`json.message`), else the error message, without docker-modem's prefix. */
-function engineMessage(err: unknown): string {
-  const json = (err as DockerApiError | null)?.json;
-  if (json && typeof json === 'object' && 'message' in json && typeof (json as { message: unknown }).message === 'string') {
-    return (json as { message: string }).message.trim();
-  }
-  if (err instanceof Error) return err.message.replace(/^\(HTTP code \d+\) [^-]*- /, '').trim();
-  return String(err);
 }
 
 function runtimeError(code: string, message: string, cause: unknown, hint?: string): FleetrollError {
@@ -200,11 +180,14 @@ export class DockerRuntime implements Runtime {
   readonly docker: Dockerode;
   /** tcp:// with client TLS (errors then get their TLS meaning spelled out). */
   private readonly tls: boolean;
+  /** How create/start/stop/remove retry transient failures. */
+  private readonly retry: RetryOptions;
 
-  constructor(host: DockerHostConfig) {
+  constructor(host: DockerHostConfig, opts: { retry?: RetryOptions } = {}) {
     this.host = host.name;
     this.endpoint = host.docker;
     this.tls = host.tls !== undefined && host.docker.startsWith('tcp://');
+    this.retry = opts.retry ?? {};
     this.docker = new Dockerode(dockerOptions(host) as Dockerode.DockerOptions);
   }
 
@@ -363,24 +346,38 @@ export class DockerRuntime implements Runtime {
 
   async run(spec: InstanceSpec): Promise<InstanceInfo> {
     const network = spec.network ?? 'bridge';
+    const labels = { ...spec.labels, [PORT_LABEL]: String(spec.port), ...(spec.publishAddress ? { [PUBLISH_LABEL]: spec.publishAddress } : {}) };
     let container: Dockerode.Container;
     try {
-      container = await this.docker.createContainer({
-        name: spec.name,
-        Image: spec.image,
-        Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
-        Labels: { ...spec.labels, [PORT_LABEL]: String(spec.port), ...(spec.publishAddress ? { [PUBLISH_LABEL]: spec.publishAddress } : {}) },
-        ExposedPorts: { [`${spec.port}/tcp`]: {} },
-        StopTimeout: spec.stopTimeoutSeconds,
-        HostConfig: {
-          Init: true,
-          NetworkMode: network,
-          RestartPolicy: { Name: 'no' },
-          // On another machine nginx cannot reach container IPs: publish the
-          // app port on the host's address (a free port Docker picks).
-          ...(spec.publishAddress ? { PortBindings: { [`${spec.port}/tcp`]: [{ HostIp: spec.publishAddress, HostPort: '' }] } } : {}),
+      container = await retryTransient(
+        `creating container ${spec.name} (image ${spec.image}) on ${this.where}`,
+        async (attempt) => {
+          try {
+            return await this.docker.createContainer({
+              name: spec.name,
+              Image: spec.image,
+              Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+              Labels: labels,
+              ExposedPorts: { [`${spec.port}/tcp`]: {} },
+              StopTimeout: spec.stopTimeoutSeconds,
+              HostConfig: {
+                Init: true,
+                NetworkMode: network,
+                RestartPolicy: { Name: 'no' },
+                // On another machine nginx cannot reach container IPs: publish the
+                // app port on the host's address (a free port Docker picks).
+                ...(spec.publishAddress ? { PortBindings: { [`${spec.port}/tcp`]: [{ HostIp: spec.publishAddress, HostPort: '' }] } } : {}),
+              },
+            });
+          } catch (err) {
+            // An earlier attempt whose answer was lost may have created it: then the name holds this very spec.
+            const mine = attempt > 1 && statusOf(err) === 409 ? await this.createdAs(spec.name, spec.image, labels) : undefined;
+            if (mine) return mine;
+            throw err;
+          }
         },
-      });
+        this.retry,
+      );
     } catch (err) {
       const status = statusOf(err);
       const msg = engineMessage(err);
@@ -406,7 +403,17 @@ export class DockerRuntime implements Runtime {
       throw runtimeError('E_DOCKER', `creating container ${spec.name} (image ${spec.image}) on ${this.where}: ${msg}`, err);
     }
     try {
-      await container.start();
+      await retryTransient(
+        `starting container ${spec.name} (image ${spec.image}) on ${this.where}`,
+        async () => {
+          try {
+            await container.start();
+          } catch (err) {
+            if (statusOf(err) !== 304) throw err; // already started (by an attempt whose answer was lost)
+          }
+        },
+        this.retry,
+      );
     } catch (err) {
       // Leave no half-made instance behind: a rerun would hit a name conflict.
       await container.remove({ force: true, v: true }).catch(() => {});
@@ -419,25 +426,53 @@ export class DockerRuntime implements Runtime {
     return info;
   }
 
+  /** The container named `name` when it has exactly this image and these labels (created by a lost attempt), else undefined. */
+  private async createdAs(name: string, image: string, labels: Record<string, string>): Promise<Dockerode.Container | undefined> {
+    const info = await this.inspectContainer(name).catch(() => undefined);
+    const has = info?.Config?.Labels ?? {};
+    if (!info || info.Config?.Image !== image || Object.entries(labels).some(([k, v]) => has[k] !== v)) return undefined;
+    return this.docker.getContainer(info.Id);
+  }
+
   async stop(id: string, timeoutSeconds: number): Promise<void> {
+    const doing = `stopping container ${id} on ${this.where}`;
     try {
-      await this.docker.getContainer(id).stop({ t: Math.max(0, Math.round(timeoutSeconds)) });
+      await retryTransient(
+        doing,
+        async () => {
+          try {
+            await this.docker.getContainer(id).stop({ t: Math.max(0, Math.round(timeoutSeconds)) });
+          } catch (err) {
+            const status = statusOf(err);
+            if (status !== 304 && status !== 404) throw err; // already stopped, or gone: done
+          }
+        },
+        this.retry,
+      );
     } catch (err) {
-      const status = statusOf(err);
-      if (status === 304 || status === 404) return;
-      throw runtimeError('E_DOCKER', `stopping container ${id} on ${this.where}: ${engineMessage(err)}`, err);
+      throw runtimeError('E_DOCKER', `${doing}: ${engineMessage(err)}`, err);
     }
   }
 
   async remove(id: string): Promise<void> {
+    const doing = `removing container ${id} on ${this.where}`;
     try {
-      await this.docker.getContainer(id).remove({ force: false, v: true });
+      await retryTransient(
+        doing,
+        async () => {
+          try {
+            await this.docker.getContainer(id).remove({ force: false, v: true });
+          } catch (err) {
+            if (statusOf(err) !== 404) throw err; // gone: done
+          }
+        },
+        this.retry,
+      );
     } catch (err) {
-      const status = statusOf(err);
       const msg = engineMessage(err);
-      if (status === 404) return;
-      if (status === 409 && /already in progress/i.test(msg)) return;
-      throw runtimeError('E_DOCKER', `removing container ${id} on ${this.where}: ${msg}`, err);
+      // Another removal of it was still under way after the retries: it is going away, as asked.
+      if (statusOf(err) === 409 && /already in progress/i.test(msg)) return;
+      throw runtimeError('E_DOCKER', `${doing}: ${msg}`, err);
     }
   }
 
