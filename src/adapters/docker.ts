@@ -14,10 +14,11 @@
  */
 import { readFileSync } from 'node:fs';
 import type { Agent } from 'node:http';
+import { createRequire } from 'node:module';
 import { userInfo } from 'node:os';
 import { posix } from 'node:path';
 import { Readable } from 'node:stream';
-import Dockerode from 'dockerode';
+import type Dockerode from 'dockerode';
 import { ExitCode, FleetrollError } from '../errors.js';
 import type { InstanceInfo, InstanceSpec, Runtime } from '../ports.js';
 import { engineMessage, retryTransient, statusOf, type RetryOptions } from './dockerRetry.js';
@@ -188,7 +189,9 @@ export class DockerRuntime implements Runtime {
     this.endpoint = host.docker;
     this.tls = host.tls !== undefined && host.docker.startsWith('tcp://');
     this.retry = opts.retry ?? {};
-    this.docker = new Dockerode(dockerOptions(host) as Dockerode.DockerOptions);
+    // Loaded on the first runtime, not with this module: commands that never talk to Docker do not pay for it.
+    const DockerodeClass = createRequire(import.meta.url)('dockerode') as typeof Dockerode;
+    this.docker = new DockerodeClass(dockerOptions(host) as Dockerode.DockerOptions);
   }
 
   private get where(): string {

@@ -10,7 +10,6 @@
  * the caller can say what it means. When the attempts run out the error names
  * what was being done, how often it was tried and the last cause.
  */
-import pRetry from 'p-retry';
 
 /** The Docker error shape docker-modem produces. */
 interface DockerApiError {
@@ -93,6 +92,7 @@ export interface RetryOptions {
 export async function retryTransient<T>(what: string, fn: (attempt: number) => Promise<T>, o: RetryOptions = {}): Promise<T> {
   const attempts = Math.max(1, o.attempts ?? 4);
   let made = 0;
+  const { default: pRetry } = await import('p-retry');
   try {
     return await pRetry(
       (n) => {

@@ -19,7 +19,6 @@ import { chmod, chown, copyFile, mkdir, mkdtemp, readFile, rm, symlink, writeFil
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { execa } from 'execa';
 
 /** Options shared by every function here. */
 export interface DockerCliOptions {
@@ -103,6 +102,7 @@ async function run(
   args: readonly string[],
   options: { env?: Record<string, string>; allowFailure?: boolean; cwd?: string } = {},
 ): Promise<RunResult> {
+  const { execa } = await import('execa');
   const result = await execa(file, args, {
     reject: false,
     stdin: 'ignore',

@@ -15,8 +15,6 @@
 import { randomBytes } from 'node:crypto';
 import { readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { execa } from 'execa';
-import pRetry from 'p-retry';
 import { ExitCode, FleetrollError } from '../errors.js';
 import type { Router } from '../ports.js';
 import { type DockerRuntime, execIn, getFileEntry, putFile } from './docker.js';
@@ -159,6 +157,7 @@ async function waitForNewWorkers(name: string, before: Set<string> | undefined, 
     return;
   }
   let seen: Set<string> | undefined;
+  const { default: pRetry } = await import('p-retry');
   try {
     await pRetry(
       async () => {
@@ -209,6 +208,7 @@ export class NginxExecRouter implements Router {
   private async nginx(args: string[]): Promise<{ ok: boolean; exitCode: number | undefined; output: string; command: string }> {
     const all = [...this.prefixArgs, ...args];
     const command = [this.nginxBin, ...all].join(' ');
+    const { execa } = await import('execa');
     const r = await execa(this.nginxBin, all, { reject: false, stdin: 'ignore', timeout: 30_000 });
     const output =
       r.exitCode === undefined && !r.stderr && !r.stdout
@@ -268,6 +268,7 @@ export class NginxExecRouter implements Router {
    * master cannot be told apart from others on the machine.
    */
   private async workers(): Promise<Set<string> | undefined> {
+    const { execa } = await import('execa');
     const r = await execa('ps', ['-eo', 'pid,ppid,args'], { reject: false, stdin: 'ignore' });
     if (r.exitCode !== 0) return undefined;
     const rows = String(r.stdout)

@@ -5,7 +5,7 @@
  * (ustar headers, and the PAX records and GNU long names Go's archive/tar, which
  * the Docker engine uses, may emit).
  */
-import { extract, pack, type Header } from 'tar-stream';
+import type { Header } from 'tar-stream';
 
 export interface TarFileInput {
   /** Entry name, e.g. `upstream.conf`. */
@@ -26,6 +26,7 @@ export interface TarEntry {
 
 /** A complete tar archive holding exactly one regular file, owned by root. */
 export async function createTar(file: TarFileInput): Promise<Buffer> {
+  const { pack } = await import('tar-stream');
   const archive = pack();
   const content = typeof file.content === 'string' ? Buffer.from(file.content, 'utf8') : Buffer.from(file.content);
   archive.entry({ name: file.name, mode: (file.mode ?? 0o644) & 0o7777, uid: 0, gid: 0, uname: 'root', gname: 'root' }, content);
@@ -37,6 +38,7 @@ export async function createTar(file: TarFileInput): Promise<Buffer> {
 
 /** Every entry of a tar archive, in order (metadata entries such as PAX headers are applied, not returned). */
 export async function readTar(archive: Uint8Array): Promise<TarEntry[]> {
+  const { extract } = await import('tar-stream');
   const reader = extract();
   reader.end(Buffer.from(archive));
   const entries: TarEntry[] = [];

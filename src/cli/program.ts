@@ -2,20 +2,40 @@ import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { ExitCode, FleetrollError, ReportedFailure } from '../errors.js';
 import { processOut, type Out } from './output.js';
-import { registerDay2 } from './commands/day2.js';
-import { registerDeploy } from './commands/deploy.js';
-import { registerExperiment } from './commands/experiment.js';
-import { registerPlan } from './commands/plan.js';
-import { registerRehearse } from './commands/rehearse.js';
-import { registerSimulate } from './commands/simulate.js';
-import { registerValidate } from './commands/validate.js';
+
+type Register = (program: Command, out: Out) => void;
+
+/**
+ * Each command's module with the command names it registers, in help order. A
+ * module is imported only when one of its commands runs (all of them for help or
+ * an unknown command), so one command's dependencies (Docker, ssh, charts, the
+ * fleet file's parser) never slow down the start of another, nor --version.
+ */
+const COMMANDS: { names: string[]; load: () => Promise<Register> }[] = [
+  { names: ['deploy'], load: async () => (await import('./commands/deploy.js')).registerDeploy },
+  { names: ['history', 'undo', 'restart', 'pause', 'resume', 'status', 'adopt', 'lock'], load: async () => (await import('./commands/day2.js')).registerDay2 },
+  { names: ['plan'], load: async () => (await import('./commands/plan.js')).registerPlan },
+  { names: ['rehearse'], load: async () => (await import('./commands/rehearse.js')).registerRehearse },
+  { names: ['experiment'], load: async () => (await import('./commands/experiment.js')).registerExperiment },
+  { names: ['simulate'], load: async () => (await import('./commands/simulate.js')).registerSimulate },
+  { names: ['validate'], load: async () => (await import('./commands/validate.js')).registerValidate },
+];
+
+/** The command modules `argv` needs: the one naming its command, none for a bare --version, else all. */
+function commandsFor(argv: readonly string[]): typeof COMMANDS {
+  const first = argv.find((a) => !a.startsWith('-'));
+  if (first === undefined) return argv.some((a) => a === '-V' || a === '--version') && !argv.some((a) => a === '-h' || a === '--help') ? [] : COMMANDS;
+  const one = COMMANDS.find((c) => c.names.includes(first));
+  return one ? [one] : COMMANDS;
+}
 
 export function packageVersion(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
   return pkg.version;
 }
 
-export function buildProgram(out: Out = processOut()): Command {
+/** The program with the commands `argv` needs (every command when argv is not given). */
+export async function buildProgram(out: Out = processOut(), argv?: readonly string[]): Promise<Command> {
   const program = new Command('fleetroll')
     .description('Kubernetes-style rolling deploys for Docker fleets behind nginx')
     .version(packageVersion(), '-V, --version', 'print the version')
@@ -32,22 +52,17 @@ Start here:
   $ fleetroll plan --replicas 4 --max-surge 1 --max-unavailable 0
   $ fleetroll validate -f examples/fleet.yaml`,
     );
-  registerDeploy(program, out);
-  registerDay2(program, out);
-  registerPlan(program, out);
-  registerRehearse(program, out);
-  registerExperiment(program, out);
-  registerSimulate(program, out);
-  registerValidate(program, out);
+  const registers = await Promise.all((argv ? commandsFor(argv) : COMMANDS).map((c) => c.load()));
+  for (const register of registers) register(program, out);
   for (const c of program.commands) c.exitOverride();
   return program;
 }
 
 /** Runs the CLI and returns the exit code; never throws. */
 export async function run(argv: string[], out: Out = processOut()): Promise<number> {
-  const program = buildProgram(out);
   const verbose = argv.includes('--verbose');
   try {
+    const program = await buildProgram(out, argv);
     await program.parseAsync(argv, { from: 'user' });
     return ExitCode.ok;
   } catch (err) {
