@@ -39,7 +39,7 @@ export async function buildProgram(out: Out = processOut(), argv?: readonly stri
   const program = new Command('fleetroll')
     .description('Kubernetes-style rolling deploys for Docker fleets behind nginx')
     .version(packageVersion(), '-V, --version', 'print the version')
-    .option('--verbose', 'show stack traces and debug output')
+    .option('--verbose', 'on an error, show its stack trace and the chain of its causes')
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride()
     .addHelpText(
@@ -56,6 +56,37 @@ Start here:
   for (const register of registers) register(program, out);
   for (const c of program.commands) c.exitOverride();
   return program;
+}
+
+/**
+ * What --verbose prints for an error: its stack, then each cause (`err.cause`,
+ * recursively, and each error of an AggregateError) as "caused by: " with its
+ * own stack, so the reason under a wrapped failure (a socket error under a
+ * Docker error under a rollout failure) is not lost.
+ */
+export function causeChain(err: unknown, maxDepth = 10): string {
+  const lines: string[] = [];
+  const seen = new Set<unknown>();
+  const visit = (e: unknown, prefix: string, depth: number) => {
+    if (seen.has(e) || depth > maxDepth) return;
+    seen.add(e);
+    if (e instanceof Error) {
+      const frames = (e.stack ?? '').split('\n').filter((l) => /^\s+at /.test(l));
+      lines.push([`${prefix}${e.name}: ${e.message}`, ...frames].join('\n'));
+      if (e instanceof AggregateError) e.errors.forEach((inner, i) => visit(inner, `caused by (${i + 1} of ${e.errors.length}): `, depth + 1));
+      if (e.cause !== undefined) visit(e.cause, 'caused by: ', depth + 1);
+    } else {
+      let text: string;
+      try {
+        text = typeof e === 'string' ? e : (JSON.stringify(e) ?? String(e));
+      } catch {
+        text = String(e);
+      }
+      lines.push(`${prefix}${text}`);
+    }
+  };
+  visit(err, '', 0);
+  return lines.join('\n');
 }
 
 /** Runs the CLI and returns the exit code; never throws. */
@@ -75,13 +106,13 @@ export async function run(argv: string[], out: Out = processOut()): Promise<numb
       if (err instanceof ReportedFailure) return err.exitCode;
       process.stderr.write(`error: ${err.message}\n`);
       if (err.hint) process.stderr.write(`hint: ${err.hint}\n`);
-      if (verbose && err.stack) process.stderr.write(`${err.stack}\n`);
+      if (verbose) process.stderr.write(`${causeChain(err)}\n`);
       return err.exitCode;
     }
     const e = err as Error;
     process.stderr.write(`error: ${e?.message ?? String(err)}\n`);
-    if (verbose && e?.stack) process.stderr.write(`${e.stack}\n`);
-    else process.stderr.write('(an unexpected error: run again with --verbose for the stack trace)\n');
+    if (verbose) process.stderr.write(`${causeChain(err)}\n`);
+    else process.stderr.write('(an unexpected error: run again with --verbose for the stack trace and its causes)\n');
     return ExitCode.rolloutFailed;
   }
 }
