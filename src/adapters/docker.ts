@@ -20,19 +20,14 @@ import { posix } from 'node:path';
 import { Readable } from 'node:stream';
 import type Dockerode from 'dockerode';
 import { ExitCode, FleetrollError } from '../errors.js';
-import type { InstanceInfo, InstanceSpec, Runtime } from '../ports.js';
+import { LABELS, type InstanceInfo, type InstanceSpec, type Runtime } from '../ports.js';
 import { engineMessage, retryTransient, statusOf, type RetryOptions } from './dockerRetry.js';
 import { SshDockerAgent } from './ssh.js';
 import { createTar, readTar, type TarEntry } from './tar.js';
 
-/** Label run() adds to every container: the app's port inside it (how list() builds `address`). */
-export const PORT_LABEL = 'fleetroll.port';
-/** Label run() adds when the port is published on the host: the host address nginx uses. */
-export const PUBLISH_LABEL = 'fleetroll.publish-address';
-
 /** "addr:hostPort" of a container whose app port is published on its host's address. */
 function publishedAddress(labels: Record<string, string>, hostPort: string | number | undefined): string | undefined {
-  const addr = labels[PUBLISH_LABEL];
+  const addr = labels[LABELS.publishAddress];
   return addr && hostPort ? `${addr}:${hostPort}` : undefined;
 }
 
@@ -161,7 +156,7 @@ interface NetworkLike {
 
 /** "ip:port" from the first network with an IP, or undefined. */
 function addressFrom(networks: Record<string, NetworkLike> | undefined, labels: Record<string, string>, preferred?: string): string | undefined {
-  const port = labels[PORT_LABEL];
+  const port = labels[LABELS.port];
   if (!port || !networks) return undefined;
   const pick = (preferred && networks[preferred]?.IPAddress) || Object.values(networks).find((n) => n?.IPAddress)?.IPAddress;
   return pick ? `${pick}:${port}` : undefined;
@@ -246,8 +241,8 @@ export class DockerRuntime implements Runtime {
         running,
         exitCode: running ? undefined : exitCodeFromStatus(c.Status),
         address: running
-          ? labels[PUBLISH_LABEL]
-            ? publishedAddress(labels, c.Ports?.find((p) => String(p.PrivatePort) === labels[PORT_LABEL] && p.PublicPort)?.PublicPort)
+          ? labels[LABELS.publishAddress]
+            ? publishedAddress(labels, c.Ports?.find((p) => String(p.PrivatePort) === labels[LABELS.port] && p.PublicPort)?.PublicPort)
             : addressFrom(c.NetworkSettings?.Networks as Record<string, NetworkLike>, labels)
           : undefined,
       };
@@ -268,7 +263,7 @@ export class DockerRuntime implements Runtime {
   async inspect(id: string, port?: number): Promise<InstanceInfo | undefined> {
     const info = await this.inspectContainer(id);
     if (!info) return undefined;
-    const labels: Record<string, string> = { ...(info.Config?.Labels ?? {}), ...(port !== undefined && !info.Config?.Labels?.[PORT_LABEL] ? { [PORT_LABEL]: String(port) } : {}) };
+    const labels: Record<string, string> = { ...(info.Config?.Labels ?? {}), ...(port !== undefined && !info.Config?.Labels?.[LABELS.port] ? { [LABELS.port]: String(port) } : {}) };
     const running = info.State?.Running === true;
     return {
       id: info.Id,
@@ -279,8 +274,8 @@ export class DockerRuntime implements Runtime {
       running,
       exitCode: running ? undefined : info.State?.ExitCode,
       address: running
-        ? labels[PUBLISH_LABEL]
-          ? publishedAddress(labels, (info.NetworkSettings?.Ports as Record<string, { HostPort?: string }[] | null> | undefined)?.[`${labels[PORT_LABEL]}/tcp`]?.[0]?.HostPort)
+        ? labels[LABELS.publishAddress]
+          ? publishedAddress(labels, (info.NetworkSettings?.Ports as Record<string, { HostPort?: string }[] | null> | undefined)?.[`${labels[LABELS.port]}/tcp`]?.[0]?.HostPort)
           : addressFrom(info.NetworkSettings?.Networks as Record<string, NetworkLike>, labels, info.HostConfig?.NetworkMode)
         : undefined,
     };
@@ -349,7 +344,7 @@ export class DockerRuntime implements Runtime {
 
   async run(spec: InstanceSpec): Promise<InstanceInfo> {
     const network = spec.network ?? 'bridge';
-    const labels = { ...spec.labels, [PORT_LABEL]: String(spec.port), ...(spec.publishAddress ? { [PUBLISH_LABEL]: spec.publishAddress } : {}) };
+    const labels = { ...spec.labels, [LABELS.port]: String(spec.port), ...(spec.publishAddress ? { [LABELS.publishAddress]: spec.publishAddress } : {}) };
     let container: Dockerode.Container;
     try {
       container = await retryTransient(

@@ -14,11 +14,9 @@ import os from 'node:os';
 import { Readable } from 'node:stream';
 import type Dockerode from 'dockerode';
 import { ExitCode, FleetrollError } from '../errors.js';
+import { LABELS } from '../ports.js';
 import { getFile, putFile } from './docker.js';
 import { createTar } from './tar.js';
-
-export const STATE_LABEL = 'fleetroll.state';
-export const LOCK_LABEL = 'fleetroll.lock';
 
 export type RolloutOutcome = 'in progress' | 'complete' | 'failed' | 'rolled back' | 'paused' | 'interrupted';
 
@@ -158,13 +156,13 @@ export class FleetStateStore {
   /** Creates the volume and the state container; `image` is any image present on the host. */
   async ensure(image: string): Promise<void> {
     if (await this.exists()) return;
-    await this.docker.createVolume({ Name: this.volume, Labels: { [STATE_LABEL]: this.service } });
+    await this.docker.createVolume({ Name: this.volume, Labels: { [LABELS.state]: this.service } });
     try {
       await this.docker.createContainer({
         name: this.container,
         Image: image,
         Entrypoint: ['/fleetroll-state-is-never-started'],
-        Labels: { [STATE_LABEL]: this.service },
+        Labels: { [LABELS.state]: this.service },
         HostConfig: { Binds: [`${this.volume}:/state`], NetworkMode: 'none' },
       });
     } catch (err) {
@@ -289,7 +287,7 @@ export class FleetLock {
     const labels = inspect.Config?.Labels ?? {};
     let holder: LockHolder;
     try {
-      holder = JSON.parse(labels[LOCK_LABEL] ?? '{}') as LockHolder;
+      holder = JSON.parse(labels[LABELS.lock] ?? '{}') as LockHolder;
     } catch {
       holder = { holder: 'unknown', pid: 0, command: '', started: inspect.Created };
     }
@@ -308,7 +306,7 @@ export class FleetLock {
           name: this.container,
           Image: image,
           Entrypoint: ['/fleetroll-lock-is-never-started'],
-          Labels: { [LOCK_LABEL]: JSON.stringify(holder), [`${LOCK_LABEL}.service`]: this.service },
+          Labels: { [LABELS.lock]: JSON.stringify(holder), [`${LABELS.lock}.service`]: this.service },
           HostConfig: { NetworkMode: 'none' },
         });
         await this.renew();

@@ -132,7 +132,7 @@ export class NginxContainerRouter implements Router {
 }
 
 /** Workers of the current generation: "nginx: worker process", not "... is shutting down". */
-export function workerPids(titles: string[], processes: string[][], parent?: (row: string[]) => boolean): Set<string> {
+function workerPids(titles: string[], processes: string[][], parent?: (row: string[]) => boolean): Set<string> {
   const pid = titles.indexOf('PID');
   const args = titles.findIndex((x) => x === 'COMMAND' || x === 'ARGS' || x === 'CMD');
   return new Set(

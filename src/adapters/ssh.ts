@@ -38,10 +38,10 @@ export interface SshTarget {
 }
 
 /** Channels open at once on one connection: below sshd's default MaxSessions (10). */
-export const SSH_MAX_CHANNELS = 8;
+const SSH_MAX_CHANNELS = 8;
 
 /** The known_hosts files OpenSSH reads by default, user's first. */
-export function defaultKnownHostsFiles(home = homedir()): string[] {
+function defaultKnownHostsFiles(home = homedir()): string[] {
   return [join(home, '.ssh/known_hosts'), join(home, '.ssh/known_hosts2'), '/etc/ssh/ssh_known_hosts', '/etc/ssh/ssh_known_hosts2'];
 }
 

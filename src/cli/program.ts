@@ -29,13 +29,13 @@ function commandsFor(argv: readonly string[]): typeof COMMANDS {
   return one ? [one] : COMMANDS;
 }
 
-export function packageVersion(): string {
+function packageVersion(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
   return pkg.version;
 }
 
 /** The program with the commands `argv` needs (every command when argv is not given). */
-export async function buildProgram(out: Out = processOut(), argv?: readonly string[]): Promise<Command> {
+async function buildProgram(out: Out = processOut(), argv?: readonly string[]): Promise<Command> {
   const program = new Command('fleetroll')
     .description('Kubernetes-style rolling deploys for Docker fleets behind nginx')
     .version(packageVersion(), '-V, --version', 'print the version')

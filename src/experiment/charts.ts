@@ -19,7 +19,7 @@ const CONFIG = {
 };
 
 /** Colours that read the same in every chart: old version blue, new green, failures red. */
-export function versionColors(from: string, to: string): { domain: string[]; range: string[] } {
+function versionColors(from: string, to: string): { domain: string[]; range: string[] } {
   return { domain: [from, to, 'other', 'failed', 'retried'], range: ['#4c78a8', '#54a24b', '#bab0ac', '#e45756', '#f58518'] };
 }
 

@@ -18,13 +18,13 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import Dockerode from 'dockerode';
 import { execa } from 'execa';
-import { DockerRuntime, dockerOptions, ensureNetwork, execIn, getFile, putFile, PORT_LABEL } from '../../src/adapters/docker.js';
+import { DockerRuntime, dockerOptions, ensureNetwork, execIn, getFile, putFile } from '../../src/adapters/docker.js';
 import { SshDockerAgent } from '../../src/adapters/ssh.js';
 import { HttpProber } from '../../src/adapters/http.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../../src/adapters/localImages.js';
 import { NginxContainerRouter, NginxExecRouter, RESTORED_EMPTY } from '../../src/adapters/nginx.js';
 import { FleetrollError } from '../../src/errors.js';
-import type { InstanceInfo } from '../../src/ports.js';
+import { LABELS as FLEETROLL_LABELS, type InstanceInfo } from '../../src/ports.js';
 
 const TEST_LABEL = { 'fleetroll.test': 'adapters' };
 const RUN = `${process.pid.toString(36)}${Date.now().toString(36).slice(-4)}`;
@@ -226,7 +226,7 @@ describe('DockerRuntime', () => {
     assert.equal(info.running, true);
     assert.equal(info.state, 'running');
     assert.match(info.address ?? '', /^\d+\.\d+\.\d+\.\d+:8080$/);
-    assert.equal(info.labels[PORT_LABEL], '8080');
+    assert.equal(info.labels[FLEETROLL_LABELS.port], '8080');
     assert.equal(info.labels.role, 'rt');
 
     const inspected = await docker.getContainer(info.id).inspect();
