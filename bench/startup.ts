@@ -4,7 +4,8 @@
  *
  * Each command runs N times (after one unmeasured warm-up run, for the file
  * cache); the median wall time and the largest max RSS (from
- * `/usr/bin/time -f %M`) are reported, with the ratio to `node -e 0`.
+ * `/usr/bin/time -f %M`, shown in MiB as "MB") are reported, with the ratio
+ * to `node -e 0`.
  * Targets: `--version`, `plan` and `validate` within 0.3 s and 60 MB; the
  * process exits 1 when one is missed.
  *
