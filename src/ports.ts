@@ -17,6 +17,14 @@ export const LABELS = {
   envKeys: 'fleetroll.env-keys',
   /** `--change-cause` of the rollout that created the instance. */
   changeCause: 'fleetroll.change-cause',
+  /** The app's port inside the container (the runtime adds it; `address` is built from it). */
+  port: 'fleetroll.port',
+  /** The host address the app port is published on, when nginx runs on another machine. */
+  publishAddress: 'fleetroll.publish-address',
+  /** On the fleet's state volume and container (value: the service). */
+  state: 'fleetroll.state',
+  /** On the lock container (value: the holder as JSON); `${lock}.service` names the fleet. */
+  lock: 'fleetroll.lock',
 } as const;
 
 /** What to run for one instance. */
@@ -226,4 +234,6 @@ export interface FleetLockPort {
   /** Takes the lock or throws (exit 3) naming the holder; waits up to waitMs for it. */
   acquire(image: string, command: string, waitMs?: number): Promise<void>;
   release(): Promise<void>;
+  /** Who holds the lock now, if anyone (status). */
+  info(): Promise<LockInfo | undefined>;
 }

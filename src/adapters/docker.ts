@@ -6,29 +6,28 @@
  * shell, such as fleetroll/nginx-base).
  *
  * Idempotence follows Docker's status codes: stop → 304 (already stopped) and 404 (gone)
- * are success; remove → 404 and 409 "removal already in progress" are success.
+ * are success; remove → 404 is success, and a 409 "removal already in progress" is
+ * waited out (retried until the container is gone, success if still in progress).
+ * Create, start, stop and remove are retried after transient failures (./dockerRetry.ts).
  *
  * Environment values are secrets: they are never logged and never put in an error message.
  */
 import { readFileSync } from 'node:fs';
 import type { Agent } from 'node:http';
+import { createRequire } from 'node:module';
 import { userInfo } from 'node:os';
 import { posix } from 'node:path';
-import type { Readable } from 'node:stream';
-import Dockerode from 'dockerode';
+import { Readable } from 'node:stream';
+import type Dockerode from 'dockerode';
 import { ExitCode, FleetrollError } from '../errors.js';
-import type { InstanceInfo, InstanceSpec, Runtime } from '../ports.js';
+import { LABELS, type InstanceInfo, type InstanceSpec, type Runtime } from '../ports.js';
+import { engineMessage, retryTransient, statusOf, type RetryOptions } from './dockerRetry.js';
 import { SshDockerAgent } from './ssh.js';
 import { createTar, readTar, type TarEntry } from './tar.js';
 
-/** Label run() adds to every container: the app's port inside it (how list() builds `address`). */
-export const PORT_LABEL = 'fleetroll.port';
-/** Label run() adds when the port is published on the host: the host address nginx uses. */
-export const PUBLISH_LABEL = 'fleetroll.publish-address';
-
 /** "addr:hostPort" of a container whose app port is published on its host's address. */
 function publishedAddress(labels: Record<string, string>, hostPort: string | number | undefined): string | undefined {
-  const addr = labels[PUBLISH_LABEL];
+  const addr = labels[LABELS.publishAddress];
   return addr && hostPort ? `${addr}:${hostPort}` : undefined;
 }
 
@@ -41,29 +40,6 @@ export interface DockerHostConfig {
   tls?: { ca: string; cert: string; key: string } | undefined;
   /** For `ssh://`: the private key to log in with (default: the agent, else ~/.ssh/id_*). */
   ssh?: { identityFile: string } | undefined;
-}
-
-/** The Docker error shape docker-modem produces. */
-interface DockerApiError {
-  statusCode?: number;
-  reason?: string;
-  json?: unknown;
-  message: string;
-}
-
-function statusOf(err: unknown): number | undefined {
-  const code = (err as DockerApiError | null)?.statusCode;
-  return typeof code === 'number' ? code : undefined;
-}
-
-/** The engine's own message (`json.message`), else the error message, without docker-modem's prefix. */
-function engineMessage(err: unknown): string {
-  const json = (err as DockerApiError | null)?.json;
-  if (json && typeof json === 'object' && 'message' in json && typeof (json as { message: unknown }).message === 'string') {
-    return (json as { message: string }).message.trim();
-  }
-  if (err instanceof Error) return err.message.replace(/^\(HTTP code \d+\) [^-]*- /, '').trim();
-  return String(err);
 }
 
 function runtimeError(code: string, message: string, cause: unknown, hint?: string): FleetrollError {
@@ -180,7 +156,7 @@ interface NetworkLike {
 
 /** "ip:port" from the first network with an IP, or undefined. */
 function addressFrom(networks: Record<string, NetworkLike> | undefined, labels: Record<string, string>, preferred?: string): string | undefined {
-  const port = labels[PORT_LABEL];
+  const port = labels[LABELS.port];
   if (!port || !networks) return undefined;
   const pick = (preferred && networks[preferred]?.IPAddress) || Object.values(networks).find((n) => n?.IPAddress)?.IPAddress;
   return pick ? `${pick}:${port}` : undefined;
@@ -200,12 +176,17 @@ export class DockerRuntime implements Runtime {
   readonly docker: Dockerode;
   /** tcp:// with client TLS (errors then get their TLS meaning spelled out). */
   private readonly tls: boolean;
+  /** How create/start/stop/remove retry transient failures. */
+  private readonly retry: RetryOptions;
 
-  constructor(host: DockerHostConfig) {
+  constructor(host: DockerHostConfig, opts: { retry?: RetryOptions } = {}) {
     this.host = host.name;
     this.endpoint = host.docker;
     this.tls = host.tls !== undefined && host.docker.startsWith('tcp://');
-    this.docker = new Dockerode(dockerOptions(host) as Dockerode.DockerOptions);
+    this.retry = opts.retry ?? {};
+    // Loaded on the first runtime, not with this module: commands that never talk to Docker do not pay for it.
+    const DockerodeClass = createRequire(import.meta.url)('dockerode') as typeof Dockerode;
+    this.docker = new DockerodeClass(dockerOptions(host) as Dockerode.DockerOptions);
   }
 
   private get where(): string {
@@ -260,8 +241,8 @@ export class DockerRuntime implements Runtime {
         running,
         exitCode: running ? undefined : exitCodeFromStatus(c.Status),
         address: running
-          ? labels[PUBLISH_LABEL]
-            ? publishedAddress(labels, c.Ports?.find((p) => String(p.PrivatePort) === labels[PORT_LABEL] && p.PublicPort)?.PublicPort)
+          ? labels[LABELS.publishAddress]
+            ? publishedAddress(labels, c.Ports?.find((p) => String(p.PrivatePort) === labels[LABELS.port] && p.PublicPort)?.PublicPort)
             : addressFrom(c.NetworkSettings?.Networks as Record<string, NetworkLike>, labels)
           : undefined,
       };
@@ -282,7 +263,7 @@ export class DockerRuntime implements Runtime {
   async inspect(id: string, port?: number): Promise<InstanceInfo | undefined> {
     const info = await this.inspectContainer(id);
     if (!info) return undefined;
-    const labels: Record<string, string> = { ...(info.Config?.Labels ?? {}), ...(port !== undefined && !info.Config?.Labels?.[PORT_LABEL] ? { [PORT_LABEL]: String(port) } : {}) };
+    const labels: Record<string, string> = { ...(info.Config?.Labels ?? {}), ...(port !== undefined && !info.Config?.Labels?.[LABELS.port] ? { [LABELS.port]: String(port) } : {}) };
     const running = info.State?.Running === true;
     return {
       id: info.Id,
@@ -293,8 +274,8 @@ export class DockerRuntime implements Runtime {
       running,
       exitCode: running ? undefined : info.State?.ExitCode,
       address: running
-        ? labels[PUBLISH_LABEL]
-          ? publishedAddress(labels, (info.NetworkSettings?.Ports as Record<string, { HostPort?: string }[] | null> | undefined)?.[`${labels[PORT_LABEL]}/tcp`]?.[0]?.HostPort)
+        ? labels[LABELS.publishAddress]
+          ? publishedAddress(labels, (info.NetworkSettings?.Ports as Record<string, { HostPort?: string }[] | null> | undefined)?.[`${labels[LABELS.port]}/tcp`]?.[0]?.HostPort)
           : addressFrom(info.NetworkSettings?.Networks as Record<string, NetworkLike>, labels, info.HostConfig?.NetworkMode)
         : undefined,
     };
@@ -363,24 +344,38 @@ export class DockerRuntime implements Runtime {
 
   async run(spec: InstanceSpec): Promise<InstanceInfo> {
     const network = spec.network ?? 'bridge';
+    const labels = { ...spec.labels, [LABELS.port]: String(spec.port), ...(spec.publishAddress ? { [LABELS.publishAddress]: spec.publishAddress } : {}) };
     let container: Dockerode.Container;
     try {
-      container = await this.docker.createContainer({
-        name: spec.name,
-        Image: spec.image,
-        Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
-        Labels: { ...spec.labels, [PORT_LABEL]: String(spec.port), ...(spec.publishAddress ? { [PUBLISH_LABEL]: spec.publishAddress } : {}) },
-        ExposedPorts: { [`${spec.port}/tcp`]: {} },
-        StopTimeout: spec.stopTimeoutSeconds,
-        HostConfig: {
-          Init: true,
-          NetworkMode: network,
-          RestartPolicy: { Name: 'no' },
-          // On another machine nginx cannot reach container IPs: publish the
-          // app port on the host's address (a free port Docker picks).
-          ...(spec.publishAddress ? { PortBindings: { [`${spec.port}/tcp`]: [{ HostIp: spec.publishAddress, HostPort: '' }] } } : {}),
+      container = await retryTransient(
+        `creating container ${spec.name} (image ${spec.image}) on ${this.where}`,
+        async (attempt) => {
+          try {
+            return await this.docker.createContainer({
+              name: spec.name,
+              Image: spec.image,
+              Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+              Labels: labels,
+              ExposedPorts: { [`${spec.port}/tcp`]: {} },
+              StopTimeout: spec.stopTimeoutSeconds,
+              HostConfig: {
+                Init: true,
+                NetworkMode: network,
+                RestartPolicy: { Name: 'no' },
+                // On another machine nginx cannot reach container IPs: publish the
+                // app port on the host's address (a free port Docker picks).
+                ...(spec.publishAddress ? { PortBindings: { [`${spec.port}/tcp`]: [{ HostIp: spec.publishAddress, HostPort: '' }] } } : {}),
+              },
+            });
+          } catch (err) {
+            // An earlier attempt whose answer was lost may have created it: then the name holds this very spec.
+            const mine = attempt > 1 && statusOf(err) === 409 ? await this.createdAs(spec.name, spec.image, labels) : undefined;
+            if (mine) return mine;
+            throw err;
+          }
         },
-      });
+        this.retry,
+      );
     } catch (err) {
       const status = statusOf(err);
       const msg = engineMessage(err);
@@ -406,7 +401,17 @@ export class DockerRuntime implements Runtime {
       throw runtimeError('E_DOCKER', `creating container ${spec.name} (image ${spec.image}) on ${this.where}: ${msg}`, err);
     }
     try {
-      await container.start();
+      await retryTransient(
+        `starting container ${spec.name} (image ${spec.image}) on ${this.where}`,
+        async () => {
+          try {
+            await container.start();
+          } catch (err) {
+            if (statusOf(err) !== 304) throw err; // already started (by an attempt whose answer was lost)
+          }
+        },
+        this.retry,
+      );
     } catch (err) {
       // Leave no half-made instance behind: a rerun would hit a name conflict.
       await container.remove({ force: true, v: true }).catch(() => {});
@@ -419,25 +424,53 @@ export class DockerRuntime implements Runtime {
     return info;
   }
 
+  /** The container named `name` when it has exactly this image and these labels (created by a lost attempt), else undefined. */
+  private async createdAs(name: string, image: string, labels: Record<string, string>): Promise<Dockerode.Container | undefined> {
+    const info = await this.inspectContainer(name).catch(() => undefined);
+    const has = info?.Config?.Labels ?? {};
+    if (!info || info.Config?.Image !== image || Object.entries(labels).some(([k, v]) => has[k] !== v)) return undefined;
+    return this.docker.getContainer(info.Id);
+  }
+
   async stop(id: string, timeoutSeconds: number): Promise<void> {
+    const doing = `stopping container ${id} on ${this.where}`;
     try {
-      await this.docker.getContainer(id).stop({ t: Math.max(0, Math.round(timeoutSeconds)) });
+      await retryTransient(
+        doing,
+        async () => {
+          try {
+            await this.docker.getContainer(id).stop({ t: Math.max(0, Math.round(timeoutSeconds)) });
+          } catch (err) {
+            const status = statusOf(err);
+            if (status !== 304 && status !== 404) throw err; // already stopped, or gone: done
+          }
+        },
+        this.retry,
+      );
     } catch (err) {
-      const status = statusOf(err);
-      if (status === 304 || status === 404) return;
-      throw runtimeError('E_DOCKER', `stopping container ${id} on ${this.where}: ${engineMessage(err)}`, err);
+      throw runtimeError('E_DOCKER', `${doing}: ${engineMessage(err)}`, err);
     }
   }
 
   async remove(id: string): Promise<void> {
+    const doing = `removing container ${id} on ${this.where}`;
     try {
-      await this.docker.getContainer(id).remove({ force: false, v: true });
+      await retryTransient(
+        doing,
+        async () => {
+          try {
+            await this.docker.getContainer(id).remove({ force: false, v: true });
+          } catch (err) {
+            if (statusOf(err) !== 404) throw err; // gone: done
+          }
+        },
+        this.retry,
+      );
     } catch (err) {
-      const status = statusOf(err);
       const msg = engineMessage(err);
-      if (status === 404) return;
-      if (status === 409 && /already in progress/i.test(msg)) return;
-      throw runtimeError('E_DOCKER', `removing container ${id} on ${this.where}: ${msg}`, err);
+      // Another removal of it was still under way after the retries: it is going away, as asked.
+      if (statusOf(err) === 409 && /already in progress/i.test(msg)) return;
+      throw runtimeError('E_DOCKER', `${doing}: ${msg}`, err);
     }
   }
 
@@ -455,39 +488,32 @@ export class DockerRuntime implements Runtime {
     }
     // docker-modem hands back a Buffer, or parsed JSON when the text happens to be valid JSON (TTY containers).
     const buf = Buffer.isBuffer(raw) ? raw : Buffer.from(typeof raw === 'string' ? raw : JSON.stringify(raw));
-    return demuxBuffer(buf).all;
+    const all: Buffer[] = [];
+    await demux(this.docker, Readable.from([buf]), all, all);
+    return Buffer.concat(all).toString('utf8');
   }
 }
 
 /**
- * Split Docker's multiplexed stream format (8-byte frame headers: stream type, 3 zero
- * bytes, big-endian length). Input that is not multiplexed (TTY) comes back as-is.
+ * Splits Docker's multiplexed stream (8-byte frame headers) into `stdout` and
+ * `stderr` chunks with dockerode's own demuxer, which passes output that is not
+ * multiplexed (TTY) through as stdout. Resolves when the stream ends.
  */
-export function demuxBuffer(buf: Buffer): { stdout: string; stderr: string; all: string } {
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
-  const all: Buffer[] = [];
-  let pos = 0;
-  while (pos < buf.length) {
-    const type = buf[pos]!;
-    if (pos + 8 > buf.length || type > 2 || buf[pos + 1] !== 0 || buf[pos + 2] !== 0 || buf[pos + 3] !== 0) {
-      if (pos === 0) {
-        const text = buf.toString('utf8');
-        return { stdout: text, stderr: '', all: text };
-      }
-      break; // truncated trailing frame
-    }
-    const len = buf.readUInt32BE(pos + 4);
-    const frame = buf.subarray(pos + 8, Math.min(buf.length, pos + 8 + len));
-    (type === 2 ? err : out).push(frame);
-    all.push(frame);
-    pos += 8 + len;
-  }
-  return {
-    stdout: Buffer.concat(out).toString('utf8'),
-    stderr: Buffer.concat(err).toString('utf8'),
-    all: Buffer.concat(all).toString('utf8'),
-  };
+function demux(docker: Dockerode, stream: NodeJS.ReadableStream, stdout: Buffer[], stderr: Buffer[]): Promise<void> {
+  const sink = (chunks: Buffer[]) => ({ write: (c: Buffer) => chunks.push(Buffer.from(c)) > 0 }) as unknown as NodeJS.WritableStream;
+  return new Promise<void>((resolve, reject) => {
+    let settled = false;
+    const done = (err?: Error) => {
+      if (settled) return;
+      settled = true;
+      if (err) reject(err);
+      else resolve();
+    };
+    stream.on('end', () => done());
+    stream.on('close', () => done());
+    stream.on('error', (e: Error) => done(e));
+    docker.modem.demuxStream(stream as Readable, sink(stdout), sink(stderr));
+  });
 }
 
 function dockerOf(target: DockerRuntime | Dockerode): Dockerode {
@@ -559,20 +585,8 @@ export async function execIn(docker: Dockerode, container: string, cmd: string[]
   }
   const out: Buffer[] = [];
   const errs: Buffer[] = [];
-  await new Promise<void>((resolve, reject) => {
-    const sink = (chunks: Buffer[]) =>
-      ({ write: (c: Buffer) => { chunks.push(Buffer.from(c)); return true; } }) as unknown as NodeJS.WritableStream;
-    docker.modem.demuxStream(stream as Readable, sink(out), sink(errs));
-    let settled = false;
-    const done = (err?: Error) => {
-      if (settled) return;
-      settled = true;
-      if (err) reject(runtimeError('E_DOCKER', `${doing} in container ${container}: ${err.message}`, err));
-      else resolve();
-    };
-    stream.on('end', () => done());
-    stream.on('close', () => done());
-    stream.on('error', (e: Error) => done(e));
+  await demux(docker, stream, out, errs).catch((err: Error) => {
+    throw runtimeError('E_DOCKER', `${doing} in container ${container}: ${err.message}`, err);
   });
   // The stream can end a moment before the engine records the exit code.
   let exitCode: number | null | undefined;
@@ -600,7 +614,7 @@ function checkAbsolute(absPath: string): void {
  */
 export async function putFile(docker: Dockerode, container: string, absPath: string, content: string, mode = 0o644): Promise<void> {
   checkAbsolute(absPath);
-  const tar = createTar({ name: posix.basename(absPath), content, mode });
+  const tar = await createTar({ name: posix.basename(absPath), content, mode });
   try {
     await docker.getContainer(container).putArchive(tar, { path: posix.dirname(absPath) });
   } catch (err) {
@@ -627,13 +641,13 @@ export async function getFileEntry(docker: Dockerode, container: string, absPath
   }
   const chunks: Buffer[] = [];
   for await (const chunk of stream as AsyncIterable<Buffer | string>) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
-  const entry = readTar(Buffer.concat(chunks))[0];
+  const entry = (await readTar(Buffer.concat(chunks)))[0];
   if (!entry) return undefined;
   if (entry.type === 'symlink' && depth < 8) {
     const target = posix.resolve(posix.dirname(absPath), entry.linkname);
     return getFileEntry(docker, container, target, depth + 1);
   }
-  if (entry.type !== 'file') {
+  if (entry.type !== 'file' && entry.type !== 'contiguous-file') {
     throw runtimeError('E_GET_FILE', `reading ${absPath} in container ${container}: not a regular file (${entry.type})`, undefined);
   }
   return entry;

@@ -14,12 +14,10 @@ import os from 'node:os';
 import { Readable } from 'node:stream';
 import type Dockerode from 'dockerode';
 import { ExitCode, FleetrollError } from '../errors.js';
+import { LABELS } from '../ports.js';
 import { getFile, putFile } from './docker.js';
 import { createTar } from './tar.js';
 import type { FleetState, JournalEntry, LockHolder, LockInfo, StateStore, FleetLockPort } from '../ports.js';
-
-export const STATE_LABEL = 'fleetroll.state';
-export const LOCK_LABEL = 'fleetroll.lock';
 
 export type { AdoptedInstance, FleetState, JournalEntry, RevisionRecord, RolloutOutcome } from '../ports.js';
 
@@ -61,7 +59,7 @@ export async function ensurePlaceholderImage(docker: Dockerode): Promise<string>
     if (dockerStatus(err) !== 404) throw err;
   }
   const [repo, tag] = PLACEHOLDER_IMAGE.split(':') as [string, string];
-  const tar = createTar({ name: '.fleetroll-placeholder', content: '' });
+  const tar = await createTar({ name: '.fleetroll-placeholder', content: '' });
   const res = (await docker.importImage(Readable.from([tar]) as unknown as NodeJS.ReadableStream, { repo, tag } as never)) as unknown as NodeJS.ReadableStream;
   let text = '';
   for await (const chunk of res) text += chunk.toString();
@@ -114,13 +112,13 @@ export class FleetStateStore implements StateStore {
   /** Creates the volume and the state container; `image` is any image present on the host. */
   async ensure(image: string): Promise<void> {
     if (await this.exists()) return;
-    await this.docker.createVolume({ Name: this.volume, Labels: { [STATE_LABEL]: this.service } });
+    await this.docker.createVolume({ Name: this.volume, Labels: { [LABELS.state]: this.service } });
     try {
       await this.docker.createContainer({
         name: this.container,
         Image: image,
         Entrypoint: ['/fleetroll-state-is-never-started'],
-        Labels: { [STATE_LABEL]: this.service },
+        Labels: { [LABELS.state]: this.service },
         HostConfig: { Binds: [`${this.volume}:/state`], NetworkMode: 'none' },
       });
     } catch (err) {
@@ -234,7 +232,7 @@ export class FleetLock implements FleetLockPort {
     const labels = inspect.Config?.Labels ?? {};
     let holder: LockHolder;
     try {
-      holder = JSON.parse(labels[LOCK_LABEL] ?? '{}') as LockHolder;
+      holder = JSON.parse(labels[LABELS.lock] ?? '{}') as LockHolder;
     } catch {
       holder = { holder: 'unknown', pid: 0, command: '', started: inspect.Created };
     }
@@ -253,7 +251,7 @@ export class FleetLock implements FleetLockPort {
           name: this.container,
           Image: image,
           Entrypoint: ['/fleetroll-lock-is-never-started'],
-          Labels: { [LOCK_LABEL]: JSON.stringify(holder), [`${LOCK_LABEL}.service`]: this.service },
+          Labels: { [LABELS.lock]: JSON.stringify(holder), [`${LABELS.lock}.service`]: this.service },
           HostConfig: { NetworkMode: 'none' },
         });
         await this.renew();

@@ -19,7 +19,6 @@ import { chmod, chown, copyFile, mkdir, mkdtemp, readFile, rm, symlink, writeFil
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { execa } from 'execa';
 
 /** Options shared by every function here. */
 export interface DockerCliOptions {
@@ -73,9 +72,9 @@ export interface BuildAppImageOptions extends DockerCliOptions {
 }
 
 /** Label on every image built here; value = node-base | nginx-base | app. */
-export const IMAGE_LABEL = 'fleetroll.image';
+const IMAGE_LABEL = 'fleetroll.image';
 /** Label on app images: hash of (context files, base image id, version). A mismatch triggers a rebuild. */
-export const CONTEXT_HASH_LABEL = 'fleetroll.context-hash';
+const CONTEXT_HASH_LABEL = 'fleetroll.context-hash';
 
 const DEFAULT_NODE_OFFICIAL = ['node:20-alpine', 'node:20-slim', 'node:20'];
 const DEFAULT_NGINX_OFFICIAL = ['nginx:stable-alpine', 'nginx:alpine', 'nginx:stable', 'nginx:latest'];
@@ -103,6 +102,7 @@ async function run(
   args: readonly string[],
   options: { env?: Record<string, string>; allowFailure?: boolean; cwd?: string } = {},
 ): Promise<RunResult> {
+  const { execa } = await import('execa');
   const result = await execa(file, args, {
     reject: false,
     stdin: 'ignore',
@@ -131,7 +131,7 @@ function docker(opts: DockerCliOptions, what: string, args: readonly string[], e
 // public API
 
 /** True when the engine has an image with this tag (or id). */
-export async function imageExists(tag: string, opts: DockerCliOptions = {}): Promise<boolean> {
+async function imageExists(tag: string, opts: DockerCliOptions = {}): Promise<boolean> {
   const r = await docker(opts, `inspecting image ${tag}`, ['image', 'inspect', '--format', '{{.Id}}', tag], {}, true);
   if (r.exitCode === 0) return true;
   if (/no such image/i.test(r.stderr)) return false;

@@ -15,7 +15,6 @@
 import { randomBytes } from 'node:crypto';
 import { readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { execa } from 'execa';
 import { ExitCode, FleetrollError } from '../errors.js';
 import type { Router } from '../ports.js';
 import { type DockerRuntime, execIn, getFileEntry, putFile } from './docker.js';
@@ -133,7 +132,7 @@ export class NginxContainerRouter implements Router {
 }
 
 /** Workers of the current generation: "nginx: worker process", not "... is shutting down". */
-export function workerPids(titles: string[], processes: string[][], parent?: (row: string[]) => boolean): Set<string> {
+function workerPids(titles: string[], processes: string[][], parent?: (row: string[]) => boolean): Set<string> {
   const pid = titles.indexOf('PID');
   const args = titles.findIndex((x) => x === 'COMMAND' || x === 'ARGS' || x === 'CMD');
   return new Set(
@@ -147,7 +146,9 @@ export function workerPids(titles: string[], processes: string[][], parent?: (ro
  * `nginx -s reload` only signals the master and returns; the old workers keep
  * accepting connections with the old config until the master has started new
  * ones (100-300 ms seen here). Waiting until every worker is a new one makes a
- * reload mean "the new upstream is in force", which the drain relies on.
+ * reload mean "the new upstream is in force", which the drain relies on. The
+ * workers are looked at again with a growing, jittered pause (p-retry), for at
+ * most RELOAD_TIMEOUT_MS.
  */
 async function waitForNewWorkers(name: string, before: Set<string> | undefined, now: () => Promise<Set<string> | undefined>): Promise<void> {
   if (!before || before.size === 0) {
@@ -155,14 +156,20 @@ async function waitForNewWorkers(name: string, before: Set<string> | undefined, 
     await sleep(RELOAD_SETTLE_MS);
     return;
   }
-  const until = Date.now() + RELOAD_TIMEOUT_MS;
-  for (;;) {
-    const current = await now();
-    if (current && current.size > 0 && [...current].every((p) => !before.has(p))) return;
-    if (Date.now() > until) {
-      throw failure('E_NGINX_RELOAD', `${name}: nginx did not start new worker processes within ${RELOAD_TIMEOUT_MS / 1000} s of a reload`, undefined, "check nginx's error log");
-    }
-    await sleep(25);
+  let seen: Set<string> | undefined;
+  const { default: pRetry } = await import('p-retry');
+  try {
+    await pRetry(
+      async () => {
+        seen = await now();
+        if (!seen || seen.size === 0 || [...seen].some((p) => before.has(p))) throw new Error('the old workers still serve');
+      },
+      { retries: 200, minTimeout: 25, factor: 1.5, maxTimeout: 250, randomize: true, maxRetryTime: RELOAD_TIMEOUT_MS },
+    );
+  } catch (err) {
+    const old = [...(seen ?? [])].filter((p) => before.has(p));
+    const last = !seen ? 'the workers could not be listed' : seen.size === 0 ? 'no worker process running' : `worker(s) ${old.join(', ')} still from before the reload`;
+    throw failure('E_NGINX_RELOAD', `${name}: nginx did not start new worker processes within ${RELOAD_TIMEOUT_MS / 1000} s of a reload (last seen: ${last})`, err, "check nginx's error log");
   }
 }
 
@@ -201,6 +208,7 @@ export class NginxExecRouter implements Router {
   private async nginx(args: string[]): Promise<{ ok: boolean; exitCode: number | undefined; output: string; command: string }> {
     const all = [...this.prefixArgs, ...args];
     const command = [this.nginxBin, ...all].join(' ');
+    const { execa } = await import('execa');
     const r = await execa(this.nginxBin, all, { reject: false, stdin: 'ignore', timeout: 30_000 });
     const output =
       r.exitCode === undefined && !r.stderr && !r.stdout
@@ -260,6 +268,7 @@ export class NginxExecRouter implements Router {
    * master cannot be told apart from others on the machine.
    */
   private async workers(): Promise<Set<string> | undefined> {
+    const { execa } = await import('execa');
     const r = await execa('ps', ['-eo', 'pid,ppid,args'], { reject: false, stdin: 'ignore' });
     if (r.exitCode !== 0) return undefined;
     const rows = String(r.stdout)

@@ -23,7 +23,11 @@ import { Socket } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { Duplex } from 'node:stream';
-import { Client, type ClientChannel, type ConnectConfig } from 'ssh2';
+import { createRequire } from 'node:module';
+import type { Client, ClientChannel, ConnectConfig } from 'ssh2';
+
+/** ssh2, loaded on the first SSH connection: commands that never use ssh do not pay for it. */
+const ssh2 = () => createRequire(import.meta.url)('ssh2') as typeof import('ssh2');
 
 export interface SshTarget {
   host: string;
@@ -34,10 +38,10 @@ export interface SshTarget {
 }
 
 /** Channels open at once on one connection: below sshd's default MaxSessions (10). */
-export const SSH_MAX_CHANNELS = 8;
+const SSH_MAX_CHANNELS = 8;
 
 /** The known_hosts files OpenSSH reads by default, user's first. */
-export function defaultKnownHostsFiles(home = homedir()): string[] {
+function defaultKnownHostsFiles(home = homedir()): string[] {
   return [join(home, '.ssh/known_hosts'), join(home, '.ssh/known_hosts2'), '/etc/ssh/ssh_known_hosts', '/etc/ssh/ssh_known_hosts2'];
 }
 
@@ -401,7 +405,7 @@ export class SshDockerAgent extends Agent {
     const creds = credentials(this.env, this.target.identityFile);
     let verdict: string | undefined;
     const conn = new Promise<Client>((resolve, reject) => {
-      const client = new Client();
+      const client = new (ssh2().Client)();
       const sock = new Socket();
       this.sock = sock;
       const fail = (err: Error & { level?: string }) => {

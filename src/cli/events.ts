@@ -3,7 +3,8 @@
  * stamped with the seconds since the rollout began. The same lines work on a
  * terminal and in a CI log; `--log-format json` gives pino JSON lines instead.
  */
-import { pino } from 'pino';
+import { createRequire } from 'node:module';
+import type { pino as Pino } from 'pino';
 import type { EventSink, RolloutEvent } from '../engine/events.js';
 
 export type LogFormat = 'text' | 'json';
@@ -45,7 +46,9 @@ export function describeEvent(e: RolloutEvent): string {
 /** A sink printing to the given stream (stderr when stdout carries --json). */
 export function eventPrinter(format: LogFormat, stream: NodeJS.WritableStream, now: () => number = Date.now): EventSink {
   if (format === 'json') {
-    const log = pino({ base: undefined, messageKey: 'msg' }, stream as unknown as pino.DestinationStream);
+    // pino is loaded only for --log-format json, not whenever a command that may log starts.
+    const { pino } = createRequire(import.meta.url)('pino') as { pino: typeof Pino };
+    const log = pino({ base: undefined, messageKey: 'msg' }, stream as unknown as Pino.DestinationStream);
     return (e) => log.info({ event: e }, describeEvent(e));
   }
   const t0 = now();

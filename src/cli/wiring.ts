@@ -15,7 +15,7 @@ import type { DeployDeps, LoadBalancer } from '../engine/rollout.js';
 import type { EventSink } from '../engine/events.js';
 import { ExitCode, FleetrollError } from '../errors.js';
 
-export const DEFAULT_TEMPLATE = new URL('../../templates/upstream.conf.tmpl', import.meta.url);
+const DEFAULT_TEMPLATE = new URL('../../templates/upstream.conf.tmpl', import.meta.url);
 
 async function readTemplate(path: string | URL, where: string): Promise<string> {
   try {

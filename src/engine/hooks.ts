@@ -4,7 +4,6 @@
  * non-zero or runs past its timeout fails the rollout; that is how a user
  * plugs in an analysis gate (an error-rate check after each wave).
  */
-import { execa } from 'execa';
 import type { EventSink } from './events.js';
 
 export type HookName = 'preDeploy' | 'postWave' | 'postDeploy';
@@ -29,6 +28,7 @@ export async function runHook(
   const [file, ...args] = argv;
   if (!file) return { ok: true, outcome: 'nothing to run', output: '' };
   emit({ type: 'info', message: `hook ${name}: running ${argv.map((a) => (/\s/.test(a) ? JSON.stringify(a) : a)).join(' ')}` });
+  const { execa } = await import('execa');
   const r = await execa(file, args, {
     reject: false,
     stdin: 'ignore',

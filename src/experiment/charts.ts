@@ -5,8 +5,6 @@
  *
  * The spec builders are pure (data in, spec out); only renderSvg runs Vega.
  */
-import * as vega from 'vega';
-import * as vl from 'vega-lite';
 import type { TopLevelSpec } from 'vega-lite';
 import type { CapacityPoint } from './analysis.js';
 import type { SecondBucket } from './metrics.js';
@@ -21,7 +19,7 @@ const CONFIG = {
 };
 
 /** Colours that read the same in every chart: old version blue, new green, failures red. */
-export function versionColors(from: string, to: string): { domain: string[]; range: string[] } {
+function versionColors(from: string, to: string): { domain: string[]; range: string[] } {
   return { domain: [from, to, 'other', 'failed', 'retried'], range: ['#4c78a8', '#54a24b', '#bab0ac', '#e45756', '#f58518'] };
 }
 
@@ -229,6 +227,8 @@ export function failuresSpec(rows: readonly FailuresRow[], title: string, cellOr
 
 /** Renders a Vega-Lite spec to SVG markup, headless. */
 export async function renderSvg(spec: TopLevelSpec): Promise<string> {
+  // Loaded here, not with the module: only the experiment's report renders charts.
+  const [vega, vl] = await Promise.all([import('vega'), import('vega-lite')]);
   const compiled = vl.compile(spec).spec;
   const view = new vega.View(vega.parse(compiled), { renderer: 'none' });
   try {

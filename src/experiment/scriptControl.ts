@@ -25,7 +25,7 @@
  */
 import type { Fleet } from '../config/load.js';
 import { renderUpstream } from '../core/upstream.js';
-import { instanceSpec, randomSuffix, RolloutFailedError, systemClock, type DeployDeps } from '../engine/deploy.js';
+import { instanceSpec, randomSuffix, RolloutFailedError, systemClock, type DeployDeps } from '../engine/rollout.js';
 import { revisionOf } from '../engine/revision.js';
 import { FleetrollError } from '../errors.js';
 import { LABELS, type InstanceInfo } from '../ports.js';

@@ -92,6 +92,17 @@ describe('fleetroll CLI', () => {
     });
   }
 
+  it('--verbose prints the chain of causes of an error, each with its stack', () => {
+    const plain = fleetroll('validate', '-f', 'nope.yaml');
+    assert.equal(plain.code, 2);
+    assert.doesNotMatch(plain.stderr, /caused by|^\s+at /m, 'without --verbose: the message only');
+    const r = fleetroll('--verbose', 'validate', '-f', 'nope.yaml');
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /^error: cannot read fleet file nope\.yaml: no such file$/m);
+    assert.match(r.stderr, /^FleetrollError: cannot read fleet file nope\.yaml: no such file\n\s+at /m, 'the error, with its stack');
+    assert.match(r.stderr, /^caused by: Error: ENOENT: no such file or directory, open '.*nope\.yaml'\n\s+at /m, 'its cause, with its stack');
+  });
+
   it('validate: a good file passes, a bad one lists every problem with its path', () => {
     assert.equal(fleetroll('validate', '-f', 'examples/fleet.yaml').code, 0);
     const bad = join(dir, 'bad.yaml');

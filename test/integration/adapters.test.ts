@@ -18,14 +18,13 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import Dockerode from 'dockerode';
 import { execa } from 'execa';
-import { DockerRuntime, dockerOptions, ensureNetwork, execIn, getFile, putFile, PORT_LABEL } from '../../src/adapters/docker.js';
+import { DockerRuntime, dockerOptions, ensureNetwork, execIn, getFile, putFile } from '../../src/adapters/docker.js';
 import { SshDockerAgent } from '../../src/adapters/ssh.js';
 import { HttpProber } from '../../src/adapters/http.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../../src/adapters/localImages.js';
 import { NginxContainerRouter, NginxExecRouter, RESTORED_EMPTY } from '../../src/adapters/nginx.js';
-import { createTar, readTar } from '../../src/adapters/tar.js';
 import { FleetrollError } from '../../src/errors.js';
-import type { InstanceInfo } from '../../src/ports.js';
+import { LABELS as FLEETROLL_LABELS, type InstanceInfo } from '../../src/ports.js';
 
 const TEST_LABEL = { 'fleetroll.test': 'adapters' };
 const RUN = `${process.pid.toString(36)}${Date.now().toString(36).slice(-4)}`;
@@ -169,19 +168,6 @@ after(async () => {
   console.log(`timings\n${figures.map((f) => `  ${f}`).join('\n')}`);
 });
 
-describe('tar', () => {
-  test('round-trips one file through createTar/readTar', () => {
-    const tar = createTar({ name: 'upstream.conf', content: 'a'.repeat(700), mode: 0o640 });
-    assert.equal(tar.length, 512 + 1024 + 1024);
-    const [entry, ...rest] = readTar(tar);
-    assert.equal(rest.length, 0);
-    assert.equal(entry?.name, 'upstream.conf');
-    assert.equal(entry?.type, 'file');
-    assert.equal(entry?.mode, 0o640);
-    assert.equal(entry?.content.toString(), 'a'.repeat(700));
-  });
-});
-
 describe('DockerRuntime', () => {
   test('ping fails clearly when the engine is not there', async () => {
     const gone = new DockerRuntime({ name: 'nowhere', docker: 'unix:///tmp/fleetroll-no-such.sock' });
@@ -240,7 +226,7 @@ describe('DockerRuntime', () => {
     assert.equal(info.running, true);
     assert.equal(info.state, 'running');
     assert.match(info.address ?? '', /^\d+\.\d+\.\d+\.\d+:8080$/);
-    assert.equal(info.labels[PORT_LABEL], '8080');
+    assert.equal(info.labels[FLEETROLL_LABELS.port], '8080');
     assert.equal(info.labels.role, 'rt');
 
     const inspected = await docker.getContainer(info.id).inspect();

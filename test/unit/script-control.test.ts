@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { fleetFromObject, type Fleet } from '../../src/config/load.js';
 import { parseUpstreamServers } from '../../src/core/upstream.js';
-import type { DeployDeps } from '../../src/engine/deploy.js';
+import type { DeployDeps } from '../../src/engine/rollout.js';
 import type { RolloutEvent } from '../../src/engine/events.js';
 import { revisionOf } from '../../src/engine/revision.js';
 import { scriptRollout } from '../../src/experiment/scriptControl.js';
@@ -126,7 +126,7 @@ async function setup(o: { drainSeconds?: number; progressDeadlineSeconds?: numbe
     runtimes: new Map([['local', rt]]),
     routers: [{ router, template: TEMPLATE, upstream: 'shop' }],
     prober,
-    clock: { now: () => now, sleep: async (ms) => void (sleeps.push(ms), (now += ms)) },
+    clock: { now: () => now, sleep: async (ms) => void (sleeps.push(ms), (now += ms)), timer: () => ({ cancel: () => {} }) },
     events: (e) => events.push(e),
     nameSuffix: () => `n${++suffix}`,
   };

@@ -4,15 +4,13 @@
  * first Docker host, so any machine pointed at the fleet sees the same.
  */
 import type { Command } from 'commander';
-import { loadFleet, type Fleet } from '../../config/load.js';
-import { parseUpstreamServers } from '../../core/upstream.js';
+import { loadFleet } from '../../config/load.js';
 import type { RevisionRecord } from '../../adapters/fleetState.js';
 import { whoAmI } from '../../adapters/fleetState.js';
-import { revisionOf } from '../../engine/revision.js';
-import { adoptFleet, fleetForRecord, withState } from '../../engine/session.js';
-import { DockerRuntime } from '../../adapters/docker.js';
+import { findAdoptable, parseAdoptMatch } from '../../engine/adopt.js';
+import { adoptFleet, fleetForRecord } from '../../engine/session.js';
+import { publicRecord, statusReport, watchRollout, type StatusReport } from '../../engine/status.js';
 import { ExitCode, FleetrollError, fieldError } from '../../errors.js';
-import { LABELS } from '../../ports.js';
 import { parseCount, parseDuration } from '../args.js';
 import { table, type Out } from '../output.js';
 import { buildDeps, fleetHandles } from '../wiring.js';
@@ -54,9 +52,6 @@ function describeRecord(r: RevisionRecord): string[][] {
     ['message', r.message ?? ''],
   ];
 }
-
-/** Env values may be secrets: outside the state they travel by name only. */
-const publicRecord = (r: RevisionRecord) => ({ ...r, env: Object.keys(r.env).sort() });
 
 export function registerDay2(program: Command, out: Out): void {
   program
@@ -174,10 +169,10 @@ export function registerDay2(program: Command, out: Out): void {
     .action(async (o: { file: string; watch?: boolean; timeout: number; json?: boolean }) => {
       const ctx = await context(o.file);
       if (o.watch) {
-        await watch(ctx, o.timeout, out);
+        await watchRollout(ctx.store, o.timeout, (line) => out.line(line));
         return;
       }
-      const report = await statusReport(ctx.fleet, ctx);
+      const report = await statusReport(ctx.fleet, ctx.deps, ctx);
       if (o.json) out.json(report);
       else printStatus(report, out);
     });
@@ -202,25 +197,10 @@ Example (the compose demo):
   $ fleetroll deploy -f examples/compose/fleet.yaml --image fleetroll-example:1.1.0`,
     )
     .action(async (o: { file: string; match: string; json?: boolean }) => {
-      const byLabel = o.match.includes('=');
-      if (!byLabel && !/^[A-Za-z0-9_.*?-]+$/.test(o.match)) throw fieldError('--match', `must be key=value or a name pattern of letters, digits, "_", ".", "-", "*", "?", got ${JSON.stringify(o.match)}`);
+      const match = parseAdoptMatch(o.match);
       const { fleet, deps, store, lock: l } = await context(o.file);
-      const lbContainers = new Set(fleet.loadBalancers.map((lb) => lb.nginx.container).filter(Boolean));
-      const glob = new RegExp(`^${o.match.replace(/[.]/g, '\\.').replace(/\*/g, '.*').replace(/\?/g, '.')}$`);
-      const found: { id: string; name: string; host: string; image: string }[] = [];
-      for (const [host, rt] of deps.runtimes) {
-        if (!(rt instanceof DockerRuntime)) continue;
-        const list = await rt.docker.listContainers(byLabel ? { filters: { label: [o.match] } } : {});
-        for (const c of list) {
-          const name = (c.Names[0] ?? '').replace(/^\//, '');
-          if (!byLabel && !glob.test(name)) continue;
-          // Never nginx itself, nor containers fleetroll already manages (its state and lock included).
-          // (Image labels such as fleetroll.image show up on containers too: they do not count.)
-          const own = ['fleetroll.managed', 'fleetroll.service', 'fleetroll.state', 'fleetroll.lock'];
-          if (lbContainers.has(name) || Object.keys(c.Labels ?? {}).some((k) => own.some((o) => k === o || k.startsWith(`${o}.`)))) continue;
-          found.push({ id: c.Id, name, host, image: c.Image });
-        }
-      }
+      const nginx = new Set(fleet.loadBalancers.map((lb) => lb.nginx.container).filter((c): c is string => Boolean(c)));
+      const found = await findAdoptable(deps.runtimes, match, nginx);
       const r = await adoptFleet(fleet, deps, { store, lock: l, who: whoAmI() }, found, { command: `fleetroll ${process.argv.slice(2).join(' ')}`, match: o.match });
       if (o.json) {
         out.json({ revision: r.revision.number, version: r.revision.version, instances: r.instances, reloads: r.reloads });
@@ -256,74 +236,7 @@ Example (the compose demo):
     });
 }
 
-interface InstanceStatus {
-  name: string;
-  host: string;
-  revision: string;
-  version: string;
-  state: string;
-  ready: boolean;
-  upstreams: Record<string, 'up' | 'down' | 'absent'>;
-}
-
-type Ctx = Awaited<ReturnType<typeof context>>;
-
-async function statusReport(fleetIn: Fleet, ctx: Ctx) {
-  const state = await ctx.store.read();
-  // Desired is what the latest rollout aimed at (deploy --image, undo and
-  // restart all differ from the file); before any rollout, the file.
-  const latest = state?.revisions[state.revisions.length - 1];
-  const fleet = latest ? fleetForRecord(fleetIn, latest) : withState(fleetIn, state);
-  const desired = revisionOf(fleet);
-  const labels = { [LABELS.service]: fleet.service, [LABELS.managed]: 'true' };
-  const adoptedRev = state?.revisions.find((r) => r.hash.startsWith('adopted-'));
-  const adopted = await Promise.all(
-    (state?.adopted ?? []).map(async (a) => {
-      const i = await ctx.deps.runtimes.get(a.host)?.inspect(a.id, a.port);
-      return i ? { ...i, labels: { ...i.labels, [LABELS.revision]: adoptedRev?.hash ?? 'adopted', [LABELS.version]: adoptedRev?.version ?? '?' } } : undefined;
-    }),
-  );
-  const infos = [...(await Promise.all([...ctx.deps.runtimes.values()].map((rt) => rt.list(labels)))).flat(), ...adopted.filter((i) => i !== undefined)];
-  const upstreams = await Promise.all(
-    ctx.deps.routers.map(async (lb) => ({ name: lb.router.name, servers: parseUpstreamServers((await lb.router.read().catch(() => undefined)) ?? '') })),
-  );
-  const instances: InstanceStatus[] = await Promise.all(
-    infos.map(async (i) => ({
-      name: i.name,
-      host: i.host,
-      revision: i.labels[LABELS.revision] ?? '?',
-      version: i.labels[LABELS.version] ?? '?',
-      state: i.state,
-      ready: i.running && i.address ? await ctx.deps.prober.ready(i.address) : false,
-      upstreams: Object.fromEntries(
-        upstreams.map((u) => {
-          const s = u.servers.find((x) => x.name === i.name);
-          return [u.name, s ? (s.down ? 'down' : 'up') : 'absent'] as const;
-        }),
-      ),
-    })),
-  );
-  instances.sort((a, b) => (a.name < b.name ? -1 : 1));
-  const last = state?.revisions[state.revisions.length - 1];
-  const current = instances.filter((i) => i.revision === desired);
-  return {
-    service: fleet.service,
-    desired: { replicas: fleet.replicas, revision: desired, image: fleet.image, version: fleet.version },
-    observed: {
-      instances: instances.length,
-      current: current.length,
-      ready: current.filter((i) => i.ready).length,
-      byRevision: Object.fromEntries([...new Set(instances.map((i) => i.revision))].map((r) => [r, instances.filter((i) => i.revision === r).length])),
-    },
-    upToDate: current.length === fleet.replicas && instances.length === fleet.replicas && current.every((i) => i.ready),
-    instances,
-    lastRollout: last ? publicRecord(last) : null,
-    paused: state?.paused === true,
-    lock: (await ctx.lock.info()) ?? null,
-  };
-}
-
-function printStatus(r: Awaited<ReturnType<typeof statusReport>>, out: Out): void {
+function printStatus(r: StatusReport, out: Out): void {
   out.line(`service ${r.service}: desired ${r.desired.replicas} × ${r.desired.image} (version ${r.desired.version}, revision ${r.desired.revision})`);
   out.line(`observed: ${r.observed.instances} instance(s), ${r.observed.current} of the desired revision, ${r.observed.ready} ready${r.upToDate ? ' — up to date' : ''}`);
   if (r.instances.length > 0) {
@@ -341,25 +254,4 @@ function printStatus(r: Awaited<ReturnType<typeof statusReport>>, out: Out): voi
   out.line(l ? `last rollout: revision ${l.number} (${l.image}) ${l.outcome}, started ${when(l.when)} by ${l.who}${l.message ? `: ${l.message}` : ''}` : 'last rollout: none recorded');
   if (r.paused) out.line('PAUSED: a rollout stops before its next wave; fleetroll resume continues it');
   if (r.lock) out.line(`locked by ${r.lock.holder} (pid ${r.lock.pid}) since ${r.lock.started}${r.lock.stale ? ' (stale)' : ''}`);
-}
-
-/** `status --watch`: like `kubectl rollout status`, for CI jobs. */
-async function watch(ctx: Ctx, timeoutMs: number, out: Out): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  let said = '';
-  for (;;) {
-    const state = await ctx.store.read();
-    const last = state?.revisions[state.revisions.length - 1];
-    const line = last ? `revision ${last.number} (${last.image}): ${last.outcome}` : 'no rollout recorded yet';
-    if (line !== said) {
-      out.line(line);
-      said = line;
-    }
-    if (last?.outcome === 'complete') return;
-    if (last && last.outcome !== 'in progress') {
-      throw new FleetrollError('E_ROLLOUT_FAILED', ExitCode.rolloutFailed, `rollout of revision ${last.number} ${last.outcome}${last.message ? `: ${last.message}` : ''}`);
-    }
-    if (Date.now() > until) throw new FleetrollError('E_TIMEOUT', ExitCode.rolloutFailed, `timed out after ${timeoutMs / 1000} s waiting for ${line}`);
-    await new Promise((r) => setTimeout(r, 1000));
-  }
 }

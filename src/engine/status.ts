@@ -1,0 +1,115 @@
+/**
+ * `fleetroll status`: desired vs observed. Desired is what the latest rollout
+ * aimed at (deploy --image, undo and restart all differ from the file), before
+ * any rollout the file; observed is every instance on every host (adopted ones
+ * included), its readiness, and whether each nginx upstream has it in, down or
+ * not at all. `watchRollout` follows the latest rollout until it ends.
+ */
+import type { Fleet } from '../config/load.js';
+import { parseUpstreamServers } from '../core/upstream.js';
+import { ExitCode, FleetrollError } from '../errors.js';
+import { LABELS } from '../ports.js';
+import type { DeployDeps } from './rollout.js';
+import { revisionOf } from './revision.js';
+import { ADOPTED_PREFIX, fleetForRecord, withState, type FleetHandles } from './session.js';
+
+/** What status reads of the fleet's state and lock. */
+export interface StatusHandles {
+  store: Pick<FleetHandles['store'], 'read'>;
+  lock: Pick<FleetHandles['lock'], 'info'>;
+}
+
+type RevisionRecord = NonNullable<Awaited<ReturnType<StatusHandles['store']['read']>>>['revisions'][number];
+
+/** Env values may be secrets: outside the state they travel by name only. */
+export const publicRecord = (r: RevisionRecord) => ({ ...r, env: Object.keys(r.env).sort() });
+
+export interface InstanceStatus {
+  name: string;
+  host: string;
+  revision: string;
+  version: string;
+  state: string;
+  ready: boolean;
+  /** Per load balancer (by its name): the instance's server line. */
+  upstreams: Record<string, 'up' | 'down' | 'absent'>;
+}
+
+export async function statusReport(fleetIn: Fleet, deps: Pick<DeployDeps, 'runtimes' | 'routers' | 'prober'>, h: StatusHandles) {
+  const state = await h.store.read();
+  const latest = state?.revisions[state.revisions.length - 1];
+  const fleet = latest ? fleetForRecord(fleetIn, latest) : withState(fleetIn, state);
+  const desired = revisionOf(fleet);
+  const labels = { [LABELS.service]: fleet.service, [LABELS.managed]: 'true' };
+  const adoptedRev = state?.revisions.find((r) => r.hash.startsWith(ADOPTED_PREFIX));
+  const adopted = await Promise.all(
+    (state?.adopted ?? []).map(async (a) => {
+      const i = await deps.runtimes.get(a.host)?.inspect(a.id, a.port);
+      return i ? { ...i, labels: { ...i.labels, [LABELS.revision]: adoptedRev?.hash ?? 'adopted', [LABELS.version]: adoptedRev?.version ?? '?' } } : undefined;
+    }),
+  );
+  const infos = [...(await Promise.all([...deps.runtimes.values()].map((rt) => rt.list(labels)))).flat(), ...adopted.filter((i) => i !== undefined)];
+  const upstreams = await Promise.all(
+    deps.routers.map(async (lb) => ({ name: lb.router.name, servers: parseUpstreamServers((await lb.router.read().catch(() => undefined)) ?? '') })),
+  );
+  const instances: InstanceStatus[] = await Promise.all(
+    infos.map(async (i) => ({
+      name: i.name,
+      host: i.host,
+      revision: i.labels[LABELS.revision] ?? '?',
+      version: i.labels[LABELS.version] ?? '?',
+      state: i.state,
+      ready: i.running && i.address ? await deps.prober.ready(i.address) : false,
+      upstreams: Object.fromEntries(
+        upstreams.map((u) => {
+          const s = u.servers.find((x) => x.name === i.name);
+          return [u.name, s ? (s.down ? 'down' : 'up') : 'absent'] as const;
+        }),
+      ),
+    })),
+  );
+  instances.sort((a, b) => (a.name < b.name ? -1 : 1));
+  const current = instances.filter((i) => i.revision === desired);
+  return {
+    service: fleet.service,
+    desired: { replicas: fleet.replicas, revision: desired, image: fleet.image, version: fleet.version },
+    observed: {
+      instances: instances.length,
+      current: current.length,
+      ready: current.filter((i) => i.ready).length,
+      byRevision: Object.fromEntries([...new Set(instances.map((i) => i.revision))].map((r) => [r, instances.filter((i) => i.revision === r).length])),
+    },
+    upToDate: current.length === fleet.replicas && instances.length === fleet.replicas && current.every((i) => i.ready),
+    instances,
+    lastRollout: latest ? publicRecord(latest) : null,
+    paused: state?.paused === true,
+    lock: (await h.lock.info()) ?? null,
+  };
+}
+
+export type StatusReport = Awaited<ReturnType<typeof statusReport>>;
+
+/**
+ * `status --watch`, like `kubectl rollout status`, for CI jobs: reads the
+ * latest rollout every `pollMs` and tells `onLine` each time its line changes;
+ * resolves when it completes, throws when it ends otherwise or after `timeoutMs`.
+ */
+export async function watchRollout(store: StatusHandles['store'], timeoutMs: number, onLine: (line: string) => void, pollMs = 1000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  let said = '';
+  for (;;) {
+    const state = await store.read();
+    const last = state?.revisions[state.revisions.length - 1];
+    const line = last ? `revision ${last.number} (${last.image}): ${last.outcome}` : 'no rollout recorded yet';
+    if (line !== said) {
+      onLine(line);
+      said = line;
+    }
+    if (last?.outcome === 'complete') return;
+    if (last && last.outcome !== 'in progress') {
+      throw new FleetrollError('E_ROLLOUT_FAILED', ExitCode.rolloutFailed, `rollout of revision ${last.number} ${last.outcome}${last.message ? `: ${last.message}` : ''}`);
+    }
+    if (Date.now() > until) throw new FleetrollError('E_TIMEOUT', ExitCode.rolloutFailed, `timed out after ${timeoutMs / 1000} s waiting for ${line}`);
+    await new Promise((r) => setTimeout(r, pollMs));
+  }
+}
