@@ -6,7 +6,7 @@
 import type { Fleet } from '../config/load.js';
 import { RolloutFailedError } from '../errors.js';
 import { revisionOf } from './revision.js';
-import type { DeployDeps, DeployResult } from './rollout.js';
+import type { DeployDeps, DeployResult } from './types.js';
 
 export type RunRollout = (target: Fleet, deps: DeployDeps, changeCause: string) => Promise<DeployResult>;
 

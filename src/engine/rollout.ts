@@ -9,17 +9,17 @@
  */
 import type { Fleet } from '../config/load.js';
 import { FleetrollError, InterruptedError, PausedError, RolloutFailedError, type FailurePhase } from '../errors.js';
-import { LABELS, systemClock, type Clock, type InstanceInfo, type Journal, type Prober, type Runtime } from '../ports.js';
-import { Controller, type ControllerTiming, type Instance } from './controller.js';
+import { LABELS, systemClock, type Clock, type InstanceInfo, type Journal } from '../ports.js';
+import { Controller, type Instance } from './controller.js';
+import type { DeployDeps, DeployOptions, DeployResult } from './types.js';
 import type { EventSink } from './events.js';
 import { runHook, type HookName } from './hooks.js';
 import { HostWork } from './hostWork.js';
 import { randomSuffix } from './instances.js';
-import { listFleet, type Adopted } from './observe.js';
+import { listFleet } from './observe.js';
 import { preflight } from './preflight.js';
 import { revisionOf } from './revision.js';
 import { rollBack } from './rollback.js';
-import type { LoadBalancer } from './traffic.js';
 import { verifyVersions } from './verify.js';
 
 export type { LoadBalancer } from './traffic.js';
@@ -27,62 +27,7 @@ export { instanceSpec, randomSuffix } from './instances.js';
 export { InterruptedError, PausedError, RolloutFailedError, type FailurePhase } from '../errors.js';
 export { systemClock, type Clock } from '../ports.js';
 
-export interface DeployDeps {
-  /** One runtime per fleet host, keyed by host name. */
-  runtimes: ReadonlyMap<string, Runtime>;
-  /** One per load balancer, in the fleet file's order. */
-  routers: readonly LoadBalancer[];
-  prober: Prober;
-  clock?: Clock;
-  events?: EventSink;
-  /** Suffix for new container names; random in production, fixed in tests. */
-  nameSuffix?: () => string;
-  /** Records each step; never awaited in front of the step. */
-  journal?: Journal;
-  /** Asked now and then: true stops the rollout cleanly (exit 4). */
-  paused?: () => Promise<boolean>;
-  /** The last rollout did not finish (a crash): reload once even if the files look current. */
-  recovering?: boolean;
-  /** Where to copy a missing image from besides the fleet's hosts: the local engine. */
-  imageSource?: Runtime;
-  /** Containers taken over with `fleetroll adopt`: they carry no fleetroll labels. */
-  adopted?: Adopted;
-  /** The controller's own timings (simulate and the tests shorten or lengthen them). */
-  timing?: Partial<ControllerTiming>;
-  /** Told the controller once it exists (tests check invariants on its view after every event). */
-  inspect?: (c: Controller) => void;
-  /** Skip preflight and verification (simulate: its ports have nothing to check). */
-  simulated?: boolean;
-}
-
-export interface DeployedInstance {
-  name: string;
-  host: string;
-  address?: string | undefined;
-  version: string;
-}
-
-export interface DeployResult {
-  service: string;
-  revision: string;
-  version: string;
-  durationMs: number;
-  /** Decisions that started or terminated instances. */
-  waves: number;
-  reloads: number;
-  instances: DeployedInstance[];
-}
-
-export interface DeployOptions {
-  /** Why this rollout happens; recorded on the new instances. */
-  changeCause?: string | undefined;
-  /** Roll back to the previous revision on failure, whatever the fleet's onFailure says. */
-  autoRollback?: boolean | undefined;
-  /** Aborted on SIGINT/SIGTERM: the rollout finishes or undoes its steps in flight and stops cleanly. */
-  signal?: AbortSignal | undefined;
-  /** Copy the image to hosts that lack it (default true). */
-  copyImages?: boolean | undefined;
-}
+export type { DeployDeps, DeployedInstance, DeployOptions, DeployResult } from './types.js';
 
 export async function deploy(fleet: Fleet, deps: DeployDeps, options: DeployOptions = {}): Promise<DeployResult> {
   const rollout = new Rollout(fleet, deps, options);

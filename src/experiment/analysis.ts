@@ -11,7 +11,7 @@
  * PURE: no I/O, no clock, no randomness.
  */
 import type { RolloutEvent } from '../engine/events.js';
-import { simulateRollout, type SimulationResult } from '../core/simulate.js';
+import { simulateRollout, type SimulationResult } from '../sim/simulate.js';
 import type { ResolvedStrategy } from '../core/strategy.js';
 import { isOkByDefault, mixedVersionWindow, outcomeKey, summarizeRequests, type MixedVersionWindow, type RequestRecord, type RequestSummary } from './metrics.js';
 
@@ -350,12 +350,19 @@ export interface NominalTimings {
 
 export type Prediction = Pick<SimulationResult, 'durationMs' | 'waves' | 'peakInstances' | 'lowestCapacity' | 'mixedVersionWindowMs' | 'reloads'>;
 
-export function predict(strategy: ResolvedStrategy, t: NominalTimings): Prediction {
-  const r = simulateRollout(strategy, { ...t, jitter: 0, seed: 1 });
+/**
+ * `simulate` (the engine itself on simulated ports) with the nominal timings
+ * and this machine's typical fixed costs: ~0.5 s from docker run to a running
+ * container, ~0.2 s for an nginx reload to be in force.
+ */
+export async function predict(strategy: ResolvedStrategy, t: NominalTimings): Promise<Prediction> {
+  const r = await simulateRollout(strategy, { ...t, jitter: 0, seed: 1, runMs: 500, reloadMs: 200 });
   return { durationMs: r.durationMs, waves: r.waves, peakInstances: r.peakInstances, lowestCapacity: r.lowestCapacity, mixedVersionWindowMs: r.mixedVersionWindowMs, reloads: r.reloads };
 }
 
 export interface RunInput {
+  /** What `simulate` predicted for this run (predict()), for engine runs. */
+  predicted?: Prediction | undefined;
   records: readonly RequestRecord[];
   events: readonly TimedEvent[];
   deployStartMs: number;
@@ -405,7 +412,7 @@ export function runMetrics(i: RunInput): RunMetrics {
   const reloads = deployEvents.filter((e) => e.source === 'runner' && e.event.type === 'reload').length;
   const waves = deployEvents.filter((e) => e.source === 'engine' && e.event.type === 'wave').length;
   const timings = measuredTimings(deployEvents);
-  const predicted = i.mode === 'engine' && i.strategy ? predict(i.strategy, i.timings) : null;
+  const predicted = i.mode === 'engine' ? (i.predicted ?? null) : null;
   const deployDurationMs = i.deployEndMs - i.deployStartMs;
   return {
     requests: summarizeRequests(i.records),

@@ -18,7 +18,7 @@ import type { Fleet } from '../config/load.js';
 import { DockerRuntime } from '../adapters/docker.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../adapters/localImages.js';
 import type { DeployDeps } from '../engine/rollout.js';
-import { aggregateRuns, runMetrics, type TimedEvent } from './analysis.js';
+import { aggregateRuns, predict, runMetrics, type TimedEvent } from './analysis.js';
 import { renderSvg } from './charts.js';
 import { toHtml, toMarkdown } from './document.js';
 import { perSecond, type RequestRecord } from './metrics.js';
@@ -106,7 +106,10 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
     o.template,
     nginxImage,
   );
+  const strategy = cell.strategy.type === 'RollingUpdate' || cell.strategy.type === 'Recreate' ? r.toFleet.strategy : undefined;
+  const nominal = { startupMs: p.warmupSeconds * 1000, drainMs: p.drainSeconds * 1000, stopMs: p.prestopSeconds * 1000, minReadyMs: p.minReadySeconds * 1000 };
   const metrics = runMetrics({
+    predicted: strategy ? await predict(strategy, nominal) : undefined,
     records: r.records,
     events: r.events,
     deployStartMs: r.deployStartMs,

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { nextWave, type ObservedInstance } from '../../src/core/fleet.js';
-import { seededRandom } from '../../src/core/simulate.js';
+import { seededRandom } from '../../src/core/random.js';
 import { resolveStrategy, type IntOrPercent, type ResolvedStrategy } from '../../src/core/strategy.js';
 import { ValidationError } from '../../src/errors.js';
 

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { simulateRollout, type SimulationResult } from '../../core/simulate.js';
+import { simulateRollout, type SimulationResult } from '../../sim/simulate.js';
 import { parseCount, parseFraction, parseSeconds } from '../args.js';
 import { table, type Out } from '../output.js';
 import { addStrategyOptions, explainStrategy, strategyFromOptions, type StrategyOptions } from './plan.js';
@@ -25,7 +25,7 @@ export function printSimulation(r: SimulationResult, out: Out): void {
       [
         ['duration', fmtS(r.durationMs)],
         ['waves', String(r.waves)],
-        ['peak instances', `${r.peakInstances} (replicas ${r.replicas} + surge ${r.maxSurge})`],
+        ['peak instances', `${r.peakInstances} containers alive (replicas ${r.replicas} + surge ${r.maxSurge}${r.replacementPolicy === 'TerminationStarted' ? ', plus those still draining: TerminationStarted' : ''})`],
         ['lowest capacity', `${r.lowestCapacity} of ${r.replicas} in service`],
         ['mixed-version window', fmtS(r.mixedVersionWindowMs)],
         ['load-balancer reloads', String(r.reloads)],
@@ -59,7 +59,7 @@ Examples:
     .option('--json', 'print the prediction as JSON')
     .action(async (o: SimulateOptions) => {
       const { strategy, fleet } = await strategyFromOptions(o);
-      const result = simulateRollout(strategy, {
+      const result = await simulateRollout(strategy, {
         startupMs: s2ms(o.startup),
         drainMs: s2ms(o.drain ?? fleet?.drainSeconds ?? 2),
         stopMs: s2ms(o.stop),
@@ -69,7 +69,8 @@ Examples:
       });
       if (o.json) {
         for (const n of strategy.notes) out.warn(n);
-        out.json(result);
+        const { deploy: _deploy, ...json } = result;
+        out.json(json);
         return;
       }
       explainStrategy(strategy, out);

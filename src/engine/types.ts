@@ -1,0 +1,64 @@
+/** The engine's inputs and outputs: ports, options and results of a rollout. */
+import type { Clock, Journal, Prober, Runtime } from '../ports.js';
+import type { Controller, ControllerTiming } from './controller.js';
+import type { EventSink } from './events.js';
+import type { Adopted } from './observe.js';
+import type { LoadBalancer } from './traffic.js';
+
+export interface DeployDeps {
+  /** One runtime per fleet host, keyed by host name. */
+  runtimes: ReadonlyMap<string, Runtime>;
+  /** One per load balancer, in the fleet file's order. */
+  routers: readonly LoadBalancer[];
+  prober: Prober;
+  clock?: Clock;
+  events?: EventSink;
+  /** Suffix for new container names; random in production, fixed in tests. */
+  nameSuffix?: () => string;
+  /** Records each step; never awaited in front of the step. */
+  journal?: Journal;
+  /** Asked now and then: true stops the rollout cleanly (exit 4). */
+  paused?: () => Promise<boolean>;
+  /** The last rollout did not finish (a crash): reload once even if the files look current. */
+  recovering?: boolean;
+  /** Where to copy a missing image from besides the fleet's hosts: the local engine. */
+  imageSource?: Runtime;
+  /** Containers taken over with `fleetroll adopt`: they carry no fleetroll labels. */
+  adopted?: Adopted;
+  /** The controller's own timings (simulate and the tests shorten or lengthen them). */
+  timing?: Partial<ControllerTiming>;
+  /** Told the controller once it exists (tests check invariants on its view after every event). */
+  inspect?: (c: Controller) => void;
+  /** Skip preflight and verification (simulate: its ports have nothing to check). */
+  simulated?: boolean;
+}
+
+export interface DeployedInstance {
+  name: string;
+  host: string;
+  address?: string | undefined;
+  version: string;
+}
+
+export interface DeployResult {
+  service: string;
+  revision: string;
+  version: string;
+  durationMs: number;
+  /** Decisions that started or terminated instances. */
+  waves: number;
+  reloads: number;
+  instances: DeployedInstance[];
+}
+
+export interface DeployOptions {
+  /** Why this rollout happens; recorded on the new instances. */
+  changeCause?: string | undefined;
+  /** Roll back to the previous revision on failure, whatever the fleet's onFailure says. */
+  autoRollback?: boolean | undefined;
+  /** Aborted on SIGINT/SIGTERM: the rollout finishes or undoes its steps in flight and stops cleanly. */
+  signal?: AbortSignal | undefined;
+  /** Copy the image to hosts that lack it (default true). */
+  copyImages?: boolean | undefined;
+}
+
