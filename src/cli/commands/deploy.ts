@@ -18,6 +18,7 @@ interface DeployOptions {
   image?: string;
   maxSurge?: string;
   maxUnavailable?: string;
+  replacementPolicy?: string;
   changeCause?: string;
   autoRollback?: boolean;
   lockWait?: number;
@@ -58,6 +59,7 @@ export function registerDeploy(program: Command, out: Out): void {
     .option('--image <image>', 'deploy this image instead of the file\'s (its tag becomes the expected version)')
     .option('--max-surge <n|%>', 'override maxSurge for this rollout')
     .option('--max-unavailable <n|%>', 'override maxUnavailable for this rollout')
+    .option('--replacement-policy <policy>', 'TerminationStarted (default: a replacement starts as soon as an instance is marked down) or TerminationComplete (only once its container is gone)')
     .option('--change-cause <text>', 'why this rollout happens (recorded on the new instances; default: the command line)')
     .option('--lock-wait <duration>', 'wait this long for another rollout of the fleet to finish (e.g. 30s, 5m)', parseDuration('--lock-wait'))
     .option('--auto-rollback', 'on failure, roll back to the previous revision (same as onFailure: rollback)')
@@ -88,7 +90,7 @@ Examples:
   $ fleetroll deploy -f fleet.yaml --max-surge 1 --max-unavailable 0 --json`,
     )
     .action(async (o: DeployOptions) => {
-      const fleet = await loadFleet(o.file, { image: o.image, maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable, hostParallelism: o.hostParallelism });
+      const fleet = await loadFleet(o.file, { image: o.image, maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable, hostParallelism: o.hostParallelism, replacementPolicy: o.replacementPolicy });
       await executeRollout(fleet, out, o, { verb: 'deploying', changeCause: o.changeCause });
     });
 }

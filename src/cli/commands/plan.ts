@@ -11,6 +11,7 @@ export interface StrategyOptions {
   replicas?: number;
   maxSurge?: string;
   maxUnavailable?: string;
+  replacementPolicy?: string;
 }
 
 /** Adds the flags shared by plan and simulate. */
@@ -19,19 +20,20 @@ export function addStrategyOptions(cmd: Command): Command {
     .option('-f, --file <fleet.yaml>', 'fleet file to read replicas and strategy from')
     .option('--replicas <n>', 'number of instances (without -f, or to override the file)', parseCount('--replicas', 0, 100000))
     .option('--max-surge <n|%>', 'instances allowed above replicas, e.g. 1 or 25% (overrides the file)')
-    .option('--max-unavailable <n|%>', 'instances allowed to be unavailable, e.g. 0 or 25% (overrides the file)');
+    .option('--max-unavailable <n|%>', 'instances allowed to be unavailable, e.g. 0 or 25% (overrides the file)')
+    .option('--replacement-policy <policy>', 'TerminationStarted (a replacement starts as soon as an instance is marked down) or TerminationComplete (only once its container is gone)');
 }
 
 /** The strategy for plan/simulate, from a fleet file or from flags alone. */
 export async function strategyFromOptions(o: StrategyOptions): Promise<{ strategy: ResolvedStrategy; fleet?: Fleet }> {
   if (o.file) {
-    const fleet = await loadFleet(o.file, { replicas: o.replicas, maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable });
+    const fleet = await loadFleet(o.file, { replicas: o.replicas, maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable, replacementPolicy: o.replacementPolicy });
     return { strategy: fleet.strategy, fleet };
   }
   if (o.replicas === undefined) {
     throw new ValidationError([{ path: '--replicas', message: 'is required without -f: give a fleet file (-f fleet.yaml) or a replica count (--replicas 4)' }]);
   }
-  return { strategy: resolveStrategy({ replicas: o.replicas, cli: { maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable } }) };
+  return { strategy: resolveStrategy({ replicas: o.replicas, cli: { maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable }, replacementPolicy: { cli: o.replacementPolicy }, paths: {} }) };
 }
 
 /** The "where each value came from" block that plan and simulate print. */
@@ -48,7 +50,9 @@ export function explainStrategy(s: ResolvedStrategy, out: Out): void {
         '  ',
       ),
     );
-    out.line(`  at most ${s.maxTotal} instances alive, at least ${s.minAvailable} available`);
+    out.line(`  at most ${s.maxTotal} instances counted, at least ${s.minAvailable} available`);
+    const peak = s.replacementPolicy === 'TerminationStarted' ? `more than ${s.maxTotal} containers may be alive while replaced ones drain (fleetroll simulate shows the peak)` : `never more than ${s.maxTotal} containers alive`;
+    out.line(`  replacementPolicy ${s.replacementPolicy} (${SOURCE_LABEL[s.sources.replacementPolicy]}): ${peak}`);
   }
   out.line(`mode: ${MODE_DESCRIPTION[s.mode]}`);
   for (const n of s.notes) out.line(`note: ${n}`);
