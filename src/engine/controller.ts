@@ -274,6 +274,7 @@ export class Controller {
     const inst = this.view.get(id);
     if (!inst || isTerminating(inst.phase) || inst.phase === 'failed') return;
     inst.lastProbe = detail;
+    if (!ok && inst.phase === 'unready') faultPoint('waiting-for-readiness');
     const now = this.d.clock.now();
     if (ok && inst.phase === 'unready') {
       inst.phase = 'ready';
@@ -576,11 +577,11 @@ export class Controller {
     if (ending.kind === 'paused') {
       this.d.emit({ type: 'failed', reason: 'paused' });
       this.d.journal('paused', 'end', { waves: this.waves });
-      this.done.reject(new PausedError(`paused after ${this.waves} step(s) (fleetroll pause): ${where}`));
+      this.done.reject(new PausedError(`paused after ${this.waves} wave(s) (fleetroll pause): ${where}`));
     } else if (ending.kind === 'interrupted') {
       this.d.emit({ type: 'failed', reason: 'interrupted' });
       this.d.journal('interrupted', 'end', { waves: this.waves });
-      this.done.reject(new InterruptedError(`interrupted after ${this.waves} step(s): the fleet is consistent, ${where}`, 'run the same deploy again to continue from here (or deploy the previous image to go back)'));
+      this.done.reject(new InterruptedError(`interrupted after ${this.waves} wave(s): the fleet is consistent, ${where}`, 'run the same deploy again to continue from here (or deploy the previous image to go back)'));
     } else {
       this.done.reject(ending.error);
     }

@@ -129,14 +129,15 @@ describe('fleetroll CLI', () => {
     const out = JSON.parse(r.stdout);
     assert.deepEqual(
       [out.durationMs, out.waves, out.peakInstances, out.lowestCapacity, out.mixedVersionWindowMs, out.reloads],
-      [12000, 3, 3, 2, 6000, 2],
+      // The hand-worked row of test/unit/simulate.test.ts: the engine on a virtual clock (was 12 s with blocking waves).
+      [9050, 3, 4, 2, 3000, 2],
     );
   });
 
   it('simulate prints a readable summary', () => {
     const r = fleetroll('simulate', '-f', 'examples/fleet.yaml', '--startup', '5');
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, /duration\s+\d+ s/);
+    assert.match(r.stdout, /duration\s+[\d.]+ s/);
     assert.match(r.stdout, /mixed-version window\s+\d+ s/);
     assert.match(r.stdout, /load-balancer reloads\s+\d+/);
   });
