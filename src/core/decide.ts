@@ -46,7 +46,7 @@
  *
  * PURE: no I/O, no clock (the time is an input), no randomness.
  */
-import { pickForStop, type ObservedInstance } from './fleet.js';
+import { countFleet, pickForStop, type ObservedInstance } from './fleet.js';
 import { placeMany, type HostLoad, type HostSlot } from './placement.js';
 import { isComplete, planWave, type FleetCounts } from './rolling.js';
 import type { ResolvedStrategy } from './strategy.js';
@@ -109,35 +109,12 @@ function observed(i: InstanceView): ObservedInstance {
   return { id: i.id, revision: i.revision, running: i.phase !== 'failed' && i.phase !== 'starting', ready, available: i.phase === 'available', created: i.created, host: i.host };
 }
 
-/** The counts the rolling algorithm decides on: non-terminating instances per revision, plus the terminating ones. */
+/** The counts the rolling algorithm decides on (fleet.ts countFleet), from the phases. */
 export function countInstances(instances: readonly InstanceView[], revision: string, replicas: number, hold: boolean): FleetCounts {
-  const current = { revision, total: 0, available: 0 };
-  const old = new Map<string, { revision: string; total: number; available: number; oldest: number }>();
-  let terminating = 0;
-  for (const i of instances) {
-    if (isTerminating(i.phase)) {
-      terminating++;
-      continue;
-    }
-    const available = i.phase === 'available' ? 1 : 0;
-    if (i.revision === revision) {
-      current.total++;
-      current.available += available;
-    } else {
-      const r = old.get(i.revision) ?? { revision: i.revision, total: 0, available: 0, oldest: i.created };
-      r.total++;
-      r.available += available;
-      if (i.created < r.oldest) r.oldest = i.created;
-      old.set(i.revision, r);
-    }
+  function* counted() {
+    for (const i of instances) yield { revision: i.revision, created: i.created, available: i.phase === 'available', terminating: isTerminating(i.phase) };
   }
-  const sorted = [...old.values()].sort((a, b) => a.oldest - b.oldest || (a.revision < b.revision ? -1 : 1));
-  return {
-    replicas,
-    current,
-    old: sorted.map(({ revision: r, total, available }) => ({ revision: r, total, available })),
-    ...(hold ? { terminating } : {}),
-  };
+  return countFleet({ revision, replicas }, counted(), hold);
 }
 
 export function decide(instances: readonly InstanceView[], ctx: DecideContext): Decision {

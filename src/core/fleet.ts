@@ -66,10 +66,29 @@ export function pickForStop(candidates: readonly ObservedInstance[], n: number):
   return picked;
 }
 
-export function countFleet(desired: Desired, instances: readonly ObservedInstance[]): FleetCounts {
+/** What counting needs of an instance. */
+export interface CountedInstance {
+  revision: string;
+  created: number;
+  available: boolean;
+  /** Being terminated: in no revision's count (see FleetCounts.terminating). */
+  terminating?: boolean | undefined;
+}
+
+/**
+ * The counts the rolling algorithm decides on: instances per revision (the
+ * desired one, the others oldest first), and the terminating ones, which
+ * are kept in `terminating` only when the policy counts them (holdTerminating).
+ */
+export function countFleet(desired: Desired, instances: Iterable<CountedInstance>, holdTerminating = false): FleetCounts {
   const current = { revision: desired.revision, total: 0, available: 0 };
   const old = new Map<string, { revision: string; total: number; available: number; oldest: number }>();
+  let terminating = 0;
   for (const i of instances) {
+    if (i.terminating) {
+      terminating++;
+      continue;
+    }
     if (i.revision === desired.revision) {
       current.total++;
       if (i.available) current.available++;
@@ -86,6 +105,7 @@ export function countFleet(desired: Desired, instances: readonly ObservedInstanc
     replicas: desired.replicas,
     current,
     old: sorted.map(({ revision, total, available }) => ({ revision, total, available })),
+    ...(holdTerminating ? { terminating } : {}),
   };
 }
 

@@ -234,7 +234,3 @@ export function planWave(initial: FleetCounts, s: ResolvedStrategy, opts: { hold
     peakTotal: Math.max(initialTotal, initialTotal + startBeforeStops, totalOf(c) + (c.terminating ?? 0)),
   };
 }
-
-export function isEmptyWave(w: Wave): boolean {
-  return w.steps.length === 0;
-}
