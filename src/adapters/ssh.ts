@@ -18,7 +18,7 @@
  */
 import { createHmac } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { Agent, type ClientRequest, type ClientRequestArgs } from 'node:http';
+import { Agent, type ClientRequest } from 'node:http';
 import { Socket } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';

@@ -145,11 +145,6 @@ export class Controller {
     return [...this.view.values()];
   }
 
-  /** Whether any nginx may still send traffic to this instance. */
-  routes(i: Instance): boolean {
-    return this.traffic.routes(i.address);
-  }
-
   /**
    * Runs the rollout from the observed containers (probed once: a container
    * found ready has been serving and counts as available) to completion.
@@ -522,11 +517,7 @@ export class Controller {
   // --- endings ---------------------------------------------------------------------
 
   private fail(err: unknown): void {
-    const error =
-      err instanceof FleetrollError && !(err instanceof RolloutFailedError) && err.exitCode === 1
-        ? new RolloutFailedError(`rollout of ${this.d.fleet.service} to ${this.d.fleet.version} stopped: ${err.message}`, 'the instances on the other hosts keep serving; fix the host and deploy again to continue', { code: err.code })
-        : err;
-    this.end({ kind: 'failed', error });
+    this.end({ kind: 'failed', error: hostFailure(this.d.fleet, err) });
   }
 
   /** Stop making progress; undo drains not yet stopped; end once what is in flight has landed. */
@@ -630,4 +621,12 @@ export class Controller {
       { stuck: stuck.map((i) => i.id) },
     );
   }
+}
+
+/** A host or nginx that fails mid-rollout (unreachable engine, refused call) fails the rollout like a deadline does, so onFailure applies. */
+export function hostFailure(fleet: Pick<Fleet, 'service' | 'version'>, err: unknown): unknown {
+  if (err instanceof FleetrollError && !(err instanceof RolloutFailedError) && !(err instanceof InterruptedError) && !(err instanceof PausedError) && err.exitCode === 1) {
+    return new RolloutFailedError(`rollout of ${fleet.service} to ${fleet.version} stopped: ${err.message}`, 'the instances on the other hosts keep serving; fix the host and deploy again to continue', { code: err.code });
+  }
+  return err;
 }

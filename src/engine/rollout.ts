@@ -8,9 +8,9 @@
  * experiments and simulate differ only in the ports they pass.
  */
 import type { Fleet } from '../config/load.js';
-import { FleetrollError, InterruptedError, PausedError, RolloutFailedError, type FailurePhase } from '../errors.js';
+import { RolloutFailedError, type FailurePhase } from '../errors.js';
 import { LABELS, systemClock, type Clock, type InstanceInfo, type Journal } from '../ports.js';
-import { Controller, type Instance } from './controller.js';
+import { Controller, hostFailure, type Instance } from './controller.js';
 import type { DeployDeps, DeployOptions, DeployResult } from './types.js';
 import type { EventSink } from './events.js';
 import { runHook, type HookName } from './hooks.js';
@@ -235,12 +235,4 @@ export class Rollout {
     const port = Number(sample.labels['fleetroll.port'] ?? this.fleet.port) || this.fleet.port;
     return { ...this.fleet, image: spec.image, env, port, version: sample.labels[LABELS.version] ?? this.fleet.version, hooks: undefined };
   }
-}
-
-/** A host or nginx that fails mid-rollout (unreachable engine, refused call) fails the rollout like a deadline does, so onFailure applies. */
-export function hostFailure(fleet: Fleet, err: unknown): unknown {
-  if (err instanceof FleetrollError && !(err instanceof RolloutFailedError) && !(err instanceof InterruptedError) && !(err instanceof PausedError) && err.exitCode === 1) {
-    return new RolloutFailedError(`rollout of ${fleet.service} to ${fleet.version} stopped: ${err.message}`, 'the instances on the other hosts keep serving; fix the host and deploy again to continue', { code: err.code });
-  }
-  return err;
 }

@@ -16,7 +16,6 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import Dockerode from 'dockerode';
 import { execa } from 'execa';
 import { DockerRuntime, dockerOptions, ensureNetwork, execIn, getFile, putFile } from '../../src/adapters/docker.js';
 import { SshDockerAgent } from '../../src/adapters/ssh.js';
