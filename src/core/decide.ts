@@ -109,23 +109,50 @@ function observed(i: InstanceView): ObservedInstance {
   return { id: i.id, revision: i.revision, running: i.phase !== 'failed' && i.phase !== 'starting', ready, available: i.phase === 'available', created: i.created, host: i.host };
 }
 
-/** The counts the rolling algorithm decides on (fleet.ts countFleet), from the phases. */
-export function countInstances(instances: readonly InstanceView[], revision: string, replicas: number, hold: boolean): FleetCounts {
-  function* counted() {
-    for (const i of instances) yield { revision: i.revision, created: i.created, available: i.phase === 'available', terminating: isTerminating(i.phase) };
-  }
-  return countFleet({ revision, replicas }, counted(), hold);
+/**
+ * The fleet as decide() reads it. `listSnapshot` computes each answer from a
+ * list (tests, small fleets); the engine keeps the same answers up to date as
+ * phases change (engine/fleetView.ts), so a decision costs no pass over a
+ * 10,000-instance fleet.
+ */
+export interface FleetSnapshot {
+  /** The counts of rolling.ts: non-terminating instances per revision, plus the terminating ones when `hold`. */
+  counts(revision: string, replicas: number, hold: boolean): FleetCounts;
+  /** Instances being terminated (draining or stopping). */
+  terminating(): Iterable<InstanceView>;
+  /** Non-terminating instances of a revision: the candidates to terminate. */
+  candidates(revision: string): Iterable<InstanceView>;
+  /** Per host: containers alive (any revision, terminating included) and non-terminating instances of `revision`. */
+  loads(revision: string): Map<string, HostLoad>;
 }
 
-export function decide(instances: readonly InstanceView[], ctx: DecideContext): Decision {
+export function listSnapshot(instances: readonly InstanceView[]): FleetSnapshot {
+  return {
+    counts: (revision, replicas, hold) => countFleet({ revision, replicas }, instances.map((i) => ({ revision: i.revision, created: i.created, available: i.phase === 'available', terminating: isTerminating(i.phase) })), hold),
+    terminating: () => instances.filter((i) => isTerminating(i.phase)),
+    candidates: (revision) => instances.filter((i) => i.revision === revision && !isTerminating(i.phase)),
+    loads: (revision) => {
+      const load = new Map<string, HostLoad>();
+      for (const i of instances) {
+        const l = load.get(i.host) ?? { total: 0, fresh: 0 };
+        l.total++;
+        if (i.revision === revision && !isTerminating(i.phase)) l.fresh++;
+        load.set(i.host, l);
+      }
+      return load;
+    },
+  };
+}
+
+export function decide(fleet: FleetSnapshot | readonly InstanceView[], ctx: DecideContext): Decision {
+  const view = Array.isArray(fleet) ? listSnapshot(fleet as readonly InstanceView[]) : (fleet as FleetSnapshot);
   const s = ctx.strategy;
   const hold = holdsTerminating(s);
-  const counts = countInstances(instances, ctx.revision, ctx.replicas, hold);
+  const counts = view.counts(ctx.revision, ctx.replicas, hold);
   let terminatingNow = 0;
   const stop: string[] = [];
   let wakeAt: number | undefined;
-  for (const i of instances) {
-    if (!isTerminating(i.phase)) continue;
+  for (const i of view.terminating()) {
     terminatingNow++;
     if (i.phase !== 'draining' || i.routed || i.stopAt === undefined) continue;
     if (i.stopAt <= ctx.now) stop.push(i.id);
@@ -162,31 +189,24 @@ export function decide(instances: readonly InstanceView[], ctx: DecideContext): 
 
   // Which instances: the least useful of each revision (fleet.ts pickForStop).
   const terminate: string[] = [];
-  const byRevision = new Map<string, ObservedInstance[]>();
-  if (stopNew > 0 || [...stopOld.values()].some((n) => n > 0)) {
-    for (const i of instances) {
-      if (isTerminating(i.phase)) continue;
-      const list = byRevision.get(i.revision) ?? [];
-      list.push(observed(i));
-      byRevision.set(i.revision, list);
-    }
-    for (const r of counts.old) {
-      const n = stopOld.get(r.revision) ?? 0;
-      if (n > 0) terminate.push(...pickForStop(byRevision.get(r.revision) ?? [], n).map((o) => o.id));
-    }
-    if (stopNew > 0) terminate.push(...pickForStop(byRevision.get(ctx.revision) ?? [], stopNew).map((o) => o.id));
-  }
+  const pick = (revision: string, n: number) => {
+    if (n > 0) terminate.push(...pickForStop(Array.from(view.candidates(revision), observed), n).map((o) => o.id));
+  };
+  for (const r of counts.old) pick(r.revision, stopOld.get(r.revision) ?? 0);
+  pick(ctx.revision, stopNew);
 
   let hosts: string[] = [];
   if (start > 0) {
-    const load = new Map<string, HostLoad>(ctx.hosts.map((h) => [h.name, { total: 0, fresh: 0 }]));
-    const gone = new Set(terminate);
-    for (const i of instances) {
-      const l = load.get(i.host) ?? { total: 0, fresh: 0 };
-      // Terminating containers still occupy their host; failed ones do too until removed.
-      l.total++;
-      if (i.revision === ctx.revision && !isTerminating(i.phase) && !gone.has(i.id)) l.fresh++;
-      load.set(i.host, l);
+    // Terminating containers still occupy their host; failed ones do too until removed.
+    const load = view.loads(ctx.revision);
+    for (const h of ctx.hosts) if (!load.has(h.name)) load.set(h.name, { total: 0, fresh: 0 });
+    // New instances terminated by this decision no longer count toward the spread.
+    if (stopNew > 0) {
+      const gone = new Set(terminate);
+      for (const i of view.candidates(ctx.revision)) {
+        const l = load.get(i.host);
+        if (gone.has(i.id) && l) load.set(i.host, { ...l, fresh: l.fresh - 1 });
+      }
     }
     hosts = placeMany(start, ctx.hosts, load);
   }

@@ -27,6 +27,7 @@ import { FleetrollError, InterruptedError, PausedError, RolloutFailedError } fro
 import { LABELS, type Clock, type InstanceInfo, type Journal, type Prober, type Runtime } from '../ports.js';
 import type { EventSink } from './events.js';
 import { faultPoint } from './faults.js';
+import { FleetView } from './fleetView.js';
 import type { HostWork } from './hostWork.js';
 import { instanceSpec } from './instances.js';
 import { Readiness } from './readiness.js';
@@ -93,7 +94,7 @@ export interface ControllerResult {
 type Ending = { kind: 'interrupted' } | { kind: 'paused' } | { kind: 'failed'; error: unknown };
 
 export class Controller {
-  private readonly view = new Map<string, Instance>();
+  private readonly view = new FleetView();
   private readonly traffic: Traffic;
   private readonly readiness: Readiness;
   private readonly timing: ControllerTiming;
@@ -169,7 +170,7 @@ export class Controller {
         labels: info.labels,
       };
       inst.routed = this.traffic.routes(inst.address);
-      this.view.set(inst.id, inst);
+      this.view.add(inst);
       if (phase === 'unready') this.readiness.watch(inst);
     }
     // Boundaries the fleet is already past (a rollout continued) do not run the hook again.
@@ -252,7 +253,7 @@ export class Controller {
         inst.routed = this.traffic.routes(inst.address);
         if (inst.stopAt === undefined && !inst.routed) inst.stopAt = this.d.clock.now();
       } else {
-        inst.phase = 'failed';
+        this.view.setPhase(inst, 'failed');
       }
       this.d.emit({ type: 'info', message: `${inst.id} on ${inst.host}: ${inst.lastProbe}` });
       changed = true;
@@ -272,7 +273,7 @@ export class Controller {
     if (!ok && inst.phase === 'unready') faultPoint('waiting-for-readiness');
     const now = this.d.clock.now();
     if (ok && inst.phase === 'unready') {
-      inst.phase = 'ready';
+      this.view.setPhase(inst, 'ready');
       inst.readySince = now;
       this.d.emit({ type: 'ready', name: inst.id });
       this.d.journal('ready', 'end', { name: inst.id });
@@ -292,7 +293,7 @@ export class Controller {
       this.traffic.request();
       this.schedule();
     } else if (!ok && inst.phase === 'ready') {
-      inst.phase = 'unready';
+      this.view.setPhase(inst, 'unready');
       inst.readySince = undefined;
       this.traffic.request();
       this.schedule();
@@ -300,7 +301,7 @@ export class Controller {
   }
 
   private becomeAvailable(inst: Instance): void {
-    inst.phase = 'available';
+    this.view.setPhase(inst, 'available');
     // Available instances are not probed again: like Kubernetes, they count until something says otherwise (an exit).
     this.readiness.unwatch(inst.id);
     this.d.emit({ type: 'available', name: inst.id });
@@ -352,7 +353,7 @@ export class Controller {
       this.end({ kind: 'failed', error: this.deadlineFailure() });
     }
     const hold = this.hold();
-    const d = decide([...this.view.values()], {
+    const d = decide(this.view, {
       revision: this.d.revision,
       replicas: this.d.fleet.replicas,
       strategy: this.d.fleet.strategy,
@@ -368,7 +369,7 @@ export class Controller {
       for (const id of d.terminate) this.terminate(id);
       for (const host of d.start) this.startInstance(host);
     }
-    if (d.unplaced > 0 && ![...this.view.values()].some((i) => isTerminating(i.phase) || i.phase === 'starting')) {
+    if (d.unplaced > 0 && this.view.count('draining') + this.view.count('stopping') + this.view.count('starting') === 0) {
       this.end({ kind: 'failed', error: new RolloutFailedError('no host has room for another instance (every host is at maxInstances)', 'raise maxInstances or add a host') });
     }
     if (d.wakeAt !== undefined) this.wakeAt(d.wakeAt);
@@ -424,7 +425,7 @@ export class Controller {
     const slot = fleet.hosts.find((h) => h.name === host);
     const spec = { ...instanceSpec(fleet, this.d.revision, this.d.nameSuffix(), slot?.network, this.d.clock.now(), this.d.changeCause), publishAddress: slot?.publishAddress };
     const inst: Instance = { id: spec.name, host, revision: this.d.revision, created: this.d.clock.now(), phase: 'starting', routed: false, lastProbe: 'starting', labels: spec.labels };
-    this.view.set(inst.id, inst);
+    this.view.add(inst);
     this.d.journal('start', 'begin', { name: spec.name, host });
     const rt = this.d.runtimes.get(host);
     this.d.work
@@ -440,7 +441,7 @@ export class Controller {
           this.d.journal('start', 'end', { name: inst.id, host, address: info.address });
           this.progress();
           if (inst.phase === 'starting') {
-            inst.phase = 'unready';
+            this.view.setPhase(inst, 'unready');
             this.readiness.watch(inst);
           } else if (inst.phase === 'draining' && inst.stopAt === undefined) {
             inst.stopAt = this.d.clock.now();
@@ -449,7 +450,7 @@ export class Controller {
         },
         (err: unknown) => {
           // Never created: nothing to clean up but the entry.
-          this.view.delete(inst.id);
+          this.view.remove(inst.id);
           this.fail(err);
         },
       );
@@ -459,7 +460,7 @@ export class Controller {
     const inst = this.view.get(id);
     if (!inst || isTerminating(inst.phase)) return;
     inst.before = inst.phase;
-    inst.phase = 'draining';
+    this.view.setPhase(inst, 'draining');
     this.readiness.unwatch(id);
     if (inst.dockerId === undefined) return; // still being created: stopAt is set when it is
     if (this.traffic.routes(inst.address) || this.traffic.markedDown(inst.address)) {
@@ -476,7 +477,7 @@ export class Controller {
   private stopInstance(id: string): void {
     const inst = this.view.get(id);
     if (!inst || inst.phase !== 'draining' || inst.dockerId === undefined) return;
-    inst.phase = 'stopping';
+    this.view.setPhase(inst, 'stopping');
     const dockerId = inst.dockerId;
     const rt = this.d.runtimes.get(inst.host);
     this.d.journal('stop', 'begin', { names: [inst.id] });
@@ -488,7 +489,7 @@ export class Controller {
       })
       .then(
         () => {
-          this.view.delete(id);
+          this.view.remove(id);
           this.d.emit({ type: 'stopped', name: id, host: inst.host });
           this.d.journal('stop', 'end', { names: [id] });
           faultPoint('after-stop');
@@ -496,7 +497,7 @@ export class Controller {
           this.schedule();
         },
         (err: unknown) => {
-          inst.phase = 'failed';
+          this.view.setPhase(inst, 'failed');
           inst.stopFailed = true;
           this.fail(err);
         },
@@ -535,9 +536,10 @@ export class Controller {
         // With nginx refusing every change, nothing can be drained: what is still routed goes back whatever the count.
         if (!holdsTerminating(s) && counted >= s.maxTotal && !(this.traffic.broken && this.traffic.routes(inst.address))) continue;
         counted++;
-        inst.phase = inst.before ?? 'unready';
+        const back = inst.before ?? 'unready';
+        this.view.setPhase(inst, back);
         inst.stopAt = undefined;
-        if (inst.phase === 'ready' || inst.phase === 'unready') this.readiness.watch(inst);
+        if (back === 'ready' || back === 'unready') this.readiness.watch(inst);
       }
       this.traffic.request();
     } else if (e.kind === 'failed' && this.ending.kind !== 'failed') {
@@ -547,7 +549,7 @@ export class Controller {
   }
 
   private maybeEnd(): void {
-    const busy = [...this.view.values()].some((i) => i.phase === 'starting' || isTerminating(i.phase));
+    const busy = this.view.count('starting') + this.view.count('draining') + this.view.count('stopping') > 0;
     if (busy || !this.traffic.idle || this.hookRunning || this.settling) return;
     this.settling = true;
     const ending = this.ending!;

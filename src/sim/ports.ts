@@ -62,7 +62,7 @@ export type SimEvent =
   | { kind: 'stopping'; c: SimContainer }
   | { kind: 'exited'; c: SimContainer }
   | { kind: 'removed'; c: SimContainer }
-  | { kind: 'written'; lb: SimRouter; up: string[] }
+  | { kind: 'written'; lb: SimRouter; up: () => string[] }
   | { kind: 'reloaded'; lb: SimRouter };
 
 /** mulberry32-based spread: a factor in [1 - jitter, 1 + jitter]. */
@@ -277,7 +277,8 @@ export class SimRouter implements Router {
       throw new Error(`nginx: [emerg] invalid config (simulated) in ${this.name}`);
     }
     this.file = content;
-    this.w.emit({ kind: 'written', lb: this, up: parseUpstreamServers(content).filter((x) => !x.down).map((x) => x.address) });
+    // Parsed only if a listener asks (the invariant checks do; simulate does not).
+    this.w.emit({ kind: 'written', lb: this, up: () => parseUpstreamServers(content).filter((x) => !x.down).map((x) => x.address) });
   }
 
   async reload(): Promise<void> {

@@ -135,9 +135,11 @@ export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings,
       if (e.kind !== 'reloaded') return;
       const up = e.lb.up;
       lowest = Math.min(lowest, up.size);
+      // Names sort old before new in the upstream, so both answers come early; stop as soon as they are known.
       let anyOld = false;
-      let anyNew = false;
+      let anyNew = firstNewUp !== undefined;
       for (const a of up) {
+        if (anyOld && anyNew) break;
         const c = world.byAddress(a);
         if (!c) continue;
         if (c.labels[LABELS.revision] === revision) anyNew = true;

@@ -44,7 +44,7 @@ function invariants(s: ResolvedStrategy, t: SimulationTimings, opts: { readyChec
       const now = clock.now();
       const fail = (m: string) => checked.violations.push(`t=${now}: ${m}`);
       if (e.kind === 'written' && opts.readyChecks !== false) {
-        for (const a of e.up) {
+        for (const a of e.up()) {
           const c = w.byAddress(a);
           if (!c || c.state !== 'running' || c.readyAt > now) fail(`${e.lb.name} written with ${c?.name ?? a} up while it is not ready`);
         }

@@ -1,0 +1,152 @@
+/**
+ * The controller's fleet: every instance it tracks, with the answers
+ * decide() asks for (counts per revision, the terminating ones, the
+ * candidates to terminate, per-host load) kept up to date as phases change.
+ * The controller re-decides on every event; recounting a large fleet each
+ * time made a 10,000-instance simulation cost seconds, so every change of
+ * phase goes through `setPhase`, `add` and `remove` here, and the tallies
+ * move with it.
+ */
+import { isTerminating, type FleetSnapshot, type Phase } from '../core/decide.js';
+import type { HostLoad } from '../core/placement.js';
+import type { FleetCounts } from '../core/rolling.js';
+import type { Instance } from './controller.js';
+
+interface Tally {
+  total: number;
+  available: number;
+  /** The earliest creation time seen in the revision: orders revisions, oldest first. */
+  oldest: number;
+  members: Set<Instance>;
+}
+
+export class FleetView implements FleetSnapshot {
+  private readonly byId = new Map<string, Instance>();
+  private readonly revisions = new Map<string, Tally>();
+  private readonly terminatingSet = new Set<Instance>();
+  private readonly phases = new Map<Phase, number>();
+  /** Per host: containers alive, and non-terminating instances per revision. */
+  private readonly hosts = new Map<string, { total: number; byRevision: Map<string, number> }>();
+
+  get(id: string): Instance | undefined {
+    return this.byId.get(id);
+  }
+
+  values(): IterableIterator<Instance> {
+    return this.byId.values();
+  }
+
+  get size(): number {
+    return this.byId.size;
+  }
+
+  /** How many instances are in this phase now. */
+  count(phase: Phase): number {
+    return this.phases.get(phase) ?? 0;
+  }
+
+  add(i: Instance): void {
+    this.byId.set(i.id, i);
+    const h = this.host(i.host);
+    h.total++;
+    this.enter(i);
+  }
+
+  remove(id: string): void {
+    const i = this.byId.get(id);
+    if (!i) return;
+    this.leave(i);
+    this.byId.delete(id);
+    this.host(i.host).total--;
+  }
+
+  setPhase(i: Instance, phase: Phase): void {
+    if (i.phase === phase || !this.byId.has(i.id)) {
+      i.phase = phase;
+      return;
+    }
+    this.leave(i);
+    i.phase = phase;
+    this.enter(i);
+  }
+
+  // --- FleetSnapshot --------------------------------------------------------
+
+  counts(revision: string, replicas: number, hold: boolean): FleetCounts {
+    let current = { revision, total: 0, available: 0 };
+    const old: (Tally & { revision: string })[] = [];
+    for (const [rev, t] of this.revisions) {
+      if (t.total === 0) continue;
+      if (rev === revision) current = { revision, total: t.total, available: t.available };
+      else old.push({ ...t, revision: rev });
+    }
+    // Oldest revision first, as countFleet orders them (core/fleet.ts).
+    old.sort((a, b) => a.oldest - b.oldest || (a.revision < b.revision ? -1 : 1));
+    return {
+      replicas,
+      current,
+      old: old.map((t) => ({ revision: t.revision, total: t.total, available: t.available })),
+      ...(hold ? { terminating: this.terminatingSet.size } : {}),
+    };
+  }
+
+  terminating(): Iterable<Instance> {
+    return this.terminatingSet;
+  }
+
+  candidates(revision: string): Iterable<Instance> {
+    return this.revisions.get(revision)?.members ?? [];
+  }
+
+  loads(revision: string): Map<string, HostLoad> {
+    const out = new Map<string, HostLoad>();
+    for (const [name, h] of this.hosts) out.set(name, { total: h.total, fresh: h.byRevision.get(revision) ?? 0 });
+    return out;
+  }
+
+  // --- bookkeeping ----------------------------------------------------------
+
+  private host(name: string) {
+    let h = this.hosts.get(name);
+    if (!h) {
+      h = { total: 0, byRevision: new Map() };
+      this.hosts.set(name, h);
+    }
+    return h;
+  }
+
+  private enter(i: Instance): void {
+    this.phases.set(i.phase, (this.phases.get(i.phase) ?? 0) + 1);
+    if (isTerminating(i.phase)) {
+      this.terminatingSet.add(i);
+      return;
+    }
+    let t = this.revisions.get(i.revision);
+    if (!t) {
+      t = { total: 0, available: 0, oldest: i.created, members: new Set() };
+      this.revisions.set(i.revision, t);
+    }
+    if (i.created < t.oldest) t.oldest = i.created;
+    t.total++;
+    if (i.phase === 'available') t.available++;
+    t.members.add(i);
+    const h = this.host(i.host);
+    h.byRevision.set(i.revision, (h.byRevision.get(i.revision) ?? 0) + 1);
+  }
+
+  private leave(i: Instance): void {
+    this.phases.set(i.phase, (this.phases.get(i.phase) ?? 1) - 1);
+    if (isTerminating(i.phase)) {
+      this.terminatingSet.delete(i);
+      return;
+    }
+    const t = this.revisions.get(i.revision);
+    if (t) {
+      t.total--;
+      if (i.phase === 'available') t.available--;
+      t.members.delete(i);
+    }
+    const h = this.host(i.host);
+    h.byRevision.set(i.revision, (h.byRevision.get(i.revision) ?? 1) - 1);
+  }
+}
