@@ -94,7 +94,7 @@ export interface ControllerResult {
 type Ending = { kind: 'interrupted' } | { kind: 'paused' } | { kind: 'failed'; error: unknown };
 
 export class Controller {
-  private readonly view = new FleetView();
+  private readonly view = new FleetView<Instance>();
   private readonly traffic: Traffic;
   private readonly readiness: Readiness;
   private readonly timing: ControllerTiming;

@@ -7,12 +7,11 @@
  * phase goes through `setPhase`, `add` and `remove` here, and the tallies
  * move with it.
  */
-import { isTerminating, type FleetSnapshot, type Phase } from '../core/decide.js';
+import { isTerminating, type FleetSnapshot, type InstanceView, type Phase } from '../core/decide.js';
 import type { HostLoad } from '../core/placement.js';
 import type { FleetCounts } from '../core/rolling.js';
-import type { Instance } from './controller.js';
 
-interface Tally {
+interface Tally<Instance> {
   total: number;
   available: number;
   /** The earliest creation time seen in the revision: orders revisions, oldest first. */
@@ -20,9 +19,9 @@ interface Tally {
   members: Set<Instance>;
 }
 
-export class FleetView implements FleetSnapshot {
+export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
   private readonly byId = new Map<string, Instance>();
-  private readonly revisions = new Map<string, Tally>();
+  private readonly revisions = new Map<string, Tally<Instance>>();
   private readonly terminatingSet = new Set<Instance>();
   private readonly phases = new Map<Phase, number>();
   /** Per host: containers alive, and non-terminating instances per revision. */
@@ -74,7 +73,7 @@ export class FleetView implements FleetSnapshot {
 
   counts(revision: string, replicas: number, hold: boolean): FleetCounts {
     let current = { revision, total: 0, available: 0 };
-    const old: (Tally & { revision: string })[] = [];
+    const old: (Tally<Instance> & { revision: string })[] = [];
     for (const [rev, t] of this.revisions) {
       if (t.total === 0) continue;
       if (rev === revision) current = { revision, total: t.total, available: t.available };
