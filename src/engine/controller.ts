@@ -41,6 +41,8 @@ export interface Instance extends InstanceView {
   /** The phase before termination began: where an undone drain goes back to. */
   before?: Phase | undefined;
   readySince?: number | undefined;
+  /** When its container was seen running (start returned, or found at the start). */
+  runningSince?: number | undefined;
   /** Its stop failed: it may still run, out of nginx, and is left for the operator. */
   stopFailed?: boolean | undefined;
   /** What the last probe or observation said, for the deadline report. */
@@ -165,6 +167,7 @@ export class Controller {
         routed: false,
         dockerId: info.id,
         address: info.address,
+        runningSince: info.running ? now - 1 : undefined,
         readySince: ready ? Number.NEGATIVE_INFINITY : undefined,
         lastProbe: !info.running ? `container ${info.state}${info.exitCode !== undefined ? `, exit code ${info.exitCode}` : ''}` : ready ? 'ready' : 'readiness probe failing',
         labels: info.labels,
@@ -230,6 +233,9 @@ export class Controller {
 
   /** Notices containers that exited or vanished (probes only watch instances that are not yet available). */
   private async observe(): Promise<void> {
+    // A listing asked before a start returned may still show that container as "created": only
+    // instances known running before the question are judged by its answer.
+    const askedAt = this.d.clock.now();
     let infos: InstanceInfo[];
     try {
       infos = await this.d.list();
@@ -241,6 +247,7 @@ export class Controller {
     let changed = false;
     for (const inst of this.view.values()) {
       if (inst.phase === 'starting' || inst.phase === 'stopping' || inst.dockerId === undefined) continue;
+      if (inst.runningSince === undefined || inst.runningSince >= askedAt) continue;
       const info = byName.get(inst.id);
       if (info?.running) continue;
       if (inst.phase === 'failed') continue;
@@ -437,6 +444,7 @@ export class Controller {
         (info) => {
           inst.dockerId = info.id;
           inst.address = info.address;
+          inst.runningSince = this.d.clock.now();
           this.d.emit({ type: 'started', name: inst.id, host, address: info.address });
           this.d.journal('start', 'end', { name: inst.id, host, address: info.address });
           this.progress();

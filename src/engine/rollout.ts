@@ -203,7 +203,7 @@ export class Rollout {
     const r = await runHook(name, argv, ctx, timeoutMs, this.emit);
     if (r.ok) return;
     this.emit({ type: 'failed', reason: `hook ${name} ${r.outcome}` });
-    const changed = phase === 'preDeploy' ? 'nothing was changed' : `the rollout stopped at step ${ctx.FLEETROLL_WAVE}`;
+    const changed = phase === 'preDeploy' ? 'nothing was changed' : `the rollout stopped after wave ${ctx.FLEETROLL_WAVE}`;
     throw new RolloutFailedError(
       `hooks.${name} (${argv.join(' ')}) ${r.outcome}: ${changed}${r.output ? `\n  its last output:\n    ${r.output.split('\n').join('\n    ')}` : ''}`,
       phase === 'preDeploy' ? 'fix what the hook reports, then deploy again' : 'the fleet is left as it is (unready instances are out of nginx); deploy again to continue, or deploy the previous image to go back',

@@ -152,8 +152,11 @@ describe('several load balancers', () => {
     assert.match(r.stderr, new RegExp(`nginx ${lb2.container} on local: the new upstream failed nginx -t; every upstream file was restored and nothing was reloaded`));
     assert.equal((await f.upstream()).content, before[0]?.content, 'the first load balancer was restored too');
     assert.equal((await f.upstream(lb2.container)).content, before[1]?.content);
-    // The new instance started, but its first upstream write failed: it serves no traffic anywhere.
-    assert.deepEqual((await f.versions()).sort(), ['1.0.0', '1.0.0', '1.1.0']);
+    // The first new instance became ready and the old one it replaces was marked for termination,
+    // so (TerminationStarted) the second new one started at once; the upstream write that would have
+    // put the first in and the old one down failed, so the drain was undone: both old instances still
+    // serve, and the new ones serve no traffic anywhere.
+    assert.deepEqual((await f.versions()).sort(), ['1.0.0', '1.0.0', '1.1.0', '1.1.0']);
   });
 });
 
@@ -165,7 +168,9 @@ describe('strategy and hooks, for real', () => {
     const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, type: 'Recreate', image: 'fleetroll-example:1.1.0' })]);
     const records = await load.stop();
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, /wave 1: start 3, drain and stop 3/);
+    // Recreate: all three old ones terminated first; the new ones start only once all are gone.
+    assert.match(r.stdout, /wave 1: start 0, drain and stop 3/);
+    assert.match(r.stdout, /wave 2: start 3, drain and stop 0/);
     assert.match(r.stdout, /mode: recreate/);
     assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0', '1.1.0']);
     assert.equal((await f.instances()).length, 3);

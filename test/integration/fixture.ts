@@ -70,6 +70,7 @@ export interface FleetFileOptions {
   minReadySeconds?: number;
   version?: string;
   type?: 'RollingUpdate' | 'Recreate';
+  replacementPolicy?: 'TerminationStarted' | 'TerminationComplete';
   onFailure?: 'pause' | 'rollback';
   hooks?: Record<string, unknown>;
   /** More load balancers: [container name, upstream name, template?]. */
@@ -104,6 +105,7 @@ export async function startTestFleet(prefix: string): Promise<TestFleet> {
         o.minReadySeconds !== undefined ? `minReadySeconds: ${o.minReadySeconds}\n` : '',
         o.version !== undefined ? `version: ${JSON.stringify(o.version)}\n` : '',
         o.onFailure ? `onFailure: ${o.onFailure}\n` : '',
+        o.replacementPolicy ? `replacementPolicy: ${o.replacementPolicy}\n` : '',
         o.hooks ? `hooks: ${JSON.stringify(o.hooks)}\n` : '',
       ].join('');
       const env = { WARMUP_SECONDS: '0.5', PRESTOP_SECONDS: '1', ...o.env };

@@ -141,6 +141,13 @@ describe('controller: every strategy shape keeps the invariants and completes', 
     assert.ok(started.durationMs < complete.durationMs, `${started.durationMs} < ${complete.durationMs}`);
   });
 
+  it('new instances spread evenly over the hosts, whatever host the old ones were on', async () => {
+    const r = await rollout(strategy(6, '50%', 0), {}, { hosts: 3 });
+    const perHost: Record<string, number> = {};
+    for (const i of r.deploy.instances) perHost[i.host] = (perHost[i.host] ?? 0) + 1;
+    assert.deepEqual(perHost, { h1: 2, h2: 2, h3: 2 });
+  });
+
   it('nginx changes that come due together share one reload', async () => {
     // 100%/0: all four new instances become ready at the same moment: one reload puts them in and the old ones down.
     const r = await rollout(strategy(4, '100%', 0));
