@@ -249,7 +249,16 @@ export class Controller {
       if (inst.phase === 'starting' || inst.phase === 'stopping' || inst.dockerId === undefined) continue;
       if (inst.runningSince === undefined || inst.runningSince >= askedAt) continue;
       const info = byName.get(inst.id);
-      if (info?.running) continue;
+      if (info?.running) {
+        // Running again (restarted by its engine or by hand): probe it like a new one.
+        if (inst.phase === 'failed' && !inst.stopFailed && info.address) {
+          inst.address = info.address;
+          this.view.setPhase(inst, 'unready');
+          this.readiness.watch(inst);
+          changed = true;
+        }
+        continue;
+      }
       if (inst.phase === 'failed') continue;
       inst.lastProbe = info ? `container ${info.state}${info.exitCode !== undefined ? `, exit code ${info.exitCode}` : ''}` : 'container removed by someone else';
       this.readiness.unwatch(inst.id);
