@@ -122,7 +122,7 @@ export interface FleetSnapshot {
   terminating(): Iterable<InstanceView>;
   /** Non-terminating instances of a revision: the candidates to terminate. */
   candidates(revision: string): Iterable<InstanceView>;
-  /** Per host: containers alive (any revision, terminating included) and non-terminating instances of `revision`. */
+  /** Per host: containers alive (any revision, terminating included), the terminating ones, and non-terminating instances of `revision`. */
   loads(revision: string): Map<string, HostLoad>;
 }
 
@@ -134,9 +134,10 @@ export function listSnapshot(instances: readonly InstanceView[]): FleetSnapshot 
     loads: (revision) => {
       const load = new Map<string, HostLoad>();
       for (const i of instances) {
-        const l = load.get(i.host) ?? { total: 0, fresh: 0 };
+        const l = load.get(i.host) ?? { total: 0, fresh: 0, terminating: 0 };
         l.total++;
-        if (i.revision === revision && !isTerminating(i.phase)) l.fresh++;
+        if (isTerminating(i.phase)) l.terminating = (l.terminating ?? 0) + 1;
+        else if (i.revision === revision) l.fresh++;
         load.set(i.host, l);
       }
       return load;

@@ -25,7 +25,7 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
   private readonly terminatingSet = new Set<Instance>();
   private readonly phases = new Map<Phase, number>();
   /** Per host: containers alive, and non-terminating instances per revision. */
-  private readonly hosts = new Map<string, { total: number; byRevision: Map<string, number> }>();
+  private readonly hosts = new Map<string, { total: number; terminating: number; byRevision: Map<string, number> }>();
 
   get(id: string): Instance | undefined {
     return this.byId.get(id);
@@ -99,7 +99,7 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
 
   loads(revision: string): Map<string, HostLoad> {
     const out = new Map<string, HostLoad>();
-    for (const [name, h] of this.hosts) out.set(name, { total: h.total, fresh: h.byRevision.get(revision) ?? 0 });
+    for (const [name, h] of this.hosts) out.set(name, { total: h.total, fresh: h.byRevision.get(revision) ?? 0, terminating: h.terminating });
     return out;
   }
 
@@ -108,7 +108,7 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
   private host(name: string) {
     let h = this.hosts.get(name);
     if (!h) {
-      h = { total: 0, byRevision: new Map() };
+      h = { total: 0, terminating: 0, byRevision: new Map() };
       this.hosts.set(name, h);
     }
     return h;
@@ -118,6 +118,7 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
     this.phases.set(i.phase, (this.phases.get(i.phase) ?? 0) + 1);
     if (isTerminating(i.phase)) {
       this.terminatingSet.add(i);
+      this.host(i.host).terminating++;
       return;
     }
     let t = this.revisions.get(i.revision);
@@ -137,6 +138,7 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
     this.phases.set(i.phase, (this.phases.get(i.phase) ?? 1) - 1);
     if (isTerminating(i.phase)) {
       this.terminatingSet.delete(i);
+      this.host(i.host).terminating--;
       return;
     }
     const t = this.revisions.get(i.revision);

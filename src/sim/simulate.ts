@@ -55,6 +55,8 @@ export interface SimulationResult {
 export interface SimulationSetup {
   /** Hosts to spread the fleet over (default 1). */
   hosts?: number | undefined;
+  /** maxInstances of each host, in order (default none). */
+  maxInstances?: readonly (number | undefined)[] | undefined;
   /** Load balancers (default 1). */
   loadBalancers?: number | undefined;
   faults?: SimFaults | undefined;
@@ -76,7 +78,7 @@ const OLD_REVISION = 'simulated-old';
 
 /** A fleet for the simulation: the strategy and timings given, nothing else that matters. */
 export function simulatedFleet(s: ResolvedStrategy, t: SimulationTimings, setup: SimulationSetup = {}): Fleet {
-  const hosts = Array.from({ length: setup.hosts ?? 1 }, (_, i) => ({ name: `h${i + 1}`, docker: 'unix:///simulated' }));
+  const hosts = Array.from({ length: setup.hosts ?? 1 }, (_, i) => ({ name: `h${i + 1}`, docker: 'unix:///simulated', ...(setup.maxInstances?.[i] !== undefined ? { maxInstances: setup.maxInstances[i] } : {}) }));
   const fleet = {
     service: 'simulated',
     image: 'simulated:new',

@@ -148,6 +148,28 @@ describe('controller: every strategy shape keeps the invariants and completes', 
     assert.deepEqual(perHost, { h1: 2, h2: 2, h3: 2 });
   });
 
+  it('hosts at maxInstances: a replacement waits for its host to free up rather than crowd another (TerminationStarted)', async () => {
+    let over: string | undefined;
+    const r = await rollout(strategy(6, 2, 0), {}, {
+      // As in the multi-host integration test: the first host has no limit, the others hold 3.
+      hosts: 3,
+      maxInstances: [undefined, 3, 3],
+      world: (w) => {
+        const prev = w.onEvent;
+        w.onEvent = (e) => {
+          prev?.(e);
+          const perHost = new Map<string, number>();
+          for (const c of w.containers.values()) if (c.state === 'running') perHost.set(c.host, (perHost.get(c.host) ?? 0) + 1);
+          for (const [h, n] of perHost) if (h !== 'h1' && n > 3 && !over) over = `${h} ran ${n} containers`;
+        };
+      },
+    });
+    assert.equal(over, undefined);
+    const perHost: Record<string, number> = {};
+    for (const i of r.deploy.instances) perHost[i.host] = (perHost[i.host] ?? 0) + 1;
+    assert.deepEqual(perHost, { h1: 2, h2: 2, h3: 2 });
+  });
+
   it('nginx changes that come due together share one reload', async () => {
     // 100%/0: all four new instances become ready at the same moment: one reload puts them in and the old ones down.
     const r = await rollout(strategy(4, '100%', 0));
