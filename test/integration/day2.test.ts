@@ -8,8 +8,7 @@ import { spawn } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { execa } from 'execa';
 import { FleetLock, FleetStateStore } from '../../src/adapters/fleetState.js';
-import { startLoad } from '../../src/experiment/probes.js';
-import { type CliRun, bin, docker, failedOf, root, runCli, startCliUntil, useFleets } from './fixture.js';
+import { type CliRun, bin, docker, failedOf, root, runCli, startCliUntil, useFleets, startLoad } from './fixture.js';
 
 const fleet = useFleets();
 

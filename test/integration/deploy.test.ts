@@ -6,9 +6,8 @@ import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { startLoad } from '../../src/experiment/probes.js';
 import { LABELS } from '../../src/ports.js';
-import { failedOf, runCli, sampleDuring, useFleets } from './fixture.js';
+import { failedOf, runCli, sampleDuring, useFleets, startLoad } from './fixture.js';
 
 const fleet = useFleets();
 

@@ -8,9 +8,8 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { putFile } from '../../src/adapters/docker.js';
-import { startLoad } from '../../src/experiment/probes.js';
 import { LABELS } from '../../src/ports.js';
-import { type TestFleet, docker, failedOf, prober, runCli, startCliUntil, useFleets } from './fixture.js';
+import { type TestFleet, docker, failedOf, prober, runCli, startCliUntil, useFleets, startLoad } from './fixture.js';
 
 const fleet = useFleets();
 

@@ -19,6 +19,7 @@ import { PLACEHOLDER_SERVER, parseUpstreamServers } from '../../src/core/upstrea
 import { DEMO_LABEL, demoNames, startNginx, teardown, waitForHttp, type DemoNames } from '../../src/experiment/rehearse.js';
 import { LABELS } from '../../src/ports.js';
 import type { RequestRecord } from '../../src/experiment/metrics.js';
+import { startLoad as startProbeLoad } from '../../src/experiment/probes.js';
 import { readDefaultTemplate } from '../../src/cli/wiring.js';
 
 export const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -225,6 +226,24 @@ export function useFleets(): (prefix: string) => Promise<TestFleet> {
     return f;
   };
 }
+
+const loads = new Set<ReturnType<typeof startProbeLoad>>();
+
+/**
+ * Load from the probes that a failed test cannot leave running: a test that
+ * fails before its own `load.stop()` would otherwise keep the file's process
+ * (and CI) alive with request timers. Every load still going is stopped when
+ * the file's tests end; stop() is idempotent.
+ */
+export function startLoad(...args: Parameters<typeof startProbeLoad>): ReturnType<typeof startProbeLoad> {
+  const load = startProbeLoad(...args);
+  loads.add(load);
+  return load;
+}
+
+after(async () => {
+  await Promise.all([...loads].map((l) => l.stop().catch(() => [])));
+});
 
 /** Requests a user would call failed: no response, a 4xx/5xx, or a broken body. */
 export function failedOf(records: RequestRecord[]): RequestRecord[] {

@@ -13,9 +13,8 @@ import { after, before, describe, it } from 'node:test';
 import { execa } from 'execa';
 import { DockerRuntime } from '../../src/adapters/docker.js';
 import { removeFleetState } from '../../src/adapters/fleetState.js';
-import { startLoad } from '../../src/experiment/probes.js';
 import { LABELS } from '../../src/ports.js';
-import { docker, ensureImages, failedOf, prober, root, runCli, startCliUntil, startLocalNginx, uniqueName, type LocalNginx } from './fixture.js';
+import { docker, ensureImages, failedOf, prober, root, runCli, startCliUntil, startLocalNginx, uniqueName, type LocalNginx, startLoad } from './fixture.js';
 
 const ENGINES = ['h2', 'h3'];
 const engine = (n: string) => execa('bash', [join(root, 'scripts/second-engine.sh'), 'start', n], { stdin: 'ignore' });

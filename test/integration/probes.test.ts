@@ -5,12 +5,12 @@
  * and shutdown, so the deploy experiments can trust its numbers.
  */
 import assert from 'node:assert/strict';
+import { startLoad } from './fixture.js';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { summarizeRequests, type RequestRecord } from '../../src/experiment/metrics.js';
-import { startLoad } from '../../src/experiment/probes.js';
 
 const ORDER_DELAY_MS = 50;
 /** When > 0, the server kills the connection of every n-th request instead of answering it. */

@@ -21,11 +21,10 @@ import { DockerRuntime, execIn, getFile, putFile } from '../../src/adapters/dock
 import { SshDockerAgent } from '../../src/adapters/ssh.js';
 import { removeFleetState } from '../../src/adapters/fleetState.js';
 import { parseUpstreamServers } from '../../src/core/upstream.js';
-import { startLoad } from '../../src/experiment/probes.js';
 import { LABELS } from '../../src/ports.js';
 import { readDefaultTemplate } from '../../src/cli/wiring.js';
 import { demoNames, startNginx, teardown, waitForHttp, type DemoNames } from '../../src/experiment/rehearse.js';
-import { docker, ensureImages, failedOf, freePort, prober, root, runCli, runtime, startLocalNginx, uniqueName, UPSTREAM_FILE } from './fixture.js';
+import { docker, ensureImages, failedOf, freePort, prober, root, runCli, runtime, startLocalNginx, uniqueName, UPSTREAM_FILE, startLoad } from './fixture.js';
 
 const APP = 'fleetroll-example';
 const work = mkdtempSync(join(tmpdir(), 'fleetroll-remote-'));
