@@ -190,10 +190,21 @@ export function decide(fleet: FleetSnapshot | readonly InstanceView[], ctx: Deci
 
   // Which instances: the least useful of each revision (fleet.ts pickForStop).
   const terminate: string[] = [];
-  const pick = (revision: string, n: number) => {
-    if (n > 0) terminate.push(...pickForStop(Array.from(view.candidates(revision), observed), n).map((o) => o.id));
+  // With host limits, make room where the even spread wants the next new instances (see pickForStop).
+  const oldStops = [...stopOld.values()].reduce((a, b) => a + b, 0);
+  let wanted: string[] | undefined;
+  if (oldStops > 0 && ctx.hosts.some((h) => h.maxInstances !== undefined)) {
+    const load = view.loads(ctx.revision);
+    for (const h of ctx.hosts) if (!load.has(h.name)) load.set(h.name, { total: 0, fresh: 0 });
+    wanted = placeMany(start + oldStops, ctx.hosts.map((h) => ({ name: h.name })), load).slice(start);
+  }
+  const pick = (revision: string, n: number, prefer?: string[]) => {
+    if (n <= 0) return;
+    const picked = pickForStop(Array.from(view.candidates(revision), observed), n, prefer);
+    terminate.push(...picked.map((o) => o.id));
+    prefer?.splice(0, picked.length);
   };
-  for (const r of counts.old) pick(r.revision, stopOld.get(r.revision) ?? 0);
+  for (const r of counts.old) pick(r.revision, stopOld.get(r.revision) ?? 0, wanted);
   pick(ctx.revision, stopNew);
 
   let hosts: string[] = [];

@@ -48,8 +48,12 @@ export function compareForStop(a: ObservedInstance, b: ObservedInstance): number
  * the one on the host that has the most instances of this revision (counted
  * again after every pick, so stopping several evens out the spread), then the
  * newest.
+ *
+ * `wanted` (hosts with maxInstances): where the next new instances should go,
+ * in order; the j-th pick prefers an equal-ranked instance on wanted[j], so
+ * a full host gets room where the even spread needs it.
  */
-export function pickForStop(candidates: readonly ObservedInstance[], n: number): ObservedInstance[] {
+export function pickForStop(candidates: readonly ObservedInstance[], n: number, wanted?: readonly string[]): ObservedInstance[] {
   const perHost = new Map<string, number>();
   for (const c of candidates) if (c.host !== undefined) perHost.set(c.host, (perHost.get(c.host) ?? 0) + 1);
   // One host (or none known): the plain ranking, one sort (simulate runs 10,000-instance fleets).
@@ -58,7 +62,9 @@ export function pickForStop(candidates: readonly ObservedInstance[], n: number):
   const picked: ObservedInstance[] = [];
   const colocated = (i: ObservedInstance) => (i.host === undefined ? 0 : (perHost.get(i.host) ?? 0));
   while (picked.length < n && left.length > 0) {
-    left.sort((a, b) => stopRank(a) - stopRank(b) || colocated(b) - colocated(a) || compareForStop(a, b));
+    const want = wanted?.[picked.length];
+    const notWanted = (i: ObservedInstance) => (want !== undefined && i.host !== want ? 1 : 0);
+    left.sort((a, b) => stopRank(a) - stopRank(b) || notWanted(a) - notWanted(b) || colocated(b) - colocated(a) || compareForStop(a, b));
     const next = left.shift()!;
     picked.push(next);
     if (next.host !== undefined) perHost.set(next.host, colocated(next) - 1);

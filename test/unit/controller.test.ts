@@ -148,9 +148,9 @@ describe('controller: every strategy shape keeps the invariants and completes', 
     assert.deepEqual(perHost, { h1: 2, h2: 2, h3: 2 });
   });
 
-  it('hosts at maxInstances: a replacement waits for its host to free up rather than crowd another (TerminationStarted)', async () => {
+  for (const surge of [1, 2, 3]) it(`hosts at maxInstances, surge ${surge}: a replacement waits for its host to free up rather than crowd another (TerminationStarted)`, async () => {
     let over: string | undefined;
-    const r = await rollout(strategy(6, 2, 0), {}, {
+    const r = await rollout(strategy(6, surge, 0), { jitter: 0.3, seed: surge }, {
       // As in the multi-host integration test: the first host has no limit, the others hold 3.
       hosts: 3,
       maxInstances: [undefined, 3, 3],
