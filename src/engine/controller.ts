@@ -41,6 +41,8 @@ export interface Instance extends InstanceView {
   /** The phase before termination began: where an undone drain goes back to. */
   before?: Phase | undefined;
   readySince?: number | undefined;
+  /** Instances started together (see Controller.batchOf): their readiness is awaited together by nginx writes. */
+  batch?: number | undefined;
   /** When its container was seen running (start returned, or found at the start). */
   runningSince?: number | undefined;
   /** Its stop failed: it may still run, out of nginx, and is left for the operator. */
@@ -115,6 +117,9 @@ export class Controller {
   /** postWave boundaries: [old, new] after each of plan's waves, and how many have passed. */
   private readonly boundaries: [number, number][];
   private passed = 0;
+  /** Instances started within two probe periods of each other, by batch number. */
+  private readonly batches = new Map<number, Instance[]>();
+  private openBatch: { id: number; at: number } | undefined;
   private done!: { resolve: (r: ControllerResult) => void; reject: (e: unknown) => void };
 
   constructor(private readonly d: ControllerDeps) {
@@ -307,6 +312,7 @@ export class Controller {
         this.timers.add(t);
       }
       this.traffic.request();
+      this.holdForBatch(inst);
       this.schedule();
     } else if (!ok && inst.phase === 'ready') {
       this.view.setPhase(inst, 'unready');
@@ -314,6 +320,30 @@ export class Controller {
       this.traffic.request();
       this.schedule();
     }
+  }
+
+  /**
+   * Instances started together become ready a probe or two apart. While some
+   * of this one's batch are still coming up, nginx changes wait (at most two
+   * probe periods) so the batch goes in, and the old instances it lets go out,
+   * with one reload.
+   */
+  private holdForBatch(inst: Instance): void {
+    const members = inst.batch === undefined ? undefined : this.batches.get(inst.batch);
+    const waiting = members?.some((m) => m.phase === 'starting' || m.phase === 'unready') ?? false;
+    if (waiting) this.traffic.hold(this.d.clock.now() + 2 * this.d.fleet.probes.readiness.periodMs);
+    else this.traffic.release();
+  }
+
+  /** The batch a new instance joins: the open one if it opened within two probe periods, else a new one. */
+  private batchOf(inst: Instance): void {
+    const now = this.d.clock.now();
+    if (!this.openBatch || now - this.openBatch.at > 2 * this.d.fleet.probes.readiness.periodMs) {
+      this.openBatch = { id: (this.openBatch?.id ?? 0) + 1, at: now };
+      this.batches.set(this.openBatch.id, []);
+    }
+    inst.batch = this.openBatch.id;
+    this.batches.get(this.openBatch.id)?.push(inst);
   }
 
   private becomeAvailable(inst: Instance): void {
@@ -442,6 +472,7 @@ export class Controller {
     const spec = { ...instanceSpec(fleet, this.d.revision, this.d.nameSuffix(), slot?.network, this.d.clock.now(), this.d.changeCause), publishAddress: slot?.publishAddress };
     const inst: Instance = { id: spec.name, host, revision: this.d.revision, created: this.d.clock.now(), phase: 'starting', routed: false, lastProbe: 'starting', labels: spec.labels };
     this.view.add(inst);
+    this.batchOf(inst);
     this.d.journal('start', 'begin', { name: spec.name, host });
     const rt = this.d.runtimes.get(host);
     this.d.work
@@ -558,6 +589,7 @@ export class Controller {
         inst.stopAt = undefined;
         if (back === 'ready' || back === 'unready') this.readiness.watch(inst);
       }
+      this.traffic.release();
       this.traffic.request();
     } else if (e.kind === 'failed' && this.ending.kind !== 'failed') {
       this.ending = e;

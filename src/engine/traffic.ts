@@ -52,7 +52,9 @@ export class Traffic {
   private inForceDown = new Set<string>();
   private writingUp: Set<string> | undefined;
   private dirty = false;
-  private timer = false;
+  private timer: { cancel(): void } | undefined;
+  /** No write before this time (see hold), unless settle() asks for one. */
+  private heldUntil = 0;
   private inFlight: Promise<void> | undefined;
   private recoveryReload = false;
   /** A write or reload failed: no more changes go out. */
@@ -87,23 +89,47 @@ export class Traffic {
 
   /** Nothing waiting and nothing being written. */
   get idle(): boolean {
-    return !this.dirty && !this.timer && this.inFlight === undefined;
+    return !this.dirty && this.timer === undefined && this.inFlight === undefined;
   }
 
-  /** Something nginx should know changed: write within coalesceMs. */
+  /** Something nginx should know changed: write within coalesceMs (or once a hold ends). */
   request(): void {
     if (this.broken) return;
     this.dirty = true;
     if (this.timer || this.inFlight) return;
-    this.timer = true;
-    void this.o.clock.sleep(this.o.coalesceMs).then(() => {
-      this.timer = false;
+    this.arm(Math.max(this.o.coalesceMs, this.heldUntil - this.o.clock.now()));
+  }
+
+  /**
+   * Keeps changes back until `until` (at the latest): instances started
+   * together become ready a probe or two apart, and their enables, with the
+   * mark-downs they allow, should share one reload rather than one each.
+   */
+  hold(until: number): void {
+    if (until <= this.heldUntil) return;
+    this.heldUntil = until;
+    if (this.timer) this.arm(Math.max(this.o.coalesceMs, until - this.o.clock.now()));
+  }
+
+  /** The batch is complete: what waits goes out within coalesceMs. */
+  release(): void {
+    this.heldUntil = 0;
+    if (this.timer) this.arm(this.o.coalesceMs);
+  }
+
+  private arm(ms: number): void {
+    this.timer?.cancel();
+    this.timer = this.o.clock.timer(ms, () => {
+      this.timer = undefined;
       this.kick();
     });
   }
 
   /** Waits for what is in flight, then writes once more even if only gone servers' lines changed (no reload for those). */
   async settle(): Promise<void> {
+    this.heldUntil = 0;
+    this.timer?.cancel();
+    this.timer = undefined;
     while (this.inFlight) await this.inFlight;
     this.dirty = false;
     await this.apply(true);
@@ -111,6 +137,10 @@ export class Traffic {
 
   private kick(): void {
     if (this.inFlight || !this.dirty || this.broken) return;
+    if (this.heldUntil > this.o.clock.now()) {
+      this.arm(this.heldUntil - this.o.clock.now());
+      return;
+    }
     this.dirty = false;
     this.inFlight = this.apply(false)
       .catch((err: unknown) => {
