@@ -353,10 +353,10 @@ export type Prediction = Pick<SimulationResult, 'durationMs' | 'waves' | 'peakIn
 /**
  * `simulate` (the engine itself on simulated ports) with the nominal timings
  * and this machine's typical fixed costs: ~0.5 s from docker run to a running
- * container, ~0.2 s for an nginx reload to be in force.
+ * container, ~0.3 s for an nginx in a container to take a new upstream (write, nginx -t, reload, in force).
  */
 export async function predict(strategy: ResolvedStrategy, t: NominalTimings): Promise<Prediction> {
-  const r = await simulateRollout(strategy, { ...t, jitter: 0, seed: 1, runMs: 500, reloadMs: 200 });
+  const r = await simulateRollout(strategy, { ...t, jitter: 0, seed: 1, runMs: 500, reloadMs: 300 });
   return { durationMs: r.durationMs, waves: r.waves, peakInstances: r.peakInstances, lowestCapacity: r.lowestCapacity, mixedVersionWindowMs: r.mixedVersionWindowMs, reloads: r.reloads };
 }
 
