@@ -302,25 +302,60 @@ export function stat(values: readonly number[]): Stat | undefined {
   return { median, min: s[0]!, max: s[s.length - 1]!, n: s.length };
 }
 
-/** How long each new instance took from start to ready, and each old one from the end of its drain to stopped. */
-export function measuredTimings(events: readonly TimedEvent[]): { startToReadyMs: number[]; stopMs: number[] } {
+export interface MeasuredTimings {
+  startToReadyMs: number[];
+  stopMs: number[];
+  /** From the decision to replace an instance to the reload that marked it down being in force. */
+  decisionToReloadMs: number[];
+  /** From an instance passing readiness to the reload that put it in nginx being in force. */
+  readyToInNginxMs: number[];
+  /** From a container stopped and removed to the next container started (what a start waiting for room costs). */
+  removedToStartedMs: number[];
+}
+
+/**
+ * The per-step costs read off the engine's events: start to ready, drain end
+ * to stopped, decision to mark-down in force, ready to in nginx, and removed
+ * to the next start.
+ */
+export function measuredTimings(events: readonly TimedEvent[]): MeasuredTimings {
   const startedAt = new Map<string, number>();
   const stopFrom = new Map<string, number>();
-  const startToReadyMs: number[] = [];
-  const stopMs: number[] = [];
+  const decidedAt = new Map<string, number>();
+  const readyAt = new Map<string, number>();
+  const removed: number[] = [];
+  const out: MeasuredTimings = { startToReadyMs: [], stopMs: [], decisionToReloadMs: [], readyToInNginxMs: [], removedToStartedMs: [] };
+  const { startToReadyMs, stopMs } = out;
   for (const { t, event: e } of byTime(events)) {
     switch (e.type) {
       case 'started':
         startedAt.set(e.name, t);
+        for (const r of removed.splice(0)) out.removedToStartedMs.push(t - r);
         break;
       case 'ready': {
         const s = startedAt.get(e.name);
         if (s !== undefined) startToReadyMs.push(t - s);
         startedAt.delete(e.name);
+        readyAt.set(e.name, t);
         break;
       }
+      case 'upstream':
+        for (const n of e.down) {
+          const d = decidedAt.get(n);
+          if (d !== undefined) out.decisionToReloadMs.push(t - d);
+          decidedAt.delete(n);
+        }
+        for (const n of e.up) {
+          const r = readyAt.get(n);
+          if (r !== undefined) out.readyToInNginxMs.push(t - r);
+          readyAt.delete(n);
+        }
+        break;
       case 'wave':
-        for (const n of e.stop) stopFrom.set(n, t);
+        for (const n of e.stop) {
+          stopFrom.set(n, t);
+          decidedAt.set(n, t);
+        }
         break;
       case 'draining':
         for (const n of e.names) stopFrom.set(n, t + e.seconds * 1000);
@@ -329,13 +364,14 @@ export function measuredTimings(events: readonly TimedEvent[]): { startToReadyMs
         const s = stopFrom.get(e.name);
         if (s !== undefined) stopMs.push(Math.max(0, t - s));
         stopFrom.delete(e.name);
+        removed.push(t);
         break;
       }
       default:
         break;
     }
   }
-  return { startToReadyMs, stopMs };
+  return out;
 }
 
 /** The timings a run was configured with: what `simulate` is given to predict it. */
@@ -393,7 +429,7 @@ export interface RunMetrics {
   minCapacity: number;
   peakInstances: number;
   capacity: CapacityPoint[];
-  measured: { startToReadyMs: Stat | null; stopMs: Stat | null };
+  measured: { startToReadyMs: Stat | null; stopMs: Stat | null; decisionToReloadMs: Stat | null; readyToInNginxMs: Stat | null; removedToStartedMs: Stat | null };
   /** `simulate` with the nominal timings; null for the naive control. */
   predicted: Prediction | null;
   /**
@@ -426,7 +462,13 @@ export function runMetrics(i: RunInput): RunMetrics {
     minCapacity: rangeOver(capacity, 'up', i.deployStartMs, i.deployEndMs).min,
     peakInstances: rangeOver(capacity, 'alive', i.deployStartMs, i.deployEndMs).max,
     capacity,
-    measured: { startToReadyMs: stat(timings.startToReadyMs) ?? null, stopMs: stat(timings.stopMs) ?? null },
+    measured: {
+      startToReadyMs: stat(timings.startToReadyMs) ?? null,
+      stopMs: stat(timings.stopMs) ?? null,
+      decisionToReloadMs: stat(timings.decisionToReloadMs) ?? null,
+      readyToInNginxMs: stat(timings.readyToInNginxMs) ?? null,
+      removedToStartedMs: stat(timings.removedToStartedMs) ?? null,
+    },
     predicted,
     overheadRatio: predicted && predicted.durationMs > 0 ? round3(deployDurationMs / predicted.durationMs) : null,
   };

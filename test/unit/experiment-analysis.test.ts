@@ -428,11 +428,12 @@ describe('stat (median, min, max)', () => {
 });
 
 describe('measuredTimings', () => {
-  it('start-to-ready per new instance and end-of-drain-to-stopped per old one', () => {
-    assert.deepEqual(measuredTimings(ENGINE_RUN), { startToReadyMs: [1000, 1000], stopMs: [1000, 1000] });
+  it('start-to-ready, end-of-drain-to-stopped, decision to mark-down in force, ready to in nginx, removed to next start', () => {
+    // o1 decided at 2400, marked down in force at 2700; n1 ready at 2400, in at 2700; o1 gone at 5700, n2 started at 6000.
+    assert.deepEqual(measuredTimings(ENGINE_RUN), { startToReadyMs: [1000, 1000], stopMs: [1000, 1000], decisionToReloadMs: [300, 300], readyToInNginxMs: [300, 300], removedToStartedMs: [300] });
   });
-  it('without a drain pause the stop is timed from the wave; naive has no readiness', () => {
-    assert.deepEqual(measuredTimings(NAIVE_RUN), { startToReadyMs: [], stopMs: [200, 200] });
+  it('without a drain pause the stop is timed from the wave; naive has no readiness and never marks down', () => {
+    assert.deepEqual(measuredTimings(NAIVE_RUN), { startToReadyMs: [], stopMs: [200, 200], decisionToReloadMs: [], readyToInNginxMs: [], removedToStartedMs: [400, 400] });
   });
 });
 
@@ -521,7 +522,7 @@ describe('aggregateRuns', () => {
       minCapacity: o.minCapacity ?? 2,
       peakInstances: 3,
       capacity: [],
-      measured: { startToReadyMs: null, stopMs: null },
+      measured: { startToReadyMs: null, stopMs: null, decisionToReloadMs: null, readyToInNginxMs: null, removedToStartedMs: null },
       predicted: { durationMs: 8000, waves: 3, peakInstances: 3, lowestCapacity: 2, mixedVersionWindowMs: 6000, reloads: 3 },
       overheadRatio: o.ratio === undefined ? o.durationMs / 8000 : o.ratio,
     };
