@@ -12,7 +12,7 @@ import { DockerRuntime, ensureNetwork, putFile } from '../adapters/docker.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../adapters/localImages.js';
 import { deploy, systemClock, type DeployDeps, type DeployResult, type LoadBalancer } from '../engine/rollout.js';
 import type { EventSink } from '../engine/events.js';
-import { naiveReplace } from '../engine/naive.js';
+import { naiveReplace } from './naiveControl.js';
 import { FleetrollError } from '../errors.js';
 import { LABELS, type Router } from '../ports.js';
 import type { TimedEvent } from './analysis.js';

@@ -7,8 +7,8 @@
 import type { Fleet } from '../config/load.js';
 import { renderUpstream } from '../core/upstream.js';
 import { LABELS } from '../ports.js';
-import { instanceSpec, randomSuffix, systemClock, type DeployDeps } from './rollout.js';
-import { revisionOf } from './revision.js';
+import { instanceSpec, randomSuffix, systemClock, type DeployDeps } from '../engine/rollout.js';
+import { revisionOf } from '../engine/revision.js';
 
 export async function naiveReplace(fleet: Fleet, deps: DeployDeps, opts: { intervalMs: number }): Promise<void> {
   const clock = deps.clock ?? systemClock;
