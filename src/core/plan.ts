@@ -17,7 +17,12 @@ export interface PlannedWave {
   after: [number, number];
   /** Available instances (in service) at the wave's lowest and highest point. */
   capacity: { min: number; max: number };
-  /** Instances alive at the wave's peak. */
+  /**
+   * Containers alive at the wave's peak, under the strategy's
+   * replacementPolicy. TerminationComplete: starts wait for stops, so never
+   * above maxTotal. TerminationStarted: the wave's starts begin while the
+   * instances it replaces (and, at worst, the previous wave's) still drain.
+   */
   peakAlive: number;
 }
 
@@ -27,6 +32,7 @@ export interface Plan {
   maxUnavailable: number;
   minAvailable: number;
   maxTotal: number;
+  replacementPolicy: ResolvedStrategy['replacementPolicy'];
   /** [old, new] instance counts: the start, then one entry after each wave. */
   waves: [number, number][];
   details: PlannedWave[];
@@ -47,10 +53,12 @@ export function planRollout(s: ResolvedStrategy): Plan {
   // A valid strategy finishes in at most 2 * replicas + 2 waves (each wave
   // either starts or stops at least one instance); the bound only guards a bug.
   const limit = 2 * s.replicas + 4;
+  let prevStopped = 0;
   while (!isComplete(c) && details.length < limit) {
     const w = planWave(c, s);
     if (w.steps.length === 0) break;
     const before = availableOf(c);
+    const totalBefore = totalOf(c);
     const stopped = w.stopOld.reduce((a, b) => a + b.count, 0) + w.stopNew;
     c = w.after;
     // The new instances of this wave all become ready (and available) at its end.
@@ -61,8 +69,12 @@ export function planRollout(s: ResolvedStrategy): Plan {
       stopped,
       after: pair(c),
       capacity: { min: w.minAvailableDuring, max: Math.max(before, availableOf(ready)) },
-      peakAlive: Math.max(w.peakTotal, totalOf(ready)),
+      peakAlive:
+        s.replacementPolicy === 'TerminationStarted'
+          ? Math.max(totalOf(ready), totalBefore + w.start + prevStopped)
+          : Math.max(w.peakTotal, totalOf(ready)),
     });
+    prevStopped = stopped;
     waves.push(pair(c));
     c = ready;
   }
@@ -72,6 +84,7 @@ export function planRollout(s: ResolvedStrategy): Plan {
     maxUnavailable: s.maxUnavailable,
     minAvailable: s.minAvailable,
     maxTotal: s.maxTotal,
+    replacementPolicy: s.replacementPolicy,
     waves,
     details,
   };

@@ -38,17 +38,22 @@ describe('planRollout: the waves of the issue and of the Kubernetes docs', () =>
     assert.deepEqual(p.details[0]?.capacity, { min: 0, max: 3 });
   });
 
-  it('wave details: starts, stops, capacity range and peak', () => {
-    const p = planRollout(rolling(4, 1, 1));
-    assert.deepEqual(
-      p.details.map((d) => [d.started, d.stopped, d.capacity.min, d.peakAlive]),
-      [
-        [2, 1, 3, 5],
-        [2, 2, 3, 5],
-        [0, 1, 4, 5],
-      ],
-    );
-  });
+  const peaks: { name: string; policy: 'TerminationStarted' | 'TerminationComplete'; want: number[][] }[] = [
+    // Starts wait for the stops: never above replicas + maxSurge = 5.
+    { name: 'TerminationComplete', policy: 'TerminationComplete', want: [[2, 1, 3, 5], [2, 2, 3, 5], [0, 1, 4, 5]] },
+    // A wave's starts begin while the instances it replaces (and, at worst, the previous wave's) still drain;
+    // simulate of the same rollout peaks at 8 too.
+    { name: 'TerminationStarted', policy: 'TerminationStarted', want: [[2, 1, 3, 6], [2, 2, 3, 8], [0, 1, 4, 7]] },
+  ];
+  for (const row of peaks) {
+    it(`wave details: starts, stops, capacity range and peak alive, ${row.name}`, () => {
+      const p = planRollout(resolveStrategy({ replicas: 4, strategy: { rollingUpdate: { maxSurge: 1, maxUnavailable: 1 } }, replacementPolicy: { own: row.policy } }));
+      assert.deepEqual(
+        p.details.map((d) => [d.started, d.stopped, d.capacity.min, d.peakAlive]),
+        row.want,
+      );
+    });
+  }
 });
 
 describe('decideStep: one controller sync', () => {

@@ -51,7 +51,7 @@ export function explainStrategy(s: ResolvedStrategy, out: Out): void {
       ),
     );
     out.line(`  at most ${s.maxTotal} instances counted, at least ${s.minAvailable} available`);
-    const peak = s.replacementPolicy === 'TerminationStarted' ? `more than ${s.maxTotal} containers may be alive while replaced ones drain (fleetroll simulate shows the peak)` : `never more than ${s.maxTotal} containers alive`;
+    const peak = s.replacementPolicy === 'TerminationStarted' ? `more than ${s.maxTotal} containers may be alive while replaced ones drain` : `never more than ${s.maxTotal} containers alive`;
     out.line(`  replacementPolicy ${s.replacementPolicy} (${SOURCE_LABEL[s.sources.replacementPolicy]}): ${peak}`);
   }
   out.line(`mode: ${MODE_DESCRIPTION[s.mode]}`);
@@ -79,6 +79,12 @@ export function printPlan(p: Plan, out: Out): void {
   );
   out.line('');
   out.line(`${p.details.length} wave${p.details.length === 1 ? '' : 's'}; a wave ends when the algorithm allows nothing more until new instances become ready`);
+  const peak = Math.max(...p.details.map((w) => w.peakAlive));
+  out.line(
+    p.replacementPolicy === 'TerminationStarted'
+      ? `peak alive: at most ${peak} containers (TerminationStarted: replacements start while the instances they replace still drain; TerminationComplete keeps it at ${p.maxTotal})`
+      : `peak alive: ${peak} containers (${p.replacementPolicy}: a replacement starts once its predecessor is gone)`,
+  );
 }
 
 export function registerPlan(program: Command, out: Out): void {
