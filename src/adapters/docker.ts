@@ -410,7 +410,8 @@ export class DockerRuntime implements Runtime {
             if (statusOf(err) !== 304) throw err; // already started (by an attempt whose answer was lost)
           }
         },
-        this.retry,
+        // The published port is one Docker picks: a clash clears on the next start.
+        spec.publishAddress ? { ...this.retry, portClashIsTransient: true } : this.retry,
       );
     } catch (err) {
       // Leave no half-made instance behind: a rerun would hit a name conflict.

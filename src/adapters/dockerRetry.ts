@@ -81,6 +81,22 @@ export interface RetryOptions {
   minDelayMs?: number;
   /** Longest delay between two attempts (default 2 s). */
   maxDelayMs?: number;
+  /**
+   * Also retry when the engine could not bind a published port. Only right for
+   * a port Docker picks itself (HostPort ""): another process (another engine
+   * on the machine, an outgoing connection) can take the port between Docker's
+   * choice and its bind, and the next start picks another one. A fixed port
+   * that is taken stays taken, so this is off by default.
+   */
+  portClashIsTransient?: boolean;
+}
+
+const PORT_CLASH = /port is already allocated|address already in use/i;
+
+/** isTransientDockerError, widened by the options of one call. */
+function transientFor(err: unknown, o: RetryOptions): boolean {
+  if (isTransientDockerError(err)) return true;
+  return o.portClashIsTransient === true && !(err instanceof RetriesExhaustedError) && statusOf(err) === 500 && PORT_CLASH.test(engineMessage(err));
 }
 
 /**
@@ -105,11 +121,11 @@ export async function retryTransient<T>(what: string, fn: (attempt: number) => P
         maxTimeout: o.maxDelayMs ?? 2000,
         factor: 2,
         randomize: true,
-        shouldRetry: ({ error }) => isTransientDockerError(error),
+        shouldRetry: ({ error }) => transientFor(error, o),
       },
     );
   } catch (err) {
-    if (isTransientDockerError(err)) throw new RetriesExhaustedError(what, made, err);
+    if (transientFor(err, o)) throw new RetriesExhaustedError(what, made, err);
     throw err;
   }
 }

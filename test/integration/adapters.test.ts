@@ -24,6 +24,7 @@ import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../../
 import { NginxContainerRouter, NginxExecRouter, RESTORED_EMPTY } from '../../src/adapters/nginx.js';
 import { FleetrollError } from '../../src/errors.js';
 import { LABELS as FLEETROLL_LABELS, type InstanceInfo } from '../../src/ports.js';
+import { waitFor } from './fixture.js';
 
 const TEST_LABEL = { 'fleetroll.test': 'adapters' };
 const RUN = `${process.pid.toString(36)}${Date.now().toString(36).slice(-4)}`;
@@ -60,18 +61,6 @@ function httpGet(url: string, timeoutMs = 2000): Promise<{ status: number; body:
   });
 }
 
-async function waitFor(what: string, fn: () => Promise<boolean>, timeoutMs = 10_000): Promise<number> {
-  const start = Date.now();
-  for (;;) {
-    try {
-      if (await fn()) return Date.now() - start;
-    } catch {
-      /* not yet */
-    }
-    if (Date.now() - start > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

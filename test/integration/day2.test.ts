@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { execa } from 'execa';
 import { FleetLock, FleetStateStore } from '../../src/adapters/fleetState.js';
-import { type CliRun, bin, docker, failedOf, root, runCli, startCliUntil, useFleets, startLoad } from './fixture.js';
+import { type CliRun, bin, docker, failedOf, root, runCli, startCliUntil, useFleets, startLoad, waitFor } from './fixture.js';
 
 const fleet = useFleets();
 
@@ -113,7 +113,8 @@ describe('status, pause and resume, the lock', () => {
     assert.match(blocked.stderr, /is paused/);
 
     const resuming = runCli(['resume', '-f', file]);
-    await new Promise((r) => setTimeout(r, 1500));
+    // status --watch is to watch the resumed rollout, so start it once the resume has begun.
+    await waitFor('resume to clear the pause', async () => !(JSON.parse((await runCli(['status', '-f', file, '--json'])).stdout) as { paused: boolean }).paused, 20_000, 100);
     const watched: CliRun = await runCli(['status', '-f', file, '--watch', '--timeout', '2m']);
     const resumed = await resuming;
     assert.equal(resumed.code, 0, resumed.stderr);

@@ -7,7 +7,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { LABELS } from '../../src/ports.js';
-import { failedOf, runCli, sampleDuring, useFleets, startLoad } from './fixture.js';
+import { failedOf, moreRequests, runCli, sampleDuring, useFleets, startLoad } from './fixture.js';
 
 const fleet = useFleets();
 
@@ -30,10 +30,10 @@ describe('deploy: zero failed requests under load', () => {
       assert.deepEqual((await f.versions()).sort(), ['1.0.0', '1.0.0', '1.0.0', '1.0.0']);
 
       const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 2 });
-      await new Promise((res) => setTimeout(res, 500));
+      await moreRequests(load, 5, 'requests before the rollout');
       const file = f.fleetFile({ maxSurge: r.surge, maxUnavailable: r.unav, replacementPolicy: r.policy });
       const { result, maxAlive, minUp, samples } = await sampleDuring(f, runCli(['deploy', '-f', file, '--image', 'fleetroll-example:1.1.0', '--json']));
-      await new Promise((res) => setTimeout(res, 300));
+      await moreRequests(load, 5, 'requests after the rollout');
       const records = await load.stop();
 
       assert.equal(result.code, 0, result.stderr);
@@ -80,7 +80,7 @@ describe('deploy: failures are caught and explained', () => {
     writeFileSync(template, 'upstream {{upstream}} {\n{{servers}}\n    no_such_directive on;\n}\n');
     const load = startLoad(f.url, { getPerSecond: 20, postConcurrency: 1 });
     const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', template })]);
-    await new Promise((res) => setTimeout(res, 500));
+    await moreRequests(load, 5, 'requests after the failed deploy');
     const records = await load.stop();
     assert.equal(r.code, 1, r.stdout + r.stderr);
     assert.match(r.stderr, /nginx -t/);

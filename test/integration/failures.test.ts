@@ -13,7 +13,6 @@ import { type TestFleet, docker, failedOf, prober, runCli, startCliUntil, useFle
 
 const fleet = useFleets();
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Starts a fleet of `replicas` at 1.0.0 and returns its old revision label. */
 async function fleetAt100(f: TestFleet, replicas = 3): Promise<string> {
@@ -80,8 +79,12 @@ describe('failed rollouts leave the fleet serving', () => {
     assert.equal(list.filter((i) => i.labels[LABELS.revision] === oldRev && i.running).length, 3);
     const up = await f.upstream();
     assert.deepEqual([up.up, up.down], [3, 0], 'the crashed instance was taken out of the upstream');
-    // The crash kills whatever the instance was serving: report, do not hide.
-    t.diagnostic(`requests: ${records.length}, failed: ${failedOf(records).length} (the app crashes with requests in flight)`);
+    // The crash kills whatever the instance was serving: at most the one POST
+    // loop and a GET or two (10/s) in flight on each instance that crashed.
+    const crashed = r.stdout.match(/ready it-crash-/g)?.length ?? 0;
+    const failed = failedOf(records);
+    t.diagnostic(`requests: ${records.length}, failed: ${failed.length}, instances that crashed: ${crashed}`);
+    assert.ok(failed.length <= 3 * crashed, `${failed.length} failed requests for ${crashed} crash(es): more than what was in flight`);
   });
 
   it('Ctrl-C in the middle of a wave: exit 130, fleet consistent, a second deploy finishes the job', async () => {
@@ -92,7 +95,7 @@ describe('failed rollouts leave the fleet serving', () => {
     const running = await startCliUntil(['deploy', '-f', file], /draining .* for 3 s/);
     running.child.kill('SIGINT');
     const { code, stdout, stderr } = await running.exited;
-    await sleep(500);
+    // Read right after the exit: "consistent" is what the user finds at once, not after things settle.
     const upAfter = await f.upstream();
     const list = await f.instances();
     assert.equal(code, 130, stdout + stderr);
@@ -177,7 +180,11 @@ describe('strategy and hooks, for real', () => {
     const lastOld = Math.max(...ok.filter((x) => x.version === '1.0.0').map((x) => x.t + x.latencyMs));
     const firstNew = Math.min(...ok.filter((x) => x.version === '1.1.0').map((x) => x.t));
     assert.ok(lastOld < firstNew, `never two versions at once: last 1.0.0 answer at ${lastOld} ms, first 1.1.0 at ${firstNew} ms`);
-    t.diagnostic(`recreate downtime: ${failedOf(records).length} of ${records.length} requests failed (expected with Recreate)`);
+    // Recreate's downtime: requests fail only in the gap between the two versions, none while one serves.
+    const failed = failedOf(records);
+    t.diagnostic(`recreate downtime: ${failed.length} of ${records.length} requests failed, gap ${Math.round(firstNew - lastOld)} ms`);
+    const outside = failed.filter((x) => x.t + x.latencyMs < lastOld - 1000 || x.t > firstNew);
+    assert.deepEqual(outside, [], 'a request failed while a version was serving');
   });
 
   it('an old instance that has already exited is replaced first', async () => {

@@ -21,6 +21,7 @@ import { LABELS } from '../../src/ports.js';
 import type { RequestRecord } from '../../src/experiment/metrics.js';
 import { startLoad as startProbeLoad } from '../../src/experiment/probes.js';
 import { readDefaultTemplate } from '../../src/cli/wiring.js';
+import { waitFor } from '../support/wait.js';
 
 export const root = fileURLToPath(new URL('../..', import.meta.url));
 export const bin = join(root, 'dist/cli/main.js');
@@ -244,6 +245,25 @@ export function startLoad(...args: Parameters<typeof startProbeLoad>): ReturnTyp
 after(async () => {
   await Promise.all([...loads].map((l) => l.stop().catch(() => [])));
 });
+
+export { waitFor } from '../support/wait.js';
+
+/**
+ * Waits until `load` has recorded `n` more requests than it had when called:
+ * a measurement window counted in requests, not in guessed milliseconds (on a
+ * busy machine a fixed sleep may see none).
+ */
+export async function moreRequests(load: ReturnType<typeof startProbeLoad>, n: number, what = 'requests', timeoutMs = 20_000): Promise<void> {
+  const from = load.snapshot().length;
+  await waitFor(`${n} ${what} through nginx (had ${from})`, () => load.snapshot().length >= from + n, timeoutMs, 20);
+}
+
+/** Runs load until it has recorded `n` requests, then stops it and returns every record. */
+export async function loadOf(url: string, n: number, profile: Parameters<typeof startProbeLoad>[1] = { getPerSecond: 20, postConcurrency: 0 }): Promise<RequestRecord[]> {
+  const load = startLoad(url, profile); // on a timeout, the file's after() stops it
+  await moreRequests(load, n);
+  return load.stop();
+}
 
 /** Requests a user would call failed: no response, a 4xx/5xx, or a broken body. */
 export function failedOf(records: RequestRecord[]): RequestRecord[] {

@@ -14,7 +14,7 @@ import { execa } from 'execa';
 import { DockerRuntime } from '../../src/adapters/docker.js';
 import { removeFleetState } from '../../src/adapters/fleetState.js';
 import { LABELS } from '../../src/ports.js';
-import { docker, ensureImages, failedOf, prober, root, runCli, startCliUntil, startLocalNginx, uniqueName, type LocalNginx, startLoad } from './fixture.js';
+import { docker, ensureImages, failedOf, loadOf, prober, root, runCli, startCliUntil, startLocalNginx, uniqueName, type LocalNginx, startLoad } from './fixture.js';
 
 const ENGINES = ['h2', 'h3'];
 const engine = (n: string) => execa('bash', [join(root, 'scripts/second-engine.sh'), 'start', n], { stdin: 'ignore' });
@@ -39,10 +39,7 @@ before(async () => {
   for (const n of ENGINES) {
     const r = await engine(n);
     endpoints.set(n, String(r.stdout).trim());
-    const rt = new DockerRuntime({ name: n, docker: String(r.stdout).trim() });
-    runtimes.set(n, rt);
-    // Start without the app image, so the rollout has to bring it.
-    for (const tag of ['fleetroll-example:1.0.0', 'fleetroll-example:1.1.0']) await rt.docker.getImage(tag).remove({ force: true }).catch(() => {});
+    runtimes.set(n, new DockerRuntime({ name: n, docker: String(r.stdout).trim() }));
   }
   dir = mkdtempSync(join(tmpdir(), `${service}-`));
   nginx = await startLocalNginx(dir, 'multi_api', 2);
@@ -154,8 +151,25 @@ async function slowLink(socketPath: string, delayMs: number): Promise<{ endpoint
   };
 }
 
+/**
+ * Brings the fleet to `replicas` × `image` with every engine up, whatever
+ * the test before left (nothing, or a fleet already there: then the deploy
+ * has nothing to do). Each test starts from the state it names, so any one
+ * of them runs alone (--test-name-pattern) or in any order.
+ */
+async function fleetAt(image: string, replicas = 6): Promise<void> {
+  for (const n of ENGINES) await engine(n);
+  const r = await runCli(['deploy', '-f', fleetFile({ image, replicas })]);
+  assert.equal(r.code, 0, `bringing the fleet to ${replicas} × ${image}: ${r.stdout}${r.stderr}`);
+}
+
 describe('a fleet across three Docker hosts', () => {
   it('copies the image to hosts that lack it, spreads instances evenly, and rolls 6 instances with zero failed requests', async () => {
+    // No fleet and no app image on h2 and h3, so the rollout has to bring it.
+    await cleanupEngines();
+    for (const rt of runtimes.values()) {
+      for (const tag of ['fleetroll-example:1.0.0', 'fleetroll-example:1.1.0']) await rt.docker.getImage(tag).remove({ force: true }).catch(() => {});
+    }
     const first = await runCli(['deploy', '-f', fleetFile({ image: 'fleetroll-example:1.0.0' })]);
     assert.equal(first.code, 0, first.stdout + first.stderr);
     for (const n of ENGINES) assert.match(first.stdout, new RegExp(`copied image fleetroll-example:1\\.0\\.0 to host ${n}: [\\d.]+ MB`));
@@ -176,9 +190,9 @@ describe('a fleet across three Docker hosts', () => {
     // h3 behind a link that delays every request to its engine by 800 ms.
     const link = await slowLink(endpoints.get('h3')!.replace('unix://', ''), 800);
     try {
+      await fleetAt('fleetroll-example:1.1.0');
       const opts = { slowH3: link.endpoint, maxSurge: 3, maxUnavailable: 0 };
-      // 6 × 1.1.0 on 2/2/2 from the first test. Wave 1 starts one new instance
-      // per host, queued local, h3, h2.
+      // 6 × 1.1.0 on 2/2/2. Wave 1 starts one new instance per host, queued local, h3, h2.
       const load = startLoad(url, { getPerSecond: 10, postConcurrency: 2 });
       const parallel = await runCli(['deploy', '-f', fleetFile({ ...opts, image: 'fleetroll-example:1.0.0' }), '--log-format', 'json']);
       const records = await load.stop();
@@ -206,6 +220,7 @@ describe('a fleet across three Docker hosts', () => {
   });
 
   it('scaling replicas up and down is a rollout step: under load, spread kept even, nothing failed', async () => {
+    await fleetAt('fleetroll-example:1.1.0');
     const load = startLoad(url, { getPerSecond: 10, postConcurrency: 2 });
     const up = await runCli(['deploy', '-f', fleetFile({ image: 'fleetroll-example:1.1.0', replicas: 9 }), '--log-format', 'json']);
     assert.equal(up.code, 0, up.stdout + up.stderr);
@@ -222,12 +237,10 @@ describe('a fleet across three Docker hosts', () => {
     assert.deepEqual(await perHost(), { local: 1, h2: 1, h3: 1 }, 'stops taken from the fullest hosts first');
     assert.deepEqual(failedOf(records), [], `${failedOf(records).length} of ${records.length} failed`);
     assert.deepEqual(await versions(), Array(3).fill('1.1.0'));
-    // Back to the 6 the next test expects.
-    const back = await runCli(['deploy', '-f', fleetFile({ image: 'fleetroll-example:1.1.0' })]);
-    assert.equal(back.code, 0, back.stdout + back.stderr);
   });
 
   it('a host that goes away mid-rollout: the rollout fails naming it, the other hosts keep serving', async () => {
+    await fleetAt('fleetroll-example:1.1.0');
     const file = fleetFile({ image: 'fleetroll-example:1.0.0', drainSeconds: 2 });
     const running = await startCliUntil(['deploy', '-f', file], /wave 2:/);
     await execa('bash', [join(root, 'scripts/second-engine.sh'), 'stop', 'h3'], { stdin: 'ignore' });
@@ -236,18 +249,12 @@ describe('a fleet across three Docker hosts', () => {
     assert.match(stderr, /h3/);
     assert.match(stderr, /the instances on the other hosts keep serving|is not reachable|unreachable/i);
     // What is left on local and h2 answers through nginx.
-    const load = startLoad(url, { getPerSecond: 20, postConcurrency: 0 });
-    await new Promise((res) => setTimeout(res, 1500));
-    const records = await load.stop();
-    assert.ok(records.length > 10);
+    const records = await loadOf(url, 30);
     assert.deepEqual(failedOf(records), []);
   });
 
   it('onFailure rollback with a host gone: rolls back on the hosts that answer and says which one was left', async () => {
-    // The previous test stopped h3: bring it back and converge on 1.1.0.
-    await engine('h3');
-    const ready = await runCli(['deploy', '-f', fleetFile({ image: 'fleetroll-example:1.1.0' })]);
-    assert.equal(ready.code, 0, ready.stdout + ready.stderr);
+    await fleetAt('fleetroll-example:1.1.0');
     const running = await startCliUntil(['deploy', '-f', fleetFile({ image: 'fleetroll-example:1.0.0', drainSeconds: 2 }), '--auto-rollback'], /wave 2:/);
     await execa('bash', [join(root, 'scripts/second-engine.sh'), 'stop', 'h3'], { stdin: 'ignore' });
     const { code, stdout, stderr } = await running.exited;
@@ -260,10 +267,7 @@ describe('a fleet across three Docker hosts', () => {
     for (const rt of reachable) for (const c of await rt.list({ [LABELS.service]: service })) left.push(await prober.version(c.address ?? ''));
     assert.ok(left.length >= 4, `instances left on local and h2: ${left.length}`);
     assert.deepEqual(left, Array(left.length).fill('1.1.0'));
-    const load = startLoad(url, { getPerSecond: 20, postConcurrency: 0 });
-    await new Promise((res) => setTimeout(res, 1500));
-    const records = await load.stop();
-    assert.ok(records.length > 10);
+    const records = await loadOf(url, 30);
     assert.deepEqual(failedOf(records), []);
   });
 });

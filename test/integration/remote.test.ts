@@ -24,7 +24,7 @@ import { parseUpstreamServers } from '../../src/core/upstream.js';
 import { LABELS } from '../../src/ports.js';
 import { readDefaultTemplate } from '../../src/cli/wiring.js';
 import { demoNames, startNginx, teardown, waitForHttp, type DemoNames } from '../../src/experiment/rehearse.js';
-import { docker, ensureImages, failedOf, freePort, prober, root, runCli, runtime, startLocalNginx, uniqueName, UPSTREAM_FILE, startLoad } from './fixture.js';
+import { docker, ensureImages, failedOf, freePort, prober, root, runCli, runtime, startLocalNginx, uniqueName, UPSTREAM_FILE, startLoad, waitFor } from './fixture.js';
 
 const APP = 'fleetroll-example';
 const work = mkdtempSync(join(tmpdir(), 'fleetroll-remote-'));
@@ -34,13 +34,6 @@ let stopping = false;
 const deployed: { rt: DockerRuntime; service: string; names?: DemoNames }[] = [];
 const nginxConfs: string[] = [];
 
-async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!(await check().catch(() => false))) {
-    if (Date.now() > until) throw new Error(`${what} did not come up within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 const listening = (port: number) =>
   new Promise<boolean>((res) => {

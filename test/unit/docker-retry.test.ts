@@ -150,6 +150,39 @@ describe('DockerRuntime retries', () => {
     assert.equal(calls, 3);
   });
 
+  const clash = () => http(500, 'driver failed programming external connectivity on endpoint web-1: Error starting userland proxy: listen tcp4 127.0.0.1:32783: bind: address already in use');
+  /** A fake engine whose first `failures` starts hit a port clash; counts starts and removals. */
+  function clashingEngine(failures: number) {
+    const calls = { start: 0, remove: 0 };
+    const container = {
+      start: async () => {
+        calls.start++;
+        if (calls.start <= failures) throw clash();
+      },
+      remove: async () => {
+        calls.remove++;
+      },
+      inspect: async () => ({ Id: 'c1', Name: '/web-1', State: { Running: true }, Config: { Labels: {} }, NetworkSettings: { Ports: { '8080/tcp': [{ HostPort: '32790' }] }, Networks: {} } }),
+    };
+    const fake = { createContainer: async () => container, getContainer: () => container } as unknown as Partial<Dockerode>;
+    return { calls, rt: runtimeWith(fake) };
+  }
+  const spec = { name: 'web-1', image: 'app:1', env: {}, labels: {}, port: 8080, stopTimeoutSeconds: 5 };
+
+  it('start with a port Docker picks: a clash (another process took the port) is retried, and the next start gets one', async () => {
+    const { calls, rt } = clashingEngine(2);
+    await rt.run({ ...spec, publishAddress: '127.0.0.1' }).catch(() => undefined); // the instance read-back may differ in the fake; the starts are what is checked
+    assert.equal(calls.start, 3);
+    assert.equal(calls.remove, 0);
+  });
+
+  it('start on the network only (no published port): a clash is not retried, the half-made container is removed', async () => {
+    const { calls, rt } = clashingEngine(5);
+    await assert.rejects(rt.run(spec), /address already in use/);
+    assert.equal(calls.start, 1);
+    assert.equal(calls.remove, 1);
+  });
+
   it('stop: a 500 that persists is E_DOCKER naming the operation, the container, the host and the last cause', async () => {
     const rt = runtimeWith({
       getContainer: () =>

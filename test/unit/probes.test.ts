@@ -5,12 +5,24 @@
  * and shutdown, so the deploy experiments can trust its numbers.
  */
 import assert from 'node:assert/strict';
-import { startLoad } from './fixture.js';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { summarizeRequests, type RequestRecord } from '../../src/experiment/metrics.js';
+import { startLoad as startProbeLoad } from '../../src/experiment/probes.js';
+import { waitFor } from '../support/wait.js';
+
+/** Every load a test starts is stopped when the file ends, so a failed assertion cannot leave timers running. */
+const loads = new Set<ReturnType<typeof startProbeLoad>>();
+function startLoad(...args: Parameters<typeof startProbeLoad>): ReturnType<typeof startProbeLoad> {
+  const load = startProbeLoad(...args);
+  loads.add(load);
+  return load;
+}
+after(async () => {
+  await Promise.all([...loads].map((l) => l.stop().catch(() => [])));
+});
 
 const ORDER_DELAY_MS = 50;
 /** When > 0, the server kills the connection of every n-th request instead of answering it. */
@@ -99,6 +111,7 @@ describe('startLoad against a local server', () => {
     destroyEvery = 0;
     let streamed = 0;
     const run = startLoad(base, { getPerSecond: 20, postConcurrency: 2 }, { onRecord: () => streamed++ });
+    // A rate is measured over time: this sleep is the measured window, not a wait for a condition.
     await sleep(1500);
     const live = run.snapshot().length;
     const records = await run.stop();
@@ -119,7 +132,7 @@ describe('startLoad against a local server', () => {
       assert.ok(r.latencyMs >= ORDER_DELAY_MS - 1, `POST latency ${r.latencyMs} below the server's delay`);
     }
     for (let i = 1; i < records.length; i++) assert.ok(records[i - 1]!.t <= records[i]!.t, 'sorted by t');
-    // In-flight requests were waited for: nothing arrives after stop().
+    // In-flight requests were waited for: nothing arrives after stop() (an absence, so watched for a while).
     await sleep(100);
     assert.equal(run.snapshot().length, records.length);
     assert.equal(await run.stop(), await run.stop(), 'stop() is idempotent');
@@ -130,7 +143,7 @@ describe('startLoad against a local server', () => {
     destroyEvery = 5;
     try {
       const run = startLoad(base, { getPerSecond: 20, postConcurrency: 2 });
-      await sleep(1000);
+      await waitFor('20 requests', () => run.snapshot().length >= 20);
       const records = await run.stop();
       const failed = records.filter((r) => r.error !== undefined);
       assert.ok(failed.length > 0, 'some requests failed');
@@ -153,7 +166,8 @@ describe('startLoad against a local server', () => {
   it('ends a request that gets no answer at timeoutMs and records "timeout"', async () => {
     const started = Date.now();
     const run = startLoad(base, { getPerSecond: 10, getPath: '/slow', postConcurrency: 0, timeoutMs: 300 });
-    await sleep(250);
+    // The first GET times out at 300 ms; by then two more are in flight, and stop() must end them too.
+    await waitFor('the first timeout', () => run.snapshot().length >= 1);
     const records = await run.stop();
     const waited = Date.now() - started;
     assert.ok(records.length >= 2, `expected a few GETs, got ${records.length}`);
@@ -166,7 +180,7 @@ describe('startLoad against a local server', () => {
 
   it('counts a response cut off mid-body as failed, keeping its status and version', async () => {
     const run = startLoad(base, { getPerSecond: 10, getPath: '/truncated', postConcurrency: 0 });
-    await sleep(150);
+    await waitFor('a truncated response', () => run.snapshot().length >= 1);
     const records = await run.stop();
     assert.ok(records.length >= 1);
     for (const r of records) {
@@ -181,7 +195,7 @@ describe('startLoad against a local server', () => {
     seen = 0;
     idempotencyKeys.length = 0;
     const run = startLoad(base, { getPerSecond: 20, getPath: '/reset-reused', postConcurrency: 1, postPath: '/reset-reused', keepAlive: true });
-    await sleep(1000);
+    await waitFor('6 resent requests', () => run.snapshot().filter((r) => r.retried).length >= 6);
     const records = await run.stop();
     const s = summarizeRequests(records);
     assert.equal(s.failed, 0, JSON.stringify(s.byMethod));
@@ -202,7 +216,7 @@ describe('startLoad against a local server', () => {
   it('keep-alive: a reused connection that died after some bytes of a response is not resent', async () => {
     seen = 0;
     const run = startLoad(base, { getPerSecond: 10, getPath: '/partial-reused', postConcurrency: 0, keepAlive: true });
-    await sleep(1000);
+    await waitFor('3 failures on reused connections', () => run.snapshot().filter((r) => r.error !== undefined).length >= 3);
     const records = await run.stop();
     const failed = records.filter((r) => r.error !== undefined);
     assert.ok(failed.length >= 3, `expected failures on the reused connections, got ${JSON.stringify(records)}`);
@@ -213,7 +227,7 @@ describe('startLoad against a local server', () => {
   it('keep-alive: a failure on a fresh connection is not resent', async () => {
     seen = 0;
     const run = startLoad(base, { getPerSecond: 20, getPath: '/reset-always', postConcurrency: 0, keepAlive: true });
-    await sleep(500);
+    await waitFor('5 requests', () => run.snapshot().length >= 5);
     const records = await run.stop();
     assert.ok(records.length >= 5);
     assert.equal(summarizeRequests(records).failed, records.length);
@@ -226,7 +240,7 @@ describe('startLoad against a local server', () => {
     idempotencyKeys.length = 0;
     const records = await (async () => {
       const run = startLoad(base, { getPerSecond: 20, getPath: '/reset-reused', postConcurrency: 1, postPath: '/reset-reused' });
-      await sleep(500);
+      await waitFor('10 requests', () => run.snapshot().length >= 10);
       return run.stop();
     })();
     assert.equal(summarizeRequests(records).failed, 0);
