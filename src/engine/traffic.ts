@@ -87,9 +87,9 @@ export class Traffic {
     return address !== undefined && this.inForceDown.has(address);
   }
 
-  /** Nothing waiting and nothing being written. */
+  /** Nothing waiting and nothing being written (once broken, nothing can wait: no change goes out any more). */
   get idle(): boolean {
-    return !this.dirty && this.timer === undefined && this.inFlight === undefined;
+    return (this.broken || !this.dirty) && this.timer === undefined && this.inFlight === undefined;
   }
 
   /** Something nginx should know changed: write within coalesceMs (or once a hold ends). */
@@ -136,6 +136,11 @@ export class Traffic {
   }
 
   private kick(): void {
+    if (this.broken && this.idle) {
+      // A timer armed before the failure: what it would have written never goes out.
+      this.o.idle?.();
+      return;
+    }
     if (this.inFlight || !this.dirty || this.broken) return;
     if (this.heldUntil > this.o.clock.now()) {
       this.arm(this.heldUntil - this.o.clock.now());
@@ -149,8 +154,10 @@ export class Traffic {
       })
       .finally(() => {
         this.inFlight = undefined;
-        // What came in while this write ran has waited long enough.
-        if (this.dirty) this.kick();
+        // What came in while this write ran has waited long enough, unless
+        // the write failed: then nothing more goes out, and the controller,
+        // which waits for traffic to be idle before it ends, must hear it is.
+        if (this.dirty && !this.broken) this.kick();
         else if (this.idle) this.o.idle?.();
       });
   }

@@ -21,6 +21,8 @@ export interface SimTimings {
   runMs: number;
   /** nginx reload until the new workers are in force, ms. */
   reloadMs: number;
+  /** Writing the upstream file and `nginx -t`, ms (0 if not given). */
+  testMs?: number;
   /** 0..1: relative spread of startup and stop times. */
   jitter: number;
 }
@@ -271,6 +273,8 @@ export class SimRouter implements Router {
   }
 
   async writeAndTest(content: string): Promise<void> {
+    const testMs = this.w.timings.testMs ?? 0;
+    if (testMs > 0) await this.w.clock.sleep(testMs);
     const refuse = this.w.faults.refuseTest?.get(this.name) ?? 0;
     if (refuse > 0) {
       this.w.faults.refuseTest?.set(this.name, refuse - 1);

@@ -31,6 +31,8 @@ export interface SimulationTimings {
   runMs?: number | undefined;
   /** An nginx reload until it is in force, ms (default 0). */
   reloadMs?: number | undefined;
+  /** Upstream write + `nginx -t`, ms (default 0). */
+  testMs?: number | undefined;
   /** Readiness probe period, ms (default 250, the fleet default). */
   periodMs?: number | undefined;
 }
@@ -107,7 +109,7 @@ export function simulatedFleet(s: ResolvedStrategy, t: SimulationTimings, setup:
 
 export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings, setup: SimulationSetup = {}): Promise<SimulationResult & { deploy: DeployResult }> {
   const clock = new VirtualClock();
-  const world = new SimWorld(clock, { startupMs: t.startupMs, stopMs: t.stopMs, runMs: t.runMs ?? 0, reloadMs: t.reloadMs ?? 0, jitter: t.jitter }, seededRandom(t.seed), setup.faults ?? {});
+  const world = new SimWorld(clock, { startupMs: t.startupMs, stopMs: t.stopMs, runMs: t.runMs ?? 0, reloadMs: t.reloadMs ?? 0, testMs: t.testMs ?? 0, jitter: t.jitter }, seededRandom(t.seed), setup.faults ?? {});
   const fleet = simulatedFleet(s, t, setup);
   const revision = revisionOf(fleet);
   const runtimes = new Map(fleet.hosts.map((h) => [h.name, new SimRuntime(h.name, world)] as const));

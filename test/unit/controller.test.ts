@@ -263,6 +263,28 @@ describe('controller: failures leave the fleet serving and say what happened', (
     assert.equal(world.routers[0]!.file, world.routers[0]!.inForce);
   });
 
+  it('nginx -t refusing on the second of two load balancers while another change waits: the rollout still ends (exit 1)', async () => {
+    // Found side by side with other test files: a slow `nginx -t` (4 s here) lets the second new
+    // instance become ready while the failing write is in flight; that change must not keep the
+    // rollout waiting for a write that can never go out.
+    let hung = false;
+    const s = strategy(2, 1, 0);
+    const err = await simulateRollout(s, { ...T, testMs: 4000 }, {
+      loadBalancers: 2,
+      faults: { refuseTest: new Map([['nginx 2', 1]]) },
+      progressDeadlineSeconds: 3600,
+      world: (_w, c) => {
+        c.timer(600_000, () => {
+          hung = true;
+          throw new Error('still running after 10 virtual minutes');
+        });
+      },
+    }).then(() => undefined, (e: unknown) => e);
+    assert.equal(hung, false, String(err));
+    assert.ok(err instanceof RolloutFailedError, String(err));
+    assert.match(err.message, /nginx 2: the new upstream failed nginx -t/);
+  });
+
   it('a reload that fails: exit 1 saying so', async () => {
     const { err } = await oldRevisionServing({ failReload: new Map([['nginx 1', 1]]) });
     assert.ok(err instanceof RolloutFailedError, String(err));
