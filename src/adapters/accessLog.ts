@@ -618,9 +618,12 @@ export class ContainerLogStreamAccessLog implements AccessLogSource {
   private ended = false;
   private closed = false;
   private failure: Error | undefined;
-  /** The last timestamp seen and the lines seen at it: what a reopened stream repeats. */
-  private lastKey = '';
-  private atLastKey = new Set<string>();
+  /**
+   * Per output stream (stdout, stderr: their timestamps interleave out of
+   * order), the last timestamp seen and the lines seen at it: what a reopened
+   * stream repeats.
+   */
+  private readonly seen = { stdout: { lastKey: '', atLastKey: new Set<string>() }, stderr: { lastKey: '', atLastKey: new Set<string>() } };
   private readonly maxBuffered: number;
 
   private constructor(
@@ -649,9 +652,10 @@ export class ContainerLogStreamAccessLog implements AccessLogSource {
   async read(): Promise<string[]> {
     if (this.closed) return [];
     if (this.ended) {
-      // nginx restarted (or the engine dropped the stream): pick up where the last line was.
+      // nginx restarted (or the engine dropped the stream): pick up where the earliest last line was.
       this.ended = false;
-      await this.connect(this.lastKey ? sinceOf(this.lastKey) : String((this.opts.sinceMs ?? Date.now()) / 1000));
+      const keys = [this.seen.stdout.lastKey, this.seen.stderr.lastKey].filter((k) => k !== '').sort();
+      await this.connect(keys[0] ? sinceOf(keys[0]) : String((this.opts.sinceMs ?? Date.now()) / 1000));
     }
     const out = this.buffered;
     this.buffered = [];
@@ -680,11 +684,11 @@ export class ContainerLogStreamAccessLog implements AccessLogSource {
     }
     this.stream = stream;
     // stdout and stderr frames interleave: one splitter each, or a line could be cut by the other stream.
-    const sink = () => {
+    const sink = (from: 'stdout' | 'stderr') => {
       const splitter = new LineSplitter(this.opts.maxLineBytes);
       return {
         write: (c: Buffer) => {
-          for (const l of splitter.push(c)) this.line(l);
+          for (const l of splitter.push(c)) this.line(l, from);
           this.counters.skippedLines += splitter.oversized;
           splitter.oversized = 0;
           return true;
@@ -700,24 +704,25 @@ export class ContainerLogStreamAccessLog implements AccessLogSource {
     stream.on('close', () => stop());
     stream.on('error', (e: Error) => stop(e));
     if (this.tty) {
-      const out = sink();
+      const out = sink('stdout');
       stream.on('data', (c: Buffer) => out.write(c));
-    } else this.docker.modem.demuxStream(stream as Readable, sink(), sink());
+    } else this.docker.modem.demuxStream(stream as Readable, sink('stdout'), sink('stderr'));
   }
 
   /** One "<timestamp> <text>" line from Docker. */
-  private line(raw: string): void {
+  private line(raw: string, from: 'stdout' | 'stderr'): void {
     const space = raw.indexOf(' ');
     const key = space > 0 ? timestampKey(raw.slice(0, space)) : undefined;
     const text = key === undefined ? raw : raw.slice(space + 1);
     if (key !== undefined) {
-      // A reopened stream starts at the last second seen: drop what came already.
-      if (key < this.lastKey || (key === this.lastKey && this.atLastKey.has(text))) return;
-      if (key !== this.lastKey) {
-        this.lastKey = key;
-        this.atLastKey = new Set();
+      // A reopened stream starts at the last timestamp seen: drop what came already.
+      const seen = this.seen[from];
+      if (key < seen.lastKey || (key === seen.lastKey && seen.atLastKey.has(text))) return;
+      if (key !== seen.lastKey) {
+        seen.lastKey = key;
+        seen.atLastKey = new Set();
       }
-      this.atLastKey.add(text);
+      seen.atLastKey.add(text);
     }
     if (!parseAccessLine(text).ok) {
       this.counters.skippedLines++;
