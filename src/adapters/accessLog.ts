@@ -10,8 +10,9 @@
  *   USR1), then the new file from 0. A file that shrank, or whose bytes before
  *   the offset changed (copytruncate, `> access.log`), is read again from 0.
  *
- * - ContainerFileAccessLog: a file inside the nginx container. There is no
- *   handle to keep, so each read locates the file by identity: with `stat`
+ * - containerFileAccessLog(): a file inside the nginx container. There is no
+ *   handle to keep, so each read locates the file by identity (PathFollower,
+ *   over FileOps that run in the container): with `stat`
  *   and `tail -c +N` run through docker exec (argument arrays, no shell) it
  *   follows the inode; in an image without them (fleetroll/nginx-base has
  *   only nginx) it fetches the file through Docker's archive API and follows
@@ -26,7 +27,8 @@
  *   and keeps only the lines that parse as fleetroll_json: nginx's notices and
  *   any other log format on the same stream are counted and dropped. A stream
  *   that ends (nginx restarted) is reopened from the last timestamp seen, and
- *   lines seen already are dropped.
+ *   the lines Docker replays from that timestamp are dropped (tracked per
+ *   output: stdout and stderr timestamps interleave out of order).
  *
  * Shared rules:
  * - "Overlap": every follower remembers the last up to 64 bytes before its
@@ -43,8 +45,14 @@
  *   (that read returns nothing; a file that does not exist yet is read from 0
  *   when it appears); `from: 'start'` reads the whole file.
  * - What cannot be recovered is counted in `counters`, never thrown: lines
- *   written between the last read and a copytruncate whose copy is not among
- *   the rotated paths, lines in a rotated file that was deleted.
+ *   written between the last read and a copytruncate (LocalFileAccessLog does
+ *   not look for the copy; PathFollower does, among rotatedPaths), lines in a
+ *   rotated file that was deleted or overwritten by path. Not even counted: a
+ *   file that was created and rotated away entirely between two reads (reads
+ *   are seconds apart, rotations hours).
+ * - A Docker or file system failure is thrown as a FleetrollError
+ *   (E_ACCESS_LOG) naming the source; the caller decides whether a rollout
+ *   goes on without its access log.
  */
 import { open, stat, type FileHandle } from 'node:fs/promises';
 import { Readable } from 'node:stream';
@@ -112,6 +120,8 @@ export class LocalFileAccessLog implements AccessLogSource {
   private started = false;
   private closed = false;
   private readonly opts: Required<FileFollowOptions>;
+  /** Read buffer, reused: the splitter copies what it holds and lines are strings. */
+  private readonly buf = Buffer.alloc(CHUNK);
 
   constructor(
     readonly path: string,
@@ -123,6 +133,15 @@ export class LocalFileAccessLog implements AccessLogSource {
 
   async read(): Promise<string[]> {
     if (this.closed) return [];
+    try {
+      return await this.readLines();
+    } catch (err) {
+      if (err instanceof FleetrollError) throw err;
+      throw new FleetrollError('E_ACCESS_LOG', 1, `reading the ${this.name}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  private async readLines(): Promise<string[]> {
     const first = !this.started;
     this.started = true;
     const out: string[] = [];
@@ -210,7 +229,7 @@ export class LocalFileAccessLog implements AccessLogSource {
   /** Reads from the offset to the end (up to maxBytesPerRead) and splits into lines. */
   private async drain(f: OpenLog): Promise<{ lines: string[]; bytes: number }> {
     const lines: string[] = [];
-    const buf = Buffer.alloc(CHUNK);
+    const buf = this.buf;
     let total = 0;
     while (total < this.opts.maxBytesPerRead) {
       const { bytesRead } = await f.handle.read(buf, 0, Math.min(CHUNK, this.opts.maxBytesPerRead - total), f.offset);

@@ -287,6 +287,8 @@ describe('property: every line once, in order, whatever the interleaving', () =>
           let pendingReopen: number | undefined;
           /** By path: the file at access.log.1 may hold bytes no read has seen. */
           let unreadInRotated = false;
+          /** A file created and rotated away between two reads is never seen by any reader (documented). */
+          let readSinceRotation = true;
           const reopen = () => {
             closeSync(fd);
             fd = openSync(path, 'a');
@@ -303,14 +305,16 @@ describe('property: every line once, in order, whatever the interleaving', () =>
               } else if (op.kind === 'rotate') {
                 // By path, a second rotation before a read overwrites the unread old file: that is
                 // what rotatedPaths is for, not what this property is about.
-                if (pendingReopen !== undefined || (reader.kind === 'path' && unreadInRotated)) continue;
+                if (pendingReopen !== undefined || !readSinceRotation || (reader.kind === 'path' && unreadInRotated)) continue;
                 renameSync(path, join(dir, 'access.log.1'));
                 writeFileSync(path, '');
                 pendingReopen = op.reopenAfterWrites;
                 unreadInRotated = true;
+                readSinceRotation = false;
               } else {
                 got.push(...(await r.read()));
                 unreadInRotated = false;
+                readSinceRotation = true;
               }
             }
             if (!written.endsWith('\n') && written !== '') {
@@ -326,7 +330,7 @@ describe('property: every line once, in order, whatever the interleaving', () =>
             await r.close?.();
           }
         }),
-        { numRuns: 60 },
+        { numRuns: 150 },
       );
     });
   }
