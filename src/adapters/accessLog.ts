@@ -524,20 +524,28 @@ async function execRaw(docker: Dockerode, container: string, cmd: string[]): Pro
 }
 
 /**
- * FileOps through docker exec: `stat -L -c '%d:%i %s' FILE` for identity and
- * size, `tail -c +N FILE` for the bytes (busybox and coreutils both have
+ * FileOps through docker exec: `stat -L -c '%d:%i %s %F' FILE` for identity,
+ * size and type (a link to /dev/stdout is refused, tail would never end), `tail -c +N FILE` for the bytes (busybox and coreutils both have
  * them). stat runs again after tail; a different inode means the file rotated
  * between the two, and the read is retried.
  */
 export function execFileOps(docker: Dockerode, container: string): FileOps {
   const statOf = async (path: string) => {
-    const r = await execRaw(docker, container, ['stat', '-L', '-c', '%d:%i %s', path]);
+    const r = await execRaw(docker, container, ['stat', '-L', '-c', '%d:%i %s %F', path]);
     if (r.exitCode !== 0) {
       if (/no such file/i.test(r.stderr)) return undefined;
       throw new FleetrollError('E_ACCESS_LOG', 1, `stat ${path} in container ${container}: ${r.stderr.trim() || `exit ${r.exitCode}`}`);
     }
-    const m = /^(\S+) ([0-9]+)\s*$/.exec(r.stdout.toString('utf8'));
+    const m = /^(\S+) ([0-9]+) (.+?)\s*$/.exec(r.stdout.toString('utf8'));
     if (!m) throw new FleetrollError('E_ACCESS_LOG', 1, `stat ${path} in container ${container}: unexpected output ${JSON.stringify(r.stdout.toString('utf8'))}`);
+    // The images' access.log is often a link to /dev/stdout: tail would wait on it for ever.
+    if (m[3] !== 'regular file' && m[3] !== 'regular empty file') {
+      throw new FleetrollError(
+        'E_ACCESS_LOG',
+        1,
+        `${path} in container ${container} is not a regular file (${m[3]}): if nginx logs to the container's output, read its log stream instead`,
+      );
+    }
     return { id: m[1]!, size: Number(m[2]) };
   };
   return {

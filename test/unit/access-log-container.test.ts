@@ -126,7 +126,7 @@ describe('container file reader through exec (stat / tail)', () => {
     const tails = fake.execs.filter((c) => c[0] === 'tail');
     // Each tail starts at the offset minus the overlap bytes re-read to check the file is the same.
     assert.deepEqual(tails[tails.length - 1], ['tail', '-c', '+1', path]);
-    assert.ok(fake.execs.some((c) => c.join(' ') === `stat -L -c %d:%i %s ${path}`));
+    assert.ok(fake.execs.some((c) => c.join(' ') === `stat -L -c %d:%i %s %F ${path}`));
     assert.equal(fake.archives, 0);
   });
 
@@ -155,6 +155,13 @@ describe('container file reader through exec (stat / tail)', () => {
     writeFileSync(path, 'c\n');
     assert.deepEqual(await src.read(), ['b', 'c']);
     assert.deepEqual(src.counters, { rotations: 1, truncations: 0, lostRotations: 0, skippedLines: 0 });
+  });
+
+  it('refuses what is not a regular file (access.log linked to the output): tail would never end', async () => {
+    const path = logPath();
+    spawnSync('mkfifo', [path]);
+    const src = containerFileAccessLog(fakeDocker().docker, 'nginx', path, { method: 'exec' });
+    await assert.rejects(src.read(), /is not a regular file \(fifo\): if nginx logs to the container's output, read its log stream instead/);
   });
 
   it('the fleetroll_json lines parse (end to end through the fake exec)', async () => {
