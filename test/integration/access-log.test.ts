@@ -12,7 +12,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ContainerLogStreamAccessLog, containerFileAccessLog } from '../../src/adapters/accessLog.js';
-import { execIn, putFile } from '../../src/adapters/docker.js';
+import { execIn, getFile, putFile } from '../../src/adapters/docker.js';
 import { AccessLogParser, LOG_FORMAT } from '../../src/core/accessLog.js';
 import type { AccessLogSource } from '../../src/ports.js';
 import { docker, useFleets, type TestFleet } from './fixture.js';
@@ -20,12 +20,25 @@ import { docker, useFleets, type TestFleet } from './fixture.js';
 const LOG = '/var/log/nginx/fleetroll.log';
 const fleet = useFleets();
 
+/**
+ * Requests `/probe-<what>-N` until one shows up in the file at LOG (new
+ * workers, or a reopened log, use it). nginx writes a line just after its
+ * response, so any probe of this kind counts, not only the last one.
+ */
+async function probeUntilLogged(f: TestFleet, what: string): Promise<void> {
+  for (let i = 0; ; i++) {
+    await (await fetch(`${f.url}/probe-${what}-${i}`)).arrayBuffer();
+    if (((await getFile(docker, f.names.nginx, LOG)) ?? '').includes(`"/probe-${what}-`)) return;
+    assert.ok(i < 100, `nginx logged to ${LOG} within 100 probes (${what})`);
+  }
+}
+
 /** fleetroll_json to a file and to stdout (next to the image's own combined log), then a reload. */
 async function withFleetrollLog(f: TestFleet): Promise<void> {
   await putFile(docker, f.names.nginx, '/etc/nginx/conf.d/00-fleetroll-log.conf', `${LOG_FORMAT}access_log ${LOG} fleetroll_json;\naccess_log /dev/stdout fleetroll_json;\n`);
   const r = await execIn(docker, f.names.nginx, ['nginx', '-s', 'reload']);
   assert.equal(r.exitCode, 0, r.stderr);
-  await new Promise((res) => setTimeout(res, 300)); // new workers take over
+  await probeUntilLogged(f, 'reload');
 }
 
 async function urlOf(f: TestFleet): Promise<string> {
@@ -48,7 +61,12 @@ async function readLines(src: AccessLogSource, n: number): Promise<string[]> {
   return lines;
 }
 
-const urisOf = (lines: string[]) => new AccessLogParser().parse(lines).map((r) => r.uri);
+/** The URIs of the lines, the probes left out. */
+const urisOf = (lines: string[]) =>
+  new AccessLogParser()
+    .parse(lines)
+    .map((r) => r.uri)
+    .filter((u) => !u.startsWith('/probe-'));
 
 /** Reads until a line for `uri` came or 5 s passed; returns the URIs of every line read. */
 async function readUntil(src: AccessLogSource, uri: string): Promise<string[]> {
@@ -115,9 +133,9 @@ describe('access log file inside the nginx container', () => {
       await putFile(docker, f.names.nginx, LOG, '');
     }
     assert.equal((await execIn(docker, f.names.nginx, ['nginx', '-s', 'reopen'])).exitCode, 0);
-    await new Promise((r) => setTimeout(r, 300));
+    await probeUntilLogged(f, 'reopen');
     await requests(f.url, ['/after']);
-    const got = urisOf(await readLines(src, tools ? 2 : 1));
+    const got = await readUntil(src, '/after');
     if (tools) {
       assert.deepEqual(got, ['/unread', '/after']);
       assert.equal(src.counters.lostRotations, 0);

@@ -106,6 +106,8 @@ describe('a local nginx writing fleetroll_json, read back end to end', { skip },
       conf,
       [
         'daemon on;',
+        // As root, workers would run as nobody and could not reopen the logs in this 0700 temp dir.
+        ...(process.getuid?.() === 0 ? ['user root;'] : []),
         'worker_processes 1;',
         `pid ${dir}/nginx.pid;`,
         `error_log ${dir}/error.log warn;`,
@@ -219,17 +221,28 @@ describe('a local nginx writing fleetroll_json, read back end to end', { skip },
     renameSync(logFile(), `${logFile()}.1`);
     await get('/app/after-rename'); // nginx still writes to the renamed file
     await nginx('-s', 'reopen');
-    // Reopening is asynchronous (the master signals the worker): wait for the new file.
-    for (let i = 0; i < 100 && !existsSync(logFile()); i++) await new Promise((r) => setTimeout(r, 10));
-    await new Promise((r) => setTimeout(r, 100));
+    // Reopening is asynchronous (the master reopens, then signals the worker): probe until a
+    // request lands in the new file (nginx writes a line just after its response, so look
+    // for any probe). The probes are lines like any other; left out below.
+    for (let i = 0; ; i++) {
+      await get(`/app/probe-${i}`);
+      if (existsSync(logFile()) && readFileSync(logFile(), 'utf8').includes('/app/probe-')) break;
+      assert.ok(i < 200, 'nginx reopened its log within 200 probes');
+      await new Promise((r) => setTimeout(r, 5));
+    }
     await get('/app/after-reopen');
-    const lines = await readLines(reader, 4);
+    const uris: string[] = [];
+    for (let i = 0; i < 100 && !uris.includes('/app/after-reopen'); i++) {
+      uris.push(...new AccessLogParser().parse(await reader.read()).map((r) => r.uri));
+      if (!uris.includes('/app/after-reopen')) await new Promise((r) => setTimeout(r, 20));
+    }
     assert.deepEqual(
-      new AccessLogParser().parse(lines).map((r) => r.uri),
+      uris.filter((u) => !u.startsWith('/app/probe-')),
       ['/app/before-1', '/app/before-2', '/app/after-rename', '/app/after-reopen'],
     );
     assert.equal(reader.counters.rotations, 1);
     assert.ok(readFileSync(`${logFile()}.1`, 'utf8').includes('/app/after-rename'), 'the line really went to the old file');
+    assert.ok(readFileSync(logFile(), 'utf8').includes('/app/after-reopen'), 'and this one to the new file');
     await reader.close();
   });
 });
