@@ -237,3 +237,32 @@ export interface FleetLockPort {
   /** Who holds the lock now, if anyone (status). */
   info(): Promise<LockInfo | undefined>;
 }
+
+/** What an access log reader noticed on the way; each number is a reason lines may be missing or late. */
+export interface AccessLogCounters {
+  /** The file was replaced under the reader (renamed away, or a new file at the path). */
+  rotations: number;
+  /** The file shrank or was rewritten in place (copytruncate, `> access.log`): read again from 0. */
+  truncations: number;
+  /** Rotations or truncations after which the rest of the old file could not be read: lines may be missing. */
+  lostRotations: number;
+  /** Lines dropped before read() returned them: longer than the line limit, or not fleetroll_json on a mixed stream. */
+  skippedLines: number;
+}
+
+/**
+ * One load balancer's access log, read incrementally during a rollout: each
+ * read() returns the complete lines written since the previous one, in the
+ * order nginx wrote them, each once. A line nginx is still writing waits for
+ * the next read. Implementations (src/adapters/accessLog.ts): a file on this
+ * machine, a file inside the nginx container, the container's own log stream.
+ * Parse the lines with src/core/accessLog.ts.
+ */
+export interface AccessLogSource {
+  /** For messages, e.g. "access log /var/log/nginx/access.log in container depwork-nginx". */
+  readonly name: string;
+  readonly counters: AccessLogCounters;
+  read(): Promise<string[]>;
+  /** Releases files and streams; read() after close() returns []. */
+  close(): Promise<void>;
+}
