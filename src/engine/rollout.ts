@@ -8,7 +8,7 @@
  * experiments and simulate differ only in the ports they pass.
  */
 import type { Fleet } from '../config/load.js';
-import { RolloutFailedError, type FailurePhase } from '../errors.js';
+import { ExitCode, FleetrollError, RolloutFailedError, type FailurePhase } from '../errors.js';
 import { LABELS, systemClock, type Clock, type InstanceInfo, type Journal } from '../ports.js';
 import { Controller, hostFailure, type Instance } from './controller.js';
 import type { DeployDeps, DeployOptions, DeployResult } from './types.js';
@@ -63,6 +63,16 @@ export class Rollout {
   }
 
   async run(): Promise<DeployResult> {
+    const type = this.fleet.strategy.type;
+    if (type === 'BlueGreen' || type === 'Canary') {
+      // Resolved and explained (plan, validate), not carried out yet: refuse before touching anything.
+      throw new FleetrollError(
+        'E_STRATEGY_NOT_SUPPORTED',
+        ExitCode.invalidInput,
+        `strategy type ${type} is not carried out by deploy yet (deploy support lands with the controller work); nothing was changed`,
+        { hint: `\`fleetroll plan -f ${this.fleet.source.file}\` shows what the ${type} rollout will do; deploy with type RollingUpdate or Recreate meanwhile` },
+      );
+    }
     const t0 = this.clock.now();
     if (!this.deps.simulated) {
       await preflight(this.fleet, this.deps.routers, this.work, { runtimes: this.deps.runtimes, imageSource: this.deps.imageSource, clock: this.clock, emit: this.emit, copyImages: this.options.copyImages !== false });
