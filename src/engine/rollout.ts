@@ -8,7 +8,7 @@
  * experiments and simulate differ only in the ports they pass.
  */
 import type { Fleet } from '../config/load.js';
-import { ExitCode, FleetrollError, RolloutFailedError, type FailurePhase } from '../errors.js';
+import { RolloutFailedError, UnsupportedStrategyError, type FailurePhase } from '../errors.js';
 import { LABELS, systemClock, type Clock, type InstanceInfo, type Journal } from '../ports.js';
 import { Controller, hostFailure, type Instance } from './controller.js';
 import type { DeployDeps, DeployOptions, DeployResult } from './types.js';
@@ -64,14 +64,9 @@ export class Rollout {
 
   async run(): Promise<DeployResult> {
     const type = this.fleet.strategy.type;
+    // Resolved and explained (plan, validate), not carried out yet: refuse before touching anything.
     if (type === 'BlueGreen' || type === 'Canary') {
-      // Resolved and explained (plan, validate), not carried out yet: refuse before touching anything.
-      throw new FleetrollError(
-        'E_STRATEGY_NOT_SUPPORTED',
-        ExitCode.invalidInput,
-        `strategy type ${type} is not carried out by deploy yet (deploy support lands with the controller work); nothing was changed`,
-        { hint: `\`fleetroll plan -f ${this.fleet.source.file}\` shows what the ${type} rollout will do; deploy with type RollingUpdate or Recreate meanwhile` },
-      );
+      throw new UnsupportedStrategyError(type, this.deps.simulated ? { command: 'simulate' } : { file: this.fleet.source.file });
     }
     const t0 = this.clock.now();
     if (!this.deps.simulated) {
