@@ -10,6 +10,16 @@
 //   BROKEN_NEVER_READY=1       readiness never passes
 //   CRASH_AFTER_READY_SECONDS  exit 1 this many seconds after becoming ready
 //   ORDER_DELAY_MS             POST /api/orders latency (default 200)
+//
+// A subtly bad version, for canary analysis and experiments: readiness still
+// passes, /health/* and the version probe (/api/version) are never affected,
+// only the API requests (every other /api/ path) are:
+//   BAD_ERROR_RATE             share of API requests answered 500, from 0 to 1 (default 0).
+//                              Deterministic, by a counter: the n-th API request fails when
+//                              floor(n × rate) goes up, so failures are spread evenly and after
+//                              n requests exactly floor(n × rate) have failed (rate rounded to a
+//                              millionth). 0.1: requests 10, 20, 30, ...; 0.25: 4, 8, 12, ...
+//   BAD_LATENCY_MS             milliseconds added to every API request (default 0)
 import http from 'node:http';
 
 function num(name, def) {
@@ -33,6 +43,15 @@ const CRASH_AFTER_READY_SECONDS = process.env.CRASH_AFTER_READY_SECONDS
   ? num('CRASH_AFTER_READY_SECONDS', 0)
   : undefined;
 const ORDER_DELAY_MS = num('ORDER_DELAY_MS', 200);
+const BAD_ERROR_RATE = (() => {
+  const r = num('BAD_ERROR_RATE', 0);
+  if (r <= 1) return r;
+  console.log('invalid BAD_ERROR_RATE (a share from 0 to 1); using 0');
+  return 0;
+})();
+const BAD_LATENCY_MS = num('BAD_LATENCY_MS', 0);
+// Integer arithmetic, so the share is exact whatever the float rounding of n × rate.
+const BAD_PPM = Math.round(BAD_ERROR_RATE * 1_000_000);
 const HARD_EXIT_MS = 25_000;
 
 const log = (event, extra = '') =>
@@ -49,6 +68,14 @@ let terminating = false;
 let draining = false;
 let nextOrderId = 1;
 let inFlight = 0;
+let apiRequests = 0;
+
+/** BAD_ERROR_RATE: the n-th API request fails when floor(n × rate) goes up. */
+function injectFailure() {
+  apiRequests++;
+  if (BAD_PPM === 0) return false;
+  return Math.floor((apiRequests * BAD_PPM) / 1_000_000) > Math.floor(((apiRequests - 1) * BAD_PPM) / 1_000_000);
+}
 
 const ready = () => warm && !terminating && !BROKEN_NEVER_READY;
 
@@ -90,6 +117,11 @@ async function handle(req, res) {
   if (method === 'GET' && path === '/health/live') return send(req, res, 200, 'live', 'text');
   if (method === 'GET' && path === '/health/ready') {
     return ready() ? send(req, res, 200, 'ready', 'text') : send(req, res, 503, 'not ready', 'text');
+  }
+  if (path.startsWith('/api/') && path !== '/api/version') {
+    // Everything below is an API request: the bad version's switches apply.
+    if (BAD_LATENCY_MS > 0) await new Promise((r) => setTimeout(r, BAD_LATENCY_MS));
+    if (injectFailure()) return send(req, res, 500, { error: 'injected failure (BAD_ERROR_RATE)' });
   }
   if (method === 'GET' && path === '/api/books') return send(req, res, 200, BOOKS);
   if (req.method === 'POST' && path === '/api/orders') {
@@ -163,8 +195,10 @@ process.on('SIGTERM', () => shutdown('SIGTERM'));
 process.on('SIGINT', () => shutdown('SIGINT'));
 
 server.listen(PORT, () => {
-  log('listening', `port=${PORT}`);
+  // The port actually bound (PORT=0 picks a free one).
+  log('listening', `port=${server.address().port}`);
   if (BROKEN_NEVER_READY) log('readiness disabled (BROKEN_NEVER_READY)');
+  if (BAD_PPM > 0 || BAD_LATENCY_MS > 0) log('bad version', `500 for a share of ${BAD_PPM / 1_000_000} of API requests, +${BAD_LATENCY_MS} ms each`);
   const becomeReady = () => {
     warm = true;
     if (BROKEN_NEVER_READY) return;

@@ -120,6 +120,24 @@ function crossFieldIssues(f: FleetFileParsed, timings: Record<TimingField, numbe
   return issues;
 }
 
+/** Rules between the resolved strategy and the rest of the fleet; notes go into the strategy's notes. */
+function strategyFleetIssues(f: FleetFileParsed, s: ResolvedStrategy, defaultsStrategyPath: string): FieldIssue[] {
+  const issues: FieldIssue[] = [];
+  if (s.type === 'BlueGreen' && s.blueGreen.previewUpstream !== undefined) {
+    const preview = s.blueGreen.previewUpstream;
+    const path = `${s.blueGreen.sources.previewUpstream === 'defaults' ? defaultsStrategyPath : 'strategy'}/blueGreen/previewUpstream`;
+    f.loadBalancers.forEach((lb, i) => {
+      if (lb.nginx.upstream === preview) {
+        issues.push({ path, message: `must differ from loadBalancers/${i}/nginx/upstream (${JSON.stringify(preview)}): the preview upstream holds the new set before the switch, out of the users' traffic` });
+      }
+    });
+  }
+  if (f.hooks?.prePromotion !== undefined && s.type !== 'BlueGreen') {
+    s.notes.push(`hooks.prePromotion runs only with strategy type BlueGreen (before the switch); with ${s.type} it never runs`);
+  }
+  return issues;
+}
+
 /** maxSurge / maxUnavailable problems of a file that failed the schema (best effort). */
 function strategyIssuesOf(raw: Record<string, unknown>): FieldIssue[] {
   const strategy = strategySchema.safeParse(raw.strategy);
@@ -180,6 +198,7 @@ export async function fleetFromObject(raw: unknown, file: string, cli: CliOverri
 
   const issues = crossFieldIssues(f, timings);
   let strategy: ResolvedStrategy | undefined;
+  const defaultsStrategyPath = typeof f.defaults === 'string' ? `${defaultsPrefix}strategy` : 'defaults/strategy';
   try {
     const cliLayer: RollingUpdateInput = { maxSurge: cli.maxSurge, maxUnavailable: cli.maxUnavailable };
     strategy = resolveStrategy({
@@ -189,12 +208,13 @@ export async function fleetFromObject(raw: unknown, file: string, cli: CliOverri
       strategy: f.strategy,
       defaults: defaults?.strategy,
       replacementPolicy: { cli: cli.replacementPolicy, own: f.replacementPolicy, defaults: defaults?.replacementPolicy },
-      paths: { defaults: typeof f.defaults === 'string' ? `${defaultsPrefix}strategy` : 'defaults/strategy' },
+      paths: { defaults: defaultsStrategyPath },
     });
   } catch (err) {
     if (!(err instanceof ValidationError)) throw err;
     issues.push(...err.issues);
   }
+  if (strategy) issues.push(...strategyFleetIssues(f, strategy, defaultsStrategyPath));
   const image = cli.image ?? f.image;
   if (cli.image !== undefined) {
     const r = fleetSchema.shape.image.safeParse(cli.image);

@@ -41,10 +41,66 @@ const seconds = (min: number, max: number) =>
 /** maxSurge / maxUnavailable: format checked by core/strategy (one place for those rules). */
 const intOrPercent = z.union([z.number(), z.string()], { error: (i) => `must be an integer or a percentage string like "25%", got ${JSON.stringify(i.input)}` });
 
+/** strategy.blueGreen: the new set starts whole beside the old one; one reload switches traffic. */
+const blueGreenSchema = z
+  .object(
+    {
+      /** The old set stays (out of traffic) this long after the switch; undo inside it is one reload. */
+      scaleDownDelaySeconds: seconds(0, 86400).optional(),
+      /** An upstream the new set is written to before the switch, for a prePromotion hook to test it. */
+      previewUpstream: pattern(UPSTREAM_RE, 'an nginx upstream name: letters, digits and "_", starting with a letter or "_"').optional(),
+      /** false: the switch waits for `fleetroll promote`. */
+      autoPromote: z.boolean({ error: (i) => `must be true or false, got ${JSON.stringify(i.input)}` }).optional(),
+    },
+    { error: 'must be a mapping: { scaleDownDelaySeconds, previewUpstream, autoPromote }' },
+  )
+  .strict();
+
+/**
+ * One canary step: exactly one of setWeight, pause, analysis (core/strategy
+ * checks "exactly one", the pause duration's format and, again, every value).
+ */
+const canaryStepSchema = z
+  .object(
+    {
+      setWeight: int(0, 100, 'a whole percent').optional(),
+      pause: z
+        .object(
+          { duration: z.union([z.number(), z.string()], { error: (i) => `must be seconds or a duration string like "30s", "5m" or "1h", got ${JSON.stringify(i.input)}` }).optional() },
+          { error: (i) => `must be a mapping: { duration: 30s } or {} (wait for \`fleetroll resume\`), got ${JSON.stringify(i.input)}` },
+        )
+        .strict()
+        .optional(),
+      // Any mapping for now: the analysis settings' own schema (thresholds,
+      // interval, ...) validates these overrides when the analysis work wires them in.
+      analysis: z.record(z.string(), z.unknown(), { error: (i) => `must be a mapping of analysis settings (may be empty: {}), got ${JSON.stringify(i.input)}` }).optional(),
+    },
+    { error: (i) => `must be a step: { setWeight: N }, { pause: { duration: 30s } }, { pause: {} } or { analysis: {} }, got ${JSON.stringify(i.input)}` },
+  )
+  .strict();
+
+/** strategy.canary: weighted, sticky steps, then a rolling update (strategy.rollingUpdate) replaces the stable set. */
+const canarySchema = z
+  .object(
+    {
+      /** A fixed canary instance count; default: ceil(weight% × replicas), at least 1. */
+      canaryReplicas: int(1, 10000).optional(),
+      /** "remote_addr" (default), "cookie:NAME" or "header:NAME": format checked by core/strategy. */
+      stickyKey: z.string({ error: (i) => `must be "remote_addr", "cookie:NAME" or "header:NAME", got ${JSON.stringify(i.input)}` }).optional(),
+      steps: z.array(canaryStepSchema, { error: 'must be a list of steps like [{ setWeight: 10 }, { pause: { duration: 5m } }]' }).optional(),
+    },
+    { error: 'must be a mapping: { steps, stickyKey, canaryReplicas }' },
+  )
+  .strict();
+
 export const strategySchema = z
   .object({
-    type: z.enum(['RollingUpdate', 'Recreate'], { error: (i) => `must be "RollingUpdate" or "Recreate", got ${JSON.stringify(i.input)}` }).optional(),
+    type: z
+      .enum(['RollingUpdate', 'Recreate', 'BlueGreen', 'Canary'], { error: (i) => `must be "RollingUpdate", "Recreate", "BlueGreen" or "Canary", got ${JSON.stringify(i.input)}` })
+      .optional(),
     rollingUpdate: z.object({ maxSurge: intOrPercent.optional(), maxUnavailable: intOrPercent.optional() }).strict().optional(),
+    blueGreen: blueGreenSchema.optional(),
+    canary: canarySchema.optional(),
   })
   .strict();
 
@@ -129,6 +185,8 @@ export const fleetSchema = z
         preDeploy: hookCommand.optional(),
         postWave: hookCommand.optional(),
         postDeploy: hookCommand.optional(),
+        /** BlueGreen: runs once the new set is available (and in the preview upstream), before the switch; a failure keeps traffic on the old set. */
+        prePromotion: hookCommand.optional(),
         timeoutSeconds: seconds(1, 3600).default(60),
       })
       .strict()

@@ -3,23 +3,70 @@
  * checked here against a strict pattern, whatever validated it before: this
  * is the last line between input and nginx config.
  *
+ * What a template holds (templates/upstream.conf.tmpl is the default):
+ *
+ *   {{service}}   the service name (for comments)
+ *   {{upstream}}  the upstream name the user's `proxy_pass http://<upstream>` names
+ *   {{servers}}   the upstream's body: a `hash <key> consistent;` line when a
+ *                 sticky key is given (canary), then one `server` line per instance,
+ *                 with ` weight=N` when a weight is given and ` down` when down
+ *   {{blocks}}    further http-level blocks fleetroll needs, or nothing: the preview
+ *                 upstream (blue-green) and the `map` that reads a cookie whose name
+ *                 nginx cannot spell as `$cookie_NAME`. A template without
+ *                 `{{blocks}}` still works: the blocks are then appended at its end.
+ *
+ * The file is included at http level (it holds `upstream` blocks), so a `map`
+ * and several `upstream` blocks are allowed there. nginx resolves variables
+ * once the whole http block is read, so the map may follow the upstream that
+ * uses its variable.
+ *
+ * Canary traffic splitting uses weights inside the one upstream with
+ * `hash <key> consistent`, so the user's `proxy_pass http://<upstream>` is
+ * the same under every strategy: `canaryWeights` gives the weights.
+ *
  * PURE.
  */
 export interface UpstreamEntry {
   address: string;
   down: boolean;
   name: string;
+  /** nginx `weight=` (an integer from 1 to 1000); omitted means nginx's default, 1. */
+  weight?: number | undefined;
 }
+
+/**
+ * How requests stick to an instance (and so to a version) under `hash ... consistent`:
+ * the client address, a cookie or a request header. NAME: letters, digits, "_" and "-",
+ * at most 64.
+ */
+export type StickyKey = 'remote_addr' | `cookie:${string}` | `header:${string}`;
 
 export interface UpstreamInput {
   service: string;
   upstream: string;
   servers: readonly UpstreamEntry[];
+  /** Canary: `hash <key> consistent;` as the upstream's first line, so servers' weights split traffic stickily. */
+  hash?: StickyKey | undefined;
+  /**
+   * Blue-green: a second upstream holding the new set before the switch, so a
+   * prePromotion hook can test it through nginx. Render it whenever the fleet
+   * names one (with no servers outside a rollout: it then holds the
+   * always-down placeholder), so an nginx.conf that proxies to it keeps
+   * passing `nginx -t`.
+   */
+  preview?: { upstream: string; servers: readonly UpstreamEntry[] } | undefined;
 }
 
 const ADDRESS_RE = /^(?:[0-9]{1,3}\.){3}[0-9]{1,3}:[0-9]{1,5}$|^\[[0-9a-fA-F:]+\]:[0-9]{1,5}$|^[A-Za-z0-9][A-Za-z0-9.-]{0,252}:[0-9]{1,5}$/;
-const IDENT_RE = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+/** An nginx upstream name (also what fleet files allow). */
+export const UPSTREAM_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+const IDENT_RE = UPSTREAM_NAME_RE;
 const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+/** The NAME of `cookie:NAME` / `header:NAME`. */
+export const STICKY_NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
+const STICKY_KEY_RE = /^(?:remote_addr|(cookie|header):([A-Za-z0-9_-]{1,64}))$/;
+export const MIN_WEIGHT = 1;
+export const MAX_WEIGHT = 1000;
 
 /**
  * nginx rejects an upstream without servers, and a reload with a failing
@@ -30,35 +77,224 @@ export const PLACEHOLDER_SERVER = '    server 127.0.0.1:9 down; # no instance in
 
 export class UnsafeUpstreamValueError extends Error {}
 
-function assertSafe(re: RegExp, value: string, what: string): void {
-  if (!re.test(value)) throw new UnsafeUpstreamValueError(`refusing to write ${what} ${JSON.stringify(value)} into an nginx config`);
+function assertSafe(re: RegExp, value: unknown, what: string): asserts value is string {
+  if (typeof value !== 'string' || !re.test(value)) throw new UnsafeUpstreamValueError(`refusing to write ${what} ${JSON.stringify(value)} into an nginx config`);
 }
 
+export type ParsedStickyKey = { kind: 'remote_addr' } | { kind: 'cookie' | 'header'; name: string };
+
+/**
+ * Parses a sticky key ("remote_addr", "cookie:NAME", "header:NAME"). Returns
+ * the problem instead of throwing, for the config's list of every problem.
+ */
+export function parseStickyKey(raw: unknown): ParsedStickyKey | { error: string } {
+  const allowed = '"remote_addr", "cookie:NAME" or "header:NAME" (NAME: letters, digits, "_" and "-", at most 64)';
+  if (typeof raw !== 'string') return { error: `must be ${allowed}, got ${raw === null ? 'null' : typeof raw}` };
+  const m = STICKY_KEY_RE.exec(raw);
+  if (!m) return { error: `must be ${allowed}, got ${JSON.stringify(raw)}` };
+  return m[1] === undefined ? { kind: 'remote_addr' } : { kind: m[1] as 'cookie' | 'header', name: m[2] ?? '' };
+}
+
+/**
+ * The nginx variable a sticky key hashes on, and the `map` that defines it
+ * when nginx has no built-in one:
+ *
+ *   remote_addr      → $remote_addr
+ *   header:X-User    → $http_x_user        (nginx lowercases header names, "-" becomes "_")
+ *   cookie:session   → $cookie_session
+ *   cookie:my-sess   → $fleetroll_<upstream>_sticky, from a map over $http_cookie
+ *                      (an nginx variable name cannot hold "-", so $cookie_my-sess would
+ *                      read as $cookie_my followed by "-sess")
+ */
+export function stickyVariable(key: StickyKey, upstream: string): { variable: string; map?: string } {
+  assertSafe(IDENT_RE, upstream, 'upstream name');
+  const k = parseStickyKey(key);
+  if ('error' in k) throw new UnsafeUpstreamValueError(`refusing to write sticky key ${JSON.stringify(key)} into an nginx config: it ${k.error}`);
+  if (k.kind === 'remote_addr') return { variable: '$remote_addr' };
+  assertSafe(STICKY_NAME_RE, k.name, 'sticky key name');
+  if (k.kind === 'header') return { variable: `$http_${k.name.toLowerCase().replace(/-/g, '_')}` };
+  if (/^[A-Za-z0-9_]+$/.test(k.name)) return { variable: `$cookie_${k.name}` };
+  const variable = `$fleetroll_${upstream}_sticky`;
+  // The name is letters, digits, "_" and "-": nothing a regular expression reads specially.
+  const map = [
+    `# The ${k.name} cookie, for the sticky canary split of ${upstream} (nginx has no $cookie_ variable for a name with "-").`,
+    `map $http_cookie ${variable} {`,
+    `    "~(?:^|;)\\s*${k.name}=([^;]*)" $1;`,
+    '    default "";',
+    '}',
+  ].join('\n');
+  return { variable, map };
+}
+
+function serverLine(s: UpstreamEntry): string {
+  assertSafe(ADDRESS_RE, s.address, 'server address');
+  assertSafe(NAME_RE, s.name, 'instance name');
+  if (s.weight !== undefined && (!Number.isInteger(s.weight) || s.weight < MIN_WEIGHT || s.weight > MAX_WEIGHT)) {
+    throw new UnsafeUpstreamValueError(`refusing to write weight ${JSON.stringify(s.weight)} into an nginx config: a weight is an integer from ${MIN_WEIGHT} to ${MAX_WEIGHT}`);
+  }
+  return `    server ${s.address}${s.weight !== undefined ? ` weight=${s.weight}` : ''}${s.down ? ' down' : ''}; # ${s.name}`;
+}
+
+/** The server lines of an upstream (the placeholder when there are none). */
 export function renderServers(servers: readonly UpstreamEntry[]): string {
   if (servers.length === 0) return PLACEHOLDER_SERVER;
-  return servers
-    .map((s) => {
-      assertSafe(ADDRESS_RE, s.address, 'server address');
-      assertSafe(NAME_RE, s.name, 'instance name');
-      return `    server ${s.address}${s.down ? ' down' : ''}; # ${s.name}`;
-    })
-    .join('\n');
+  return servers.map(serverLine).join('\n');
 }
 
-/** Fills `{{service}}`, `{{upstream}}` and `{{servers}}` in a template. */
+/** What `{{servers}}` and `{{blocks}}` expand to, for a template or a caller of its own. */
+export function renderUpstreamParts(input: UpstreamInput): { servers: string; blocks: string } {
+  assertSafe(IDENT_RE, input.upstream, 'upstream name');
+  const blocks: string[] = [];
+  let body = renderServers(input.servers);
+  if (input.hash !== undefined) {
+    const { variable, map } = stickyVariable(input.hash, input.upstream);
+    body = `    hash ${variable} consistent;\n${body}`;
+    if (map) blocks.push(map);
+  }
+  if (input.preview) {
+    assertSafe(IDENT_RE, input.preview.upstream, 'preview upstream name');
+    if (input.preview.upstream === input.upstream) {
+      throw new UnsafeUpstreamValueError(`refusing to write preview upstream ${JSON.stringify(input.preview.upstream)}: it is the main upstream's name`);
+    }
+    blocks.push(
+      [
+        `# Preview of the new set (blue-green), before the switch. Not in ${input.upstream}'s traffic.`,
+        `upstream ${input.preview.upstream} {`,
+        renderServers(input.preview.servers),
+        '}',
+      ].join('\n'),
+    );
+  }
+  return { servers: body, blocks: blocks.join('\n') };
+}
+
+const BLOCKS_RE = /\{\{\s*blocks\s*\}\}/;
+
+/**
+ * Fills `{{service}}`, `{{upstream}}`, `{{servers}}` and `{{blocks}}` in a
+ * template. Blocks a template has no `{{blocks}}` for are appended at its end.
+ */
 export function renderUpstream(template: string, input: UpstreamInput): string {
   assertSafe(IDENT_RE, input.upstream, 'upstream name');
   assertSafe(NAME_RE, input.service, 'service name');
-  const values: Record<string, string> = { service: input.service, upstream: input.upstream, servers: renderServers(input.servers) };
-  return template.replace(/\{\{\s*(\w+)\s*\}\}/g, (whole, key: string) => values[key] ?? whole);
+  const parts = renderUpstreamParts(input);
+  const values: Record<string, string> = { service: input.service, upstream: input.upstream, servers: parts.servers, blocks: parts.blocks };
+  // Nothing to put in {{blocks}}: its line goes, rather than leaving a blank one.
+  const t = parts.blocks === '' ? template.replace(/^[ \t]*\{\{\s*blocks\s*\}\}[ \t]*(?:\r?\n|$)/gm, '') : template;
+  const out = t.replace(/\{\{\s*(\w+)\s*\}\}/g, (whole, key: string) => values[key] ?? whole);
+  if (parts.blocks === '' || BLOCKS_RE.test(template)) return out;
+  return `${out}${out.endsWith('\n') || out === '' ? '' : '\n'}${parts.blocks}\n`;
 }
 
-/** Parses server lines back out of a file fleetroll wrote (for status and tests). */
-export function parseUpstreamServers(content: string): UpstreamEntry[] {
+/**
+ * Integer nginx weights that give `canaryCount` canary servers `weightPercent`
+ * of the traffic beside `stableCount` stable servers, every server of a side
+ * getting its side's weight: the canary share
+ * `canaryCount × canary / (canaryCount × canary + stableCount × stable)` is
+ * within 1 point of the percent whenever weights from 1 to 1000 allow it (they
+ * do unless one side has hundreds of times the other's instances; then the
+ * closest share there is comes back, and `sharePercent` says what it is).
+ *
+ * A weight of 0 means "no traffic": render that side's servers `down` (nginx
+ * weights start at 1). 0% gives { stable: 1, canary: 0 }, 100% { stable: 0, canary: 1 }.
+ *
+ * Choice: the closest share among weight pairs whose upstream totals at most
+ * 1000 units of weight (ties: the smallest), if it is within half a point;
+ * else the smallest pair within half a point; else the closest; then scaled up by a whole factor
+ * while that total stays within 1000 and no weight passes 1000. nginx puts
+ * 160 points per unit of weight on the consistent-hash ring, and a server's
+ * real share strays from its nominal one by about one over the square root of
+ * its points, so a few hundred units keep the real split within a fraction of
+ * a point without a large ring (1000 units: 160,000 points).
+ *
+ *   stable 10, canary 1, 5%   → stable 95, canary 50   (50 / 1000 = 5%)
+ *   stable 10, canary 5, 50%  → stable 50, canary 100  (500 / 1000 = 50%)
+ *   stable 9,  canary 1, 10%  → stable 100, canary 100 (equal weights: 1 in 10)
+ *
+ * Throws RangeError for impossible input (a share for a side with no server,
+ * a percent outside 0..100): a caller's bug, not a user's.
+ */
+/** The upstream's total weight canaryWeights aims at (see there). */
+const RING_UNITS = 1000;
+/** A share this close to the percent counts as hitting it; then smaller weights win. */
+const TOLERANCE = 0.5;
+
+export function canaryWeights(stableCount: number, canaryCount: number, weightPercent: number): { stable: number; canary: number; sharePercent: number } {
+  for (const [n, what] of [[stableCount, 'stableCount'], [canaryCount, 'canaryCount']] as const) {
+    if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`canaryWeights: ${what} must be a non-negative integer, got ${n}`);
+  }
+  if (!Number.isFinite(weightPercent) || weightPercent < 0 || weightPercent > 100) {
+    throw new RangeError(`canaryWeights: weightPercent must be from 0 to 100, got ${weightPercent}`);
+  }
+  if (weightPercent < 100 && stableCount === 0) throw new RangeError(`canaryWeights: ${100 - weightPercent}% for stable needs a stable server`);
+  if (weightPercent > 0 && canaryCount === 0) throw new RangeError(`canaryWeights: ${weightPercent}% for the canary needs a canary server`);
+  if (weightPercent === 0) return { stable: 1, canary: 0, sharePercent: 0 };
+  if (weightPercent === 100) return { stable: 0, canary: 1, sharePercent: 100 };
+
+  const S = stableCount;
+  const C = canaryCount;
+  const share = (s: number, c: number) => (100 * C * c) / (C * c + S * s);
+  // canary/stable weight ratio that hits the percent exactly
+  const ratio = (weightPercent * S) / ((100 - weightPercent) * C);
+  const EPS = 1e-9;
+  type Pair = { s: number; c: number; err: number; total: number };
+  let best: Pair | undefined;
+  const rank = (p: Pair): [number, number, number] => {
+    const within = p.err <= TOLERANCE + EPS;
+    const inBudget = p.total <= RING_UNITS;
+    // 0: close and small; 1: close but large; 2: the closest there is.
+    return within && inBudget ? [0, p.err, p.total] : within ? [1, p.total, p.err] : [2, p.err, p.total];
+  };
+  const better = (a: Pair, b: Pair) => {
+    const [ra, rb] = [rank(a), rank(b)];
+    for (let i = 0; i < 3; i++) {
+      if (Math.abs(ra[i]! - rb[i]!) > EPS) return ra[i]! < rb[i]!;
+    }
+    return false;
+  };
+  for (let s = MIN_WEIGHT; s <= MAX_WEIGHT; s++) {
+    const ideal = s * ratio;
+    for (const raw of [Math.floor(ideal), Math.ceil(ideal)]) {
+      const c = Math.min(MAX_WEIGHT, Math.max(MIN_WEIGHT, raw));
+      const p: Pair = { s, c, err: Math.abs(share(s, c) - weightPercent), total: S * s + C * c };
+      if (!best || better(p, best)) best = p;
+    }
+  }
+  const b = best!;
+  const k = Math.max(1, Math.floor(Math.min(MAX_WEIGHT / Math.max(b.s, b.c), RING_UNITS / b.total)));
+  return { stable: b.s * k, canary: b.c * k, sharePercent: share(b.s, b.c) };
+}
+
+/**
+ * Stable and canary servers with the weights that give the canary
+ * `weightPercent` of the traffic (canaryWeights over the servers not down);
+ * a side at 0% is marked down. Servers already down stay down, unweighted.
+ */
+export function splitTraffic(stable: readonly UpstreamEntry[], canary: readonly UpstreamEntry[], weightPercent: number): UpstreamEntry[] {
+  const inService = (xs: readonly UpstreamEntry[]) => xs.filter((s) => !s.down).length;
+  const w = canaryWeights(inService(stable), inService(canary), weightPercent);
+  const weigh = (xs: readonly UpstreamEntry[], weight: number) =>
+    xs.map((s) => (s.down ? { ...s, weight: undefined } : weight === 0 ? { ...s, down: true, weight: undefined } : { ...s, weight }));
+  return [...weigh(stable, w.stable), ...weigh(canary, w.canary)];
+}
+
+/**
+ * Parses server lines back out of a file fleetroll wrote (for status and
+ * tests). With `upstream`, only that block's servers (the main upstream,
+ * without a preview block's); without, every server line in the file.
+ */
+export function parseUpstreamServers(content: string, upstream?: string): UpstreamEntry[] {
+  let text = content;
+  if (upstream !== undefined) {
+    const block = new RegExp(`^\\s*upstream\\s+${upstream.replace(/[^A-Za-z0-9_]/g, '')}\\s*\\{([^}]*)\\}`, 'm').exec(content);
+    text = block?.[1] ?? '';
+  }
   const out: UpstreamEntry[] = [];
-  for (const m of content.matchAll(/^\s*server\s+(\S+?)(\s+down)?\s*;\s*(?:#\s*(\S+))?/gm)) {
+  for (const m of text.matchAll(/^\s*server\s+(\S+?)((?:\s+(?:weight=[0-9]+|down))*)\s*;\s*(?:#\s*(\S+))?/gm)) {
     if (m[1] === '127.0.0.1:9') continue;
-    out.push({ address: m[1] ?? '', down: m[2] !== undefined, name: m[3] ?? '' });
+    const params = m[2] ?? '';
+    const weight = /weight=([0-9]+)/.exec(params)?.[1];
+    out.push({ address: m[1] ?? '', down: /\bdown\b/.test(params), name: m[3] ?? '', ...(weight !== undefined ? { weight: Number(weight) } : {}) });
   }
   return out;
 }

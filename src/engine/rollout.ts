@@ -8,7 +8,7 @@
  * experiments and simulate differ only in the ports they pass.
  */
 import type { Fleet } from '../config/load.js';
-import { RolloutFailedError, type FailurePhase } from '../errors.js';
+import { RolloutFailedError, UnsupportedStrategyError, type FailurePhase } from '../errors.js';
 import { LABELS, systemClock, type Clock, type InstanceInfo, type Journal } from '../ports.js';
 import { Controller, hostFailure, type Instance } from './controller.js';
 import type { DeployDeps, DeployOptions, DeployResult } from './types.js';
@@ -63,6 +63,11 @@ export class Rollout {
   }
 
   async run(): Promise<DeployResult> {
+    const type = this.fleet.strategy.type;
+    // Resolved and explained (plan, validate), not carried out yet: refuse before touching anything.
+    if (type === 'BlueGreen' || type === 'Canary') {
+      throw new UnsupportedStrategyError(type, this.deps.simulated ? { command: 'simulate' } : { file: this.fleet.source.file });
+    }
     const t0 = this.clock.now();
     if (!this.deps.simulated) {
       await preflight(this.fleet, this.deps.routers, this.work, { runtimes: this.deps.runtimes, imageSource: this.deps.imageSource, clock: this.clock, emit: this.emit, copyImages: this.options.copyImages !== false });

@@ -142,3 +142,108 @@ describe('fleetroll CLI', () => {
     assert.match(r.stdout, /load-balancer reloads\s+\d+/);
   });
 });
+
+describe('fleetroll CLI: BlueGreen and Canary are planned and validated (deploy comes with the controller work)', () => {
+  it('plan --json of the blue-green example: the waves and every step', () => {
+    const r = fleetroll('plan', '-f', 'examples/bluegreen.yaml', '--json');
+    assert.equal(r.code, 0, r.stderr);
+    const p = JSON.parse(r.stdout);
+    assert.deepEqual(
+      { ...p, steps: p.steps.map((s: { kind: string; trafficNewPercent: number; alive: number }) => [s.kind, s.trafficNewPercent, s.alive]) },
+      {
+        type: 'BlueGreen',
+        replicas: 3,
+        maxSurge: 3,
+        maxUnavailable: 0,
+        minAvailable: 3,
+        maxTotal: 6,
+        waves: [[3, 0], [3, 3], [0, 3]],
+        steps: [['startNew', 0, 6], ['preview', 0, 6], ['prePromotion', 0, 6], ['switch', 100, 6], ['scaleDownDelay', 100, 6], ['removeOld', 100, 6]],
+        peakAlive: 6,
+      },
+    );
+  });
+
+  it('plan --json of the canary example: steps with canary counts and weights, then the rolling waves', () => {
+    const r = fleetroll('plan', '-f', 'examples/canary.yaml', '--json');
+    assert.equal(r.code, 0, r.stderr);
+    const p = JSON.parse(r.stdout);
+    assert.deepEqual([p.type, p.replicas, p.maxSurge, p.maxUnavailable, p.peakAlive], ['Canary', 10, 2, 0, 19]);
+    assert.deepEqual(p.steps.map((s: { kind: string; new: number; old: number; trafficNewPercent: number }) => [s.kind, s.new, s.old, s.trafficNewPercent]), [
+      ['setWeight', 1, 10, 10],
+      ['pause', 1, 10, 10],
+      ['analysis', 1, 10, 10],
+      ['setWeight', 5, 10, 50],
+      ['pause', 5, 10, 50],
+    ]);
+    assert.deepEqual(p.steps[4].seconds, null, 'pause {} waits for resume or promote');
+    assert.deepEqual(p.waves, [[10, 5], [5, 7], [3, 9], [1, 10], [0, 10]]);
+  });
+
+  it('plan explains a canary for people: the steps table, the rolling update after it, and that deploy is still to come', () => {
+    const r = fleetroll('plan', '-f', 'examples/canary.yaml');
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /stickyKey\s+cookie:session\s+service's strategy/);
+    assert.match(r.stdout, /^1\s+setWeight 10: start 1 canary instance\s+1\s+10\s+10%\s+11$/m);
+    assert.match(r.stdout, /^5\s+pause until `fleetroll resume` or `promote`\s+5\s+10\s+50%\s+15$/m);
+    assert.match(r.stdout, /then a rolling update \(maxSurge 2, maxUnavailable 0\) from 10 stable and 5 canary instances/);
+    assert.match(r.stdout, /^1\s+2\s+5\s+5 \/ 7\s+10\.\.15\s+17$/m);
+    assert.match(r.stdout, /deploy support lands with the controller work/);
+  });
+
+  it('plan explains a blue-green rollout for people', () => {
+    const r = fleetroll('plan', '-f', 'examples/bluegreen.yaml');
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^1\s+start 3 new instances out of traffic; wait until every one is available\s+3\s+3\s+100% \/ 0%\s+6$/m);
+    assert.match(r.stdout, /^4\s+switch every upstream to the new set: one rewrite and one reload per load balancer\s+3\s+3\s+0% \/ 100%\s+6$/m);
+    assert.match(r.stdout, /mixed-version window: one reload \(the switch\); rollback: `fleetroll undo` within 30 s of the switch is one reload back/);
+  });
+
+  it('validate tells a canary user what their nginx upstream gets and that proxy_pass stays', () => {
+    const r = fleetroll('validate', '-f', 'examples/canary.yaml');
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /strategy Canary \(service's strategy\), 10 replicas/);
+    assert.match(r.stdout, /steps\s+setWeight 10, pause 5 min, analysis, setWeight 50, pause until resumed or promoted\s+service's strategy/);
+    assert.match(r.stdout, /the upstream gets `hash \$cookie_session consistent;` and a weight on every server/);
+    assert.match(r.stdout, /proxy_pass http:\/\/bookstore_api stays as it is: nothing to change in nginx.conf/);
+  });
+
+  it('validate warns when a custom template brings its own balancing method', () => {
+    writeFileSync(join(dir, 'lc.tmpl'), 'upstream {{upstream}} {\n    least_conn;\n{{servers}}\n}\n');
+    const f = join(dir, 'canary-lc.yaml');
+    writeFileSync(f, 'service: api\nimage: api:1\nreplicas: 4\nport: 80\nstrategy:\n  type: Canary\n  canary: { steps: [{ setWeight: 25 }] }\nloadBalancers:\n  - nginx: { exec: true, upstreamFile: /etc/nginx/u.conf, upstream: api, template: ./lc.tmpl }\n');
+    const r = fleetroll('validate', '-f', f);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, /warning: loadBalancers\/0\/nginx\/template: sets its own load-balancing method \(least_conn\); remove it/);
+  });
+
+  it('validate describes the blue-green switch and the preview upstream', () => {
+    const r = fleetroll('validate', '-f', 'examples/bluegreen.yaml');
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /scaleDownDelaySeconds\s+30\s+service's strategy/);
+    assert.match(r.stdout, /the same file also gets `upstream bookstore_preview \{ \.\.\. \}`/);
+  });
+
+  const refused: [string, string[], RegExp][] = [
+    ['deploy of a canary', ['deploy', '-f', 'examples/canary.yaml'], /strategy type Canary is not carried out by deploy yet \(deploy support lands with the controller work\); nothing was changed/],
+    ['deploy of a blue-green fleet', ['deploy', '-f', 'examples/bluegreen.yaml', '--json'], /strategy type BlueGreen is not carried out by deploy yet/],
+    ['simulate of a canary', ['simulate', '-f', 'examples/canary.yaml'], /strategy type Canary is not carried out by simulate yet/],
+  ];
+  for (const [name, args, message] of refused) {
+    it(`exit 2 before touching anything: ${name}`, () => {
+      const r = fleetroll(...args);
+      assert.equal(r.code, 2, `${r.stdout}\n${r.stderr}`);
+      assert.match(r.stderr, message);
+      assert.match(r.stderr, /fleetroll plan -f examples\/\w+\.yaml` shows what the/);
+    });
+  }
+
+  it('a canary step that does not fit is exit 2 with its path', () => {
+    const f = join(dir, 'bad-canary.yaml');
+    writeFileSync(f, 'service: api\nimage: api:1\nreplicas: 4\nport: 80\nstrategy:\n  type: BlueGreen\n  canary: { steps: [{ setWeight: 10, pause: {} }] }\n');
+    const r = fleetroll('plan', '-f', f);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /strategy\/canary: applies only to type Canary, but type is BlueGreen; with BlueGreen, allowed: blueGreen/);
+    assert.match(r.stderr, /strategy\/canary\/steps\/0: must be exactly one of setWeight, pause or analysis/);
+  });
+});

@@ -105,7 +105,7 @@ describe('loadFleet: bad input is rejected with the field path', () => {
     { name: 'bad maxSurge', text: `${BASE}strategy:\n  rollingUpdate: { maxSurge: "25 %" }\n`, path: 'strategy/rollingUpdate/maxSurge', message: /got "25 %"/ },
     { name: 'unavailable over 100%', text: `${BASE}strategy:\n  rollingUpdate: { maxUnavailable: 120% }\n`, path: 'strategy/rollingUpdate/maxUnavailable', message: /100%/ },
     { name: 'Recreate with rollingUpdate', text: `${BASE}strategy:\n  type: Recreate\n  rollingUpdate: { maxSurge: 1 }\n`, path: 'strategy/rollingUpdate', message: /Recreate/ },
-    { name: 'unknown strategy type', text: `${BASE}strategy:\n  type: BlueGreen\n`, path: 'strategy/type', message: /"RollingUpdate" or "Recreate"/ },
+    { name: 'unknown strategy type', text: `${BASE}strategy:\n  type: Linear\n`, path: 'strategy/type', message: /"RollingUpdate", "Recreate", "BlueGreen" or "Canary", got "Linear"/ },
     {
       name: 'nginx directive injection through the upstream name',
       text: `${BASE}loadBalancers:\n  - nginx: { exec: true, upstreamFile: /etc/nginx/u.conf, upstream: "x; include /etc/passwd" }\n`,
@@ -159,5 +159,95 @@ describe('loadFleet: bad input is rejected with the field path', () => {
   it('a bad --image flag is named', async () => {
     const got = await issues(BASE, { image: 'has space' });
     assert.equal(got[0]?.path, '--image');
+  });
+});
+
+const LB = `loadBalancers:\n  - nginx: { exec: true, upstreamFile: /etc/nginx/u.conf, upstream: bookstore_api }\n`;
+const CANARY = `${BASE}strategy:
+  type: Canary
+  rollingUpdate: { maxSurge: 1, maxUnavailable: 0 }
+  canary:
+    stickyKey: cookie:session
+    steps:
+      - setWeight: 10
+      - pause: { duration: 30s }
+      - analysis: {}
+      - setWeight: 50
+      - pause: {}
+`;
+
+describe('loadFleet: BlueGreen and Canary', () => {
+  it('a blue-green fleet file with a preview upstream and a prePromotion hook', async () => {
+    const f = await loadFleet(file(`${BASE}strategy:
+  type: BlueGreen
+  blueGreen: { scaleDownDelaySeconds: 60, previewUpstream: bookstore_preview, autoPromote: false }
+hooks:
+  prePromotion: ["./smoke-test.sh", "http://127.0.0.1:8081"]
+${LB}`));
+    assert.equal(f.strategy.type, 'BlueGreen');
+    assert.ok(f.strategy.type === 'BlueGreen');
+    assert.deepEqual([f.strategy.blueGreen.scaleDownDelaySeconds, f.strategy.blueGreen.previewUpstream, f.strategy.blueGreen.autoPromote], [60, 'bookstore_preview', false]);
+    assert.deepEqual(f.hooks?.prePromotion, ['./smoke-test.sh', 'http://127.0.0.1:8081']);
+    assert.deepEqual(f.strategy.notes, []);
+  });
+
+  it('a canary fleet file: steps, sticky key and the final rolling update', async () => {
+    const f = await loadFleet(file(CANARY));
+    assert.ok(f.strategy.type === 'Canary');
+    assert.deepEqual(f.strategy.canary.steps.map((s) => s.kind), ['setWeight', 'pause', 'analysis', 'setWeight', 'pause']);
+    assert.deepEqual(f.strategy.canary.steps[1], { kind: 'pause', seconds: 30, path: 'strategy/canary/steps/1' });
+    assert.deepEqual([f.strategy.canary.stickyKey, f.strategy.maxSurge, f.strategy.maxUnavailable], ['cookie:session', 1, 0]);
+  });
+
+  it('JSON works the same', async () => {
+    const f = await loadFleet(file(JSON.stringify({ service: 'x', image: 'x:2', replicas: 4, port: 80, strategy: { type: 'Canary', canary: { steps: [{ setWeight: 25 }, { pause: { duration: 60 } }] } } }), 'canary.json'));
+    assert.ok(f.strategy.type === 'Canary');
+    assert.deepEqual(f.strategy.canary.steps[1], { kind: 'pause', seconds: 60, path: 'strategy/canary/steps/1' });
+  });
+
+  it('a canary from a shared defaults file, with the flag still setting the final rolling update', async () => {
+    file('strategy:\n  type: Canary\n  canary:\n    steps: [{ setWeight: 20 }, { pause: {} }]\n', 'canary-team.yaml');
+    const f = await loadFleet(file(`${BASE}defaults: ./canary-team.yaml\n`), { maxUnavailable: '1' });
+    assert.ok(f.strategy.type === 'Canary');
+    assert.deepEqual([f.strategy.sources.type, f.strategy.canary.sources.steps, f.strategy.sources.maxUnavailable, f.strategy.maxUnavailable], ['defaults', 'defaults', 'cli', 1]);
+    assert.match(f.strategy.canary.steps[0]?.path ?? '', /canary-team\.yaml: strategy\/canary\/steps\/0$/);
+  });
+
+  it('hooks.prePromotion with a rolling update is noted: it would never run', async () => {
+    const f = await loadFleet(file(`${BASE}hooks:\n  prePromotion: ["./x"]\n`));
+    assert.match(f.strategy.notes.join('\n'), /hooks.prePromotion runs only with strategy type BlueGreen/);
+  });
+
+  const rows: { name: string; text: string; path: string; message: RegExp }[] = [
+    { name: 'canary block with type BlueGreen', text: `${BASE}strategy:\n  type: BlueGreen\n  canary: { steps: [{ setWeight: 10 }] }\n`, path: 'strategy/canary', message: /applies only to type Canary, but type is BlueGreen/ },
+    { name: 'rollingUpdate with type BlueGreen', text: `${BASE}strategy:\n  type: BlueGreen\n  rollingUpdate: { maxSurge: 1 }\n`, path: 'strategy/rollingUpdate', message: /must not be set when type is BlueGreen/ },
+    { name: 'a misspelt step kind', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    steps: [{ setWieght: 10 }]\n`, path: 'strategy/canary/steps/0', message: /unknown field "setWieght"/ },
+    { name: 'a step with two kinds', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    steps: [{ setWeight: 10, pause: {} }]\n`, path: 'strategy/canary/steps/0', message: /exactly one of setWeight, pause or analysis/ },
+    { name: 'a bare "- pause:" (null)', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    steps:\n      - pause:\n`, path: 'strategy/canary/steps/0/pause', message: /must be a mapping: \{ duration: 30s \} or \{\}/ },
+    { name: 'a pause in days', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    steps: [{ pause: { duration: 2d } }]\n`, path: 'strategy/canary/steps/0/pause/duration', message: /"30s", "5m" or "1h"/ },
+    { name: 'setWeight above 100', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    steps: [{ setWeight: 110 }]\n`, path: 'strategy/canary/steps/0/setWeight', message: /whole percent from 0 to 100, got 110/ },
+    { name: 'an analysis step that is a list', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    steps: [{ analysis: [1] }]\n`, path: 'strategy/canary/steps/0/analysis', message: /must be a mapping of analysis settings/ },
+    { name: 'a sticky key with a space', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    stickyKey: "cookie:my session"\n    steps: [{ setWeight: 10 }]\n`, path: 'strategy/canary/stickyKey', message: /got "cookie:my session"/ },
+    { name: 'canaryReplicas above replicas', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    canaryReplicas: 4\n    steps: [{ setWeight: 10 }]\n`, path: 'strategy/canary/canaryReplicas', message: /at most replicas \(3\), got 4/ },
+    { name: 'Canary without steps', text: `${BASE}strategy:\n  type: Canary\n`, path: 'strategy/canary/steps', message: /is required with type Canary/ },
+    { name: 'an unknown blueGreen field', text: `${BASE}strategy:\n  type: BlueGreen\n  blueGreen: { preview: { port: 8081 } }\n`, path: 'strategy/blueGreen', message: /unknown field "preview"/ },
+    { name: 'a preview upstream named like the load balancer\'s upstream', text: `${BASE}strategy:\n  type: BlueGreen\n  blueGreen: { previewUpstream: bookstore_api }\n${LB}`, path: 'strategy/blueGreen/previewUpstream', message: /must differ from loadBalancers\/0\/nginx\/upstream/ },
+    { name: 'injection through the preview upstream', text: `${BASE}strategy:\n  type: BlueGreen\n  blueGreen: { previewUpstream: "p; include /etc/passwd" }\n`, path: 'strategy/blueGreen/previewUpstream', message: /nginx upstream name/ },
+    { name: 'scaleDownDelaySeconds over a day', text: `${BASE}strategy:\n  type: BlueGreen\n  blueGreen: { scaleDownDelaySeconds: 90000 }\n`, path: 'strategy/blueGreen/scaleDownDelaySeconds', message: /from 0 to 86400, got 90000/ },
+    { name: 'prePromotion as a shell string', text: `${BASE}hooks:\n  prePromotion: "./smoke.sh && echo ok"\n`, path: 'hooks/prePromotion', message: /argument array/ },
+    { name: 'a canary block in a defaults file of type BlueGreen', text: `${BASE}defaults:\n  strategy: { type: BlueGreen, canary: { steps: [{ setWeight: 1 }] } }\n`, path: 'defaults/strategy/canary', message: /applies only to type Canary, but type is BlueGreen/ },
+  ];
+  for (const r of rows) {
+    it(`rejected with its path: ${r.name}`, async () => {
+      const got = await issues(r.text);
+      const hit = got.find((i) => i.path === r.path);
+      assert.ok(hit, `no issue at "${r.path}" in ${JSON.stringify(got)}`);
+      assert.match(hit.message, r.message);
+    });
+  }
+
+  it('a bad step is reported alongside problems elsewhere in the file', async () => {
+    const got = await issues(CANARY.replace('bookstore-api\n', 'Bad\n').replace('setWeight: 50', 'setWeight: 500'));
+    assert.deepEqual(got.map((i) => i.path).sort(), ['service', 'strategy/canary/steps/3/setWeight']);
   });
 });

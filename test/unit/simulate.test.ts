@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { FleetrollError } from '../../src/errors.js';
 import { resolveStrategy } from '../../src/core/strategy.js';
 import { simulateRollout, type SimulationTimings } from '../../src/sim/simulate.js';
 
@@ -71,4 +72,21 @@ describe('simulate: the engine on a virtual clock', () => {
       assert.ok(r.lowestCapacity >= s.minAvailable, `${surge}/${unav}: capacity ${r.lowestCapacity} < ${s.minAvailable}`);
     }
   });
+});
+
+describe('BlueGreen and Canary are resolved and planned, not carried out yet', () => {
+  const rows: [string, Parameters<typeof resolveStrategy>[0]['strategy']][] = [
+    ['BlueGreen', { type: 'BlueGreen' }],
+    ['Canary', { type: 'Canary', canary: { steps: [{ setWeight: 10 }] } }],
+  ];
+  for (const [name, strategy] of rows) {
+    it(`the engine refuses ${name} before touching anything (exit 2), instead of rolling it as a RollingUpdate`, async () => {
+      let started = false;
+      await assert.rejects(
+        simulateRollout(resolveStrategy({ replicas: 2, strategy }), timings(), { events: (e) => (started ||= e.type === 'observed') }),
+        (err: unknown) => err instanceof FleetrollError && err.code === 'E_STRATEGY_NOT_SUPPORTED' && err.exitCode === 2 && /deploy support lands with the controller work/.test(err.message),
+      );
+      assert.equal(started, false);
+    });
+  }
 });

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { loadFleet, type Fleet } from '../../config/load.js';
 import { runManaged, type ManagedResult } from '../../engine/session.js';
-import { ExitCode, FleetrollError, fieldError } from '../../errors.js';
+import { ExitCode, FleetrollError, UnsupportedStrategyError, fieldError } from '../../errors.js';
 import { eventPrinter, type LogFormat } from '../events.js';
 import type { Out } from '../output.js';
 import { buildDeps, fleetHandles } from '../wiring.js';
@@ -114,6 +114,8 @@ export async function executeRollout(
   o: RolloutCliOptions,
   what: { verb: string; changeCause?: string | undefined; continueRevision?: number | undefined },
 ): Promise<ManagedResult> {
+  // Refused before the lock or any Docker call (the engine refuses too, for its other callers).
+  if (fleet.strategy.type === 'BlueGreen' || fleet.strategy.type === 'Canary') throw new UnsupportedStrategyError(fleet.strategy.type, { file: fleet.source.file });
   const progress = o.json ? process.stderr : process.stdout;
   const events = eventPrinter(o.logFormat, progress);
   if (!o.json && o.logFormat === 'text') {

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { UnsupportedStrategyError } from '../../errors.js';
 import { simulateRollout, type SimulationResult } from '../../sim/simulate.js';
 import { parseCount, parseFraction, parseSeconds } from '../args.js';
 import { table, type Out } from '../output.js';
@@ -59,6 +60,7 @@ Examples:
     .option('--json', 'print the prediction as JSON')
     .action(async (o: SimulateOptions) => {
       const { strategy, fleet } = await strategyFromOptions(o);
+      if (strategy.type === 'BlueGreen' || strategy.type === 'Canary') throw new UnsupportedStrategyError(strategy.type, { command: 'simulate', file: o.file });
       const result = await simulateRollout(strategy, {
         startupMs: s2ms(o.startup),
         drainMs: s2ms(o.drain ?? fleet?.drainSeconds ?? 2),

@@ -1,7 +1,60 @@
+import { readFile } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { loadFleet } from '../../config/load.js';
+import { loadFleet, type Fleet } from '../../config/load.js';
+import { stickyVariable } from '../../core/upstream.js';
 import type { Out } from '../output.js';
 import { explainStrategy } from './plan.js';
+
+/** A load-balancing method of a template's own would clash with the `hash` line a canary writes. */
+const BALANCING_RE = /^\s*(hash|ip_hash|least_conn|random)\b/m;
+
+/**
+ * What a BlueGreen or Canary fleet means for its nginx: what fleetroll will
+ * write into each upstream file, that proxy_pass stays as it is, and what
+ * (if anything) in a custom template must change.
+ */
+async function nginxNotes(fleet: Fleet): Promise<{ lines: string[]; warnings: string[] }> {
+  const s = fleet.strategy;
+  const lines: string[] = [];
+  const warnings: string[] = [];
+  if (s.type !== 'BlueGreen' && s.type !== 'Canary') return { lines, warnings };
+  if (fleet.loadBalancers.length === 0) {
+    lines.push(`nginx (${s.type}): no loadBalancers in the fleet file: nothing to switch or split`);
+    return { lines, warnings };
+  }
+  for (const [i, { nginx: lb }] of fleet.loadBalancers.entries()) {
+    const where = `loadBalancers/${i} (${lb.upstreamFile}, upstream ${lb.upstream})`;
+    if (s.type === 'Canary') {
+      const key = stickyVariable(s.canary.stickyKey, lb.upstream);
+      lines.push(`nginx (Canary), ${where}: while the canary runs, the upstream gets \`hash ${key.variable} consistent;\` and a weight on every server (stable and canary), so each ${s.canary.stickyKey === 'remote_addr' ? 'client address' : s.canary.stickyKey.replace(':', ' ')} stays on one version while a weight holds`);
+      if (key.map) lines.push(`  the cookie name has "-", which no $cookie_ variable can spell: a \`map $http_cookie ${key.variable}\` is written into the same file (at http level, beside the upstream)`);
+      lines.push(`  proxy_pass http://${lb.upstream} stays as it is: nothing to change in nginx.conf`);
+    } else {
+      lines.push(`nginx (BlueGreen), ${where}: the switch rewrites the upstream with the new set and reloads once; proxy_pass http://${lb.upstream} stays as it is`);
+      const preview = s.blueGreen.previewUpstream;
+      if (preview !== undefined) {
+        lines.push(`  the same file also gets \`upstream ${preview} { ... }\`, the new set before the switch (empty outside a rollout); to test it, proxy to it from a server of your own, e.g. \`server { listen 127.0.0.1:8081; location / { proxy_pass http://${preview}; } }\``);
+      }
+    }
+    if (lb.template !== undefined) {
+      const path = resolve(dirname(fleet.source.file), lb.template);
+      const text = await readFile(path, 'utf8').catch((err: unknown) => {
+        warnings.push(`loadBalancers/${i}/nginx/template: cannot read ${path}: ${(err as Error).message}`);
+        return undefined;
+      });
+      const own = text === undefined ? undefined : BALANCING_RE.exec(text)?.[1];
+      if (s.type === 'Canary' && own !== undefined) {
+        warnings.push(`loadBalancers/${i}/nginx/template: sets its own load-balancing method (${own}); remove it: the canary's \`hash ... consistent\` line goes into {{servers}}, and with two methods nginx only warns ("load balancing method redefined") and keeps the later one, so the weighted, sticky split could silently not happen`);
+      }
+      if (text !== undefined && !/\{\{\s*blocks\s*\}\}/.test(text) && (s.type === 'BlueGreen' ? s.blueGreen.previewUpstream !== undefined : stickyVariable(s.canary.stickyKey, lb.upstream).map !== undefined)) {
+        lines.push(`  the template has no {{blocks}}: the ${s.type === 'BlueGreen' ? 'preview upstream' : 'cookie map'} is appended at its end`);
+      }
+    }
+  }
+  lines.push(`(${s.type}: \`fleetroll plan\` explains the rollout; deploy support lands with the controller work)`);
+  return { lines, warnings };
+}
 
 export function registerValidate(program: Command, out: Out): void {
   program
@@ -12,7 +65,9 @@ export function registerValidate(program: Command, out: Out): void {
     .addHelpText('after', '\nExit status: 0 valid, 2 invalid (every problem is listed with its field path).\n\nExample:\n  $ fleetroll validate -f examples/fleet.yaml')
     .action(async (o: { file: string; json?: boolean }) => {
       const fleet = await loadFleet(o.file);
+      const nginx = await nginxNotes(fleet);
       if (o.json) {
+        for (const w of nginx.warnings) out.warn(w);
         // env values may be secrets: show their names only.
         out.json({ ...fleet, env: Object.keys(fleet.env ?? {}) });
         return;
@@ -24,5 +79,7 @@ export function registerValidate(program: Command, out: Out): void {
       out.line(
         `timings: minReadySeconds ${fleet.minReadySeconds} (${t.minReadySeconds}), progressDeadlineSeconds ${fleet.progressDeadlineSeconds} (${t.progressDeadlineSeconds}), drainSeconds ${fleet.drainSeconds} (${t.drainSeconds}), terminationGracePeriodSeconds ${fleet.terminationGracePeriodSeconds} (${t.terminationGracePeriodSeconds}), hostParallelism ${fleet.hostParallelism} (${t.hostParallelism})`,
       );
+      for (const l of nginx.lines) out.line(l);
+      for (const w of nginx.warnings) out.warn(w);
     });
 }

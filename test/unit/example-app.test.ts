@@ -1,0 +1,112 @@
+/**
+ * The example app's "subtly bad version" switches, with the app run by node
+ * itself on a free port of 127.0.0.1 (no Docker): BAD_ERROR_RATE answers a
+ * predictable share of API requests with 500 (the n-th fails when
+ * floor(n × rate) goes up) while readiness, liveness and the version probe
+ * stay healthy; BAD_LATENCY_MS slows API requests only.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
+import { after, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const SERVER = fileURLToPath(new URL('../../examples/app/server.mjs', import.meta.url));
+const running: ChildProcess[] = [];
+after(() => {
+  for (const c of running) c.kill('SIGKILL');
+});
+
+/** Starts the app with `env` on a free port; resolves once it listens, with its port and log so far. */
+async function startApp(env: Record<string, string>): Promise<{ port: number; log: () => string }> {
+  const child = spawn(process.execPath, [SERVER], {
+    env: { PATH: process.env.PATH ?? '', PORT: '0', APP_VERSION: '2.0.0', ORDER_DELAY_MS: '0', PRESTOP_SECONDS: '0', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  running.push(child);
+  let out = '';
+  child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr?.on('data', (c: Buffer) => (out += c.toString()));
+  const port = await new Promise<number>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`the app did not start: ${out}`)), 10_000);
+    const check = () => {
+      const m = /listening port=(\d+)/.exec(out);
+      if (m) {
+        clearTimeout(t);
+        resolve(Number(m[1]));
+      }
+    };
+    child.stdout?.on('data', check);
+    child.on('exit', (code) => reject(new Error(`the app exited with ${code}: ${out}`)));
+  });
+  return { port, log: () => out };
+}
+
+const agent = new http.Agent({ keepAlive: true });
+after(() => agent.destroy());
+
+function request(port: number, method: string, path: string, body?: string): Promise<{ status: number; body: string; ms: number }> {
+  const t0 = performance.now();
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, method, path, agent, headers: body ? { 'content-type': 'application/json' } : {} }, (res) => {
+      let text = '';
+      res.on('data', (c: Buffer) => (text += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text, ms: performance.now() - t0 }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+describe('example app: a bad version that still passes readiness', () => {
+  it('BAD_ERROR_RATE 0.1: exactly every 10th API request is a 500, health and version stay 200', async () => {
+    const app = await startApp({ BAD_ERROR_RATE: '0.1' });
+    const failed: number[] = [];
+    for (let n = 1; n <= 100; n++) {
+      // GETs and POSTs share the counter; probes in between do not count.
+      const r = n % 3 === 0 ? await request(app.port, 'POST', '/api/orders', '{"bookId":1}') : await request(app.port, 'GET', '/api/books');
+      if (r.status === 500) failed.push(n);
+      else assert.equal(r.status, n % 3 === 0 ? 201 : 200);
+      assert.equal((await request(app.port, 'GET', '/health/ready')).status, 200, 'readiness passes');
+      if (n % 10 === 5) {
+        assert.equal((await request(app.port, 'GET', '/health/live')).status, 200);
+        assert.deepEqual(await request(app.port, 'GET', '/api/version').then((v) => [v.status, v.body]), [200, '2.0.0'], 'the version probe passes');
+      }
+    }
+    assert.deepEqual(failed, [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]);
+    assert.match(app.log(), /bad version 500 for a share of 0\.1 of API requests/);
+  });
+
+  // [name, rate, requests, expected failures]: floor(n × rate), spread evenly.
+  const rows: [string, string, number, number][] = [
+    ['a quarter of 40', '0.25', 40, 10],
+    ['1% of 250 (a small share, the canary-analysis case)', '0.01', 250, 2],
+    ['a third of 10', '0.3333333', 10, 3],
+    ['0 fails nothing', '0', 30, 0],
+    ['1 fails every API request', '1', 12, 12],
+    ['an invalid rate (above 1) falls back to 0', '2', 20, 0],
+  ];
+  for (const [name, rate, requests, want] of rows) {
+    it(`BAD_ERROR_RATE ${rate}: ${name}`, async () => {
+      const app = await startApp({ BAD_ERROR_RATE: rate });
+      let failures = 0;
+      for (let n = 0; n < requests; n++) if ((await request(app.port, 'GET', '/api/books')).status === 500) failures++;
+      assert.equal(failures, want);
+      assert.equal((await request(app.port, 'GET', '/health/ready')).status, 200);
+      if (Number(rate) > 1) assert.match(app.log(), /invalid BAD_ERROR_RATE/);
+    });
+  }
+
+  it('BAD_LATENCY_MS slows API requests, not the probes', async () => {
+    const app = await startApp({ BAD_LATENCY_MS: '150' });
+    for (let n = 0; n < 3; n++) {
+      const r = await request(app.port, 'GET', '/api/books');
+      assert.equal(r.status, 200);
+      assert.ok(r.ms >= 145, `an API request took ${r.ms.toFixed(0)} ms`);
+    }
+    // The probes answer without the added latency (well under it, even on a busy machine).
+    const probes = await Promise.all(['/health/ready', '/health/live', '/api/version'].map((p) => request(app.port, 'GET', p)));
+    assert.deepEqual(probes.map((p) => p.status), [200, 200, 200]);
+    assert.ok(Math.max(...probes.map((p) => p.ms)) < 140, `probes took ${probes.map((p) => p.ms.toFixed(0)).join(', ')} ms`);
+  });
+});
