@@ -1,16 +1,17 @@
-import type { Command } from 'commander';
+import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { loadFleet } from '../../config/load.js';
+import { fleetFileOption, jsonOption } from '../options.js';
 import type { Out } from '../output.js';
-import { explainStrategy } from './plan.js';
+import { explainStrategy } from '../strategy.js';
 
-export function registerValidate(program: Command, out: Out): void {
+export function registerValidate(program: CommandUnknownOpts, out: Out): void {
   program
     .command('validate')
     .description('check a fleet file (and its shared defaults) without touching anything')
-    .requiredOption('-f, --file <fleet.yaml>', 'fleet file')
-    .option('--json', 'print the effective fleet as JSON')
+    .addOption(fleetFileOption())
+    .addOption(jsonOption('print the effective fleet as JSON'))
     .addHelpText('after', '\nExit status: 0 valid, 2 invalid (every problem is listed with its field path).\n\nExample:\n  $ fleetroll validate -f examples/fleet.yaml')
-    .action(async (o: { file: string; json?: boolean }) => {
+    .action(async (o) => {
       const fleet = await loadFleet(o.file);
       if (o.json) {
         // env values may be secrets: show their names only.
