@@ -5,7 +5,7 @@
  * print.
  */
 import { Option, type Command, type OptionValues } from '@commander-js/extra-typings';
-import { loadFleet, type Fleet } from '../config/load.js';
+import type { Fleet } from '../config/load.js';
 import { MODE_DESCRIPTION, SOURCE_LABEL, resolveStrategy, type ResolvedStrategy } from '../core/strategy.js';
 import { ValidationError } from '../errors.js';
 import { parseCount } from './args.js';
@@ -27,6 +27,8 @@ type StrategyOptions = ReturnType<ReturnType<typeof withStrategyOptions<[], {}, 
 /** The strategy for plan/simulate, from a fleet file or from flags alone. */
 export async function strategyFromOptions(o: StrategyOptions): Promise<{ strategy: ResolvedStrategy; fleet?: Fleet }> {
   if (o.file) {
+    // The fleet file's parser and schema (yaml, zod) load only when there is a file: plan --replicas 4 does without them.
+    const { loadFleet } = await import('../config/load.js');
     const fleet = await loadFleet(o.file, { replicas: o.replicas, maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable, replacementPolicy: o.replacementPolicy });
     return { strategy: fleet.strategy, fleet };
   }
