@@ -4,7 +4,8 @@
  * can inject nginx directives or shell syntax (we never build shell strings,
  * but nginx config is text).
  */
-import { z } from 'zod';
+import type * as zod from 'zod';
+import * as z from './zod.js';
 
 export const SERVICE_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
 export const HOST_NAME_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
@@ -138,12 +139,12 @@ export const fleetSchema = z
   })
   .strict();
 
-export type FleetFileInput = z.input<typeof fleetSchema>;
-export type FleetFileParsed = z.output<typeof fleetSchema>;
-export type DefaultsParsed = z.output<typeof defaultsSchema>;
+export type FleetFileInput = zod.input<typeof fleetSchema>;
+export type FleetFileParsed = zod.output<typeof fleetSchema>;
+export type DefaultsParsed = zod.output<typeof defaultsSchema>;
 
 /** zod issues as slash paths, e.g. `loadBalancers/0/nginx/upstream: must be ...`. */
-export function zodIssues(error: z.ZodError, prefix = ''): { path: string; message: string }[] {
+export function zodIssues(error: zod.ZodError, prefix = ''): { path: string; message: string }[] {
   return error.issues.map((i) => {
     const path = [prefix, ...i.path.map(String)].filter((s) => s !== '').join('/');
     if (i.code === 'invalid_key') {
