@@ -232,7 +232,7 @@ export class Rollout {
     if (!spec) return undefined;
     const keys = (sample.labels[LABELS.envKeys] ?? '').split(',').filter(Boolean);
     const env = Object.fromEntries(keys.filter((k) => k in spec.env).map((k) => [k, spec.env[k] ?? '']));
-    const port = Number(sample.labels['fleetroll.port'] ?? this.fleet.port) || this.fleet.port;
+    const port = Number(sample.labels[LABELS.port] ?? this.fleet.port) || this.fleet.port;
     return { ...this.fleet, image: spec.image, env, port, version: sample.labels[LABELS.version] ?? this.fleet.version, hooks: undefined };
   }
 }
