@@ -105,15 +105,6 @@ export interface Runtime {
   specOf(id: string): Promise<{ image: string; env: Record<string, string> } | undefined>;
 }
 
-/** One server line of an upstream. */
-export interface UpstreamServer {
-  /** "ip:port" — validated before it reaches a config file. */
-  address: string;
-  down: boolean;
-  /** Instance name, written as a comment so a human can read the file. */
-  name: string;
-}
-
 /** One nginx load balancer. */
 export interface Router {
   /** Human name for messages, e.g. "nginx fleetroll-demo-nginx on local". */

@@ -8,20 +8,20 @@ import type * as zod from 'zod';
 import * as z from './zod.js';
 
 export const SERVICE_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
-export const HOST_NAME_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
+const HOST_NAME_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
 /** Docker object names (containers, networks): Docker's own rule. */
-export const DOCKER_NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/;
+const DOCKER_NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/;
 /** nginx upstream names: an identifier, nothing nginx could read as syntax. */
-export const UPSTREAM_RE = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+const UPSTREAM_RE = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 /** An image reference: [registry/]name[:tag][@digest], no whitespace or quotes. */
-export const IMAGE_RE = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]{0,254}$/;
+const IMAGE_RE = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]{0,254}$/;
 /** Absolute file paths for upstream files. */
-export const ABS_PATH_RE = /^\/[A-Za-z0-9._\-/]+$/;
+const ABS_PATH_RE = /^\/[A-Za-z0-9._\-/]+$/;
 /** HTTP paths for probes. */
-export const HTTP_PATH_RE = /^\/[A-Za-z0-9._~\-/%?=&]*$/;
-export const ENV_KEY_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const HTTP_PATH_RE = /^\/[A-Za-z0-9._~\-/%?=&]*$/;
+const ENV_KEY_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 export const VERSION_RE = /^[A-Za-z0-9][A-Za-z0-9._+\-]{0,127}$/;
-export const DOCKER_ENDPOINT_RE = /^(unix:\/\/\/[A-Za-z0-9._\-/]+|tcp:\/\/[A-Za-z0-9.\-]+:[0-9]{1,5}|ssh:\/\/([A-Za-z0-9._\-]+@)?[A-Za-z0-9.\-]+(:[0-9]{1,5})?)$/;
+const DOCKER_ENDPOINT_RE = /^(unix:\/\/\/[A-Za-z0-9._\-/]+|tcp:\/\/[A-Za-z0-9.\-]+:[0-9]{1,5}|ssh:\/\/([A-Za-z0-9._\-]+@)?[A-Za-z0-9.\-]+(:[0-9]{1,5})?)$/;
 
 const pattern = (re: RegExp, what: string) =>
   z.string({ error: (i) => (i.input === undefined ? 'is required' : `must be a string (${what})`) }).regex(re, { error: (i) => `must be ${what}, got ${JSON.stringify(i.input)}` });
@@ -139,7 +139,6 @@ export const fleetSchema = z
   })
   .strict();
 
-export type FleetFileInput = zod.input<typeof fleetSchema>;
 export type FleetFileParsed = zod.output<typeof fleetSchema>;
 export type DefaultsParsed = zod.output<typeof defaultsSchema>;
 

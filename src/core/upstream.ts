@@ -34,7 +34,7 @@ function assertSafe(re: RegExp, value: string, what: string): void {
   if (!re.test(value)) throw new UnsafeUpstreamValueError(`refusing to write ${what} ${JSON.stringify(value)} into an nginx config`);
 }
 
-export function renderServers(servers: readonly UpstreamEntry[]): string {
+function renderServers(servers: readonly UpstreamEntry[]): string {
   if (servers.length === 0) return PLACEHOLDER_SERVER;
   return servers
     .map((s) => {

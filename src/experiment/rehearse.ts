@@ -159,7 +159,7 @@ export async function waitForHttp(url: string, timeoutMs: number): Promise<void>
   }
 }
 
-export async function demoFleet(o: RehearseOptions, names: DemoNames, version: string, env: Record<string, string> = {}): Promise<Fleet> {
+async function demoFleet(o: RehearseOptions, names: DemoNames, version: string, env: Record<string, string> = {}): Promise<Fleet> {
   return fleetFromObject(
     {
       service: names.service,

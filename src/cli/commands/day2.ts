@@ -1,16 +1,15 @@
 /**
  * The `kubectl rollout` verbs for a fleet: history, undo, restart, status,
- * pause, resume, and the lock. Everything reads the fleet's state from its
- * first Docker host, so any machine pointed at the fleet sees the same.
+ * pause, resume, adopt, and the lock. Everything reads the fleet's state from
+ * its first Docker host, so any machine pointed at the fleet sees the same.
  */
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { loadFleet } from '../../config/load.js';
-import type { RevisionRecord } from '../../adapters/fleetState.js';
-import { whoAmI } from '../../adapters/fleetState.js';
 import { findAdoptable, parseAdoptMatch } from '../../engine/adopt.js';
 import { adoptFleet, fleetForRecord } from '../../engine/session.js';
 import { publicRecord, statusReport, watchRollout, type StatusReport } from '../../engine/status.js';
 import { ExitCode, FleetrollError, fieldError } from '../../errors.js';
+import type { RevisionRecord } from '../../ports.js';
 import { parseCount, parseDuration } from '../args.js';
 import { fleetFileOption, jsonOption, withRolloutOptions } from '../options.js';
 import { table, type Out } from '../output.js';
@@ -191,10 +190,10 @@ Example (the compose demo):
     )
     .action(async (o) => {
       const match = parseAdoptMatch(o.match);
-      const { fleet, deps, store, lock: l } = await context(o.file);
+      const { fleet, deps, store, lock: l, who } = await context(o.file);
       const nginx = new Set(fleet.loadBalancers.map((lb) => lb.nginx.container).filter((c): c is string => Boolean(c)));
       const found = await findAdoptable(deps.runtimes, match, nginx);
-      const r = await adoptFleet(fleet, deps, { store, lock: l, who: whoAmI() }, found, { command: `fleetroll ${process.argv.slice(2).join(' ')}`, match: o.match });
+      const r = await adoptFleet(fleet, deps, { store, lock: l, who }, found, { command: `fleetroll ${process.argv.slice(2).join(' ')}`, match: o.match });
       if (o.json) {
         out.json({ revision: r.revision.number, version: r.revision.version, instances: r.instances, reloads: r.reloads });
         return;

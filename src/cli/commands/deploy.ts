@@ -24,7 +24,7 @@ import { buildDeps, fleetHandles } from '../wiring.js';
  * undoes) the step in progress and stops with the fleet consistent. A second
  * signal exits at once.
  */
-export function onInterrupt(notify: (signal: string) => void): { signal: AbortSignal; dispose(): void } {
+function onInterrupt(notify: (signal: string) => void): { signal: AbortSignal; dispose(): void } {
   const controller = new AbortController();
   const handler = (signal: NodeJS.Signals) => {
     if (controller.signal.aborted) process.exit(ExitCode.interrupted);

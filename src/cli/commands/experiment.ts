@@ -12,7 +12,7 @@ import { buildDeps, readDefaultTemplate } from '../wiring.js';
 
 const secs = (s: Parameters<typeof fmtStat>[0]) => fmtStat(s, 1000, 1);
 
-export function printExperiment(s: ExperimentSummary, out: Out): void {
+function printExperiment(s: ExperimentSummary, out: Out): void {
   out.line('');
   out.line(`${s.experiment.title}: ${s.experiment.from} -> ${s.experiment.to}, median (min–max) over ${s.experiment.repetitions} repetition(s)`);
   out.line(

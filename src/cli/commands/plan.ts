@@ -4,7 +4,7 @@ import { jsonOption } from '../options.js';
 import { table, type Out } from '../output.js';
 import { explainStrategy, strategyFromOptions, withStrategyOptions } from '../strategy.js';
 
-export function printPlan(p: Plan, out: Out): void {
+function printPlan(p: Plan, out: Out): void {
   if (p.details.length === 0) {
     out.line('nothing to do: 0 replicas');
     return;

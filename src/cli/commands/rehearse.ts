@@ -26,7 +26,7 @@ function printRequests(r: RequestSummary, out: Out): void {
   out.line(`  ${r.ok} ok, ${r.failed} failed of ${r.total}; latency p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, max ${r.latencyMs.max} ms`);
 }
 
-export function printRehearsal(r: RehearseResult, out: Out): void {
+function printRehearsal(r: RehearseResult, out: Out): void {
   out.line('');
   out.line('requests through nginx during the rollout:');
   printRequests(r.requests, out);

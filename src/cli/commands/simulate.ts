@@ -8,7 +8,7 @@ import { explainStrategy, strategyFromOptions, withStrategyOptions } from '../st
 const s2ms = (s: number) => Math.round(s * 1000);
 const fmtS = (ms: number) => `${(ms / 1000).toFixed(ms % 1000 === 0 ? 0 : 1)} s`;
 
-export function printSimulation(r: SimulationResult, out: Out): void {
+function printSimulation(r: SimulationResult, out: Out): void {
   out.line('');
   out.line(
     table(
