@@ -89,7 +89,6 @@ Examples:
 /**
  * The shared body of deploy, undo, restart and resume: progress output,
  * Ctrl-C handling, the managed rollout, and the final line or JSON.
- * `prepare` may swap the fleet's spec once the fleet's state is readable.
  */
 export async function executeRollout(
   fleet: Fleet,
