@@ -5,7 +5,13 @@
  * real deploys and rehearsals alike.
  */
 
-/** Labels fleetroll puts on every instance container; the fleet's state is read back from them. */
+/**
+ * Every Docker label fleetroll sets or reads, one constant each: on instance
+ * containers (the fleet's state is read back from them), on the state and lock
+ * containers, on what a rehearsal creates, and on the images it builds. Running
+ * containers carry them, so a value that changes orphans what earlier versions
+ * started (test/unit/labels.test.ts pins them).
+ */
 export const LABELS = {
   managed: 'fleetroll.managed',
   service: 'fleetroll.service',
@@ -25,6 +31,12 @@ export const LABELS = {
   state: 'fleetroll.state',
   /** On the lock container (value: the holder as JSON); `${lock}.service` names the fleet. */
   lock: 'fleetroll.lock',
+  /** On everything a rehearsal creates besides the instances (nginx, network; value: the service), so `rehearse --down` finds it. */
+  demo: 'fleetroll.demo',
+  /** On every image built by adapters/localImages.ts; value: node-base | nginx-base | app. */
+  image: 'fleetroll.image',
+  /** On app images: hash of (context files, base image id, version); a mismatch triggers a rebuild. */
+  contextHash: 'fleetroll.context-hash',
 } as const;
 
 /** What to run for one instance. */
@@ -91,15 +103,6 @@ export interface Runtime {
    * The env holds secrets: never log it.
    */
   specOf(id: string): Promise<{ image: string; env: Record<string, string> } | undefined>;
-}
-
-/** One server line of an upstream. */
-export interface UpstreamServer {
-  /** "ip:port" — validated before it reaches a config file. */
-  address: string;
-  down: boolean;
-  /** Instance name, written as a comment so a human can read the file. */
-  name: string;
 }
 
 /** One nginx load balancer. */

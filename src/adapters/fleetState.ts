@@ -19,11 +19,9 @@ import { getFile, putFile } from './docker.js';
 import { createTar } from './tar.js';
 import type { FleetState, JournalEntry, LockHolder, LockInfo, StateStore, FleetLockPort } from '../ports.js';
 
-export type { AdoptedInstance, FleetState, JournalEntry, RevisionRecord, RolloutOutcome } from '../ports.js';
-
 const JOURNAL_KEEP = 2000;
 
-export function emptyState(service: string): FleetState {
+function emptyState(service: string): FleetState {
   return { service, nextRevision: 1, revisions: [] };
 }
 
@@ -43,7 +41,7 @@ function dockerStatus(err: unknown): number | undefined {
 }
 
 /** An image with one empty file and nothing else, for containers that are never started. */
-export const PLACEHOLDER_IMAGE = 'fleetroll/placeholder:1';
+const PLACEHOLDER_IMAGE = 'fleetroll/placeholder:1';
 
 /**
  * Makes PLACEHOLDER_IMAGE on an engine that lacks it (`docker import` of a
@@ -51,7 +49,7 @@ export const PLACEHOLDER_IMAGE = 'fleetroll/placeholder:1';
  * containers use it on a first host that does not have the fleet's image yet,
  * so that preflight can copy or pull that image there under the lock.
  */
-export async function ensurePlaceholderImage(docker: Dockerode): Promise<string> {
+async function ensurePlaceholderImage(docker: Dockerode): Promise<string> {
   try {
     await docker.getImage(PLACEHOLDER_IMAGE).inspect();
     return PLACEHOLDER_IMAGE;
@@ -178,10 +176,8 @@ export class FleetStateStore implements StateStore {
   }
 }
 
-export type { LockHolder, LockInfo } from '../ports.js';
-
 /** How long a lock lives without renewal. Renewed every LEASE_MS / 4. */
-export const LEASE_MS = 30_000;
+const LEASE_MS = 30_000;
 
 /** A holder on this very machine whose process is gone does not need its lease to run out. */
 function holderIsDeadHere(h: LockHolder): boolean {
@@ -194,7 +190,7 @@ function holderIsDeadHere(h: LockHolder): boolean {
   }
 }
 
-export class LockHeldError extends FleetrollError {
+class LockHeldError extends FleetrollError {
   constructor(readonly info: LockInfo, service: string) {
     super(
       'E_LOCK_HELD',

@@ -28,7 +28,7 @@ interface Answer {
 }
 
 /** "10.0.0.2:8080" | "[fd00::2]:8080" → host + port. */
-export function parseAddress(address: string): { host: string; port: number } {
+function parseAddress(address: string): { host: string; port: number } {
   const m = /^\[([^\]]+)\]:(\d+)$/.exec(address) ?? /^([^:[\]]+):(\d+)$/.exec(address);
   const port = Number(m?.[2]);
   if (!m?.[1] || !Number.isInteger(port) || port < 1 || port > 65535) {

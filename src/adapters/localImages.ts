@@ -19,6 +19,7 @@ import { chmod, chown, copyFile, mkdir, mkdtemp, readFile, rm, symlink, writeFil
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { LABELS } from '../ports.js';
 
 /** Options shared by every function here. */
 export interface DockerCliOptions {
@@ -71,10 +72,6 @@ export interface BuildAppImageOptions extends DockerCliOptions {
   force?: boolean;
 }
 
-/** Label on every image built here; value = node-base | nginx-base | app. */
-const IMAGE_LABEL = 'fleetroll.image';
-/** Label on app images: hash of (context files, base image id, version). A mismatch triggers a rebuild. */
-const CONTEXT_HASH_LABEL = 'fleetroll.context-hash';
 
 const DEFAULT_NODE_OFFICIAL = ['node:20-alpine', 'node:20-slim', 'node:20'];
 const DEFAULT_NGINX_OFFICIAL = ['nginx:stable-alpine', 'nginx:alpine', 'nginx:stable', 'nginx:latest'];
@@ -171,7 +168,7 @@ export async function ensureNodeBaseImage(opts: NodeBaseImageOptions = {}): Prom
     ]);
     await importRootfs(opts, dir, root, tag, [
       `ENV ${PATH_ENV}`,
-      `LABEL ${IMAGE_LABEL}=node-base`,
+      `LABEL ${LABELS.image}=node-base`,
       'CMD ["node"]',
     ]);
   });
@@ -232,7 +229,7 @@ export async function ensureNginxBaseImage(opts: NginxBaseImageOptions = {}): Pr
     await symlink('/dev/stderr', path.join(root, 'var/log/nginx/error.log'));
     await importRootfs(opts, dir, root, tag, [
       `ENV ${PATH_ENV}`,
-      `LABEL ${IMAGE_LABEL}=nginx-base`,
+      `LABEL ${LABELS.image}=nginx-base`,
       'EXPOSE 80',
       // No STOPSIGNAL: Docker 20.10's import rejects it ("not a valid change command").
       // `docker stop` sends SIGTERM = nginx fast shutdown; use --stop-signal SIGQUIT for graceful.
@@ -269,7 +266,7 @@ export async function buildAppImage(opts: BuildAppImageOptions): Promise<string>
   const contextHash = hash.digest('hex').slice(0, 16);
 
   if (!opts.force && (await imageExists(tag, opts))) {
-    const r = await docker(opts, `inspecting image ${tag}`, ['image', 'inspect', '--format', `{{index .Config.Labels "${CONTEXT_HASH_LABEL}"}}`, tag]);
+    const r = await docker(opts, `inspecting image ${tag}`, ['image', 'inspect', '--format', `{{index .Config.Labels "${LABELS.contextHash}"}}`, tag]);
     if (r.stdout.trim() === contextHash) {
       log(`${tag} is up to date`);
       return tag;
@@ -285,8 +282,8 @@ export async function buildAppImage(opts: BuildAppImageOptions): Promise<string>
       '--quiet',
       '--build-arg', `BASE=${base}`,
       '--build-arg', `APP_VERSION=${version}`,
-      '--label', `${IMAGE_LABEL}=app`,
-      '--label', `${CONTEXT_HASH_LABEL}=${contextHash}`,
+      '--label', `${LABELS.image}=app`,
+      '--label', `${LABELS.contextHash}=${contextHash}`,
       '--tag', tag,
       contextDir,
     ],

@@ -3,6 +3,7 @@
  * throws ValidationError (exit 2) before anything runs.
  */
 import { fieldError } from '../errors.js';
+import type { LogFormat } from './events.js';
 
 export function parseCount(flag: string, min: number, max: number) {
   return (value: string): number => {
@@ -38,4 +39,9 @@ export function parseDuration(flag: string) {
     const unit = m[2] ?? 's';
     return Math.round(n * (unit === 'ms' ? 1 : unit === 's' ? 1000 : unit === 'm' ? 60_000 : 3_600_000));
   };
+}
+
+export function parseLogFormat(v: string): LogFormat {
+  if (v !== 'text' && v !== 'json') throw fieldError('--log-format', `must be "text" or "json", got ${JSON.stringify(v)}`);
+  return v;
 }

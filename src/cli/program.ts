@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, type CommandUnknownOpts } from '@commander-js/extra-typings';
 import { ExitCode, FleetrollError, ReportedFailure } from '../errors.js';
 import { processOut, type Out } from './output.js';
 
-type Register = (program: Command, out: Out) => void;
+type Register = (program: CommandUnknownOpts, out: Out) => void;
 
 /**
  * Each command's module with the command names it registers, in help order. A
@@ -35,7 +35,7 @@ function packageVersion(): string {
 }
 
 /** The program with the commands `argv` needs (every command when argv is not given). */
-async function buildProgram(out: Out = processOut(), argv?: readonly string[]): Promise<Command> {
+async function buildProgram(out: Out = processOut(), argv?: readonly string[]): Promise<CommandUnknownOpts> {
   const program = new Command('fleetroll')
     .description('Kubernetes-style rolling deploys for Docker fleets behind nginx')
     .version(packageVersion(), '-V, --version', 'print the version')

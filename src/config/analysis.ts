@@ -24,7 +24,8 @@
  *
  * Not yet part of fleetSchema: wire it in as `analysis: analysisSchema.optional()`.
  */
-import { z } from 'zod';
+import type * as zod from 'zod';
+import * as z from './zod.js';
 import { ANALYSIS_DEFAULTS, type AnalysisSpec } from '../core/gate.js';
 
 const got = (input: unknown) => `got ${JSON.stringify(input)}`;
@@ -116,9 +117,9 @@ export const analysisSchema = z
     }
   });
 
-export type AnalysisInput = z.input<typeof analysisSchema>;
+export type AnalysisInput = zod.input<typeof analysisSchema>;
 
 // The parsed block is exactly what the gate takes.
-export type AnalysisParsed = z.output<typeof analysisSchema>;
+export type AnalysisParsed = zod.output<typeof analysisSchema>;
 const _isSpec: (a: AnalysisParsed) => AnalysisSpec = (a) => a;
 void _isSpec;

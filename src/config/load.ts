@@ -35,7 +35,7 @@ export interface Fleet extends Omit<FleetFileParsed, 'defaults' | 'strategy' | '
   /** Set from the fleet's state by `fleetroll restart`; part of the revision hash. */
   restartedAt?: string | undefined;
   strategy: ResolvedStrategy;
-  /** Where each timing value came from, for `plan` to explain. */
+  /** Where each timing value came from, for `validate` to explain. */
   timingSources: Record<TimingField, 'cli' | 'fleet' | 'defaults' | 'builtin'>;
   /** The file it was loaded from, and the defaults file if any. */
   source: { file: string; defaultsFile?: string | undefined };

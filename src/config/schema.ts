@@ -4,23 +4,24 @@
  * can inject nginx directives or shell syntax (we never build shell strings,
  * but nginx config is text).
  */
-import { z } from 'zod';
+import type * as zod from 'zod';
+import * as z from './zod.js';
 
 export const SERVICE_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
-export const HOST_NAME_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
+const HOST_NAME_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
 /** Docker object names (containers, networks): Docker's own rule. */
-export const DOCKER_NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/;
+const DOCKER_NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/;
 /** nginx upstream names: an identifier, nothing nginx could read as syntax. */
-export const UPSTREAM_RE = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+const UPSTREAM_RE = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 /** An image reference: [registry/]name[:tag][@digest], no whitespace or quotes. */
-export const IMAGE_RE = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]{0,254}$/;
+const IMAGE_RE = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]{0,254}$/;
 /** Absolute file paths for upstream files. */
-export const ABS_PATH_RE = /^\/[A-Za-z0-9._\-/]+$/;
+const ABS_PATH_RE = /^\/[A-Za-z0-9._\-/]+$/;
 /** HTTP paths for probes. */
-export const HTTP_PATH_RE = /^\/[A-Za-z0-9._~\-/%?=&]*$/;
-export const ENV_KEY_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const HTTP_PATH_RE = /^\/[A-Za-z0-9._~\-/%?=&]*$/;
+const ENV_KEY_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 export const VERSION_RE = /^[A-Za-z0-9][A-Za-z0-9._+\-]{0,127}$/;
-export const DOCKER_ENDPOINT_RE = /^(unix:\/\/\/[A-Za-z0-9._\-/]+|tcp:\/\/[A-Za-z0-9.\-]+:[0-9]{1,5}|ssh:\/\/([A-Za-z0-9._\-]+@)?[A-Za-z0-9.\-]+(:[0-9]{1,5})?)$/;
+const DOCKER_ENDPOINT_RE = /^(unix:\/\/\/[A-Za-z0-9._\-/]+|tcp:\/\/[A-Za-z0-9.\-]+:[0-9]{1,5}|ssh:\/\/([A-Za-z0-9._\-]+@)?[A-Za-z0-9.\-]+(:[0-9]{1,5})?)$/;
 
 const pattern = (re: RegExp, what: string) =>
   z.string({ error: (i) => (i.input === undefined ? 'is required' : `must be a string (${what})`) }).regex(re, { error: (i) => `must be ${what}, got ${JSON.stringify(i.input)}` });
@@ -196,12 +197,11 @@ export const fleetSchema = z
   })
   .strict();
 
-export type FleetFileInput = z.input<typeof fleetSchema>;
-export type FleetFileParsed = z.output<typeof fleetSchema>;
-export type DefaultsParsed = z.output<typeof defaultsSchema>;
+export type FleetFileParsed = zod.output<typeof fleetSchema>;
+export type DefaultsParsed = zod.output<typeof defaultsSchema>;
 
 /** zod issues as slash paths, e.g. `loadBalancers/0/nginx/upstream: must be ...`. */
-export function zodIssues(error: z.ZodError, prefix = ''): { path: string; message: string }[] {
+export function zodIssues(error: zod.ZodError, prefix = ''): { path: string; message: string }[] {
   return error.issues.map((i) => {
     const path = [prefix, ...i.path.map(String)].filter((s) => s !== '').join('/');
     if (i.code === 'invalid_key') {

@@ -38,7 +38,7 @@ function stopRank(i: ObservedInstance): number {
   return 3;
 }
 
-export function compareForStop(a: ObservedInstance, b: ObservedInstance): number {
+function compareForStop(a: ObservedInstance, b: ObservedInstance): number {
   return stopRank(a) - stopRank(b) || b.created - a.created || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 }
 

@@ -33,7 +33,7 @@ export interface HostLoad {
  * rather than elsewhere, which would leave the finished fleet lopsided.
  * Does not change `load`.
  */
-export function pickHost(hosts: readonly HostSlot[], load: ReadonlyMap<string, HostLoad>): string | { wait: string } | undefined {
+function pickHost(hosts: readonly HostSlot[], load: ReadonlyMap<string, HostLoad>): string | { wait: string } | undefined {
   let best: HostSlot | undefined;
   let bestLoad: HostLoad | undefined;
   for (const h of hosts) {

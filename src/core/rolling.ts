@@ -155,7 +155,7 @@ function removeFrom(r: RevisionCount, n: number): RevisionCount {
  * The counts after a step takes effect. New instances start unavailable;
  * stopped instances are gone. (Becoming ready is the world's doing, not a step.)
  */
-export function applyStep(c: FleetCounts, step: Step, holdTerminating = false): FleetCounts {
+function applyStep(c: FleetCounts, step: Step, holdTerminating = false): FleetCounts {
   const held = (n: number) => (holdTerminating ? { terminating: (c.terminating ?? 0) + n } : {});
   switch (step.kind) {
     case 'none':

@@ -42,7 +42,7 @@ const TYPES_ALLOWED = '"RollingUpdate", "Recreate", "BlueGreen" or "Canary"';
  * waiting out every drain and stop before the replacement starts.
  */
 export type ReplacementPolicy = 'TerminationStarted' | 'TerminationComplete';
-export const REPLACEMENT_POLICIES: readonly ReplacementPolicy[] = ['TerminationStarted', 'TerminationComplete'];
+const REPLACEMENT_POLICIES: readonly ReplacementPolicy[] = ['TerminationStarted', 'TerminationComplete'];
 
 export interface RollingUpdateInput {
   maxSurge?: IntOrPercent | undefined;
@@ -115,7 +115,7 @@ export const BUILTIN_DEFAULTS = {
 export const MAX_DELAY_SECONDS = 86400;
 
 /** A group (nodes that must move together) never loses a member before its replacement is up. */
-export const GROUP_OVERRIDE = { maxSurge: '100%', maxUnavailable: '0%' } as const;
+const GROUP_OVERRIDE = { maxSurge: '100%', maxUnavailable: '0%' } as const;
 
 export type RolloutMode = 'availability' | 'resource-aware' | 'balanced' | 'recreate' | 'blue-green' | 'canary';
 
@@ -179,7 +179,7 @@ export function parseIntOrPercent(
 }
 
 /** Percentages of replicas round up for surge and down for unavailable. */
-export function scaleValue(v: ParsedIntOrPercent, replicas: number, roundUp: boolean): number {
+function scaleValue(v: ParsedIntOrPercent, replicas: number, roundUp: boolean): number {
   if (v.kind === 'int') return v.value;
   const scaled = (v.value * replicas) / 100;
   return roundUp ? Math.ceil(scaled) : Math.floor(scaled);

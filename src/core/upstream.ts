@@ -136,7 +136,7 @@ function serverLine(s: UpstreamEntry): string {
 }
 
 /** The server lines of an upstream (the placeholder when there are none). */
-export function renderServers(servers: readonly UpstreamEntry[]): string {
+function renderServers(servers: readonly UpstreamEntry[]): string {
   if (servers.length === 0) return PLACEHOLDER_SERVER;
   return servers.map(serverLine).join('\n');
 }

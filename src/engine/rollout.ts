@@ -24,10 +24,10 @@ import { verifyVersions } from './verify.js';
 
 export type { LoadBalancer } from './traffic.js';
 export { instanceSpec, randomSuffix } from './instances.js';
-export { InterruptedError, PausedError, RolloutFailedError, type FailurePhase } from '../errors.js';
-export { systemClock, type Clock } from '../ports.js';
+export { InterruptedError, PausedError, RolloutFailedError } from '../errors.js';
+export { systemClock } from '../ports.js';
 
-export type { DeployDeps, DeployedInstance, DeployOptions, DeployResult } from './types.js';
+export type { DeployDeps, DeployOptions, DeployResult } from './types.js';
 
 export async function deploy(fleet: Fleet, deps: DeployDeps, options: DeployOptions = {}): Promise<DeployResult> {
   const rollout = new Rollout(fleet, deps, options);
@@ -40,7 +40,7 @@ export async function deploy(fleet: Fleet, deps: DeployDeps, options: DeployOpti
   }
 }
 
-export class Rollout {
+class Rollout {
   private readonly clock: Clock;
   private readonly emit: EventSink;
   private readonly journal: Journal;
@@ -237,7 +237,7 @@ export class Rollout {
     if (!spec) return undefined;
     const keys = (sample.labels[LABELS.envKeys] ?? '').split(',').filter(Boolean);
     const env = Object.fromEntries(keys.filter((k) => k in spec.env).map((k) => [k, spec.env[k] ?? '']));
-    const port = Number(sample.labels['fleetroll.port'] ?? this.fleet.port) || this.fleet.port;
+    const port = Number(sample.labels[LABELS.port] ?? this.fleet.port) || this.fleet.port;
     return { ...this.fleet, image: spec.image, env, port, version: sample.labels[LABELS.version] ?? this.fleet.version, hooks: undefined };
   }
 }

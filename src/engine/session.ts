@@ -51,7 +51,7 @@ function outcomeOf(err: unknown): { outcome: RolloutOutcome; message: string } {
 }
 
 /** The last rollout in the journal, if it never reached an end (complete, failed, ...). */
-export function unfinishedRollout(journal: JournalEntry[]): { rollout: string; last: JournalEntry } | undefined {
+function unfinishedRollout(journal: JournalEntry[]): { rollout: string; last: JournalEntry } | undefined {
   const last = journal[journal.length - 1];
   if (!last) return undefined;
   const mine = journal.filter((e) => e.rollout === last.rollout);

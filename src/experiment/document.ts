@@ -49,7 +49,7 @@ export function toMarkdown(blocks: readonly Block[]): string {
   return `${out.join('\n\n')}\n`;
 }
 
-export function escapeHtml(s: string): string {
+function escapeHtml(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 }
 

@@ -35,7 +35,7 @@ export interface LoadProfile {
   keepAlive: boolean;
 }
 
-export const DEFAULT_LOAD: LoadProfile = {
+const DEFAULT_LOAD: LoadProfile = {
   getPerSecond: 10,
   getPath: '/api/books',
   postConcurrency: 1,
@@ -77,7 +77,7 @@ const STOP_SLACK_MS = 500;
  * machine could load-test someone else's service. Only loopback hosts pass,
  * which covers an nginx published on a local port, the way experiments run.
  */
-export function assertLoopbackUrl(baseUrl: string): URL {
+function assertLoopbackUrl(baseUrl: string): URL {
   let url: URL;
   try {
     url = new URL(baseUrl);

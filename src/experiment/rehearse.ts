@@ -20,8 +20,8 @@ import { mixedVersionWindow, summarizeRequests, type RequestRecord, type Request
 import { startLoad } from './probes.js';
 import { scriptRollout, type ScriptOptions } from './scriptControl.js';
 
-/** Label on everything a rehearsal creates besides the instances, so `--down` finds it. */
-export const DEMO_LABEL = 'fleetroll.demo';
+/** LABELS.demo under its older name, which test/integration/fixture.ts imports. */
+export const DEMO_LABEL = LABELS.demo;
 
 export interface RehearseOptions {
   /** Service name; also the prefix of the network and nginx container names. */
@@ -108,7 +108,7 @@ server {
 /** Removes everything a rehearsal with this name created: instances, nginx, network. */
 export async function teardown(docker: Dockerode, names: DemoNames): Promise<number> {
   let removed = 0;
-  for (const filter of [`${LABELS.service}=${names.service}`, `${DEMO_LABEL}=${names.service}`]) {
+  for (const filter of [`${LABELS.service}=${names.service}`, `${LABELS.demo}=${names.service}`]) {
     const list = await docker.listContainers({ all: true, filters: { label: [filter] } });
     await Promise.all(
       list.map(async (c) => {
@@ -119,7 +119,7 @@ export async function teardown(docker: Dockerode, names: DemoNames): Promise<num
       }),
     );
   }
-  const nets = await docker.listNetworks({ filters: { label: [`${DEMO_LABEL}=${names.service}`] } });
+  const nets = await docker.listNetworks({ filters: { label: [`${LABELS.demo}=${names.service}`] } });
   for (const n of nets) await docker.getNetwork(n.Id).remove().catch(() => {});
   return removed;
 }
@@ -128,7 +128,7 @@ export async function startNginx(docker: Dockerode, names: DemoNames, image: str
   const c = await docker.createContainer({
     name: names.nginx,
     Image: image,
-    Labels: { [DEMO_LABEL]: names.service },
+    Labels: { [LABELS.demo]: names.service },
     ExposedPorts: { '80/tcp': {} },
     HostConfig: {
       NetworkMode: names.network,
@@ -159,7 +159,7 @@ export async function waitForHttp(url: string, timeoutMs: number): Promise<void>
   }
 }
 
-export async function demoFleet(o: RehearseOptions, names: DemoNames, version: string, env: Record<string, string> = {}): Promise<Fleet> {
+async function demoFleet(o: RehearseOptions, names: DemoNames, version: string, env: Record<string, string> = {}): Promise<Fleet> {
   return fleetFromObject(
     {
       service: names.service,
@@ -246,7 +246,7 @@ export async function runUnderLoad(
   const docker = runtime.docker;
   const removed = await teardown(docker, names);
   if (removed > 0) o.log(`removed ${removed} container(s) left from an earlier rehearsal`);
-  await ensureNetwork(docker, names.network, { [DEMO_LABEL]: names.service });
+  await ensureNetwork(docker, names.network, { [LABELS.demo]: names.service });
   const port = await startNginx(docker, names, nginxImage, o.port, template);
   const nginxUrl = `http://127.0.0.1:${port}`;
   await waitForHttp(nginxUrl, 10_000);

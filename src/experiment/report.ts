@@ -301,7 +301,7 @@ export function buildCharts(summary: ExperimentSummary, runs: readonly RunOutcom
 
 // ---- the document ----
 
-export function resultsTable(summary: ExperimentSummary): Block {
+function resultsTable(summary: ExperimentSummary): Block {
   return {
     kind: 'table',
     head: ['configuration', 'runs', 'requests', 'failed', 'retried', 'mixed-version window (s)', 'deploy duration (s)', 'simulate: duration / window (s)', 'overhead', 'min in service', 'peak instances', 'reloads'],

@@ -11,8 +11,9 @@
  * Validation reports every problem with its path (`strategies/1/maxSurge: ...`)
  * and nothing runs until the whole spec is valid.
  */
-import { z } from 'zod';
+import type * as zod from 'zod';
 import { VERSION_RE, zodIssues } from '../config/schema.js';
+import * as z from '../config/zod.js';
 import { readDocument } from '../config/load.js';
 import { resolveStrategy, type ResolvedStrategy } from '../core/strategy.js';
 import { ValidationError, type FieldIssue } from '../errors.js';
@@ -21,7 +22,7 @@ const msg = (what: string) => ({ error: (i: { input?: unknown }) => `must be ${w
 const number = (min: number, max: number, what = 'a number') => z.number(msg(`${what} from ${min} to ${max}`)).min(min, msg(`${what} from ${min} to ${max}`)).max(max, msg(`${what} from ${min} to ${max}`));
 const integer = (min: number, max: number) => number(min, max, 'an integer').int(msg(`an integer from ${min} to ${max}`));
 /** One value, or a list of values: a dimension of the matrix. */
-const oneOrMany = <T extends z.ZodType>(t: T) => z.union([t, z.array(t).min(1, 'must list at least one value').max(12, 'must list at most 12 values')]);
+const oneOrMany = <T extends zod.ZodType>(t: T) => z.union([t, z.array(t).min(1, 'must list at least one value').max(12, 'must list at most 12 values')]);
 const intOrPercent = z.union([z.number(), z.string()], msg('an integer or a percentage string like "25%"'));
 
 const strategySchema = z
@@ -87,9 +88,9 @@ export const experimentSchema = z
   })
   .strict();
 
-export type ExperimentSpecInput = z.input<typeof experimentSchema>;
-export type ExperimentSpec = z.output<typeof experimentSchema>;
-export type StrategySpec = z.output<typeof strategySchema>;
+export type ExperimentSpecInput = zod.input<typeof experimentSchema>;
+export type ExperimentSpec = zod.output<typeof experimentSchema>;
+export type StrategySpec = zod.output<typeof strategySchema>;
 
 /** The dimensions a cell can vary along, in the order their values appear in labels. */
 export const DIMENSIONS = ['replicas', 'drainSeconds', 'warmupSeconds', 'minReadySeconds', 'prestopSeconds', 'getPerSecond', 'postConcurrency', 'postDurationMs', 'keepAlive'] as const;
@@ -212,9 +213,9 @@ function strategyIssues(spec: ExperimentSpec): FieldIssue[] {
  * "Invalid input"; say what is wrong with it instead: for a list, the first
  * bad element (with its index), otherwise the single value.
  */
-function issuesOf(error: z.ZodError, raw: unknown): FieldIssue[] {
+function issuesOf(error: zod.ZodError, raw: unknown): FieldIssue[] {
   const at = (path: readonly PropertyKey[]) => path.reduce<unknown>((v, k) => (v !== null && typeof v === 'object' ? (v as Record<PropertyKey, unknown>)[k] : undefined), raw);
-  const flat: z.core.$ZodIssue[] = [];
+  const flat: zod.core.$ZodIssue[] = [];
   for (const issue of error.issues) {
     if (issue.code === 'invalid_union' && issue.errors.length === 2) {
       const [single, many] = issue.errors;

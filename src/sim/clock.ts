@@ -15,7 +15,7 @@ interface Timer {
   cancelled: boolean;
 }
 
-export class StalledError extends Error {}
+class StalledError extends Error {}
 
 export class VirtualClock implements Clock {
   private t: number;

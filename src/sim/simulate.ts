@@ -79,7 +79,7 @@ const TEMPLATE = 'upstream {{upstream}} {\n{{servers}}\n}\n';
 const OLD_REVISION = 'simulated-old';
 
 /** A fleet for the simulation: the strategy and timings given, nothing else that matters. */
-export function simulatedFleet(s: ResolvedStrategy, t: SimulationTimings, setup: SimulationSetup = {}): Fleet {
+function simulatedFleet(s: ResolvedStrategy, t: SimulationTimings, setup: SimulationSetup = {}): Fleet {
   const hosts = Array.from({ length: setup.hosts ?? 1 }, (_, i) => ({ name: `h${i + 1}`, docker: 'unix:///simulated', ...(setup.maxInstances?.[i] !== undefined ? { maxInstances: setup.maxInstances[i] } : {}) }));
   const fleet = {
     service: 'simulated',

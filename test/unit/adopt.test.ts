@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { findAdoptable, isAdoptable, parseAdoptMatch } from '../../src/engine/adopt.js';
 import { ValidationError } from '../../src/errors.js';
-import type { InstanceInfo, Runtime } from '../../src/ports.js';
+import { LABELS, type InstanceInfo, type Runtime } from '../../src/ports.js';
 
 type C = Pick<InstanceInfo, 'name' | 'labels' | 'state'>;
 const c = (name: string, labels: Record<string, string> = {}, state = 'running'): C => ({ name, labels, state });
@@ -27,11 +27,11 @@ describe('adopt --match', () => {
     ['"." is a dot, not any character', 'api.1', c('apiX1'), false],
     ['"." matches a dot', 'api.1', c('api.1'), true],
     ['the fleet\'s nginx is never taken', 'bookstore-*', c('bookstore-nginx'), false],
-    ['a container fleetroll manages is not taken', 'bookstore-*', c('bookstore-api-ab12', { 'fleetroll.managed': 'true', 'fleetroll.service': 'bookstore' }), false],
-    ['the fleet state container is not taken', 'fleetroll-*', c('fleetroll-state-bookstore', { 'fleetroll.state': 'bookstore' }), false],
-    ['the lock container is not taken (its sub-label counts too)', 'fleetroll-*', c('fleetroll-lock-bookstore', { 'fleetroll.lock.service': 'bookstore' }), false],
-    ['an image label such as fleetroll.image does not count as managed', 'legacy-*', c('legacy-1', { 'fleetroll.image': 'app' }), true],
-    ['a label that only starts like one of ours does not count', 'legacy-*', c('legacy-1', { 'fleetroll.managedby': 'x' }), true],
+    ['a container fleetroll manages is not taken', 'bookstore-*', c('bookstore-api-ab12', { [LABELS.managed]: 'true', [LABELS.service]: 'bookstore' }), false],
+    ['the fleet state container is not taken', 'fleetroll-*', c('fleetroll-state-bookstore', { [LABELS.state]: 'bookstore' }), false],
+    ['the lock container is not taken (its sub-label counts too)', 'fleetroll-*', c('fleetroll-lock-bookstore', { [`${LABELS.lock}.service`]: 'bookstore' }), false],
+    ['an image label such as fleetroll.image does not count as managed', 'legacy-*', c('legacy-1', { [LABELS.image]: 'app' }), true],
+    ['a label that only starts like one of ours does not count', 'legacy-*', c('legacy-1', { [`${LABELS.managed}by`]: 'x' }), true],
     ['a stopped container is not taken', 'legacy-*', c('legacy-1', {}, 'exited'), false],
     ['a created, never started container is not taken', 'legacy-*', c('legacy-1', {}, 'created'), false],
     ['a paused container is listed like docker ps lists it', 'legacy-*', c('legacy-1', {}, 'paused'), true],

@@ -1,20 +1,20 @@
 /**
  * The `kubectl rollout` verbs for a fleet: history, undo, restart, status,
- * pause, resume, and the lock. Everything reads the fleet's state from its
- * first Docker host, so any machine pointed at the fleet sees the same.
+ * pause, resume, adopt, and the lock. Everything reads the fleet's state from
+ * its first Docker host, so any machine pointed at the fleet sees the same.
  */
-import type { Command } from 'commander';
+import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { loadFleet } from '../../config/load.js';
-import type { RevisionRecord } from '../../adapters/fleetState.js';
-import { whoAmI } from '../../adapters/fleetState.js';
 import { findAdoptable, parseAdoptMatch } from '../../engine/adopt.js';
 import { adoptFleet, fleetForRecord } from '../../engine/session.js';
 import { publicRecord, statusReport, watchRollout, type StatusReport } from '../../engine/status.js';
 import { ExitCode, FleetrollError, fieldError } from '../../errors.js';
+import type { RevisionRecord } from '../../ports.js';
 import { parseCount, parseDuration } from '../args.js';
+import { fleetFileOption, jsonOption, withRolloutOptions } from '../options.js';
 import { table, type Out } from '../output.js';
 import { buildDeps, fleetHandles } from '../wiring.js';
-import { executeRollout, parseLogFormat, type RolloutCliOptions } from './deploy.js';
+import { executeRollout } from './deploy.js';
 
 async function context(file: string) {
   const fleet = await loadFleet(file);
@@ -23,14 +23,6 @@ async function context(file: string) {
   const first = [...deps.runtimes.values()][0];
   if (first) await first.ping();
   return { fleet, deps, ...h };
-}
-
-function rolloutOptions(cmd: Command): Command {
-  return cmd
-    .option('--lock-wait <duration>', 'wait this long for another rollout of the fleet to finish', parseDuration('--lock-wait'))
-    .option('--auto-rollback', 'on failure, roll back (same as onFailure: rollback)')
-    .option('--json', 'print the result as JSON')
-    .option('--log-format <text|json>', 'progress lines as text or JSON log lines', parseLogFormat, 'text');
 }
 
 const when = (iso: string | undefined) => (iso ? iso.replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '');
@@ -53,15 +45,15 @@ function describeRecord(r: RevisionRecord): string[][] {
   ];
 }
 
-export function registerDay2(program: Command, out: Out): void {
+export function registerDay2(program: CommandUnknownOpts, out: Out): void {
   program
     .command('history')
     .description("list the fleet's revisions, newest last")
-    .requiredOption('-f, --file <fleet.yaml>', 'fleet file')
+    .addOption(fleetFileOption())
     .option('--revision <n>', 'show one revision in full', parseCount('--revision', 1, 1_000_000))
-    .option('--json', 'print as JSON')
+    .addOption(jsonOption('print as JSON'))
     .addHelpText('after', '\nExamples:\n  $ fleetroll history -f fleet.yaml\n  $ fleetroll history -f fleet.yaml --revision 3')
-    .action(async (o: { file: string; revision?: number; json?: boolean }) => {
+    .action(async (o) => {
       const { store, fleet } = await context(o.file);
       const state = await store.read();
       const revisions = state?.revisions ?? [];
@@ -88,14 +80,14 @@ export function registerDay2(program: Command, out: Out): void {
       );
     });
 
-  rolloutOptions(
+  withRolloutOptions(
     program
       .command('undo')
       .description('roll back to the previous revision (or --to-revision N), as a new revision')
-      .requiredOption('-f, --file <fleet.yaml>', 'fleet file (strategy, hosts and load balancers come from it)')
+      .addOption(fleetFileOption('fleet file (strategy, hosts and load balancers come from it)'))
       .option('--to-revision <n>', 'the revision to go back to (default: the one before the current)', parseCount('--to-revision', 1, 1_000_000))
       .addHelpText('after', '\nAn undo is itself a revision, so an undo can be undone.\n\nExamples:\n  $ fleetroll undo -f fleet.yaml\n  $ fleetroll undo -f fleet.yaml --to-revision 2'),
-  ).action(async (o: RolloutCliOptions & { file: string; toRevision?: number }) => {
+  ).action(async (o) => {
     const { store, fleet } = await context(o.file);
     const revisions = (await store.read())?.revisions ?? [];
     const current = revisions[revisions.length - 1];
@@ -110,13 +102,13 @@ export function registerDay2(program: Command, out: Out): void {
     await executeRollout(fleetForRecord(fleet, target), out, o, { verb: `undo to revision ${target.number}:`, changeCause: `undo to revision ${target.number}` });
   });
 
-  rolloutOptions(
+  withRolloutOptions(
     program
       .command('restart')
       .description('replace every instance with the same spec (e.g. to re-read a rotated secret), honouring the strategy')
-      .requiredOption('-f, --file <fleet.yaml>', 'fleet file')
+      .addOption(fleetFileOption())
       .addHelpText('after', '\nExample:\n  $ fleetroll restart -f fleet.yaml'),
-  ).action(async (o: RolloutCliOptions & { file: string }) => {
+  ).action(async (o) => {
     const { store, fleet } = await context(o.file);
     const restartedAt = new Date().toISOString();
     const state = await store.update((await store.image()) ?? fleet.image, (s) => {
@@ -131,8 +123,8 @@ export function registerDay2(program: Command, out: Out): void {
   program
     .command('pause')
     .description('stop a running rollout after its current wave, with the fleet consistent')
-    .requiredOption('-f, --file <fleet.yaml>', 'fleet file')
-    .action(async (o: { file: string }) => {
+    .addOption(fleetFileOption())
+    .action(async (o) => {
       const { store, fleet } = await context(o.file);
       await store.update((await store.image()) ?? fleet.image, (s) => {
         s.paused = true;
@@ -140,12 +132,12 @@ export function registerDay2(program: Command, out: Out): void {
       out.line(`paused ${fleet.service}: a running rollout stops after its current wave (exit 4); continue with fleetroll resume -f ${o.file}`);
     });
 
-  rolloutOptions(
+  withRolloutOptions(
     program
       .command('resume')
       .description('continue a paused (or interrupted, or failed) rollout, from any machine')
-      .requiredOption('-f, --file <fleet.yaml>', 'fleet file'),
-  ).action(async (o: RolloutCliOptions & { file: string }) => {
+      .addOption(fleetFileOption()),
+  ).action(async (o) => {
     const { store, fleet } = await context(o.file);
     const state = await store.update((await store.image()) ?? fleet.image, (s) => {
       s.paused = false;
@@ -161,12 +153,12 @@ export function registerDay2(program: Command, out: Out): void {
   program
     .command('status')
     .description('desired vs observed: instances per revision, readiness, upstreams, the last rollout')
-    .requiredOption('-f, --file <fleet.yaml>', 'fleet file')
+    .addOption(fleetFileOption())
     .option('--watch', 'wait until the current rollout completes (exit 0) or fails (exit 1)')
     .option('--timeout <duration>', 'with --watch: give up after this long (exit 1)', parseDuration('--timeout'), 300_000)
-    .option('--json', 'print as JSON')
+    .addOption(jsonOption('print as JSON'))
     .addHelpText('after', '\nExamples:\n  $ fleetroll status -f fleet.yaml\n  $ fleetroll status -f fleet.yaml --watch --timeout 5m   # in CI, after starting a deploy elsewhere')
-    .action(async (o: { file: string; watch?: boolean; timeout: number; json?: boolean }) => {
+    .action(async (o) => {
       const ctx = await context(o.file);
       if (o.watch) {
         await watchRollout(ctx.store, o.timeout, (line) => out.line(line));
@@ -180,9 +172,9 @@ export function registerDay2(program: Command, out: Out): void {
   program
     .command('adopt')
     .description('take running containers that fleetroll did not start under management, without restarting them')
-    .requiredOption('-f, --file <fleet.yaml>', 'fleet file (port, hosts, load balancers)')
+    .addOption(fleetFileOption('fleet file (port, hosts, load balancers)'))
     .requiredOption('--match <label=value|name-pattern>', 'which running containers: a label (app=bookstore) or a name pattern (bookstore-api-*)')
-    .option('--json', 'print the result as JSON')
+    .addOption(jsonOption('print the result as JSON'))
     .addHelpText(
       'after',
       `
@@ -196,12 +188,12 @@ Example (the compose demo):
   $ fleetroll adopt -f examples/compose/fleet.yaml --match bookstore.role=api
   $ fleetroll deploy -f examples/compose/fleet.yaml --image fleetroll-example:1.1.0`,
     )
-    .action(async (o: { file: string; match: string; json?: boolean }) => {
+    .action(async (o) => {
       const match = parseAdoptMatch(o.match);
-      const { fleet, deps, store, lock: l } = await context(o.file);
+      const { fleet, deps, store, lock: l, who } = await context(o.file);
       const nginx = new Set(fleet.loadBalancers.map((lb) => lb.nginx.container).filter((c): c is string => Boolean(c)));
       const found = await findAdoptable(deps.runtimes, match, nginx);
-      const r = await adoptFleet(fleet, deps, { store, lock: l, who: whoAmI() }, found, { command: `fleetroll ${process.argv.slice(2).join(' ')}`, match: o.match });
+      const r = await adoptFleet(fleet, deps, { store, lock: l, who }, found, { command: `fleetroll ${process.argv.slice(2).join(' ')}`, match: o.match });
       if (o.json) {
         out.json({ revision: r.revision.number, version: r.revision.version, instances: r.instances, reloads: r.reloads });
         return;
@@ -215,9 +207,9 @@ Example (the compose demo):
   lock
     .command('status')
     .description('who holds the lock, since when, and whether its lease is still renewed')
-    .requiredOption('-f, --file <fleet.yaml>', 'fleet file')
-    .option('--json', 'print as JSON')
-    .action(async (o: { file: string; json?: boolean }) => {
+    .addOption(fleetFileOption())
+    .addOption(jsonOption('print as JSON'))
+    .action(async (o) => {
       const { lock: l, fleet } = await context(o.file);
       const info = await l.info();
       if (o.json) out.json(info ?? null);
@@ -227,9 +219,9 @@ Example (the compose demo):
   lock
     .command('release')
     .description('remove the lock: only a stale one, unless --force')
-    .requiredOption('-f, --file <fleet.yaml>', 'fleet file')
+    .addOption(fleetFileOption())
     .option('--force', 'remove it even though its holder still renews it')
-    .action(async (o: { file: string; force?: boolean }) => {
+    .action(async (o) => {
       const { lock: l, fleet } = await context(o.file);
       const info = await l.breakLock(o.force === true);
       out.line(info ? `released the lock of ${fleet.service} held by ${info.holder} (pid ${info.pid})` : `${fleet.service}: not locked`);

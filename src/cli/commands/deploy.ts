@@ -1,39 +1,30 @@
-import type { Command } from 'commander';
+import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { loadFleet, type Fleet } from '../../config/load.js';
 import { runManaged, type ManagedResult } from '../../engine/session.js';
 import { ExitCode, FleetrollError, UnsupportedStrategyError, fieldError } from '../../errors.js';
-import { eventPrinter, type LogFormat } from '../events.js';
+import { parseCount } from '../args.js';
+import { eventPrinter } from '../events.js';
+import {
+  autoRollbackOption,
+  fleetFileOption,
+  jsonOption,
+  lockWaitOption,
+  logFormatOption,
+  maxSurgeOption,
+  maxUnavailableOption,
+  replacementPolicyOption,
+  type RolloutOptions,
+} from '../options.js';
 import type { Out } from '../output.js';
+import { explainStrategy } from '../strategy.js';
 import { buildDeps, fleetHandles } from '../wiring.js';
-import { explainStrategy } from './plan.js';
-import { parseCount, parseDuration } from '../args.js';
-
-export function parseLogFormat(v: string): LogFormat {
-  if (v !== 'text' && v !== 'json') throw fieldError('--log-format', `must be "text" or "json", got ${JSON.stringify(v)}`);
-  return v;
-}
-
-interface DeployOptions {
-  file: string;
-  image?: string;
-  maxSurge?: string;
-  maxUnavailable?: string;
-  replacementPolicy?: string;
-  changeCause?: string;
-  autoRollback?: boolean;
-  lockWait?: number;
-  imageCopy?: boolean;
-  hostParallelism?: number;
-  json?: boolean;
-  logFormat: LogFormat;
-}
 
 /**
  * SIGINT/SIGTERM abort the rollout's signal: it finishes (or, while draining,
  * undoes) the step in progress and stops with the fleet consistent. A second
  * signal exits at once.
  */
-export function onInterrupt(notify: (signal: string) => void): { signal: AbortSignal; dispose(): void } {
+function onInterrupt(notify: (signal: string) => void): { signal: AbortSignal; dispose(): void } {
   const controller = new AbortController();
   const handler = (signal: NodeJS.Signals) => {
     if (controller.signal.aborted) process.exit(ExitCode.interrupted);
@@ -51,22 +42,22 @@ export function onInterrupt(notify: (signal: string) => void): { signal: AbortSi
   };
 }
 
-export function registerDeploy(program: Command, out: Out): void {
+export function registerDeploy(program: CommandUnknownOpts, out: Out): void {
   program
     .command('deploy')
     .description('roll the fleet to the spec in the fleet file (or to --image), draining each instance out of nginx first')
-    .requiredOption('-f, --file <fleet.yaml>', 'fleet file')
+    .addOption(fleetFileOption())
     .option('--image <image>', 'deploy this image instead of the file\'s (its tag becomes the expected version)')
-    .option('--max-surge <n|%>', 'override maxSurge for this rollout')
-    .option('--max-unavailable <n|%>', 'override maxUnavailable for this rollout')
-    .option('--replacement-policy <policy>', 'TerminationStarted (default: a replacement starts as soon as an instance is marked down) or TerminationComplete (only once its container is gone)')
+    .addOption(maxSurgeOption('override maxSurge for this rollout'))
+    .addOption(maxUnavailableOption('override maxUnavailable for this rollout'))
+    .addOption(replacementPolicyOption('TerminationStarted (default: a replacement starts as soon as an instance is marked down) or TerminationComplete (only once its container is gone)'))
     .option('--change-cause <text>', 'why this rollout happens (recorded on the new instances; default: the command line)')
-    .option('--lock-wait <duration>', 'wait this long for another rollout of the fleet to finish (e.g. 30s, 5m)', parseDuration('--lock-wait'))
-    .option('--auto-rollback', 'on failure, roll back to the previous revision (same as onFailure: rollback)')
+    .addOption(lockWaitOption('wait this long for another rollout of the fleet to finish (e.g. 30s, 5m)'))
+    .addOption(autoRollbackOption('on failure, roll back to the previous revision (same as onFailure: rollback)'))
     .option('--host-parallelism <n>', 'how many hosts may have Docker work in flight at once (default: the fleet\'s hostParallelism, else 8)', parseCount('--host-parallelism', 1, 1000))
     .option('--no-image-copy', 'do not copy the image to hosts that lack it (from another host or this machine)')
-    .option('--json', 'print the result as JSON on stdout (progress goes to stderr)')
-    .option('--log-format <text|json>', 'progress lines as text or as JSON log lines', parseLogFormat, 'text')
+    .addOption(jsonOption('print the result as JSON on stdout (progress goes to stderr)'))
+    .addOption(logFormatOption('progress lines as text or as JSON log lines'))
     .addHelpText(
       'after',
       `
@@ -89,30 +80,21 @@ Examples:
   $ fleetroll deploy -f fleet.yaml --image bookstore-api:1.1.0
   $ fleetroll deploy -f fleet.yaml --max-surge 1 --max-unavailable 0 --json`,
     )
-    .action(async (o: DeployOptions) => {
+    .action(async (o) => {
       const fleet = await loadFleet(o.file, { image: o.image, maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable, hostParallelism: o.hostParallelism, replacementPolicy: o.replacementPolicy });
-      await executeRollout(fleet, out, o, { verb: 'deploying', changeCause: o.changeCause });
+      await executeRollout(fleet, out, o, { verb: 'deploying', changeCause: o.changeCause, copyImages: o.imageCopy });
     });
-}
-
-export interface RolloutCliOptions {
-  json?: boolean;
-  imageCopy?: boolean;
-  logFormat: LogFormat;
-  lockWait?: number;
-  autoRollback?: boolean;
 }
 
 /**
  * The shared body of deploy, undo, restart and resume: progress output,
  * Ctrl-C handling, the managed rollout, and the final line or JSON.
- * `prepare` may swap the fleet's spec once the fleet's state is readable.
  */
 export async function executeRollout(
   fleet: Fleet,
   out: Out,
-  o: RolloutCliOptions,
-  what: { verb: string; changeCause?: string | undefined; continueRevision?: number | undefined },
+  o: RolloutOptions,
+  what: { verb: string; changeCause?: string | undefined; continueRevision?: number | undefined; copyImages?: boolean },
 ): Promise<ManagedResult> {
   // Refused before the lock or any Docker call (the engine refuses too, for its other callers).
   if (fleet.strategy.type === 'BlueGreen' || fleet.strategy.type === 'Canary') throw new UnsupportedStrategyError(fleet.strategy.type, { file: fleet.source.file });
@@ -136,7 +118,7 @@ export async function executeRollout(
       signal: interrupt.signal,
       lockWaitMs: o.lockWait,
       continueRevision: what.continueRevision,
-      copyImages: o.imageCopy !== false,
+      copyImages: what.copyImages !== false,
     });
   } catch (err) {
     // --json callers get a parseable outcome on stdout either way.

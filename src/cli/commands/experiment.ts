@@ -1,26 +1,18 @@
 import { resolve } from 'node:path';
-import type { Command } from 'commander';
+import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { SERVICE_RE } from '../../config/schema.js';
 import { fieldError, ReportedFailure } from '../../errors.js';
 import { runExperiment } from '../../experiment/experiment.js';
 import { fmtStat, type ExperimentSummary } from '../../experiment/report.js';
 import { loadExperimentSpec } from '../../experiment/spec.js';
 import { parseCount } from '../args.js';
+import { dockerEndpointOption, jsonOption } from '../options.js';
 import { table, type Out } from '../output.js';
 import { buildDeps, readDefaultTemplate } from '../wiring.js';
 
-interface ExperimentCli {
-  file: string;
-  out?: string;
-  json?: boolean;
-  docker: string;
-  name?: string;
-  repetitions?: number;
-}
-
 const secs = (s: Parameters<typeof fmtStat>[0]) => fmtStat(s, 1000, 1);
 
-export function printExperiment(s: ExperimentSummary, out: Out): void {
+function printExperiment(s: ExperimentSummary, out: Out): void {
   out.line('');
   out.line(`${s.experiment.title}: ${s.experiment.from} -> ${s.experiment.to}, median (min–max) over ${s.experiment.repetitions} repetition(s)`);
   out.line(
@@ -58,15 +50,15 @@ export function printExperiment(s: ExperimentSummary, out: Out): void {
   if (!s.ok) out.line(`\nresult: PROBLEMS: ${s.problems.join('; ')}`);
 }
 
-export function registerExperiment(program: Command, out: Out): void {
+export function registerExperiment(program: CommandUnknownOpts, out: Out): void {
   program
     .command('experiment')
     .description('run a matrix of rollouts on local fleets under load; record every request and event; report with charts')
     .requiredOption('-f, --file <spec>', 'experiment spec (YAML or JSON), e.g. examples/experiments/01-naive-vs-rolling.yaml')
     .option('--out <dir>', 'output directory (default: experiments-out/<spec name>)')
-    .option('--json', 'print the aggregated metrics as JSON on stdout (progress goes to stderr)')
+    .addOption(jsonOption('print the aggregated metrics as JSON on stdout (progress goes to stderr)'))
     .option('--repetitions <n>', "override the spec's repetitions", parseCount('--repetitions', 1, 50))
-    .option('--docker <endpoint>', 'Docker engine to use', 'unix:///var/run/docker.sock')
+    .addOption(dockerEndpointOption())
     .option('--name <prefix>', 'prefix of the fleets it creates (run N is <prefix>-N); default fx-<random>')
     .addHelpText(
       'after',
@@ -87,7 +79,7 @@ Examples:
   $ fleetroll experiment -f examples/experiments/01-naive-vs-rolling.yaml
   $ fleetroll experiment -f examples/experiments/03-four-replicas.yaml --repetitions 1 --json`,
     )
-    .action(async (o: ExperimentCli) => {
+    .action(async (o) => {
       if (o.name !== undefined && !(SERVICE_RE.test(o.name) && o.name.length <= 50)) {
         throw fieldError('--name', `must be lowercase letters, digits and dashes (at most 50), got ${JSON.stringify(o.name)}`);
       }

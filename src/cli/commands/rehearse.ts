@@ -1,4 +1,4 @@
-import type { Command } from 'commander';
+import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import type { RequestSummary } from '../../experiment/metrics.js';
 import { DockerRuntime } from '../../adapters/docker.js';
 import { removeFleetState } from '../../adapters/fleetState.js';
@@ -6,32 +6,10 @@ import { demoNames, rehearse, teardown, type RehearseResult } from '../../experi
 import { fieldError, ReportedFailure } from '../../errors.js';
 import { SERVICE_RE, VERSION_RE } from '../../config/schema.js';
 import { parseCount, parseSeconds } from '../args.js';
-import { eventPrinter, type LogFormat } from '../events.js';
+import { eventPrinter } from '../events.js';
+import { dockerEndpointOption, jsonOption, logFormatOption, maxSurgeOption, maxUnavailableOption } from '../options.js';
 import { table, type Out } from '../output.js';
 import { buildDeps, readDefaultTemplate } from '../wiring.js';
-import { parseLogFormat } from './deploy.js';
-
-interface RehearseCli {
-  name: string;
-  docker: string;
-  replicas: number;
-  maxSurge?: string;
-  maxUnavailable?: string;
-  recreate?: boolean;
-  naive?: boolean;
-  from: string;
-  to: string;
-  getRate: number;
-  postConcurrency: number;
-  drain: number;
-  warmup: number;
-  minReady: number;
-  port: number;
-  keep?: boolean;
-  down?: boolean;
-  json?: boolean;
-  logFormat: LogFormat;
-}
 
 const matching = (flag: string, re: RegExp, what: string) => (v: string) => {
   if (!re.test(v)) throw fieldError(flag, `must be ${what}, got ${JSON.stringify(v)}`);
@@ -48,7 +26,7 @@ function printRequests(r: RequestSummary, out: Out): void {
   out.line(`  ${r.ok} ok, ${r.failed} failed of ${r.total}; latency p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, max ${r.latencyMs.max} ms`);
 }
 
-export function printRehearsal(r: RehearseResult, out: Out): void {
+function printRehearsal(r: RehearseResult, out: Out): void {
   out.line('');
   out.line('requests through nginx during the rollout:');
   printRequests(r.requests, out);
@@ -59,15 +37,15 @@ export function printRehearsal(r: RehearseResult, out: Out): void {
   if (r.deployError) out.line(`deploy failed: ${r.deployError}`);
 }
 
-export function registerRehearse(program: Command, out: Out): void {
+export function registerRehearse(program: CommandUnknownOpts, out: Out): void {
   program
     .command('rehearse')
     .description('rehearse a rollout on a local fleet under load and measure what users would see (the demo)')
     .option('--name <service>', 'service name; prefixes the demo network and nginx container', matching('--name', SERVICE_RE, 'lowercase letters, digits and dashes'), 'bookstore-api')
-    .option('--docker <endpoint>', 'Docker engine to use', 'unix:///var/run/docker.sock')
+    .addOption(dockerEndpointOption())
     .option('--replicas <n>', 'instances in the fleet', parseCount('--replicas', 1, 50), 3)
-    .option('--max-surge <n|%>', 'maxSurge (default: built-in 25%)')
-    .option('--max-unavailable <n|%>', 'maxUnavailable (default: built-in 25%)')
+    .addOption(maxSurgeOption('maxSurge (default: built-in 25%)'))
+    .addOption(maxUnavailableOption('maxUnavailable (default: built-in 25%)'))
     .option('--recreate', 'use the Recreate strategy (stop all, start all)')
     .option('--naive', 'control: replace instances like a naive script (kill, start, no drain) to show what the probes catch')
     .option('--from <version>', 'version the fleet starts at', matching('--from', VERSION_RE, 'a version like 1.0.0'), '1.0.0')
@@ -80,8 +58,8 @@ export function registerRehearse(program: Command, out: Out): void {
     .option('--port <port>', 'publish nginx on 127.0.0.1:<port> (0: any free port)', parseCount('--port', 0, 65535), 18600)
     .option('--keep', 'leave the fleet running afterwards (nginx on 127.0.0.1:<port>)')
     .option('--down', 'remove a fleet left by --keep, and exit')
-    .option('--json', 'print the result as JSON')
-    .option('--log-format <text|json>', 'progress lines as text or JSON log lines', parseLogFormat, 'text')
+    .addOption(jsonOption('print the result as JSON'))
+    .addOption(logFormatOption('progress lines as text or JSON log lines'))
     .addHelpText(
       'after',
       `
@@ -98,7 +76,7 @@ Examples:
   $ fleetroll rehearse --naive          # the control: see the failures a naive script causes
   $ fleetroll rehearse --keep && curl -s 127.0.0.1:18600/api/version && fleetroll rehearse --down`,
     )
-    .action(async (o: RehearseCli) => {
+    .action(async (o) => {
       const progress = o.json ? process.stderr : process.stdout;
       const names = demoNames(o.name);
       if (o.down) {

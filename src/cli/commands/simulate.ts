@@ -1,24 +1,15 @@
-import type { Command } from 'commander';
+import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { UnsupportedStrategyError } from '../../errors.js';
 import { simulateRollout, type SimulationResult } from '../../sim/simulate.js';
 import { parseCount, parseFraction, parseSeconds } from '../args.js';
+import { jsonOption } from '../options.js';
 import { table, type Out } from '../output.js';
-import { addStrategyOptions, explainStrategy, strategyFromOptions, type StrategyOptions } from './plan.js';
-
-interface SimulateOptions extends StrategyOptions {
-  startup: number;
-  drain?: number;
-  stop: number;
-  minReady?: number;
-  jitter: number;
-  seed: number;
-  json?: boolean;
-}
+import { explainStrategy, strategyFromOptions, withStrategyOptions } from '../strategy.js';
 
 const s2ms = (s: number) => Math.round(s * 1000);
 const fmtS = (ms: number) => `${(ms / 1000).toFixed(ms % 1000 === 0 ? 0 : 1)} s`;
 
-export function printSimulation(r: SimulationResult, out: Out): void {
+function printSimulation(r: SimulationResult, out: Out): void {
   out.line('');
   out.line(
     table(
@@ -35,8 +26,8 @@ export function printSimulation(r: SimulationResult, out: Out): void {
   );
 }
 
-export function registerSimulate(program: Command, out: Out): void {
-  addStrategyOptions(
+export function registerSimulate(program: CommandUnknownOpts, out: Out): void {
+  withStrategyOptions(
     program
       .command('simulate')
       .description('predict a rollout\'s duration, capacity and mixed-version window on a virtual clock')
@@ -57,8 +48,8 @@ Examples:
     .option('--min-ready <s>', 'minReadySeconds', parseSeconds('--min-ready'))
     .option('--jitter <fraction>', 'spread startup and stop times by ± this fraction', parseFraction('--jitter'), 0)
     .option('--seed <n>', 'seed for the jitter', parseCount('--seed', 0, 2 ** 31), 1)
-    .option('--json', 'print the prediction as JSON')
-    .action(async (o: SimulateOptions) => {
+    .addOption(jsonOption('print the prediction as JSON'))
+    .action(async (o) => {
       const { strategy, fleet } = await strategyFromOptions(o);
       if (strategy.type === 'BlueGreen' || strategy.type === 'Canary') throw new UnsupportedStrategyError(strategy.type, { command: 'simulate', file: o.file });
       const result = await simulateRollout(strategy, {

@@ -1,10 +1,11 @@
 import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
-import type { Command } from 'commander';
+import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { loadFleet, type Fleet } from '../../config/load.js';
 import { stickyVariable } from '../../core/upstream.js';
+import { fleetFileOption, jsonOption } from '../options.js';
 import type { Out } from '../output.js';
-import { explainStrategy } from './plan.js';
+import { explainStrategy } from '../strategy.js';
 
 /** A load-balancing method of a template's own would clash with the `hash` line a canary writes. */
 const BALANCING_RE = /^\s*(hash|ip_hash|least_conn|random)\b/m;
@@ -56,14 +57,14 @@ async function nginxNotes(fleet: Fleet): Promise<{ lines: string[]; warnings: st
   return { lines, warnings };
 }
 
-export function registerValidate(program: Command, out: Out): void {
+export function registerValidate(program: CommandUnknownOpts, out: Out): void {
   program
     .command('validate')
     .description('check a fleet file (and its shared defaults) without touching anything')
-    .requiredOption('-f, --file <fleet.yaml>', 'fleet file')
-    .option('--json', 'print the effective fleet as JSON')
+    .addOption(fleetFileOption())
+    .addOption(jsonOption('print the effective fleet as JSON'))
     .addHelpText('after', '\nExit status: 0 valid, 2 invalid (every problem is listed with its field path).\n\nExample:\n  $ fleetroll validate -f examples/fleet.yaml')
-    .action(async (o: { file: string; json?: boolean }) => {
+    .action(async (o) => {
       const fleet = await loadFleet(o.file);
       const nginx = await nginxNotes(fleet);
       if (o.json) {
