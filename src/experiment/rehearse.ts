@@ -5,6 +5,7 @@
  * the fleet to the next version with the real engine, and reports what the
  * probes saw: failed requests, the mixed-version window, the versions served.
  */
+import http from 'node:http';
 import type Dockerode from 'dockerode';
 import { fleetFromObject, type Fleet } from '../config/load.js';
 import { parseUpstreamServers, renderUpstream } from '../core/upstream.js';
@@ -145,12 +146,30 @@ export async function startNginx(docker: Dockerode, names: DemoNames, image: str
   return Number(bound);
 }
 
+/**
+ * One GET that resolves on any answer. node:http with its own connection
+ * (no pool) and a timer of its own: with fetch and AbortSignal.timeout (an
+ * unref'd timer) a process that had nothing else to wait for sometimes ended
+ * mid-wait with exit 13 (an unsettled await) when test files ran side by side.
+ */
+function answers(url: string, timeoutMs: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const req = http.get(url, { agent: false }, (res) => {
+      res.resume();
+      res.on('end', () => resolve());
+      res.on('error', reject);
+    });
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+    req.on('error', reject);
+  });
+}
+
 /** nginx answers (a 502 with no backends is an answer). */
 export async function waitForHttp(url: string, timeoutMs: number): Promise<void> {
   const until = Date.now() + timeoutMs;
   for (;;) {
     try {
-      await fetch(url, { signal: AbortSignal.timeout(1000) });
+      await answers(url, 1000);
       return;
     } catch (err) {
       if (Date.now() > until) throw new FleetrollError('E_REHEARSE', 1, `nginx did not answer on ${url}: ${(err as Error).message}`);
