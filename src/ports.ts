@@ -186,6 +186,8 @@ export interface FleetState {
   restartedAt?: string | undefined;
   /** Set by `fleetroll pause`; a running deploy stops after its current wave. */
   paused?: boolean | undefined;
+  /** Set by `fleetroll undo` while a blue-green rollout waits out scaleDownDelaySeconds: switch traffic back. */
+  switchBack?: boolean | undefined;
   adopted?: AdoptedInstance[] | undefined;
 }
 

@@ -73,6 +73,10 @@ export interface ControllerDeps {
   inspect?: ((c: Controller) => void) | undefined;
   /** Runs the postWave hook (throws RolloutFailedError when it fails). */
   postWave?: ((boundary: number, instances: readonly Instance[]) => Promise<void>) | undefined;
+  /** BlueGreen: runs the prePromotion hook once the whole new set is available, before the switch (throws when it fails). */
+  prePromotion?: ((instances: readonly Instance[]) => Promise<void>) | undefined;
+  /** BlueGreen: asked while the old set waits out scaleDownDelaySeconds; true switches traffic back (fleetroll undo). */
+  switchBack?: (() => Promise<boolean>) | undefined;
   /** After a crash: reload every nginx once even if its file looks current. */
   recovering?: boolean | undefined;
   timing?: Partial<ControllerTiming> | undefined;
@@ -85,9 +89,11 @@ export interface ControllerTiming {
   observeMs: number;
   /** How often the pause flag is read. */
   pausePollMs: number;
+  /** BlueGreen: how often a switch-back request is looked for during scaleDownDelaySeconds. */
+  switchBackPollMs: number;
 }
 
-const DEFAULT_TIMING: ControllerTiming = { coalesceMs: 50, observeMs: 1000, pausePollMs: 1000 };
+const DEFAULT_TIMING: ControllerTiming = { coalesceMs: 50, observeMs: 1000, pausePollMs: 1000, switchBackPollMs: 100 };
 
 export interface ControllerResult {
   instances: Instance[];
@@ -95,7 +101,7 @@ export interface ControllerResult {
   reloads: number;
 }
 
-type Ending = { kind: 'interrupted' } | { kind: 'paused' } | { kind: 'failed'; error: unknown };
+type Ending = { kind: 'interrupted' } | { kind: 'paused' } | { kind: 'failed'; error: unknown } | { kind: 'switchedBack'; requestedAt: number };
 
 export class Controller {
   private readonly view = new FleetView<Instance>();
@@ -117,17 +123,30 @@ export class Controller {
   /** postWave boundaries: [old, new] after each of plan's waves, and how many have passed. */
   private readonly boundaries: [number, number][];
   private passed = 0;
+  private backDone = false;
   /** Instances started within two probe periods of each other, by batch number. */
   private readonly batches = new Map<number, Instance[]>();
   private openBatch: { id: number; at: number } | undefined;
   private done!: { resolve: (r: ControllerResult) => void; reject: (e: unknown) => void };
+  /**
+   * BlueGreen (undefined otherwise). The new set starts beside the old one and
+   * stays out of nginx until every new instance is available and
+   * prePromotion passed; then one write and one reload per nginx puts the new
+   * set in and the old one down (the switch). The old set waits out
+   * scaleDownDelaySeconds (its stopAt) still running, so a switch-back is
+   * again one reload; after that it is stopped like any drained instance.
+   */
+  private readonly bg: { delayMs: number; state: 'before' | 'promoting' | 'switched'; switchedAt?: number; oldAtStart: number; backRequested: boolean } | undefined;
 
   constructor(private readonly d: ControllerDeps) {
     this.timing = { ...DEFAULT_TIMING, ...d.timing };
     this.minReadyMs = d.fleet.minReadySeconds * 1000;
     this.deadlineMs = d.fleet.progressDeadlineSeconds * 1000;
     this.drainMs = d.fleet.drainSeconds * 1000;
-    this.boundaries = d.postWave ? planRollout(d.fleet.strategy).waves.slice(1) : [];
+    const strategy = d.fleet.strategy;
+    this.bg = strategy.type === 'BlueGreen' ? { delayMs: strategy.blueGreen.scaleDownDelaySeconds * 1000, state: 'before', oldAtStart: 0, backRequested: false } : undefined;
+    // A blue-green rollout has no waves: its one boundary is the switch (prePromotion).
+    this.boundaries = d.postWave && !this.bg ? planRollout(strategy).waves.slice(1) : [];
     this.traffic = new Traffic({
       service: d.fleet.service,
       balancers: d.balancers,
@@ -181,6 +200,7 @@ export class Controller {
       this.view.add(inst);
       if (phase === 'unready') this.readiness.watch(inst);
     }
+    if (this.bg) this.bg.oldAtStart = [...this.view.values()].filter((i) => i.revision !== this.d.revision && i.phase !== 'failed').length;
     // Boundaries the fleet is already past (a rollout continued) do not run the hook again.
     const newAvailable = [...this.view.values()].filter((i) => i.revision === this.d.revision && i.phase === 'available').length;
     while (this.passed < this.boundaries.length && (this.boundaries[this.passed]?.[1] ?? 0) <= newAvailable && newAvailable > 0) this.passed++;
@@ -215,6 +235,13 @@ export class Controller {
       every(this.timing.pausePollMs, async () => {
         if (this.ending) return;
         if (await paused().catch(() => false)) this.end({ kind: 'paused' });
+      });
+    }
+    if (this.bg && this.d.switchBack) {
+      const ask = this.d.switchBack;
+      every(this.timing.switchBackPollMs, async () => {
+        if (this.ending || !this.inScaleDownDelay()) return;
+        if (await ask().catch(() => false)) this.switchBack();
       });
     }
     const deadline = () => {
@@ -362,12 +389,22 @@ export class Controller {
       inst.routed = this.traffic.routes(inst.address);
       if (inst.phase !== 'draining' || inst.stopAt !== undefined || inst.routed || inst.dockerId === undefined) continue;
       const wasServing = inst.before === 'ready' || inst.before === 'available';
-      inst.stopAt = now + (wasServing ? this.drainMs : 0);
+      // Blue-green's old set, switched out: kept running for scaleDownDelaySeconds (at least the drain).
+      const keep = this.bg?.state === 'switched' && !this.bg.backRequested && inst.revision !== this.d.revision && this.ending === undefined;
+      inst.stopAt = now + (wasServing ? (keep ? Math.max(this.drainMs, this.bg?.delayMs ?? 0) : this.drainMs) : 0);
       if (wasServing) drained.push(inst.id);
     }
     if (drained.length > 0) {
       faultPoint('after-mark-down');
-      this.d.emit({ type: 'draining', names: drained, seconds: this.d.fleet.drainSeconds });
+      const kept = this.bg?.state === 'switched' && !this.bg.backRequested && this.ending === undefined && this.bg.delayMs > this.drainMs;
+      if (kept) this.d.emit({ type: 'info', message: `switched: the old set (${drained.length}) is out of traffic and kept running ${this.d.fleet.strategy.type === 'BlueGreen' ? this.d.fleet.strategy.blueGreen.scaleDownDelaySeconds : 0} s (scaleDownDelaySeconds); \`fleetroll undo\` switches back with one reload until then` });
+      this.d.emit({ type: 'draining', names: drained, seconds: kept ? Math.max(this.drainMs, this.bg?.delayMs ?? 0) / 1000 : this.d.fleet.drainSeconds });
+    }
+    if (this.bg?.backRequested && this.ending?.kind === 'switchedBack' && !this.backDone && [...this.view.values()].every((i) => i.revision === this.d.revision || isTerminating(i.phase) || this.traffic.routes(i.address) || !i.address)) {
+      this.backDone = true;
+      const ms = now - this.ending.requestedAt;
+      this.d.emit({ type: 'info', message: `switched back: the old set serves again, ${ms} ms after the request (one reload)` });
+      this.d.journal('switched-back', 'end', { ms });
     }
     this.schedule();
   }
@@ -395,6 +432,8 @@ export class Controller {
   private step(): void {
     if (this.finished) return;
     const now = this.d.clock.now();
+    // Waiting out scaleDownDelaySeconds is the plan, not a stall.
+    if (this.inScaleDownDelay()) this.progress();
     if (!this.ending && now - this.lastProgress >= this.deadlineMs) {
       this.end({ kind: 'failed', error: this.deadlineFailure() });
     }
@@ -425,14 +464,79 @@ export class Controller {
       return;
     }
     this.maybeRunHook(d.counts.current.available, d.counts.old.reduce((a, r) => a + r.total, 0));
+    if (this.bg?.state === 'before') this.maybeSwitch();
     if (d.complete && !this.hookRunning && this.passed >= this.boundaries.length) void this.finishOk();
   }
 
   /** What may not happen yet: everything while stopping, else what lies past a postWave boundary whose hook has not passed. */
   private hold(): Hold | undefined {
     if (this.ending || this.settling) return 'all';
+    // Blue-green before the switch: the whole new set may start, no old instance may go.
+    if (this.bg && this.bg.state !== 'switched') return { maxNew: this.d.fleet.replicas, minOld: this.bg.oldAtStart };
     const b = this.boundaries[this.passed];
     return b ? { minOld: b[0], maxNew: b[1] } : undefined;
+  }
+
+  /** Blue-green: once every new instance is available, prePromotion (if any), then the switch. */
+  private maybeSwitch(): void {
+    const bg = this.bg;
+    if (!bg || bg.state !== 'before') return;
+    const fresh = [...this.view.values()].filter((i) => i.revision === this.d.revision && !isTerminating(i.phase));
+    if (fresh.length < this.d.fleet.replicas || fresh.some((i) => i.phase !== 'available')) return;
+    bg.state = 'promoting';
+    const promote = this.d.prePromotion ? this.d.prePromotion(this.instances()) : Promise.resolve();
+    promote.then(
+      () => {
+        if (this.ending) return;
+        bg.state = 'switched';
+        bg.switchedAt = this.d.clock.now();
+        this.d.emit({ type: 'info', message: `switch: ${fresh.length} new instance(s) available${this.d.prePromotion ? ' and prePromotion passed' : ''}; every nginx gets the new set in one write and one reload` });
+        this.d.journal('switch', 'begin', { keepOldMs: bg.delayMs });
+        this.progress();
+        // The decision now terminates the whole old set at once, and its mark-down goes out with the new set's enable.
+        this.traffic.request();
+        this.schedule();
+      },
+      (err: unknown) => {
+        bg.state = 'before';
+        this.end({ kind: 'failed', error: err });
+      },
+    );
+  }
+
+  /** Blue-green: the old set is switched out and still running, waiting out scaleDownDelaySeconds. */
+  private inScaleDownDelay(): boolean {
+    if (this.bg?.state !== 'switched' || this.bg.backRequested) return false;
+    const old = [...this.view.values()].filter((i) => i.revision !== this.d.revision && i.phase !== 'failed');
+    const now = this.d.clock.now();
+    return old.length > 0 && old.every((i) => i.phase === 'draining' && i.stopAt !== undefined && i.stopAt > now);
+  }
+
+  /**
+   * fleetroll undo during scaleDownDelaySeconds: the old set back in and the
+   * new set down in one write and one reload per nginx, then the new set is
+   * drained and removed, and the rollout ends as rolled back.
+   */
+  private switchBack(): void {
+    const bg = this.bg;
+    if (!bg || bg.backRequested || this.ending) return;
+    bg.backRequested = true;
+    const now = this.d.clock.now();
+    for (const inst of this.view.values()) {
+      if (inst.revision !== this.d.revision && inst.phase === 'draining') {
+        this.view.setPhase(inst, inst.before ?? 'available');
+        inst.stopAt = undefined;
+      } else if (inst.revision === this.d.revision && !isTerminating(inst.phase)) {
+        inst.before = inst.phase;
+        this.view.setPhase(inst, 'draining');
+        this.readiness.unwatch(inst.id);
+        inst.routed = this.traffic.routes(inst.address);
+        if (!inst.routed && inst.dockerId !== undefined) inst.stopAt = now;
+      }
+    }
+    this.d.emit({ type: 'info', message: 'switching back (fleetroll undo): the old set in, the new set down, in one reload' });
+    this.d.journal('switch-back', 'begin', {});
+    this.end({ kind: 'switchedBack', requestedAt: now });
   }
 
   private maybeRunHook(newAvailable: number, oldAlive: number): void {
@@ -555,8 +659,11 @@ export class Controller {
   /** The servers every upstream should list: ready instances up; terminating ones nginx knows, down. */
   private desiredUpstream(): UpstreamEntry[] {
     const out: UpstreamEntry[] = [];
+    // Blue-green: the new set stays out of nginx until the switch.
+    const hideNew = this.bg !== undefined && this.bg.state !== 'switched';
     for (const i of this.view.values()) {
       if (!i.address) continue;
+      if (hideNew && i.revision === this.d.revision && !this.traffic.routes(i.address)) continue;
       if (i.phase === 'ready' || i.phase === 'available') out.push({ address: i.address, down: false, name: i.id });
       else if (isTerminating(i.phase) && (this.traffic.routes(i.address) || this.traffic.markedDown(i.address))) out.push({ address: i.address, down: true, name: i.id });
     }
@@ -579,8 +686,17 @@ export class Controller {
       // and then its drain is finished instead (it is stopped, not left down).
       const s = this.d.fleet.strategy;
       let counted = [...this.view.values()].filter((i) => !isTerminating(i.phase) && !i.stopFailed).length;
+      const now = this.d.clock.now();
       for (const inst of this.view.values()) {
         if (inst.phase !== 'draining') continue;
+        // A switch-back drains the new set on purpose.
+        if (e.kind === 'switchedBack') continue;
+        // Blue-green after the switch: the old set never goes back in beside the new one (two
+        // versions in traffic); what waits out the delay is stopped once its drain is over.
+        if (this.bg?.state === 'switched' && inst.revision !== this.d.revision) {
+          if (inst.stopAt !== undefined) inst.stopAt = Math.min(inst.stopAt, Math.max(now, (this.bg.switchedAt ?? now) + this.drainMs));
+          continue;
+        }
         // With nginx refusing every change, nothing can be drained: what is still routed goes back whatever the count.
         if (!holdsTerminating(s) && counted >= s.maxTotal && !(this.traffic.broken && this.traffic.routes(inst.address))) continue;
         counted++;
@@ -620,6 +736,16 @@ export class Controller {
       this.d.emit({ type: 'failed', reason: 'paused' });
       this.d.journal('paused', 'end', { waves: this.waves });
       this.done.reject(new PausedError(`paused after ${this.waves} wave(s) (fleetroll pause): ${where}`));
+    } else if (ending.kind === 'switchedBack') {
+      this.d.emit({ type: 'failed', reason: 'switched back' });
+      this.d.journal('rolled back', 'end', { by: 'undo' });
+      this.done.reject(
+        new RolloutFailedError(
+          `rolled back (undo): traffic switched back to the old set in one reload; the new set was drained and removed: ${where}`,
+          'the fleet runs the previous revision again; fix the new version and deploy again',
+          { switchedBack: true },
+        ),
+      );
     } else if (ending.kind === 'interrupted') {
       this.d.emit({ type: 'failed', reason: 'interrupted' });
       this.d.journal('interrupted', 'end', { waves: this.waves });

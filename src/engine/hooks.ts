@@ -6,7 +6,7 @@
  */
 import type { EventSink } from './events.js';
 
-export type HookName = 'preDeploy' | 'postWave' | 'postDeploy';
+export type HookName = 'preDeploy' | 'prePromotion' | 'postWave' | 'postDeploy';
 
 export interface HookResult {
   ok: boolean;

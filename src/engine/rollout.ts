@@ -65,7 +65,7 @@ class Rollout {
   async run(): Promise<DeployResult> {
     const type = this.fleet.strategy.type;
     // Resolved and explained (plan, validate), not carried out yet: refuse before touching anything.
-    if (type === 'BlueGreen' || type === 'Canary') {
+    if (type === 'Canary') {
       throw new UnsupportedStrategyError(type, this.deps.simulated ? { command: 'simulate' } : { file: this.fleet.source.file });
     }
     const t0 = this.clock.now();
@@ -100,6 +100,8 @@ class Rollout {
       paused: this.deps.paused,
       list: () => this.list(),
       postWave: this.fleet.hooks?.postWave ? (boundary, instances) => this.hook('postWave', this.contextOfInstances(instances, boundary)) : undefined,
+      prePromotion: this.fleet.hooks?.prePromotion ? (instances) => this.hook('prePromotion', this.contextOfInstances(instances, 1)) : undefined,
+      switchBack: this.deps.switchBack,
       recovering: this.deps.recovering,
       timing: this.deps.timing,
       inspect: this.deps.inspect,

@@ -47,7 +47,55 @@ function outcomeOf(err: unknown): { outcome: RolloutOutcome; message: string } {
   if (err instanceof PausedError) return { outcome: 'paused', message: err.message };
   if (err instanceof InterruptedError) return { outcome: 'interrupted', message: err.message };
   if (err instanceof RolloutFailedError && /\nrolled back \(onFailure: rollback\)/.test(err.message)) return { outcome: 'rolled back', message: err.message };
+  if (err instanceof RolloutFailedError && err.details.switchedBack === true) return { outcome: 'rolled back', message: err.message };
   return { outcome: 'failed', message: err instanceof Error ? err.message : String(err) };
+}
+
+const ENDED = ['complete', 'failed', 'paused', 'interrupted', 'rolled back'];
+
+export type SwitchBackResult = { outcome: 'switched back'; ms: number } | { outcome: 'too late' };
+
+/**
+ * `fleetroll undo` while a blue-green rollout of the fleet waits out
+ * scaleDownDelaySeconds (its journal has a switch and no end yet): asks that
+ * rollout, through the fleet state, to switch traffic back, and waits until
+ * it says the old set serves again. The running deploy does the switch-back
+ * (it holds the lock and knows both sets): one write and one reload per
+ * nginx, then it drains and removes the new set. Returns undefined when no
+ * such rollout is running, "too late" when it ended first (the old set was
+ * already going), and otherwise the milliseconds from the request to the
+ * reload in force, on this machine's clock.
+ */
+export async function requestSwitchBack(store: StateStore, o: { sleep: (ms: number) => Promise<void>; timeoutMs: number }): Promise<SwitchBackResult | undefined> {
+  const ofLast = (journal: JournalEntry[]) => {
+    const last = journal[journal.length - 1]?.rollout;
+    return journal.filter((e) => e.rollout === last);
+  };
+  const mine = ofLast(await store.journal());
+  if (mine.some((e) => ENDED.includes(e.step)) || !mine.some((e) => e.step === 'switch')) return undefined;
+  const rollout = mine[0]?.rollout;
+  const state = await store.read();
+  if (!state) return undefined;
+  const t0 = Date.now();
+  await store.write({ ...state, switchBack: true });
+  const clear = async () => {
+    const s = await store.read();
+    if (s?.switchBack) await store.write({ ...s, switchBack: undefined });
+  };
+  for (;;) {
+    const entries = (await store.journal()).filter((e) => e.rollout === rollout);
+    const back = entries.find((e) => e.step === 'switched-back');
+    if (back) return { outcome: 'switched back', ms: Math.max(0, Date.parse(back.at) - t0) };
+    if (entries.some((e) => ENDED.includes(e.step))) {
+      await clear();
+      return { outcome: 'too late' };
+    }
+    if (Date.now() - t0 > o.timeoutMs) {
+      await clear();
+      throw new FleetrollError('E_SWITCH_BACK', ExitCode.rolloutFailed, `the running blue-green rollout did not switch back within ${o.timeoutMs / 1000} s`, { hint: 'see fleetroll status; the rollout may be stopping the old set already' });
+    }
+    await o.sleep(50);
+  }
 }
 
 /** The last rollout in the journal, if it never reached an end (complete, failed, ...). */
@@ -55,7 +103,7 @@ function unfinishedRollout(journal: JournalEntry[]): { rollout: string; last: Jo
   const last = journal[journal.length - 1];
   if (!last) return undefined;
   const mine = journal.filter((e) => e.rollout === last.rollout);
-  const ended = mine.some((e) => ['complete', 'failed', 'paused', 'interrupted', 'rolled back'].includes(e.step));
+  const ended = mine.some((e) => ENDED.includes(e.step));
   return ended ? undefined : { rollout: last.rollout, last };
 }
 
@@ -129,6 +177,8 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
         state.revisions.push(record);
       }
     }
+    // A switch-back asked of an earlier rollout is not this one's to act on.
+    state.switchBack = undefined;
     // revisionHistoryLimit old revisions are kept, plus the current one.
     state.revisions = state.revisions.slice(-(fleet.revisionHistoryLimit + 1));
     await h.store.write(state);
@@ -139,7 +189,8 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     const paused = async () => (await h.store.read())?.paused === true;
     const adopted = adoptedOf(state);
     try {
-      const result = await deploy(fleet, { ...deps, journal: write, paused, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, o);
+      const switchBack = async () => (await h.store.read())?.switchBack === true;
+      const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, o);
       await write.flush();
       await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`);
       return { ...result, revisionNumber: record.number };

@@ -19,6 +19,8 @@ export interface DeployDeps {
   journal?: Journal;
   /** Asked now and then: true stops the rollout cleanly (exit 4). */
   paused?: () => Promise<boolean>;
+  /** BlueGreen: asked during scaleDownDelaySeconds; true switches traffic back to the old set (fleetroll undo). */
+  switchBack?: () => Promise<boolean>;
   /** The last rollout did not finish (a crash): reload once even if the files look current. */
   recovering?: boolean;
   /** Where to copy a missing image from besides the fleet's hosts: the local engine. */

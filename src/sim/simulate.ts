@@ -68,6 +68,8 @@ export interface SimulationSetup {
   world?: ((w: SimWorld, clock: VirtualClock) => void) | undefined;
   progressDeadlineSeconds?: number | undefined;
   hooks?: Fleet['hooks'];
+  /** BlueGreen: answers fleetroll undo's question during scaleDownDelaySeconds. */
+  switchBack?: () => Promise<boolean>;
   signal?: AbortSignal | undefined;
   paused?: (() => Promise<boolean>) | undefined;
   inspect?: ((c: import('../engine/controller.js').Controller) => void) | undefined;
@@ -172,6 +174,7 @@ export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings,
         })(),
         simulated: true,
         paused: setup.paused,
+        ...(setup.switchBack ? { switchBack: setup.switchBack } : {}),
         ...(setup.inspect ? { inspect: setup.inspect } : {}),
         // Nothing crashes unless a test says so: look for exits now and then only.
         timing: { observeMs: setup.faults ? 500 : 60_000 },

@@ -226,7 +226,6 @@ describe('fleetroll CLI: BlueGreen and Canary are planned and validated (deploy 
 
   const refused: [string, string[], RegExp][] = [
     ['deploy of a canary', ['deploy', '-f', 'examples/canary.yaml'], /strategy type Canary is not carried out by deploy yet \(deploy support lands with the controller work\); nothing was changed/],
-    ['deploy of a blue-green fleet', ['deploy', '-f', 'examples/bluegreen.yaml', '--json'], /strategy type BlueGreen is not carried out by deploy yet/],
     ['simulate of a canary', ['simulate', '-f', 'examples/canary.yaml'], /strategy type Canary is not carried out by simulate yet/],
   ];
   for (const [name, args, message] of refused) {

@@ -363,3 +363,98 @@ describe('controller: random timings and failures (property)', () => {
     );
   });
 });
+
+describe('controller: blue-green', () => {
+  const blueGreen = (replicas: number, scaleDownDelaySeconds = 30) => resolveStrategy({ replicas, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds } } });
+  /** Per reload of nginx 1: how many old and new servers were up. */
+  const watchReloads = () => {
+    const seen: { at: number; old: number; new: number }[] = [];
+    const world = (w: SimWorld, c: { now(): number }) => {
+      const user = w.onEvent;
+      w.onEvent = (e) => {
+        user?.(e);
+        if (e.kind !== 'reloaded' || e.lb.name !== 'nginx 1') return;
+        const versions = [...e.lb.up].map((a) => w.byAddress(a)?.labels[LABELS.version]);
+        seen.push({ at: c.now(), old: versions.filter((v) => v === 'old').length, new: versions.filter((v) => v === 'new').length });
+      };
+    };
+    return { seen, world };
+  };
+
+  it('the new set stays out of nginx until all of it is available; one reload switches; the old set waits out the delay, then goes', async () => {
+    const s = blueGreen(4, 30);
+    const inv = invariants(s, T);
+    const r = watchReloads();
+    let stoppedOldAt: number | undefined;
+    const res = await simulateRollout(s, T, {
+      ...inv.setup,
+      loadBalancers: 2,
+      world: (w, c) => {
+        inv.setup.world?.(w, c);
+        r.world(w, c);
+        const user = w.onEvent;
+        w.onEvent = (e) => {
+          user?.(e);
+          if (e.kind === 'stopping' && e.c.labels[LABELS.version] === 'old') stoppedOldAt ??= c.now();
+        };
+      },
+    });
+    assert.deepEqual(inv.checked.violations, []);
+    // One reload per nginx: the switch, all new in and all old down at once.
+    assert.equal(res.deploy.reloads, 2);
+    assert.deepEqual(r.seen.map((x) => [x.old, x.new]), [[0, 4]]);
+    const switchAt = r.seen[0]!.at;
+    assert.ok(switchAt >= T.startupMs, `switched at ${switchAt} ms, after the new set came up`);
+    assert.ok(stoppedOldAt !== undefined && stoppedOldAt - switchAt >= 30_000, `old set stopped ${stoppedOldAt! - switchAt} ms after the switch (delay 30 s)`);
+    assert.equal(res.deploy.instances.length, 4);
+  });
+
+  it('undo during scaleDownDelaySeconds: one reload puts the old set back and the new one down; the new set is removed; exit 1 as rolled back', async () => {
+    const s = blueGreen(3, 30);
+    const r = watchReloads();
+    let asked = false;
+    let clock: { now(): number } | undefined;
+    let world: SimWorld | undefined;
+    const err = await simulateRollout(s, T, {
+      world: (w, c) => {
+        world = w;
+        clock = c;
+        r.world(w, c);
+      },
+      // The operator runs fleetroll undo 5 s after the switch.
+      switchBack: async () => {
+        const switched = r.seen[0]?.at;
+        if (switched === undefined || clock!.now() < switched + 5000) return false;
+        asked = true;
+        return true;
+      },
+    }).then(() => undefined, (e: unknown) => e);
+    assert.ok(asked);
+    assert.ok(err instanceof RolloutFailedError, String(err));
+    assert.equal(err.details.switchedBack, true);
+    assert.match(err.message, /rolled back \(undo\)/);
+    // Two reloads: the switch, and the switch back (all old up, no new).
+    assert.deepEqual(r.seen.map((x) => [x.old, x.new]), [[0, 3], [3, 0]]);
+    assert.ok(r.seen[1]!.at - r.seen[0]!.at < 5000 + 1000, 'back within a poll and a reload of the request');
+    const alive = [...world!.containers.values()].filter((c) => c.state === 'running');
+    assert.deepEqual(alive.map((c) => c.labels[LABELS.version]), ['old', 'old', 'old'], 'the new set is gone');
+  });
+
+  it('a new set that never becomes available fails at the deadline without ever taking traffic', async () => {
+    const s = blueGreen(3);
+    const r = watchReloads();
+    let world: SimWorld | undefined;
+    const err = await simulateRollout(s, T, {
+      faults: { neverReady: new Set(['new']) },
+      progressDeadlineSeconds: 20,
+      world: (w, c) => {
+        world = w;
+        r.world(w, c);
+      },
+    }).then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof RolloutFailedError, String(err));
+    assert.match(err.message, /made no progress for 20 s/);
+    assert.deepEqual(r.seen, [], 'no reload: traffic never moved');
+    assert.equal([...world!.routers[0]!.up].length, 3);
+  });
+});

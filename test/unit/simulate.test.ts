@@ -74,9 +74,8 @@ describe('simulate: the engine on a virtual clock', () => {
   });
 });
 
-describe('BlueGreen and Canary are resolved and planned, not carried out yet', () => {
+describe('Canary is resolved and planned, not carried out yet', () => {
   const rows: [string, Parameters<typeof resolveStrategy>[0]['strategy']][] = [
-    ['BlueGreen', { type: 'BlueGreen' }],
     ['Canary', { type: 'Canary', canary: { steps: [{ setWeight: 10 }] } }],
   ];
   for (const [name, strategy] of rows) {

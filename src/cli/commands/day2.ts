@@ -6,7 +6,7 @@
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { loadFleet } from '../../config/load.js';
 import { findAdoptable, parseAdoptMatch } from '../../engine/adopt.js';
-import { adoptFleet, fleetForRecord } from '../../engine/session.js';
+import { adoptFleet, fleetForRecord, requestSwitchBack } from '../../engine/session.js';
 import { publicRecord, statusReport, watchRollout, type StatusReport } from '../../engine/status.js';
 import { ExitCode, FleetrollError, fieldError } from '../../errors.js';
 import type { RevisionRecord } from '../../ports.js';
@@ -89,6 +89,15 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
       .addHelpText('after', '\nAn undo is itself a revision, so an undo can be undone.\n\nExamples:\n  $ fleetroll undo -f fleet.yaml\n  $ fleetroll undo -f fleet.yaml --to-revision 2'),
   ).action(async (o) => {
     const { store, fleet } = await context(o.file);
+    if (o.toRevision === undefined) {
+      // A blue-green rollout still keeping the old set: switching back is one reload, not a new rollout.
+      const back = await requestSwitchBack(store, { sleep: (ms) => new Promise((r) => setTimeout(r, ms)), timeoutMs: 60_000 });
+      if (back?.outcome === 'switched back') {
+        out.line(`switched back: the old set of ${fleet.service} serves again, ${back.ms} ms after this request (one reload per nginx); the running deploy removes the new set and ends as rolled back`);
+        return;
+      }
+      if (back?.outcome === 'too late') out.line('the blue-green rollout had already finished: undoing with a new rollout');
+    }
     const revisions = (await store.read())?.revisions ?? [];
     const current = revisions[revisions.length - 1];
     let target: RevisionRecord | undefined;

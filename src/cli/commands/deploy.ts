@@ -97,7 +97,7 @@ export async function executeRollout(
   what: { verb: string; changeCause?: string | undefined; continueRevision?: number | undefined; copyImages?: boolean },
 ): Promise<ManagedResult> {
   // Refused before the lock or any Docker call (the engine refuses too, for its other callers).
-  if (fleet.strategy.type === 'BlueGreen' || fleet.strategy.type === 'Canary') throw new UnsupportedStrategyError(fleet.strategy.type, { file: fleet.source.file });
+  if (fleet.strategy.type === 'Canary') throw new UnsupportedStrategyError(fleet.strategy.type, { file: fleet.source.file });
   const progress = o.json ? process.stderr : process.stdout;
   const events = eventPrinter(o.logFormat, progress);
   if (!o.json && o.logFormat === 'text') {

@@ -51,7 +51,7 @@ Examples:
     .addOption(jsonOption('print the prediction as JSON'))
     .action(async (o) => {
       const { strategy, fleet } = await strategyFromOptions(o);
-      if (strategy.type === 'BlueGreen' || strategy.type === 'Canary') throw new UnsupportedStrategyError(strategy.type, { command: 'simulate', file: o.file });
+      if (strategy.type === 'Canary') throw new UnsupportedStrategyError(strategy.type, { command: 'simulate', file: o.file });
       const result = await simulateRollout(strategy, {
         startupMs: s2ms(o.startup),
         drainMs: s2ms(o.drain ?? fleet?.drainSeconds ?? 2),
