@@ -71,7 +71,9 @@ export interface FleetFileOptions {
   progressDeadlineSeconds?: number;
   minReadySeconds?: number;
   version?: string;
-  type?: 'RollingUpdate' | 'Recreate';
+  type?: 'RollingUpdate' | 'Recreate' | 'BlueGreen';
+  /** BlueGreen: seconds the old set is kept after the switch. */
+  scaleDownDelaySeconds?: number;
   replacementPolicy?: 'TerminationStarted' | 'TerminationComplete';
   onFailure?: 'pause' | 'rollback';
   hooks?: Record<string, unknown>;
@@ -97,6 +99,8 @@ export async function startTestFleet(prefix: string): Promise<TestFleet> {
       const strategy =
         o.type === 'Recreate'
           ? 'strategy:\n  type: Recreate\n'
+          : o.type === 'BlueGreen'
+            ? `strategy:\n  type: BlueGreen\n  blueGreen: { scaleDownDelaySeconds: ${o.scaleDownDelaySeconds ?? 30} }\n`
           : o.maxSurge !== undefined || o.maxUnavailable !== undefined
             ? `strategy:\n  rollingUpdate: { ${[o.maxSurge !== undefined ? `maxSurge: ${JSON.stringify(o.maxSurge)}` : '', o.maxUnavailable !== undefined ? `maxUnavailable: ${JSON.stringify(o.maxUnavailable)}` : ''].filter(Boolean).join(', ')} }\n`
             : '';

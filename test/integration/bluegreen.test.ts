@@ -1,0 +1,97 @@
+/**
+ * Blue-green on a real Docker engine and nginx: the new set comes up out of
+ * traffic, one reload switches, the old set waits out scaleDownDelaySeconds,
+ * and `fleetroll undo` inside that window switches back with one reload.
+ * What a user would see is asserted: requests that failed through nginx, the
+ * version each answer came from, the containers that exist.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { RequestRecord } from '../../src/experiment/metrics.js';
+import { failedOf, moreRequests, runCli, sampleDuring, startCliUntil, startLoad, useFleets } from './fixture.js';
+
+const fleet = useFleets();
+
+/** The times (ms on the load's clock) of the first answer from `late` and the last from `early`: the mixed-version window as users saw it. */
+function overlap(records: RequestRecord[], early: string, late: string): { firstLate: number; lastEarly: number } {
+  const ok = records.filter((r) => r.status !== undefined && r.status < 400);
+  const firstLate = Math.min(...ok.filter((r) => r.version === late).map((r) => r.t + r.latencyMs));
+  const lastEarly = Math.max(...ok.filter((r) => r.version === early).map((r) => r.t + r.latencyMs));
+  return { firstLate, lastEarly };
+}
+
+describe('blue-green, for real', () => {
+  it('switches 4 instances with one reload under load: zero failed requests, the old set kept for the delay, then removed', async (t) => {
+    const f = await fleet('it-bg');
+    assert.equal((await runCli(['deploy', '-f', f.fleetFile({ replicas: 4, type: 'BlueGreen', scaleDownDelaySeconds: 3 })])).code, 0);
+    assert.deepEqual((await f.versions()).sort(), Array(4).fill('1.0.0'));
+
+    const load = startLoad(f.url, { getPerSecond: 20, postConcurrency: 2 });
+    await moreRequests(load, 5, 'requests before the rollout');
+    const file = f.fleetFile({ replicas: 4, type: 'BlueGreen', scaleDownDelaySeconds: 3, image: 'fleetroll-example:1.1.0' });
+    const { result, maxAlive, minUp } = await sampleDuring(f, runCli(['deploy', '-f', file, '--json']));
+    await moreRequests(load, 5, 'requests after the rollout');
+    const records = await load.stop();
+
+    assert.equal(result.code, 0, result.stderr);
+    assert.deepEqual(failedOf(records), [], `${failedOf(records).length} of ${records.length} requests failed`);
+    const out = JSON.parse(result.stdout) as { reloads: number; instances: { version: string }[] };
+    assert.equal(out.reloads, 1, 'one reload: the switch');
+    assert.deepEqual(out.instances.map((i) => i.version), Array(4).fill('1.1.0'));
+    assert.equal(maxAlive, 8, 'the whole new set beside the old one');
+    assert.ok(minUp >= 4, `${minUp} servers up at the lowest`);
+    assert.match(result.stderr, /kept running 3 s \(scaleDownDelaySeconds\)/);
+    // Users saw two versions only around the one reload.
+    const { firstLate, lastEarly } = overlap(records, '1.0.0', '1.1.0');
+    const windowMs = Math.max(0, lastEarly - firstLate);
+    t.diagnostic(`requests: ${records.length}, failed: 0, mixed-version window ${Math.round(windowMs)} ms`);
+    assert.ok(windowMs < 2000, `mixed-version window ${Math.round(windowMs)} ms: more than a reload`);
+    assert.equal((await f.instances()).length, 4, 'the old set is removed after the delay');
+    const up = await f.upstream();
+    assert.deepEqual([up.up, up.down], [4, 0], up.content);
+  });
+
+  it('undo during scaleDownDelaySeconds switches back with one reload: the old set serves again, the new set is removed, nothing failed', async (t) => {
+    const f = await fleet('it-bgundo');
+    assert.equal((await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, type: 'BlueGreen' })])).code, 0);
+    const load = startLoad(f.url, { getPerSecond: 20, postConcurrency: 2 });
+    const file = f.fleetFile({ replicas: 3, type: 'BlueGreen', scaleDownDelaySeconds: 60, image: 'fleetroll-example:1.1.0' });
+    const running = await startCliUntil(['deploy', '-f', file], /switched: the old set/);
+    await moreRequests(load, 10, 'requests served by the new set');
+    const undo = await runCli(['undo', '-f', file]);
+    const deployed = await running.exited;
+    const undoneAt = load.elapsed();
+    await moreRequests(load, 10, 'requests after the switch-back');
+    const records = await load.stop();
+
+    assert.equal(undo.code, 0, undo.stdout + undo.stderr);
+    const ms = Number(/switched back: .* (\d+) ms after this request/.exec(undo.stdout)?.[1]);
+    assert.ok(Number.isFinite(ms), undo.stdout);
+    t.diagnostic(`undo: traffic back on the old set ${ms} ms after the request`);
+    assert.equal(deployed.code, 1, deployed.stdout + deployed.stderr);
+    assert.match(deployed.stderr, /rolled back \(undo\)/);
+    assert.deepEqual(failedOf(records), [], `${failedOf(records).length} of ${records.length} requests failed`);
+    assert.ok(records.some((r) => r.version === '1.1.0'), 'the new set served before the undo');
+    assert.deepEqual(records.filter((r) => r.t > undoneAt).map((r) => r.version).filter((v) => v !== '1.0.0'), [], 'only the old set answers after the switch-back');
+    assert.deepEqual((await f.versions()).sort(), Array(3).fill('1.0.0'));
+    assert.equal((await f.instances()).length, 3, 'the new set is gone');
+    const history = JSON.parse((await runCli(['history', '-f', file, '--json'])).stdout) as { version: string; outcome: string }[];
+    assert.equal(history.at(-1)?.version, '1.1.0');
+    assert.equal(history.at(-1)?.outcome, 'rolled back');
+  });
+
+  it('a new set that never becomes ready fails at the deadline without taking traffic', async () => {
+    const f = await fleet('it-bgbad');
+    assert.equal((await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, type: 'BlueGreen' })])).code, 0);
+    const load = startLoad(f.url, { getPerSecond: 20, postConcurrency: 1 });
+    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, type: 'BlueGreen', image: 'fleetroll-example:1.1.0', env: { BROKEN_NEVER_READY: '1' }, progressDeadlineSeconds: 6 })]);
+    const records = await load.stop();
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stderr, /made no progress for 6 s/);
+    assert.deepEqual(failedOf(records), []);
+    assert.deepEqual([...new Set(records.map((x) => x.version))], ['1.0.0'], 'the new set never took a request');
+    const up = await f.upstream();
+    assert.equal(up.up, 2);
+    assert.equal(up.down, 0);
+  });
+});
