@@ -188,6 +188,8 @@ export interface FleetState {
   paused?: boolean | undefined;
   /** Set by `fleetroll undo` while a blue-green rollout waits out scaleDownDelaySeconds: switch traffic back. */
   switchBack?: boolean | undefined;
+  /** Set by `fleetroll promote`: a rollout waiting to be promoted (blue-green with autoPromote false) goes on. */
+  promote?: boolean | undefined;
   adopted?: AdoptedInstance[] | undefined;
 }
 

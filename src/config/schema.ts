@@ -50,12 +50,19 @@ const blueGreenSchema = z
       scaleDownDelaySeconds: seconds(0, 86400).optional(),
       /** An upstream the new set is written to before the switch, for a prePromotion hook to test it. */
       previewUpstream: pattern(UPSTREAM_RE, 'an nginx upstream name: letters, digits and "_", starting with a letter or "_"').optional(),
+      /** The same, spelled as a block: `preview: { upstream: NAME }`. */
+      preview: z
+        .object({ upstream: pattern(UPSTREAM_RE, 'an nginx upstream name: letters, digits and "_", starting with a letter or "_"') }, { error: 'must be a mapping: { upstream: NAME }, the upstream the new set is written to before the switch' })
+        .strict()
+        .optional(),
       /** false: the switch waits for `fleetroll promote`. */
       autoPromote: z.boolean({ error: (i) => `must be true or false, got ${JSON.stringify(i.input)}` }).optional(),
     },
-    { error: 'must be a mapping: { scaleDownDelaySeconds, previewUpstream, autoPromote }' },
+    { error: 'must be a mapping: { scaleDownDelaySeconds, preview: { upstream }, autoPromote }' },
   )
-  .strict();
+  .strict()
+  // One resolved name, whichever spelling the file used (the block wins when both are given).
+  .transform(({ preview, ...rest }) => (preview ? { ...rest, previewUpstream: preview.upstream } : rest));
 
 /**
  * One canary step: exactly one of setWeight, pause, analysis (core/strategy

@@ -77,6 +77,8 @@ export interface ControllerDeps {
   prePromotion?: ((instances: readonly Instance[]) => Promise<void>) | undefined;
   /** BlueGreen: asked while the old set waits out scaleDownDelaySeconds; true switches traffic back (fleetroll undo). */
   switchBack?: (() => Promise<boolean>) | undefined;
+  /** BlueGreen with autoPromote false: asked while the available new set waits; true lets it switch (fleetroll promote). */
+  promoted?: (() => Promise<boolean>) | undefined;
   /** After a crash: reload every nginx once even if its file looks current. */
   recovering?: boolean | undefined;
   timing?: Partial<ControllerTiming> | undefined;
@@ -136,7 +138,7 @@ export class Controller {
    * scaleDownDelaySeconds (its stopAt) still running, so a switch-back is
    * again one reload; after that it is stopped like any drained instance.
    */
-  private readonly bg: { delayMs: number; state: 'before' | 'promoting' | 'switched'; switchedAt?: number; oldAtStart: number; backRequested: boolean } | undefined;
+  private readonly bg: { delayMs: number; state: 'before' | 'promoting' | 'switched'; switchedAt?: number; oldAtStart: number; backRequested: boolean; autoPromote: boolean; promoted: boolean; waitingSaid: boolean } | undefined;
 
   constructor(private readonly d: ControllerDeps) {
     this.timing = { ...DEFAULT_TIMING, ...d.timing };
@@ -144,7 +146,7 @@ export class Controller {
     this.deadlineMs = d.fleet.progressDeadlineSeconds * 1000;
     this.drainMs = d.fleet.drainSeconds * 1000;
     const strategy = d.fleet.strategy;
-    this.bg = strategy.type === 'BlueGreen' ? { delayMs: strategy.blueGreen.scaleDownDelaySeconds * 1000, state: 'before', oldAtStart: 0, backRequested: false } : undefined;
+    this.bg = strategy.type === 'BlueGreen' ? { delayMs: strategy.blueGreen.scaleDownDelaySeconds * 1000, state: 'before', oldAtStart: 0, backRequested: false, autoPromote: strategy.blueGreen.autoPromote || !d.promoted, promoted: false, waitingSaid: false } : undefined;
     // A blue-green rollout has no waves: its one boundary is the switch (prePromotion).
     this.boundaries = d.postWave && !this.bg ? planRollout(strategy).waves.slice(1) : [];
     this.traffic = new Traffic({
@@ -158,6 +160,7 @@ export class Controller {
       applied: () => this.reloaded(),
       failed: (err) => this.fail(err),
       idle: () => this.schedule(),
+      preview: strategy.type === 'BlueGreen' && strategy.blueGreen.previewUpstream !== undefined ? { upstream: strategy.blueGreen.previewUpstream, servers: () => this.previewServers() } : undefined,
     });
     d.inspect?.(this);
     this.readiness = new Readiness({ prober: d.prober, clock: d.clock, periodMs: d.fleet.probes.readiness.periodMs, result: (w, ok, detail) => this.probed(w.id, ok, detail) });
@@ -235,6 +238,18 @@ export class Controller {
       every(this.timing.pausePollMs, async () => {
         if (this.ending) return;
         if (await paused().catch(() => false)) this.end({ kind: 'paused' });
+      });
+    }
+    if (this.bg && !this.bg.autoPromote && this.d.promoted) {
+      const ask = this.d.promoted;
+      const bg = this.bg;
+      every(this.timing.switchBackPollMs, async () => {
+        if (this.ending || bg.promoted || bg.state !== 'before') return;
+        if (await ask().catch(() => false)) {
+          bg.promoted = true;
+          this.d.emit({ type: 'info', message: 'promoted (fleetroll promote)' });
+          this.schedule();
+        }
       });
     }
     if (this.bg && this.d.switchBack) {
@@ -433,7 +448,7 @@ export class Controller {
     if (this.finished) return;
     const now = this.d.clock.now();
     // Waiting out scaleDownDelaySeconds is the plan, not a stall.
-    if (this.inScaleDownDelay()) this.progress();
+    if (this.inScaleDownDelay() || (this.bg?.waitingSaid === true && !this.bg.promoted && this.bg.state === 'before')) this.progress();
     if (!this.ending && now - this.lastProgress >= this.deadlineMs) {
       this.end({ kind: 'failed', error: this.deadlineFailure() });
     }
@@ -483,6 +498,21 @@ export class Controller {
     if (!bg || bg.state !== 'before') return;
     const fresh = [...this.view.values()].filter((i) => i.revision === this.d.revision && !isTerminating(i.phase));
     if (fresh.length < this.d.fleet.replicas || fresh.some((i) => i.phase !== 'available')) return;
+    // With a preview upstream, prePromotion tries the new set there: wait until nginx has it.
+    const s = this.d.fleet.strategy;
+    if (s.type === 'BlueGreen' && s.blueGreen.previewUpstream !== undefined && fresh.some((i) => !this.traffic.inPreview(i.address))) {
+      this.traffic.request();
+      return;
+    }
+    if (!bg.autoPromote && !bg.promoted) {
+      if (!bg.waitingSaid) {
+        bg.waitingSaid = true;
+        this.d.emit({ type: 'info', message: `the new set (${fresh.length}) is available and out of traffic; waiting for \`fleetroll promote\` (autoPromote: false)` });
+      }
+      // Waiting for an operator is not a stall.
+      this.progress();
+      return;
+    }
     bg.state = 'promoting';
     const promote = this.d.prePromotion ? this.d.prePromotion(this.instances()) : Promise.resolve();
     promote.then(
@@ -654,6 +684,16 @@ export class Controller {
           this.fail(err);
         },
       );
+  }
+
+  /** Blue-green's preview upstream: the new set's ready instances until the switch, then nothing. */
+  private previewServers(): UpstreamEntry[] {
+    if (this.bg?.state === 'switched') return [];
+    const out: UpstreamEntry[] = [];
+    for (const i of this.view.values()) {
+      if (i.address && i.revision === this.d.revision && (i.phase === 'ready' || i.phase === 'available')) out.push({ address: i.address, down: false, name: i.id });
+    }
+    return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
   /** The servers every upstream should list: ready instances up; terminating ones nginx knows, down. */

@@ -102,6 +102,7 @@ class Rollout {
       postWave: this.fleet.hooks?.postWave ? (boundary, instances) => this.hook('postWave', this.contextOfInstances(instances, boundary)) : undefined,
       prePromotion: this.fleet.hooks?.prePromotion ? (instances) => this.hook('prePromotion', this.contextOfInstances(instances, 1)) : undefined,
       switchBack: this.deps.switchBack,
+      promoted: this.deps.promoted,
       recovering: this.deps.recovering,
       timing: this.deps.timing,
       inspect: this.deps.inspect,

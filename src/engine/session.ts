@@ -179,6 +179,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     }
     // A switch-back asked of an earlier rollout is not this one's to act on.
     state.switchBack = undefined;
+    state.promote = undefined;
     // revisionHistoryLimit old revisions are kept, plus the current one.
     state.revisions = state.revisions.slice(-(fleet.revisionHistoryLimit + 1));
     await h.store.write(state);
@@ -190,7 +191,8 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     const adopted = adoptedOf(state);
     try {
       const switchBack = async () => (await h.store.read())?.switchBack === true;
-      const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, o);
+      const promoted = async () => (await h.store.read())?.promote === true;
+      const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, o);
       await write.flush();
       await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`);
       return { ...result, revisionNumber: record.number };

@@ -44,12 +44,19 @@ export interface TrafficOptions {
   failed: (err: unknown) => void;
   /** Nothing is waiting or being written any more. */
   idle?: () => void;
+  /**
+   * Blue-green's preview: a second upstream block in every file, listing the
+   * new set before the switch so a prePromotion hook can try it. A change of
+   * its servers needs a reload like the main upstream's.
+   */
+  preview?: { upstream: string; servers: () => UpstreamEntry[] } | undefined;
 }
 
 export class Traffic {
   private readonly lastContent: (string | undefined)[] = [];
   private inForceUp = new Set<string>();
   private inForceDown = new Set<string>();
+  private inForcePreview = new Set<string>();
   private writingUp: Set<string> | undefined;
   private dirty = false;
   private timer: { cancel(): void } | undefined;
@@ -70,7 +77,10 @@ export class Traffic {
    */
   async load(recovering: boolean): Promise<void> {
     for (const lb of this.o.balancers) this.lastContent.push(await lb.router.read());
-    const current = parseUpstreamServers(this.lastContent.find((c) => c !== undefined) ?? '');
+    // Only the main upstream's block: a preview block's servers take no traffic.
+    const first = this.lastContent.findIndex((c) => c !== undefined);
+    const current = parseUpstreamServers(this.lastContent[first] ?? '', this.o.balancers[first]?.upstream);
+    if (this.o.preview) this.inForcePreview = new Set(parseUpstreamServers(this.lastContent[first] ?? '', this.o.preview.upstream).filter((e) => !e.down).map((e) => e.address));
     this.inForceUp = new Set(current.filter((e) => !e.down).map((e) => e.address));
     this.inForceDown = new Set(current.filter((e) => e.down).map((e) => e.address));
     this.recoveryReload = recovering;
@@ -80,6 +90,11 @@ export class Traffic {
   routes(address: string | undefined): boolean {
     if (address === undefined) return false;
     return this.inForceUp.has(address) || (this.writingUp?.has(address) ?? false);
+  }
+
+  /** Up in the preview upstream of the config in force. */
+  inPreview(address: string | undefined): boolean {
+    return address !== undefined && this.inForcePreview.has(address);
   }
 
   /** Listed `down` in the config in force. */
@@ -170,11 +185,14 @@ export class Traffic {
     const downSet = new Set(down.map((e) => e.address));
     const upChanged = upSet.size !== this.inForceUp.size || [...upSet].some((a) => !this.inForceUp.has(a));
     const newDown = down.filter((e) => !this.inForceDown.has(e.address));
-    const reload = upChanged || newDown.length > 0 || this.recoveryReload;
+    const preview = this.o.preview ? { upstream: this.o.preview.upstream, servers: this.o.preview.servers() } : undefined;
+    const previewSet = new Set((preview?.servers ?? []).filter((e) => !e.down).map((e) => e.address));
+    const previewChanged = preview !== undefined && (previewSet.size !== this.inForcePreview.size || [...previewSet].some((a) => !this.inForcePreview.has(a)));
+    const reload = upChanged || newDown.length > 0 || previewChanged || this.recoveryReload;
     if (!reload && !final) return;
     this.writingUp = upSet;
     try {
-      const written = await this.writeAll(servers);
+      const written = await this.writeAll(servers, preview);
       if (!reload) return;
       const toReload = this.recoveryReload ? this.o.balancers.map((_, i) => i) : written;
       this.recoveryReload = false;
@@ -186,6 +204,7 @@ export class Traffic {
       const prevUp = this.inForceUp;
       this.inForceUp = upSet;
       this.inForceDown = downSet;
+      this.inForcePreview = previewSet;
       this.o.emit({
         type: 'upstream',
         action: newDown.length > 0 ? 'drain' : final ? 'final' : 'enable',
@@ -201,9 +220,9 @@ export class Traffic {
   }
 
   /** Writes and checks every changed file; on a failed check restores the ones written and throws. Returns the indexes written. */
-  private async writeAll(servers: UpstreamEntry[]): Promise<number[]> {
+  private async writeAll(servers: UpstreamEntry[], preview?: { upstream: string; servers: UpstreamEntry[] }): Promise<number[]> {
     const lbs = this.o.balancers;
-    const contents = lbs.map((lb) => renderUpstream(lb.template, { service: this.o.service, upstream: lb.upstream, servers }));
+    const contents = lbs.map((lb) => renderUpstream(lb.template, { service: this.o.service, upstream: lb.upstream, servers, ...(preview ? { preview } : {}) }));
     const written: number[] = [];
     for (const [i, { router: r }] of lbs.entries()) {
       if (contents[i] === this.lastContent[i]) continue;

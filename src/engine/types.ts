@@ -21,6 +21,8 @@ export interface DeployDeps {
   paused?: () => Promise<boolean>;
   /** BlueGreen: asked during scaleDownDelaySeconds; true switches traffic back to the old set (fleetroll undo). */
   switchBack?: () => Promise<boolean>;
+  /** BlueGreen with autoPromote false: asked while the new set waits; true switches (fleetroll promote). */
+  promoted?: () => Promise<boolean>;
   /** The last rollout did not finish (a crash): reload once even if the files look current. */
   recovering?: boolean;
   /** Where to copy a missing image from besides the fleet's hosts: the local engine. */

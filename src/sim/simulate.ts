@@ -70,6 +70,8 @@ export interface SimulationSetup {
   hooks?: Fleet['hooks'];
   /** BlueGreen: answers fleetroll undo's question during scaleDownDelaySeconds. */
   switchBack?: () => Promise<boolean>;
+  /** BlueGreen with autoPromote false: answers whether fleetroll promote was run. */
+  promoted?: () => Promise<boolean>;
   signal?: AbortSignal | undefined;
   paused?: (() => Promise<boolean>) | undefined;
   inspect?: ((c: import('../engine/controller.js').Controller) => void) | undefined;
@@ -175,6 +177,7 @@ export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings,
         simulated: true,
         paused: setup.paused,
         ...(setup.switchBack ? { switchBack: setup.switchBack } : {}),
+        ...(setup.promoted ? { promoted: setup.promoted } : {}),
         ...(setup.inspect ? { inspect: setup.inspect } : {}),
         // Nothing crashes unless a test says so: look for exits now and then only.
         timing: { observeMs: setup.faults ? 500 : 60_000 },

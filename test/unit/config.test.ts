@@ -180,7 +180,7 @@ describe('loadFleet: BlueGreen and Canary', () => {
   it('a blue-green fleet file with a preview upstream and a prePromotion hook', async () => {
     const f = await loadFleet(file(`${BASE}strategy:
   type: BlueGreen
-  blueGreen: { scaleDownDelaySeconds: 60, previewUpstream: bookstore_preview, autoPromote: false }
+  blueGreen: { scaleDownDelaySeconds: 60, preview: { upstream: bookstore_preview }, autoPromote: false }
 hooks:
   prePromotion: ["./smoke-test.sh", "http://127.0.0.1:8081"]
 ${LB}`));
@@ -230,7 +230,9 @@ ${LB}`));
     { name: 'a sticky key with a space', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    stickyKey: "cookie:my session"\n    steps: [{ setWeight: 10 }]\n`, path: 'strategy/canary/stickyKey', message: /got "cookie:my session"/ },
     { name: 'canaryReplicas above replicas', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    canaryReplicas: 4\n    steps: [{ setWeight: 10 }]\n`, path: 'strategy/canary/canaryReplicas', message: /at most replicas \(3\), got 4/ },
     { name: 'Canary without steps', text: `${BASE}strategy:\n  type: Canary\n`, path: 'strategy/canary/steps', message: /is required with type Canary/ },
-    { name: 'an unknown blueGreen field', text: `${BASE}strategy:\n  type: BlueGreen\n  blueGreen: { preview: { port: 8081 } }\n`, path: 'strategy/blueGreen', message: /unknown field "preview"/ },
+    { name: 'an unknown blueGreen field', text: `${BASE}strategy:\n  type: BlueGreen\n  blueGreen: { previewPort: 8081 }\n`, path: 'strategy/blueGreen', message: /unknown field "previewPort"/ },
+    { name: 'a preview block without its upstream', text: `${BASE}strategy:\n  type: BlueGreen\n  blueGreen: { preview: { port: 8081 } }\n`, path: 'strategy/blueGreen/preview', message: /unknown field "port"/ },
+    { name: 'injection through preview.upstream', text: `${BASE}strategy:\n  type: BlueGreen\n  blueGreen: { preview: { upstream: "p; include /etc/passwd" } }\n`, path: 'strategy/blueGreen/preview/upstream', message: /nginx upstream name/ },
     { name: 'a preview upstream named like the load balancer\'s upstream', text: `${BASE}strategy:\n  type: BlueGreen\n  blueGreen: { previewUpstream: bookstore_api }\n${LB}`, path: 'strategy/blueGreen/previewUpstream', message: /must differ from loadBalancers\/0\/nginx\/upstream/ },
     { name: 'injection through the preview upstream', text: `${BASE}strategy:\n  type: BlueGreen\n  blueGreen: { previewUpstream: "p; include /etc/passwd" }\n`, path: 'strategy/blueGreen/previewUpstream', message: /nginx upstream name/ },
     { name: 'scaleDownDelaySeconds over a day', text: `${BASE}strategy:\n  type: BlueGreen\n  blueGreen: { scaleDownDelaySeconds: 90000 }\n`, path: 'strategy/blueGreen/scaleDownDelaySeconds', message: /from 0 to 86400, got 90000/ },

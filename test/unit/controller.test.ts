@@ -9,6 +9,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { isTerminating } from '../../src/core/decide.js';
 import { resolveStrategy, type ResolvedStrategy } from '../../src/core/strategy.js';
+import { parseUpstreamServers } from '../../src/core/upstream.js';
 import type { Controller } from '../../src/engine/controller.js';
 import { ExitCode, FleetrollError, RolloutFailedError } from '../../src/errors.js';
 import { LABELS } from '../../src/ports.js';
@@ -456,5 +457,31 @@ describe('controller: blue-green', () => {
     assert.match(err.message, /made no progress for 20 s/);
     assert.deepEqual(r.seen, [], 'no reload: traffic never moved');
     assert.equal([...world!.routers[0]!.up].length, 3);
+  });
+
+  it('preview and autoPromote false: the new set is in the preview upstream, not the main one, until fleetroll promote; then one reload switches both', async () => {
+    const s = resolveStrategy({ replicas: 3, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 10, previewUpstream: 'preview_1', autoPromote: false } } });
+    const seen: { at: number; main: string[]; preview: string[] }[] = [];
+    let clock: { now(): number } | undefined;
+    await simulateRollout(s, T, {
+      world: (w, c) => {
+        clock = c;
+        const user = w.onEvent;
+        w.onEvent = (e) => {
+          user?.(e);
+          if (e.kind !== 'reloaded') return;
+          const version = (x: { address: string }) => w.byAddress(x.address)?.labels[LABELS.version] ?? '?';
+          const up = (name?: string) => parseUpstreamServers(e.lb.inForce ?? '', name).filter((x) => !x.down).map(version);
+          seen.push({ at: c.now(), main: up('simulated_1'), preview: up('preview_1') });
+        };
+      },
+      promoted: async () => clock!.now() >= 20_000,
+    });
+    // First the preview gets the new set (main untouched), then, once promoted, the switch.
+    assert.deepEqual(seen.map((x) => [x.main, x.preview]), [
+      [['old', 'old', 'old'], ['new', 'new', 'new']],
+      [['new', 'new', 'new'], []],
+    ]);
+    assert.ok(seen[1]!.at >= 20_000, `switched at ${seen[1]!.at} ms, before the promote at 20 s`);
   });
 });

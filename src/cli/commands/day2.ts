@@ -141,6 +141,19 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
       out.line(`paused ${fleet.service}: a running rollout stops after its current wave (exit 4); continue with fleetroll resume -f ${o.file}`);
     });
 
+  program
+    .command('promote')
+    .description('let a blue-green rollout waiting for it (autoPromote: false) switch traffic to the new set')
+    .addOption(fleetFileOption())
+    .addHelpText('after', '\nThe running deploy switches within a fraction of a second; it runs hooks.prePromotion first.\n\nExample:\n  $ fleetroll promote -f fleet.yaml')
+    .action(async (o) => {
+      const { store, fleet } = await context(o.file);
+      await store.update((await store.image()) ?? fleet.image, (s) => {
+        s.promote = true;
+      });
+      out.line(`promoted ${fleet.service}: a rollout waiting for promotion switches traffic to the new set now`);
+    });
+
   withRolloutOptions(
     program
       .command('resume')
