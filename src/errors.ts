@@ -102,12 +102,12 @@ export class InterruptedError extends FleetrollError {
 
 /**
  * A strategy fleetroll resolves and plans but does not carry out yet
- * (BlueGreen, Canary: deploy support lands with the controller work).
+ * (Canary: its rollout is not carried out yet).
  * Exit code 2, raised before anything is touched.
  */
 export class UnsupportedStrategyError extends FleetrollError {
   constructor(type: string, o: { command?: string | undefined; file?: string | undefined } = {}) {
-    super('E_STRATEGY_NOT_SUPPORTED', ExitCode.invalidInput, `strategy type ${type} is not carried out by ${o.command ?? 'deploy'} yet (deploy support lands with the controller work); nothing was changed`, {
+    super('E_STRATEGY_NOT_SUPPORTED', ExitCode.invalidInput, `strategy type ${type} is not carried out by ${o.command ?? 'deploy'} yet (deploy support for it is not done yet); nothing was changed`, {
       hint: `\`fleetroll plan -f ${o.file ?? '<fleet.yaml>'}\` shows what the ${type} rollout will do; roll out with type RollingUpdate or Recreate meanwhile`,
     });
   }

@@ -188,7 +188,7 @@ describe('fleetroll CLI: BlueGreen and Canary are planned and validated (deploy 
     assert.match(r.stdout, /^5\s+pause until `fleetroll resume` or `promote`\s+5\s+10\s+50%\s+15$/m);
     assert.match(r.stdout, /then a rolling update \(maxSurge 2, maxUnavailable 0\) from 10 stable and 5 canary instances/);
     assert.match(r.stdout, /^1\s+2\s+5\s+5 \/ 7\s+10\.\.15\s+17$/m);
-    assert.match(r.stdout, /deploy support lands with the controller work/);
+    assert.match(r.stdout, /deploy support for canaries is not done yet/);
   });
 
   it('plan explains a blue-green rollout for people', () => {
@@ -225,7 +225,7 @@ describe('fleetroll CLI: BlueGreen and Canary are planned and validated (deploy 
   });
 
   const refused: [string, string[], RegExp][] = [
-    ['deploy of a canary', ['deploy', '-f', 'examples/canary.yaml'], /strategy type Canary is not carried out by deploy yet \(deploy support lands with the controller work\); nothing was changed/],
+    ['deploy of a canary', ['deploy', '-f', 'examples/canary.yaml'], /strategy type Canary is not carried out by deploy yet \(deploy support for it is not done yet\); nothing was changed/],
     ['simulate of a canary', ['simulate', '-f', 'examples/canary.yaml'], /strategy type Canary is not carried out by simulate yet/],
   ];
   for (const [name, args, message] of refused) {

@@ -83,7 +83,7 @@ describe('Canary is resolved and planned, not carried out yet', () => {
       let started = false;
       await assert.rejects(
         simulateRollout(resolveStrategy({ replicas: 2, strategy }), timings(), { events: (e) => (started ||= e.type === 'observed') }),
-        (err: unknown) => err instanceof FleetrollError && err.code === 'E_STRATEGY_NOT_SUPPORTED' && err.exitCode === 2 && /deploy support lands with the controller work/.test(err.message),
+        (err: unknown) => err instanceof FleetrollError && err.code === 'E_STRATEGY_NOT_SUPPORTED' && err.exitCode === 2 && /deploy support for it is not done yet/.test(err.message),
       );
       assert.equal(started, false);
     });

@@ -53,7 +53,7 @@ async function nginxNotes(fleet: Fleet): Promise<{ lines: string[]; warnings: st
       }
     }
   }
-  lines.push(`(${s.type}: \`fleetroll plan\` explains the rollout; deploy support lands with the controller work)`);
+  if (s.type === 'Canary') lines.push('(Canary: `fleetroll plan` explains the rollout; deploy support for canaries is not done yet)');
   return { lines, warnings };
 }
 
