@@ -14,9 +14,9 @@
  * `deploy --json`, the revision history and `history --revision N` carry
  * (DeployHealthReport below).
  *
- * Addresses are reused. Docker hands a stopped container's IP to the next
- * container on the same network at once (checked on Docker 28: three
- * containers in a row got 192.168.0.2), so during a rolling update an old
+ * Addresses are reused. Docker hands a removed container's IP to the next
+ * container on the same network at once (checked on engine 20.10: three
+ * containers run and removed in a row all got 192.168.0.2), so during a rolling update an old
  * instance's address often becomes a new instance's a second later. An
  * address therefore maps to an owner *at a time*: each owner holds it from
  * `sinceMs` (when its container started; -Infinity for the instances found
