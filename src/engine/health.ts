@@ -66,6 +66,8 @@ export class HealthWatch {
   private kept = 0;
   private overflow = false;
   private finished = false;
+  /** Why the fleet could not be listed when the deploy started, if it could not. */
+  private unobserved: string | undefined;
 
   private constructor(
     private readonly fleet: Fleet,
@@ -85,7 +87,10 @@ export class HealthWatch {
     const w = new HealthWatch(fleet, newRevision, clock, openers);
     if (openers.length === 0) return w;
     const [infos] = await Promise.all([
-      observe().catch(() => [] as InstanceInfo[]),
+      observe().catch((err: unknown) => {
+        w.unobserved = why(err);
+        return [] as InstanceInfo[];
+      }),
       Promise.all(
         openers.map(async (o) => {
           try {
@@ -135,6 +140,7 @@ export class HealthWatch {
       ...failures.map((f) => `${f} (its requests are not counted)`),
       ...this.fleet.loadBalancers.flatMap((lb, i) => (lb.nginx.accessLog === undefined ? [`loadBalancers/${i}/nginx has no accessLog: its requests are not counted`] : [])),
       ...usable.filter((l) => l.source.counters.lostRotations > 0).map((l) => `${l.source.name}: ${l.source.counters.lostRotations} rotation(s) whose rest could not be read: requests may be missing`),
+      ...(this.unobserved !== undefined ? [`the fleet could not be listed when the deploy started (${this.unobserved}): the old instances' requests count as unattributed`] : []),
       ...(this.overflow ? [`more than ${MAX_RECORDS} requests: only the first ${MAX_RECORDS} are counted`] : []),
     ];
     return healthReport({

@@ -335,6 +335,14 @@ describe('HealthWatch: the logs read around a rollout', () => {
     });
   }
 
+  it('the fleet cannot be listed at the start: the old instances\' requests are unattributed, and the numbers say so', async () => {
+    const clock = new VirtualClock(1000);
+    const h = await watchDeploy(clock, fleetWith(['stdout']), [opener(new ScriptedLog('log', clock, LINES))], async () => Promise.reject(new Error('Docker host local does not answer')));
+    assert.ok(!isHealthUnavailable(h));
+    assert.deepEqual([h.requests, h.unattributed, h.firstNewInstance?.name], [6, 3, 'new-1']);
+    assert.deepEqual(h.incomplete, ["the fleet could not be listed when the deploy started (Docker host local does not answer): the old instances' requests count as unattributed"]);
+  });
+
   it('two load balancers, one log good, one failing, one with none: the numbers of the good one, and why they are incomplete', async () => {
     const clock = new VirtualClock(1000);
     const good = new ScriptedLog('good log', clock, LINES);
