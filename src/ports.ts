@@ -4,6 +4,7 @@
  * dockerode, nginx and HTTP. Keeping them small is what lets one engine serve
  * real deploys and rehearsals alike.
  */
+import type { DeployHealthReport } from './core/deployHealth.js';
 
 /**
  * Every Docker label fleetroll sets or reads, one constant each: on instance
@@ -169,6 +170,12 @@ export interface RevisionRecord {
   outcome: RolloutOutcome;
   finishedAt?: string | undefined;
   message?: string | undefined;
+  /**
+   * The health numbers of the revision's last rollout, from the load
+   * balancers' access logs (core/deployHealth.ts), or why they are
+   * unavailable. Absent for rollouts before fleetroll measured them.
+   */
+  health?: DeployHealthReport | undefined;
 }
 
 export interface AdoptedInstance {

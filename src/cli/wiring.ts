@@ -7,11 +7,12 @@ import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import type { Fleet } from '../config/load.js';
+import { ContainerLogStreamAccessLog, LocalFileAccessLog, containerFileAccessLog } from '../adapters/accessLog.js';
 import { DockerRuntime } from '../adapters/docker.js';
 import { FleetLock, FleetStateStore, whoAmI } from '../adapters/fleetState.js';
 import { HttpProber } from '../adapters/http.js';
 import { NginxContainerRouter, NginxExecRouter } from '../adapters/nginx.js';
-import type { DeployDeps, LoadBalancer } from '../engine/rollout.js';
+import type { AccessLogOpener, DeployDeps, LoadBalancer } from '../engine/rollout.js';
 import type { EventSink } from '../engine/events.js';
 import { ExitCode, FleetrollError } from '../errors.js';
 
@@ -67,4 +68,36 @@ export function fleetHandles(fleet: Fleet, deps: Pick<DeployDeps, 'runtimes'>): 
   const rt = first ? deps.runtimes.get(first.name) : undefined;
   if (!first || !(rt instanceof DockerRuntime)) throw new FleetrollError('E_INTERNAL', 1, 'the fleet has no first host');
   return { store: new FleetStateStore(rt.docker, fleet.service, first.name), lock: new FleetLock(rt.docker, fleet.service), who: whoAmI() };
+}
+
+/**
+ * One opener per load balancer that names its access log (`accessLog:`), for
+ * the deploy's health numbers: a file inside the nginx container (docker
+ * exec stat/tail, or the archive API where the image has neither), a file on
+ * this machine (exec: true), or the container's log stream ("stdout").
+ */
+export function accessLogOpeners(fleet: Fleet, deps: Pick<DeployDeps, 'runtimes'>): AccessLogOpener[] {
+  const openers: AccessLogOpener[] = [];
+  for (const { nginx: lb } of fleet.loadBalancers) {
+    const path = lb.accessLog;
+    if (path === undefined) continue;
+    if (lb.exec || !lb.container) {
+      openers.push({ name: `access log ${path} on this machine`, open: async () => new LocalFileAccessLog(path) });
+      continue;
+    }
+    const container = lb.container;
+    const hostName = lb.host ?? fleet.hosts[0]?.name ?? 'local';
+    const runtime = deps.runtimes.get(hostName);
+    const where = `container ${container} on ${hostName}`;
+    const docker = async () => {
+      if (!(runtime instanceof DockerRuntime)) throw new FleetrollError('E_ACCESS_LOG', 1, `no Docker host ${hostName} to reach ${container} on`);
+      return runtime.docker;
+    };
+    openers.push(
+      path === 'stdout'
+        ? { name: `log stream of ${where}`, open: async () => ContainerLogStreamAccessLog.open(await docker(), container) }
+        : { name: `access log ${path} in ${where}`, open: async () => containerFileAccessLog(await docker(), container, path) },
+    );
+  }
+  return openers;
 }

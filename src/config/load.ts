@@ -109,6 +109,12 @@ function crossFieldIssues(f: FleetFileParsed, timings: Record<TimingField, numbe
     } else if (n.host) {
       issues.push({ path: `${p}/host`, message: 'only applies with container; with exec: true nginx runs on this machine' });
     }
+    if (n.accessLog === 'stdout' && n.exec) {
+      issues.push({ path: `${p}/accessLog`, message: '"stdout" is a container\'s log stream: with exec: true (nginx on this machine) give the absolute path of the file nginx logs to' });
+    }
+    if (n.accessLog !== undefined && /^\/dev\/(?:stdout|stderr)$|^\/proc\//.test(n.accessLog)) {
+      issues.push({ path: `${p}/accessLog`, message: `must be a regular file nginx writes to, got ${JSON.stringify(n.accessLog)}${n.container ? ': for nginx logging to its output write accessLog: stdout' : ''}` });
+    }
     if (n.config && !n.exec) issues.push({ path: `${p}/config`, message: 'only applies with exec: true (the nginx.conf of the nginx on this machine)' });
     const key = `${n.exec ? 'exec' : `${n.host ?? ''}/${n.container ?? ''}`}:${n.upstreamFile}`;
     if (files.has(key)) issues.push({ path: `${p}/upstreamFile`, message: `the same file is already managed by loadBalancers/${files.get(key)}` });

@@ -17,6 +17,8 @@ const UPSTREAM_RE = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 const IMAGE_RE = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]{0,254}$/;
 /** Absolute file paths for upstream files. */
 const ABS_PATH_RE = /^\/[A-Za-z0-9._\-/]+$/;
+/** loadBalancers[].nginx.accessLog: an absolute file path, or "stdout" (the container's log stream). */
+const ACCESS_LOG_RE = /^(?:stdout|\/[A-Za-z0-9._\-/]+)$/;
 /** HTTP paths for probes. */
 const HTTP_PATH_RE = /^\/[A-Za-z0-9._~\-/%?=&]*$/;
 const ENV_KEY_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -154,6 +156,15 @@ const nginxSchema = z
     upstream: pattern(UPSTREAM_RE, 'an nginx upstream name: letters, digits and "_", starting with a letter or "_"'),
     /** Own upstream template (path relative to the fleet file); default templates/upstream.conf.tmpl. */
     template: z.string().min(1).optional(),
+    /**
+     * Where this nginx writes its fleetroll_json access log, for the deploy's
+     * health numbers: an absolute path (inside the container with `container`,
+     * on this machine with `exec: true`) or "stdout" (the container's log stream).
+     */
+    accessLog: pattern(
+      ACCESS_LOG_RE,
+      'the absolute path of the access log this nginx writes with the fleetroll_json format (e.g. /var/log/nginx/fleetroll.log: inside the container, or on this machine with exec: true) or "stdout" (the nginx container\'s own log stream)',
+    ).optional(),
   })
   .strict();
 

@@ -14,6 +14,7 @@ import { Controller, hostFailure, type Instance } from './controller.js';
 import type { DeployDeps, DeployOptions, DeployResult } from './types.js';
 import type { EventSink } from './events.js';
 import { runHook, type HookName } from './hooks.js';
+import { HealthWatch, withHealth } from './health.js';
 import { HostWork } from './hostWork.js';
 import { randomSuffix } from './instances.js';
 import { listFleet } from './observe.js';
@@ -25,11 +26,29 @@ import { verifyVersions } from './verify.js';
 export type { LoadBalancer } from './traffic.js';
 export { instanceSpec, randomSuffix } from './instances.js';
 export { InterruptedError, PausedError, RolloutFailedError } from '../errors.js';
+export { healthOf } from './health.js';
 export { systemClock } from '../ports.js';
 
-export type { DeployDeps, DeployOptions, DeployResult } from './types.js';
+export type { AccessLogOpener, DeployDeps, DeployOptions, DeployResult } from './types.js';
 
+/**
+ * A deploy, and with `deps.accessLogs` its health numbers (engine/health.ts),
+ * measured over the whole of it, a rollback included: on the result, or on
+ * the error it throws (`healthOf(err)`).
+ */
 export async function deploy(fleet: Fleet, deps: DeployDeps, options: DeployOptions = {}): Promise<DeployResult> {
+  if (!deps.accessLogs) return deployOnce(fleet, deps, options);
+  const watch = await HealthWatch.start(fleet, revisionOf(fleet), deps.clock ?? systemClock, deps.accessLogs, () => listFleet(fleet.service, deps.runtimes, fleet.hostParallelism, deps.adopted));
+  let result: DeployResult;
+  try {
+    result = await deployOnce(fleet, { ...deps, accessLogs: undefined, events: watch.events(deps.events) }, options);
+  } catch (err) {
+    throw withHealth(err, await watch.finish());
+  }
+  return { ...result, health: await watch.finish() };
+}
+
+async function deployOnce(fleet: Fleet, deps: DeployDeps, options: DeployOptions): Promise<DeployResult> {
   const rollout = new Rollout(fleet, deps, options);
   try {
     return await rollout.run();

@@ -9,7 +9,8 @@ import type { Fleet } from '../config/load.js';
 import type { FleetLockPort, FleetState, JournalEntry, RevisionRecord, RolloutOutcome, StateStore } from '../ports.js';
 import { journalWriter } from './journal.js';
 import { ExitCode, FleetrollError } from '../errors.js';
-import { deploy, InterruptedError, PausedError, RolloutFailedError, type DeployDeps, type DeployOptions, type DeployResult } from './rollout.js';
+import type { DeployHealthReport } from '../core/deployHealth.js';
+import { deploy, healthOf, InterruptedError, PausedError, RolloutFailedError, type DeployDeps, type DeployOptions, type DeployResult } from './rollout.js';
 import { envOf, revisionOf } from './revision.js';
 import { renderUpstream } from '../core/upstream.js';
 
@@ -180,6 +181,8 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     // A switch-back asked of an earlier rollout is not this one's to act on.
     state.switchBack = undefined;
     state.promote = undefined;
+    // A continued record's numbers were an earlier rollout's: this one measures its own.
+    delete record.health;
     // revisionHistoryLimit old revisions are kept, plus the current one.
     state.revisions = state.revisions.slice(-(fleet.revisionHistoryLimit + 1));
     await h.store.write(state);
@@ -194,11 +197,11 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
       const promoted = async () => (await h.store.read())?.promote === true;
       const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, o);
       await write.flush();
-      await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`);
+      await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`, result.health);
       return { ...result, revisionNumber: record.number };
     } catch (err) {
       const { outcome, message } = outcomeOf(err);
-      await finishRecord(h.store, record.number, outcome, message.split('\n')[0] ?? message);
+      await finishRecord(h.store, record.number, outcome, message.split('\n')[0] ?? message, healthOf(err));
       write(outcome, 'end', { message: message.split('\n')[0] });
       await write.flush();
       throw err;
@@ -302,7 +305,8 @@ export async function adoptFleet(
   }
 }
 
-async function finishRecord(store: StateStore, n: number, outcome: RolloutOutcome, message: string): Promise<void> {
+/** Ends a revision record: its outcome, and the health numbers of this rollout (replacing an earlier rollout's). */
+async function finishRecord(store: StateStore, n: number, outcome: RolloutOutcome, message: string, health: DeployHealthReport | undefined): Promise<void> {
   const s = await store.read();
   if (!s) return;
   const r = s.revisions.find((x) => x.number === n);
@@ -310,5 +314,7 @@ async function finishRecord(store: StateStore, n: number, outcome: RolloutOutcom
   r.outcome = outcome;
   r.finishedAt = new Date().toISOString();
   r.message = message.slice(0, 500);
+  if (health) r.health = health;
+  else delete r.health;
   await store.write(s);
 }

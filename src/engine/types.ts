@@ -1,5 +1,6 @@
 /** The engine's inputs and outputs: ports, options and results of a rollout. */
-import type { Clock, Journal, Prober, Runtime } from '../ports.js';
+import type { DeployHealthReport } from '../core/deployHealth.js';
+import type { AccessLogSource, Clock, Journal, Prober, Runtime } from '../ports.js';
 import type { Controller, ControllerTiming } from './controller.js';
 import type { EventSink } from './events.js';
 import type { Adopted } from './observe.js';
@@ -35,6 +36,20 @@ export interface DeployDeps {
   inspect?: (c: Controller) => void;
   /** Skip preflight and verification (simulate: its ports have nothing to check). */
   simulated?: boolean;
+  /**
+   * The access logs of the load balancers that name one (loadBalancers[].nginx.accessLog),
+   * opened when the deploy starts to measure its health numbers (engine/health.ts).
+   * Undefined: no numbers at all (simulate, rehearse, experiments); empty: the
+   * numbers are reported unavailable, with a hint how to get them.
+   */
+  accessLogs?: readonly AccessLogOpener[];
+}
+
+/** Opens one load balancer's access log; the source's first read() starts at the log's current end. */
+export interface AccessLogOpener {
+  /** For messages when opening fails, e.g. "access log /var/log/nginx/fleetroll.log in container web-nginx". */
+  readonly name: string;
+  open(): Promise<AccessLogSource>;
 }
 
 export interface DeployedInstance {
@@ -53,6 +68,14 @@ export interface DeployResult {
   waves: number;
   reloads: number;
   instances: DeployedInstance[];
+  /**
+   * The deploy's health numbers from the load balancers' access logs
+   * (core/deployHealth.ts DeployHealthReport): failed and dropped requests
+   * in the deploy window, the mixed-version window, the first new
+   * instance's error rate; or why they are unavailable. Absent when the
+   * caller passed no accessLogs (simulate, rehearse, experiments).
+   */
+  health?: DeployHealthReport;
 }
 
 export interface DeployOptions {

@@ -8,6 +8,7 @@
 import http from 'node:http';
 import type Dockerode from 'dockerode';
 import { fleetFromObject, type Fleet } from '../config/load.js';
+import { LOG_FORMAT, LOG_FORMAT_NAME } from '../core/accessLog.js';
 import { parseUpstreamServers, renderUpstream } from '../core/upstream.js';
 import { DockerRuntime, ensureNetwork, putFile } from '../adapters/docker.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../adapters/localImages.js';
@@ -92,6 +93,13 @@ export function demoNames(name: string): DemoNames {
 
 const UPSTREAM_FILE = '/etc/nginx/conf.d/upstream.conf';
 const APP_PORT = 8080;
+/**
+ * Where the nginx startNginx starts writes the fleetroll_json access log (as
+ * templates/nginx.conf.example does): a fleet's `accessLog:` for it.
+ */
+export const ACCESS_LOG = '/var/log/nginx/fleetroll.log';
+/** Its conf.d file: the log_format and the access_log, beside the image's own log (to stdout). */
+const ACCESS_LOG_CONF = '/etc/nginx/conf.d/00-fleetroll-log.conf';
 
 function serverBlock(upstream: string): string {
   return `# Written by fleetroll rehearse: proxy everything to the fleet.
@@ -138,6 +146,7 @@ export async function startNginx(docker: Dockerode, names: DemoNames, image: str
     },
   });
   await putFile(docker, names.nginx, '/etc/nginx/conf.d/default.conf', serverBlock(names.upstream));
+  await putFile(docker, names.nginx, ACCESS_LOG_CONF, `# Written by fleetroll: every request in the format fleetroll reads.\n${LOG_FORMAT}access_log ${ACCESS_LOG} ${LOG_FORMAT_NAME};\n`);
   await putFile(docker, names.nginx, UPSTREAM_FILE, renderUpstream(template, { service: names.service, upstream: names.upstream, servers: [] }));
   await c.start();
   const info = await c.inspect();

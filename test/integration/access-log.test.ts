@@ -17,7 +17,12 @@ import { AccessLogParser, LOG_FORMAT } from '../../src/core/accessLog.js';
 import type { AccessLogSource } from '../../src/ports.js';
 import { docker, useFleets, type TestFleet } from './fixture.js';
 
-const LOG = '/var/log/nginx/fleetroll.log';
+/**
+ * Not ACCESS_LOG, which the fixture's nginx writes from its start: a line in
+ * a file only the reloaded config writes is what tells that the reload is in
+ * force (probeUntilLogged).
+ */
+const LOG = '/var/log/nginx/acclog-test.log';
 const fleet = useFleets();
 
 /**

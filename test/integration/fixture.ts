@@ -17,6 +17,7 @@ import { HttpProber } from '../../src/adapters/http.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../../src/adapters/localImages.js';
 import { PLACEHOLDER_SERVER, parseUpstreamServers } from '../../src/core/upstream.js';
 import { DEMO_LABEL, demoNames, startNginx, teardown, waitForHttp, type DemoNames } from '../../src/experiment/rehearse.js';
+import { ACCESS_LOG } from '../../src/experiment/rehearse.js';
 import { LABELS } from '../../src/ports.js';
 import type { RequestRecord } from '../../src/experiment/metrics.js';
 import { startLoad as startProbeLoad } from '../../src/experiment/probes.js';
@@ -79,6 +80,8 @@ export interface FleetFileOptions {
   hooks?: Record<string, unknown>;
   /** More load balancers: [container name, upstream name, template?]. */
   extraLoadBalancers?: { container: string; upstream: string; template?: string }[];
+  /** Every load balancer's `accessLog:` (default ACCESS_LOG, where startNginx's nginx logs fleetroll_json); false: none. */
+  accessLog?: string | false;
 }
 
 /** A network and an nginx container (published on 127.0.0.1), ready for a fleet. */
@@ -104,8 +107,9 @@ export async function startTestFleet(prefix: string): Promise<TestFleet> {
           : o.maxSurge !== undefined || o.maxUnavailable !== undefined
             ? `strategy:\n  rollingUpdate: { ${[o.maxSurge !== undefined ? `maxSurge: ${JSON.stringify(o.maxSurge)}` : '', o.maxUnavailable !== undefined ? `maxUnavailable: ${JSON.stringify(o.maxUnavailable)}` : ''].filter(Boolean).join(', ')} }\n`
             : '';
+      const accessLog = o.accessLog === false ? '' : `      accessLog: ${o.accessLog ?? ACCESS_LOG}\n`;
       const extra = (o.extraLoadBalancers ?? [])
-        .map((lb) => `  - nginx:\n      container: ${lb.container}\n      host: local\n      upstreamFile: ${UPSTREAM_FILE}\n      upstream: ${lb.upstream}\n${lb.template ? `      template: ${lb.template}\n` : ''}`)
+        .map((lb) => `  - nginx:\n      container: ${lb.container}\n      host: local\n      upstreamFile: ${UPSTREAM_FILE}\n      upstream: ${lb.upstream}\n${lb.template ? `      template: ${lb.template}\n` : ''}${accessLog}`)
         .join('');
       const more = [
         o.minReadySeconds !== undefined ? `minReadySeconds: ${o.minReadySeconds}\n` : '',
@@ -133,7 +137,7 @@ loadBalancers:
       host: local
       upstreamFile: ${UPSTREAM_FILE}
       upstream: ${names.upstream}
-${o.template ? `      template: ${o.template}\n` : ''}${extra}${more}`;
+${o.template ? `      template: ${o.template}\n` : ''}${accessLog}${extra}${more}`;
       const file = join(dir, `fleet-${n++}.yaml`);
       writeFileSync(file, text);
       return file;

@@ -12,6 +12,7 @@ import { ExitCode, FleetrollError, fieldError } from '../../errors.js';
 import type { RevisionRecord } from '../../ports.js';
 import { parseCount, parseDuration } from '../args.js';
 import { fleetFileOption, jsonOption, withRolloutOptions } from '../options.js';
+import { healthRows } from '../health.js';
 import { table, type Out } from '../output.js';
 import { buildDeps, fleetHandles } from '../wiring.js';
 import { executeRollout } from './deploy.js';
@@ -42,6 +43,7 @@ function describeRecord(r: RevisionRecord): string[][] {
     ['outcome', r.outcome],
     ['finished', when(r.finishedAt)],
     ['message', r.message ?? ''],
+    ...(r.health ? healthRows(r.health) : []),
   ];
 }
 

@@ -1,5 +1,6 @@
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { loadFleet, type Fleet } from '../../config/load.js';
+import { healthOf } from '../../engine/rollout.js';
 import { runManaged, type ManagedResult } from '../../engine/session.js';
 import { ExitCode, FleetrollError, UnsupportedStrategyError, fieldError } from '../../errors.js';
 import { parseCount } from '../args.js';
@@ -16,8 +17,9 @@ import {
   type RolloutOptions,
 } from '../options.js';
 import type { Out } from '../output.js';
+import { healthLines } from '../health.js';
 import { explainStrategy } from '../strategy.js';
-import { buildDeps, fleetHandles } from '../wiring.js';
+import { accessLogOpeners, buildDeps, fleetHandles } from '../wiring.js';
 
 /**
  * SIGINT/SIGTERM abort the rollout's signal: it finishes (or, while draining,
@@ -111,7 +113,7 @@ export async function executeRollout(
   });
   try {
     const deps = await buildDeps(fleet, events);
-    result = await runManaged(fleet, deps, fleetHandles(fleet, deps), {
+    result = await runManaged(fleet, { ...deps, accessLogs: accessLogOpeners(fleet, deps) }, fleetHandles(fleet, deps), {
       command: `fleetroll ${process.argv.slice(2).join(' ')}`,
       changeCause: what.changeCause,
       autoRollback: o.autoRollback,
@@ -121,13 +123,19 @@ export async function executeRollout(
       copyImages: what.copyImages !== false,
     });
   } catch (err) {
+    // A failed (paused, interrupted) rollout reports what its users saw too.
+    const health = healthOf(err);
     // --json callers get a parseable outcome on stdout either way.
-    if (o.json && err instanceof FleetrollError) out.json({ outcome: err.code === 'E_PAUSED' ? 'paused' : 'failed', code: err.code, message: err.message, hint: err.hint });
+    if (o.json && err instanceof FleetrollError) out.json({ outcome: err.code === 'E_PAUSED' ? 'paused' : 'failed', code: err.code, message: err.message, hint: err.hint, ...(health ? { health } : {}) });
+    else if (health) for (const l of healthLines(health)) out.line(l);
     throw err;
   } finally {
     interrupt.dispose();
   }
   if (o.json) out.json({ outcome: 'complete', ...result });
-  else out.line(`revision ${result.revisionNumber} done in ${(result.durationMs / 1000).toFixed(1)} s: ${result.waves} wave(s), ${result.reloads} nginx reload(s), ${result.instances.length} instance(s) verified at ${result.version}`);
+  else {
+    out.line(`revision ${result.revisionNumber} done in ${(result.durationMs / 1000).toFixed(1)} s: ${result.waves} wave(s), ${result.reloads} nginx reload(s), ${result.instances.length} instance(s) verified at ${result.version}`);
+    if (result.health) for (const l of healthLines(result.health)) out.line(l);
+  }
   return result;
 }

@@ -1,0 +1,92 @@
+/**
+ * Every deploy ends with the seed's three numbers read from nginx's own
+ * access log (DESIGN §3): failed and dropped requests in the deploy window,
+ * the mixed-version window as users saw it, the first new instance's error
+ * rate. Real Docker, the real nginx container startNginx starts (it logs
+ * fleetroll_json to ACCESS_LOG), the built CLI, and the load generator as
+ * the users whose view the numbers must match.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { DeployHealthNumbers, DeployHealthReport } from '../../src/core/deployHealth.js';
+import type { RequestRecord } from '../../src/experiment/metrics.js';
+import { failedOf, moreRequests, runCli, startLoad, useFleets } from './fixture.js';
+
+const fleet = useFleets();
+
+interface DeployJson {
+  outcome: string;
+  revisionNumber: number;
+  durationMs: number;
+  instances: { name: string; version: string }[];
+  health?: DeployHealthReport;
+}
+
+function numbersOf(h: DeployHealthReport | undefined): DeployHealthNumbers {
+  assert.ok(h, 'the result carries health');
+  assert.ok(!('unavailable' in h), `numbers, not: ${JSON.stringify(h)}`);
+  return h;
+}
+
+describe('the deploy health numbers, from the load balancer access log', () => {
+  it('1.0.0 → 1.1.0 under load: the numbers match what the users saw, and the history keeps them', async (t) => {
+    const f = await fleet('health');
+
+    // Revision 1 without an access log: the numbers are unavailable, with how to get them; the deploy is fine.
+    const v1 = await runCli(['deploy', '-f', f.fleetFile({ image: 'fleetroll-example:1.0.0', replicas: 3, maxSurge: 1, maxUnavailable: 0, accessLog: false })]);
+    assert.equal(v1.code, 0, v1.stdout + v1.stderr);
+    assert.match(v1.stdout, /^health: unavailable: no load balancer names its access log\n {2}set accessLog on each nginx load balancer/m);
+
+    // Revision 2 with it, under load: GETs at 20/s and one POST loop, on the wall clock.
+    const load = startLoad(f.url, { getPerSecond: 20, postConcurrency: 1 }, { now: () => Date.now() });
+    const base = Date.now() - load.elapsed();
+    await moreRequests(load, 20, 'requests before the deploy');
+    const r = await runCli(['deploy', '-f', f.fleetFile({ image: 'fleetroll-example:1.1.0', replicas: 3, maxSurge: 1, maxUnavailable: 0 }), '--json']);
+    await moreRequests(load, 20, 'requests after the deploy');
+    const records = await load.stop();
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    const out = JSON.parse(r.stdout) as DeployJson;
+    const h = numbersOf(out.health);
+
+    // What the load generator saw in the same window (a request belongs to it by when its response ended).
+    const start = Date.parse(h.window.start);
+    const end = Date.parse(h.window.end);
+    const endOf = (x: RequestRecord) => base + x.t + x.latencyMs;
+    const seen = records.filter((x) => endOf(x) >= start && endOf(x) <= end);
+    const byVersion = (v: string) => seen.filter((x) => x.version === v).map(endOf);
+    const userMixedMs = Math.max(...byVersion('1.0.0')) - Math.min(...byVersion('1.1.0'));
+    t.diagnostic(
+      `deploy ${out.durationMs} ms, window ${h.window.durationMs} ms; log: ${h.requests} requests, ${h.failed5xx} 5xx, ${h.dropped} dropped, ` +
+        `mixed ${h.mixedVersionWindowMs} ms, first new ${h.firstNewInstance?.name} ${h.firstNewInstance?.requests} requests at ${h.firstNewInstance?.errorRate}; ` +
+        `load generator: ${seen.length} requests in the window (${records.length} in all), ${failedOf(seen).length} failed, mixed ${userMixedMs.toFixed(0)} ms`,
+    );
+
+    assert.deepEqual(failedOf(records), [], 'the deploy itself lost nothing');
+    assert.match(h.sources.join(), /access log \/var\/log\/nginx\/fleetroll\.log in container health-\w+-nginx/);
+    assert.equal(h.incomplete, undefined);
+    assert.ok(Math.abs(h.requests - seen.length) <= 3, `requests in the log (${h.requests}) ≈ the load generator's in the window (${seen.length})`);
+    assert.equal(h.unattributed, 0, 'every request was answered by a fleet instance');
+    assert.equal(h.garbage, 0);
+    assert.deepEqual([h.failed5xx, h.dropped], [0, 0]);
+    assert.ok(h.mixedVersionWindowMs > 0, `old and new served side by side (${h.mixedVersionWindowMs} ms)`);
+    assert.ok(h.mixedVersionWindowMs <= out.durationMs && out.durationMs <= h.window.durationMs, `mixed ${h.mixedVersionWindowMs} ≤ deploy ${out.durationMs} ≤ window ${h.window.durationMs}`);
+    assert.ok(Math.abs(h.mixedVersionWindowMs - userMixedMs) <= 250, `the window as the users saw it (${userMixedMs.toFixed(0)} ms)`);
+    const first = h.firstNewInstance;
+    assert.ok(first, 'a first new instance');
+    assert.ok(out.instances.some((i) => i.name === first.name && i.version === '1.1.0'), `${first.name} is one of the new instances`);
+    assert.ok(first.requests > 0);
+    assert.deepEqual([first.errors, first.errorRate], [0, 0]);
+
+    // The history keeps the same numbers, for any machine that asks later.
+    const shown = await runCli(['history', '-f', f.fleetFile({}), '--revision', String(out.revisionNumber), '--json']);
+    assert.equal(shown.code, 0, shown.stderr);
+    assert.equal(out.revisionNumber, 2);
+    assert.deepEqual((JSON.parse(shown.stdout) as { health: unknown }).health, h);
+    const text = await runCli(['history', '-f', f.fleetFile({}), '--revision', '2']);
+    assert.match(text.stdout, new RegExp(`^requests\\s+${h.requests} requests in the deploy window \\(.+\\): 0 failed \\(5xx\\), 0 dropped$`, 'm'));
+    assert.match(text.stdout, /^mixed-version window\s+\d+\.\d s, from the first new response/m);
+    assert.match(text.stdout, new RegExp(`^first new instance\\s+${first.name} \\(.+\\): 0\\.00 % errors \\(0 of ${first.requests} requests?\\)$`, 'm'));
+    const old = JSON.parse((await runCli(['history', '-f', f.fleetFile({}), '--revision', '1', '--json'])).stdout) as { health: unknown };
+    assert.deepEqual(old.health, { unavailable: 'no load balancer names its access log', hint: (old.health as { hint: string }).hint });
+  });
+});
