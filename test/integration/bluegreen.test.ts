@@ -35,8 +35,13 @@ describe('blue-green, for real', () => {
 
     assert.equal(result.code, 0, result.stderr);
     assert.deepEqual(failedOf(records), [], `${failedOf(records).length} of ${records.length} requests failed`);
-    const out = JSON.parse(result.stdout) as { reloads: number; instances: { version: string }[] };
+    const out = JSON.parse(result.stdout) as { reloads: number; instances: { version: string }[]; health?: { failed5xx: number; dropped: number; mixedVersionWindowMs: number } };
     assert.equal(out.reloads, 1, 'one reload: the switch');
+    // The same, as nginx's access log tells it (the deploy's own health numbers).
+    assert.ok(out.health && 'mixedVersionWindowMs' in out.health, JSON.stringify(out.health));
+    assert.deepEqual([out.health.failed5xx, out.health.dropped], [0, 0]);
+    assert.ok(out.health.mixedVersionWindowMs < 2000, `access log: mixed-version window ${out.health.mixedVersionWindowMs} ms`);
+    t.diagnostic(`access log: mixed-version window ${out.health.mixedVersionWindowMs} ms`);
     assert.deepEqual(out.instances.map((i) => i.version), Array(4).fill('1.1.0'));
     assert.equal(maxAlive, 8, 'the whole new set beside the old one');
     assert.ok(minUp >= 4, `${minUp} servers up at the lowest`);
