@@ -100,15 +100,3 @@ export class InterruptedError extends FleetrollError {
   }
 }
 
-/**
- * A strategy fleetroll resolves and plans but does not carry out yet
- * (Canary: its rollout is not carried out yet).
- * Exit code 2, raised before anything is touched.
- */
-export class UnsupportedStrategyError extends FleetrollError {
-  constructor(type: string, o: { command?: string | undefined; file?: string | undefined } = {}) {
-    super('E_STRATEGY_NOT_SUPPORTED', ExitCode.invalidInput, `strategy type ${type} is not carried out by ${o.command ?? 'deploy'} yet (deploy support for it is not done yet); nothing was changed`, {
-      hint: `\`fleetroll plan -f ${o.file ?? '<fleet.yaml>'}\` shows what the ${type} rollout will do; roll out with type RollingUpdate or Recreate meanwhile`,
-    });
-  }
-}

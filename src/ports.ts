@@ -197,6 +197,8 @@ export interface FleetState {
   switchBack?: boolean | undefined;
   /** Set by `fleetroll promote`: a rollout waiting to be promoted (blue-green with autoPromote false) goes on. */
   promote?: boolean | undefined;
+  /** Set by `fleetroll abort`: a canary rollout sends all traffic back to stable and removes the canary. */
+  abort?: boolean | undefined;
   adopted?: AdoptedInstance[] | undefined;
 }
 

@@ -22,7 +22,8 @@
 import type { Fleet } from '../config/load.js';
 import { decide, holdsTerminating, isTerminating, type Hold, type InstanceView, type Phase } from '../core/decide.js';
 import { planRollout } from '../core/plan.js';
-import type { UpstreamEntry } from '../core/upstream.js';
+import { canaryInstancesFor, finalRollingUpdate, type CanaryStep, type ResolvedStrategy } from '../core/strategy.js';
+import { splitTraffic, type StickyKey, type UpstreamEntry } from '../core/upstream.js';
 import { FleetrollError, InterruptedError, PausedError, RolloutFailedError } from '../errors.js';
 import { LABELS, type Clock, type InstanceInfo, type Journal, type Prober, type Runtime } from '../ports.js';
 import type { EventSink } from './events.js';
@@ -77,8 +78,12 @@ export interface ControllerDeps {
   prePromotion?: ((instances: readonly Instance[]) => Promise<void>) | undefined;
   /** BlueGreen: asked while the old set waits out scaleDownDelaySeconds; true switches traffic back (fleetroll undo). */
   switchBack?: (() => Promise<boolean>) | undefined;
-  /** BlueGreen with autoPromote false: asked while the available new set waits; true lets it switch (fleetroll promote). */
+  /** BlueGreen with autoPromote false: asked while the available new set waits; true lets it switch (fleetroll promote). Canary: true skips the remaining steps. */
   promoted?: (() => Promise<boolean>) | undefined;
+  /** Canary: asked during the steps; true sends all traffic back to stable and removes the canary (fleetroll abort). */
+  aborted?: (() => Promise<boolean>) | undefined;
+  /** Canary: an analysis step; resolves when the gate passes, rejects (RolloutFailedError with the figures) when it fails. */
+  analyze?: ((step: Extract<CanaryStep, { kind: 'analysis' }>, sinceMs: number) => Promise<void>) | undefined;
   /** After a crash: reload every nginx once even if its file looks current. */
   recovering?: boolean | undefined;
   timing?: Partial<ControllerTiming> | undefined;
@@ -103,7 +108,7 @@ export interface ControllerResult {
   reloads: number;
 }
 
-type Ending = { kind: 'interrupted' } | { kind: 'paused' } | { kind: 'failed'; error: unknown } | { kind: 'switchedBack'; requestedAt: number };
+type Ending = { kind: 'interrupted' } | { kind: 'paused' } | { kind: 'failed'; error: unknown } | { kind: 'switchedBack'; requestedAt: number } | { kind: 'aborted'; reason: string; error?: unknown };
 
 export class Controller {
   private readonly view = new FleetView<Instance>();
@@ -126,6 +131,34 @@ export class Controller {
   private readonly boundaries: [number, number][];
   private passed = 0;
   private backDone = false;
+  /**
+   * Canary (undefined otherwise). While its steps run, the stable set keeps
+   * every replica and the canary set has the count the current weight needs;
+   * both are in the one upstream with `hash <stickyKey> consistent` and
+   * weights that give the canary its share. After the last step (or
+   * `fleetroll promote`) a rolling update replaces the stable set; `fleetroll
+   * abort` (or a failed analysis) takes the canary out in one reload and
+   * removes it.
+   */
+  private readonly cn:
+    | {
+        steps: readonly CanaryStep[];
+        index: number;
+        weight: number;
+        /** The weight in the config nginx has in force, and the one being written. */
+        inForceWeight: number | undefined;
+        writingWeight: number | undefined;
+        /** The write being made splits by weight (a canary and stable both in service). */
+        writingHash: boolean;
+        stickyKey: StickyKey;
+        fixed: number | undefined;
+        final: boolean;
+        stepSince: number | undefined;
+        running: boolean;
+        promoted: boolean;
+        waitingSaid: boolean;
+      }
+    | undefined;
   /** Instances started within two probe periods of each other, by batch number. */
   private readonly batches = new Map<number, Instance[]>();
   private openBatch: { id: number; at: number } | undefined;
@@ -147,8 +180,13 @@ export class Controller {
     this.drainMs = d.fleet.drainSeconds * 1000;
     const strategy = d.fleet.strategy;
     this.bg = strategy.type === 'BlueGreen' ? { delayMs: strategy.blueGreen.scaleDownDelaySeconds * 1000, state: 'before', oldAtStart: 0, backRequested: false, autoPromote: strategy.blueGreen.autoPromote || !d.promoted, promoted: false, waitingSaid: false } : undefined;
-    // A blue-green rollout has no waves: its one boundary is the switch (prePromotion).
-    this.boundaries = d.postWave && !this.bg ? planRollout(strategy).waves.slice(1) : [];
+    this.cn =
+      strategy.type === 'Canary'
+        ? { steps: strategy.canary.steps, index: 0, weight: 0, inForceWeight: undefined, writingWeight: undefined, writingHash: false, stickyKey: strategy.canary.stickyKey, fixed: strategy.canary.canaryReplicas, final: strategy.canary.steps.length === 0, stepSince: undefined, running: false, promoted: false, waitingSaid: false }
+        : undefined;
+    // A blue-green rollout has no waves: its one boundary is the switch (prePromotion); a canary's
+    // postWave boundaries are those of its final rolling update.
+    this.boundaries = d.postWave && !this.bg && !this.cn ? planRollout(strategy).waves.slice(1) : [];
     this.traffic = new Traffic({
       service: d.fleet.service,
       balancers: d.balancers,
@@ -161,6 +199,7 @@ export class Controller {
       failed: (err) => this.fail(err),
       idle: () => this.schedule(),
       preview: strategy.type === 'BlueGreen' && strategy.blueGreen.previewUpstream !== undefined ? { upstream: strategy.blueGreen.previewUpstream, servers: () => this.previewServers() } : undefined,
+      hash: () => (this.cn?.writingHash === true ? this.cn.stickyKey : undefined),
     });
     d.inspect?.(this);
     this.readiness = new Readiness({ prober: d.prober, clock: d.clock, periodMs: d.fleet.probes.readiness.periodMs, result: (w, ok, detail) => this.probed(w.id, ok, detail) });
@@ -248,6 +287,20 @@ export class Controller {
         if (await ask().catch(() => false)) {
           bg.promoted = true;
           this.d.emit({ type: 'info', message: 'promoted (fleetroll promote)' });
+          this.schedule();
+        }
+      });
+    }
+    if (this.cn && (this.d.promoted || this.d.aborted)) {
+      const cn = this.cn;
+      const promoted = this.d.promoted;
+      const aborted = this.d.aborted;
+      every(this.timing.switchBackPollMs * 5, async () => {
+        if (this.ending || cn.final) return;
+        if (aborted && (await aborted().catch(() => false))) this.abortCanary('fleetroll abort');
+        else if (promoted && !cn.promoted && (await promoted().catch(() => false))) {
+          cn.promoted = true;
+          this.d.emit({ type: 'info', message: 'promoted (fleetroll promote): the remaining canary steps are skipped' });
           this.schedule();
         }
       });
@@ -399,6 +452,7 @@ export class Controller {
   /** A reload is in force: draining instances nginx no longer routes to start their drain. */
   private reloaded(): void {
     const now = this.d.clock.now();
+    if (this.cn) this.cn.inForceWeight = this.cn.writingWeight;
     const drained: string[] = [];
     for (const inst of this.view.values()) {
       inst.routed = this.traffic.routes(inst.address);
@@ -448,7 +502,7 @@ export class Controller {
     if (this.finished) return;
     const now = this.d.clock.now();
     // Waiting out scaleDownDelaySeconds is the plan, not a stall.
-    if (this.inScaleDownDelay() || (this.bg?.waitingSaid === true && !this.bg.promoted && this.bg.state === 'before')) this.progress();
+    if (this.inScaleDownDelay() || (this.bg?.waitingSaid === true && !this.bg.promoted && this.bg.state === 'before') || this.cn?.running === true || this.cn?.waitingSaid === true) this.progress();
     if (!this.ending && now - this.lastProgress >= this.deadlineMs) {
       this.end({ kind: 'failed', error: this.deadlineFailure() });
     }
@@ -456,7 +510,7 @@ export class Controller {
     const d = decide(this.view, {
       revision: this.d.revision,
       replicas: this.d.fleet.replicas,
-      strategy: this.d.fleet.strategy,
+      strategy: this.decideStrategy(),
       now,
       hosts: this.d.fleet.hosts,
       hold,
@@ -480,6 +534,7 @@ export class Controller {
     }
     this.maybeRunHook(d.counts.current.available, d.counts.old.reduce((a, r) => a + r.total, 0));
     if (this.bg?.state === 'before') this.maybeSwitch();
+    if (this.cn && !this.cn.final) this.canarySteps();
     if (d.complete && !this.hookRunning && this.passed >= this.boundaries.length) void this.finishOk();
   }
 
@@ -488,6 +543,8 @@ export class Controller {
     if (this.ending || this.settling) return 'all';
     // Blue-green before the switch: the whole new set may start, no old instance may go.
     if (this.bg && this.bg.state !== 'switched') return { maxNew: this.d.fleet.replicas, minOld: this.bg.oldAtStart };
+    // Canary steps: as many new instances as the weight needs, every stable one stays.
+    if (this.cn && !this.cn.final) return { maxNew: this.canaryTarget(), minOld: this.d.fleet.replicas };
     const b = this.boundaries[this.passed];
     return b ? { minOld: b[0], maxNew: b[1] } : undefined;
   }
@@ -567,6 +624,118 @@ export class Controller {
     this.d.emit({ type: 'info', message: 'switching back (fleetroll undo): the old set in, the new set down, in one reload' });
     this.d.journal('switch-back', 'begin', {});
     this.end({ kind: 'switchedBack', requestedAt: now });
+  }
+
+  /** What decide() counts with: a canary's steps may surge by the canary count; its end is the rolling update. */
+  private decideStrategy(): ResolvedStrategy {
+    const s = this.d.fleet.strategy;
+    if (s.type !== 'Canary') return s;
+    const rolling = finalRollingUpdate(s);
+    if (this.cn?.final !== false) return rolling;
+    const k = this.canaryTarget();
+    return { ...rolling, maxSurge: k, maxUnavailable: 0, maxTotal: s.replicas + k, minAvailable: s.replicas };
+  }
+
+  private canaryTarget(): number {
+    const cn = this.cn;
+    return cn ? canaryInstancesFor(cn.weight, this.d.fleet.replicas, cn.fixed) : 0;
+  }
+
+  /** Canary: runs the current step once the canary set matches it, then the next, until the last (or promote). */
+  private canarySteps(): void {
+    const cn = this.cn;
+    if (!cn || cn.final || this.ending || cn.running) return;
+    const now = this.d.clock.now();
+    for (;;) {
+      if (cn.promoted || cn.index >= cn.steps.length) {
+        cn.final = true;
+        this.d.emit({ type: 'info', message: `canary steps done${cn.promoted && cn.index < cn.steps.length ? ' (promoted)' : ''}: a rolling update replaces the stable set; traffic follows the instances in service` });
+        this.d.journal('canary', 'end', { step: cn.index });
+        this.traffic.request();
+        this.schedule();
+        return;
+      }
+      const step = cn.steps[cn.index]!;
+      const fresh = [...this.view.values()].filter((i) => i.revision === this.d.revision && !isTerminating(i.phase));
+      if (step.kind === 'setWeight') {
+        if (cn.weight !== step.weight) {
+          cn.weight = step.weight;
+          this.d.emit({ type: 'info', message: `canary step ${cn.index + 1}: setWeight ${step.weight} (${this.canaryTarget()} canary instance(s))` });
+          this.traffic.request();
+        }
+        const k = this.canaryTarget();
+        // Fewer canaries for a lower weight: the newest go first.
+        if (fresh.length > k) {
+          for (const extra of fresh.sort((a, b) => b.created - a.created).slice(0, fresh.length - k)) this.terminate(extra.id);
+          return;
+        }
+        // Done once the canary set is up and nginx has the weight in force.
+        if (fresh.length < k || fresh.some((i) => i.phase !== 'available') || cn.inForceWeight !== step.weight) return;
+      } else if (step.kind === 'pause') {
+        cn.stepSince ??= now;
+        if (step.seconds === undefined) {
+          if (!cn.waitingSaid) {
+            cn.waitingSaid = true;
+            this.d.emit({ type: 'info', message: `canary step ${cn.index + 1}: paused at ${cn.weight}% until \`fleetroll promote\` (or \`fleetroll abort\`)` });
+          }
+          return;
+        }
+        if (now < cn.stepSince + step.seconds * 1000) {
+          if (cn.stepSince === now) this.d.emit({ type: 'info', message: `canary step ${cn.index + 1}: pause ${step.seconds} s at ${cn.weight}%` });
+          this.wakeAt(cn.stepSince + step.seconds * 1000);
+          return;
+        }
+      } else {
+        const analyze = this.d.analyze;
+        if (!analyze) {
+          this.abortCanary('analysis step', new RolloutFailedError(`canary step ${cn.index + 1} (${step.path}) is an analysis, and no load balancer's access log can be read (loadBalancers/N/nginx/accessLog)`, 'name the access log of each load balancer (accessLog: /var/log/nginx/fleetroll.log) so the analysis can read it'));
+          return;
+        }
+        cn.running = true;
+        const since = now;
+        this.d.emit({ type: 'info', message: `canary step ${cn.index + 1}: analysis at ${cn.weight}%` });
+        analyze(step, since).then(
+          () => {
+            cn.running = false;
+            cn.index++;
+            cn.stepSince = undefined;
+            this.progress();
+            this.schedule();
+          },
+          (err: unknown) => {
+            cn.running = false;
+            this.abortCanary('the analysis failed', err);
+          },
+        );
+        return;
+      }
+      cn.index++;
+      cn.stepSince = undefined;
+      cn.waitingSaid = false;
+      this.progress();
+    }
+  }
+
+  /**
+   * fleetroll abort, or a failed analysis: the canary out of every upstream in
+   * one write and one reload (stable alone, no weights), then drained and
+   * removed; the rollout ends failed (exit 1) saying why.
+   */
+  private abortCanary(reason: string, error?: unknown): void {
+    const cn = this.cn;
+    if (!cn || cn.final || this.ending) return;
+    const now = this.d.clock.now();
+    for (const inst of this.view.values()) {
+      if (inst.revision !== this.d.revision || isTerminating(inst.phase)) continue;
+      inst.before = inst.phase;
+      this.view.setPhase(inst, 'draining');
+      this.readiness.unwatch(inst.id);
+      inst.routed = this.traffic.routes(inst.address);
+      if (!inst.routed && inst.dockerId !== undefined) inst.stopAt = now;
+    }
+    this.d.emit({ type: 'info', message: `aborting the canary (${reason}): all traffic back to stable in one reload; the canary instances are removed` });
+    this.d.journal('abort', 'begin', { reason });
+    this.end({ kind: 'aborted', reason, error });
   }
 
   private maybeRunHook(newAvailable: number, oldAlive: number): void {
@@ -707,7 +876,29 @@ export class Controller {
       if (i.phase === 'ready' || i.phase === 'available') out.push({ address: i.address, down: false, name: i.id });
       else if (isTerminating(i.phase) && (this.traffic.routes(i.address) || this.traffic.markedDown(i.address))) out.push({ address: i.address, down: true, name: i.id });
     }
-    return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    const cn = this.cn;
+    if (!cn || cn.final || this.ending !== undefined) {
+      if (cn) {
+        cn.writingWeight = undefined;
+        cn.writingHash = false;
+      }
+      return out;
+    }
+    // Canary steps: the weights that give the canary its share of the hash ring. A new weight
+    // goes out once the canary set it needs is available (one reload per step, and no canary
+    // carries a share meant for more); until then the weight in force holds.
+    const freshInstances = [...this.view.values()].filter((i) => i.revision === this.d.revision);
+    const fresh = new Set(freshInstances.map((i) => i.address));
+    const stable = out.filter((e) => !fresh.has(e.address));
+    const canary = out.filter((e) => fresh.has(e.address) && !e.down);
+    const complete = freshInstances.filter((i) => i.phase === 'available').length >= this.canaryTarget();
+    const weight = complete ? cn.weight : (cn.inForceWeight ?? 0);
+    cn.writingWeight = weight;
+    cn.writingHash = weight > 0 && canary.length > 0 && stable.some((e) => !e.down);
+    // Weight 0: the canary is simply not listed (it never took traffic, so there is nothing to drain).
+    if (!cn.writingHash) return weight === 0 || canary.length === 0 ? [...stable, ...out.filter((e) => fresh.has(e.address) && e.down)] : out;
+    return splitTraffic(stable, canary, weight);
   }
 
   // --- endings ---------------------------------------------------------------------
@@ -729,8 +920,8 @@ export class Controller {
       const now = this.d.clock.now();
       for (const inst of this.view.values()) {
         if (inst.phase !== 'draining') continue;
-        // A switch-back drains the new set on purpose.
-        if (e.kind === 'switchedBack') continue;
+        // A switch-back (or a canary abort) drains the new set on purpose.
+        if (e.kind === 'switchedBack' || e.kind === 'aborted') continue;
         // Blue-green after the switch: the old set never goes back in beside the new one (two
         // versions in traffic); what waits out the delay is stopped once its drain is over.
         if (this.bg?.state === 'switched' && inst.revision !== this.d.revision) {
@@ -776,6 +967,17 @@ export class Controller {
       this.d.emit({ type: 'failed', reason: 'paused' });
       this.d.journal('paused', 'end', { waves: this.waves });
       this.done.reject(new PausedError(`paused after ${this.waves} wave(s) (fleetroll pause): ${where}`));
+    } else if (ending.kind === 'aborted') {
+      this.d.emit({ type: 'failed', reason: `canary aborted: ${ending.reason}` });
+      this.d.journal('failed', 'end', { aborted: ending.reason });
+      const cause = ending.error instanceof Error ? `\n${ending.error.message}` : '';
+      this.done.reject(
+        new RolloutFailedError(
+          `canary aborted (${ending.reason}): all traffic is back on the stable revision and the canary instances were removed: ${where}${cause}`,
+          'the stable revision serves alone; fix the new version and deploy again',
+          { aborted: ending.reason },
+        ),
+      );
     } else if (ending.kind === 'switchedBack') {
       this.d.emit({ type: 'failed', reason: 'switched back' });
       this.d.journal('rolled back', 'end', { by: 'undo' });

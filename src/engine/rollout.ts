@@ -8,7 +8,7 @@
  * experiments and simulate differ only in the ports they pass.
  */
 import type { Fleet } from '../config/load.js';
-import { RolloutFailedError, UnsupportedStrategyError, type FailurePhase } from '../errors.js';
+import { RolloutFailedError, type FailurePhase } from '../errors.js';
 import { LABELS, systemClock, type Clock, type InstanceInfo, type Journal } from '../ports.js';
 import { Controller, hostFailure, type Instance } from './controller.js';
 import type { DeployDeps, DeployOptions, DeployResult } from './types.js';
@@ -82,11 +82,6 @@ class Rollout {
   }
 
   async run(): Promise<DeployResult> {
-    const type = this.fleet.strategy.type;
-    // Resolved and explained (plan, validate), not carried out yet: refuse before touching anything.
-    if (type === 'Canary') {
-      throw new UnsupportedStrategyError(type, this.deps.simulated ? { command: 'simulate' } : { file: this.fleet.source.file });
-    }
     const t0 = this.clock.now();
     if (!this.deps.simulated) {
       await preflight(this.fleet, this.deps.routers, this.work, { runtimes: this.deps.runtimes, imageSource: this.deps.imageSource, clock: this.clock, emit: this.emit, copyImages: this.options.copyImages !== false });
@@ -122,6 +117,7 @@ class Rollout {
       prePromotion: this.fleet.hooks?.prePromotion ? (instances) => this.hook('prePromotion', this.contextOfInstances(instances, 1)) : undefined,
       switchBack: this.deps.switchBack,
       promoted: this.deps.promoted,
+      aborted: this.deps.aborted,
       recovering: this.deps.recovering,
       timing: this.deps.timing,
       inspect: this.deps.inspect,

@@ -181,6 +181,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     // A switch-back asked of an earlier rollout is not this one's to act on.
     state.switchBack = undefined;
     state.promote = undefined;
+    state.abort = undefined;
     // A continued record's numbers were an earlier rollout's: this one measures its own.
     delete record.health;
     // revisionHistoryLimit old revisions are kept, plus the current one.
@@ -195,7 +196,8 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     try {
       const switchBack = async () => (await h.store.read())?.switchBack === true;
       const promoted = async () => (await h.store.read())?.promote === true;
-      const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, o);
+      const aborted = async () => (await h.store.read())?.abort === true;
+      const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, aborted, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, o);
       await write.flush();
       await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`, result.health);
       return { ...result, revisionNumber: record.number };

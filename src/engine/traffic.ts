@@ -14,7 +14,7 @@
  * is "routed" (`routes`): the engine never stops an instance nginx may still
  * send requests to.
  */
-import { parseUpstreamServers, renderUpstream, type UpstreamEntry } from '../core/upstream.js';
+import { parseUpstreamServers, renderUpstream, type StickyKey, type UpstreamEntry } from '../core/upstream.js';
 import { RolloutFailedError } from '../errors.js';
 import type { Clock, Journal, Router } from '../ports.js';
 import type { EventSink } from './events.js';
@@ -50,6 +50,14 @@ export interface TrafficOptions {
    * its servers needs a reload like the main upstream's.
    */
   preview?: { upstream: string; servers: () => UpstreamEntry[] } | undefined;
+  /** Canary: the sticky key of the `hash ... consistent` line, read when a write begins (undefined: no hash line). */
+  hash?: () => StickyKey | undefined;
+}
+
+/** What beyond the up/down sets changes how nginx splits traffic: the hash line and the weights. */
+function splitSignature(hash: StickyKey | undefined, servers: readonly UpstreamEntry[]): string {
+  const weights = servers.filter((e) => !e.down && e.weight !== undefined).map((e) => `${e.address}=${e.weight}`);
+  return `${hash ?? ''}|${weights.sort().join(',')}`;
 }
 
 export class Traffic {
@@ -57,6 +65,7 @@ export class Traffic {
   private inForceUp = new Set<string>();
   private inForceDown = new Set<string>();
   private inForcePreview = new Set<string>();
+  private inForceSplit = '|';
   private writingUp: Set<string> | undefined;
   private dirty = false;
   private timer: { cancel(): void } | undefined;
@@ -188,11 +197,13 @@ export class Traffic {
     const preview = this.o.preview ? { upstream: this.o.preview.upstream, servers: this.o.preview.servers() } : undefined;
     const previewSet = new Set((preview?.servers ?? []).filter((e) => !e.down).map((e) => e.address));
     const previewChanged = preview !== undefined && (previewSet.size !== this.inForcePreview.size || [...previewSet].some((a) => !this.inForcePreview.has(a)));
-    const reload = upChanged || newDown.length > 0 || previewChanged || this.recoveryReload;
+    const hash = this.o.hash?.();
+    const split = splitSignature(hash, servers);
+    const reload = upChanged || newDown.length > 0 || previewChanged || split !== this.inForceSplit || this.recoveryReload;
     if (!reload && !final) return;
     this.writingUp = upSet;
     try {
-      const written = await this.writeAll(servers, preview);
+      const written = await this.writeAll(servers, preview, hash);
       if (!reload) return;
       const toReload = this.recoveryReload ? this.o.balancers.map((_, i) => i) : written;
       this.recoveryReload = false;
@@ -205,6 +216,7 @@ export class Traffic {
       this.inForceUp = upSet;
       this.inForceDown = downSet;
       this.inForcePreview = previewSet;
+      this.inForceSplit = split;
       this.o.emit({
         type: 'upstream',
         action: newDown.length > 0 ? 'drain' : final ? 'final' : 'enable',
@@ -220,9 +232,9 @@ export class Traffic {
   }
 
   /** Writes and checks every changed file; on a failed check restores the ones written and throws. Returns the indexes written. */
-  private async writeAll(servers: UpstreamEntry[], preview?: { upstream: string; servers: UpstreamEntry[] }): Promise<number[]> {
+  private async writeAll(servers: UpstreamEntry[], preview?: { upstream: string; servers: UpstreamEntry[] }, hash?: StickyKey): Promise<number[]> {
     const lbs = this.o.balancers;
-    const contents = lbs.map((lb) => renderUpstream(lb.template, { service: this.o.service, upstream: lb.upstream, servers, ...(preview ? { preview } : {}) }));
+    const contents = lbs.map((lb) => renderUpstream(lb.template, { service: this.o.service, upstream: lb.upstream, servers, ...(preview ? { preview } : {}), ...(hash ? { hash } : {}) }));
     const written: number[] = [];
     for (const [i, { router: r }] of lbs.entries()) {
       if (contents[i] === this.lastContent[i]) continue;

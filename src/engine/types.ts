@@ -24,6 +24,8 @@ export interface DeployDeps {
   switchBack?: () => Promise<boolean>;
   /** BlueGreen with autoPromote false: asked while the new set waits; true switches (fleetroll promote). */
   promoted?: () => Promise<boolean>;
+  /** Canary: asked during the steps; true takes the canary out and removes it (fleetroll abort). */
+  aborted?: () => Promise<boolean>;
   /** The last rollout did not finish (a crash): reload once even if the files look current. */
   recovering?: boolean;
   /** Where to copy a missing image from besides the fleet's hosts: the local engine. */

@@ -72,6 +72,8 @@ export interface SimulationSetup {
   switchBack?: () => Promise<boolean>;
   /** BlueGreen with autoPromote false: answers whether fleetroll promote was run. */
   promoted?: () => Promise<boolean>;
+  /** Canary: answers whether fleetroll abort was run. */
+  aborted?: () => Promise<boolean>;
   signal?: AbortSignal | undefined;
   paused?: (() => Promise<boolean>) | undefined;
   inspect?: ((c: import('../engine/controller.js').Controller) => void) | undefined;
@@ -178,6 +180,7 @@ export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings,
         paused: setup.paused,
         ...(setup.switchBack ? { switchBack: setup.switchBack } : {}),
         ...(setup.promoted ? { promoted: setup.promoted } : {}),
+        ...(setup.aborted ? { aborted: setup.aborted } : {}),
         ...(setup.inspect ? { inspect: setup.inspect } : {}),
         // Nothing crashes unless a test says so: look for exits now and then only.
         timing: { observeMs: setup.faults ? 500 : 60_000 },

@@ -224,19 +224,6 @@ describe('fleetroll CLI: BlueGreen and Canary are planned and validated (deploy 
     assert.match(r.stdout, /the same file also gets `upstream bookstore_preview \{ \.\.\. \}`/);
   });
 
-  const refused: [string, string[], RegExp][] = [
-    ['deploy of a canary', ['deploy', '-f', 'examples/canary.yaml'], /strategy type Canary is not carried out by deploy yet \(deploy support for it is not done yet\); nothing was changed/],
-    ['simulate of a canary', ['simulate', '-f', 'examples/canary.yaml'], /strategy type Canary is not carried out by simulate yet/],
-  ];
-  for (const [name, args, message] of refused) {
-    it(`exit 2 before touching anything: ${name}`, () => {
-      const r = fleetroll(...args);
-      assert.equal(r.code, 2, `${r.stdout}\n${r.stderr}`);
-      assert.match(r.stderr, message);
-      assert.match(r.stderr, /fleetroll plan -f examples\/\w+\.yaml` shows what the/);
-    });
-  }
-
   it('a canary step that does not fit is exit 2 with its path', () => {
     const f = join(dir, 'bad-canary.yaml');
     writeFileSync(f, 'service: api\nimage: api:1\nreplicas: 4\nport: 80\nstrategy:\n  type: BlueGreen\n  canary: { steps: [{ setWeight: 10, pause: {} }] }\n');

@@ -485,3 +485,85 @@ describe('controller: blue-green', () => {
     assert.ok(seen[1]!.at >= 20_000, `switched at ${seen[1]!.at} ms, before the promote at 20 s`);
   });
 });
+
+describe('controller: canary', () => {
+  type Step = { setWeight: number } | { pause: { duration?: number } } | { analysis: Record<string, unknown> };
+  const canary = (replicas: number, steps: Step[], extra: Record<string, unknown> = {}) =>
+    resolveStrategy({ replicas, strategy: { type: 'Canary', canary: { steps, stickyKey: 'header:X-User', ...extra }, rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } as never });
+  /** Per reload of nginx 1: the hash line, and the canary's share of the weights (old servers are "stable"). */
+  const watch = () => {
+    const seen: { at: number; hash: boolean; stable: number; canary: number; share: number }[] = [];
+    const world = (w: SimWorld, c: { now(): number }) => {
+      const user = w.onEvent;
+      w.onEvent = (e) => {
+        user?.(e);
+        if (e.kind !== 'reloaded' || e.lb.name !== 'nginx 1') return;
+        const servers = parseUpstreamServers(e.lb.inForce ?? '', 'simulated_1').filter((x) => !x.down);
+        const isNew = (x: { address: string }) => w.byAddress(x.address)?.labels[LABELS.version] === 'new';
+        const weight = (xs: typeof servers) => xs.reduce((n, x) => n + (x.weight ?? 1), 0);
+        const c1 = servers.filter(isNew);
+        const s1 = servers.filter((x) => !isNew(x));
+        seen.push({ at: c.now(), hash: /hash \$http_x_user consistent;/.test(e.lb.inForce ?? ''), stable: s1.length, canary: c1.length, share: Math.round((100 * weight(c1)) / Math.max(1, weight(c1) + weight(s1))) });
+      };
+    };
+    return { seen, world };
+  };
+
+  it('setWeight 25, pause 10 s, setWeight 50, pause 10 s, then the rolling update: each weight is one reload, sticky (hash), shares as set', async () => {
+    const s = canary(4, [{ setWeight: 25 }, { pause: { duration: 10 } }, { setWeight: 50 }, { pause: { duration: 10 } }]);
+    const r = watch();
+    const inv = invariants(s, T);
+    const res = await simulateRollout(s, T, { ...inv.setup, world: (w, c) => { inv.setup.world?.(w, c); r.world(w, c); } });
+    const steps = r.seen.filter((x) => x.hash);
+    assert.deepEqual(steps.map((x) => [x.stable, x.canary, x.share]), [[4, 1, 25], [4, 2, 50]]);
+    assert.ok(steps[1]!.at - steps[0]!.at >= 10_000, 'the pause held the weight 10 s');
+    const after = r.seen.slice(r.seen.indexOf(steps[1]!) + 1);
+    assert.ok(after.length > 0 && after.every((x) => !x.hash), 'the rolling update after the steps drops the hash and the weights');
+    assert.deepEqual(after.at(-1) && [after.at(-1)!.stable, after.at(-1)!.canary], [0, 4]);
+    assert.equal(res.deploy.instances.length, 4);
+    assert.deepEqual(inv.checked.violations.filter((v) => !/counted > replicas/.test(v)), []);
+  });
+
+  it('fleetroll abort during an open pause: one reload takes the canary out, it is removed, exit 1 saying so', async () => {
+    const s = canary(3, [{ setWeight: 30 }, { pause: {} }]);
+    const r = watch();
+    let clock: { now(): number } | undefined;
+    let world: SimWorld | undefined;
+    const err = await simulateRollout(s, T, {
+      world: (w, c) => {
+        clock = c;
+        world = w;
+        r.world(w, c);
+      },
+      aborted: async () => clock!.now() > 30_000,
+    }).then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof RolloutFailedError, String(err));
+    assert.match(err.message, /canary aborted \(fleetroll abort\): all traffic is back on the stable revision/);
+    assert.deepEqual(r.seen.map((x) => [x.hash, x.stable, x.canary]), [[true, 3, 1], [false, 3, 0]]);
+    const alive = [...world!.containers.values()].filter((c) => c.state === 'running').map((c) => c.labels[LABELS.version]);
+    assert.deepEqual(alive, ['old', 'old', 'old']);
+  });
+
+  it('fleetroll promote during an open pause skips the remaining steps', async () => {
+    const s = canary(3, [{ setWeight: 30 }, { pause: {} }, { setWeight: 60 }, { pause: {} }]);
+    const r = watch();
+    let clock: { now(): number } | undefined;
+    const res = await simulateRollout(s, T, {
+      world: (w, c) => {
+        clock = c;
+        r.world(w, c);
+      },
+      promoted: async () => clock!.now() > 30_000,
+    });
+    assert.equal(r.seen.filter((x) => x.share === 60).length, 0, 'the 60% step never ran');
+    assert.equal(res.deploy.instances.length, 3);
+  });
+
+  it('an analysis step with no access log to read aborts the canary, saying what to configure', async () => {
+    const s = canary(3, [{ setWeight: 30 }, { analysis: {} }]);
+    const err = await simulateRollout(s, T, {}).then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof RolloutFailedError, String(err));
+    assert.match(err.message, /canary aborted \(analysis step\)/);
+    assert.match(err.message, /no load balancer's access log can be read/);
+  });
+});

@@ -73,19 +73,3 @@ describe('simulate: the engine on a virtual clock', () => {
     }
   });
 });
-
-describe('Canary is resolved and planned, not carried out yet', () => {
-  const rows: [string, Parameters<typeof resolveStrategy>[0]['strategy']][] = [
-    ['Canary', { type: 'Canary', canary: { steps: [{ setWeight: 10 }] } }],
-  ];
-  for (const [name, strategy] of rows) {
-    it(`the engine refuses ${name} before touching anything (exit 2), instead of rolling it as a RollingUpdate`, async () => {
-      let started = false;
-      await assert.rejects(
-        simulateRollout(resolveStrategy({ replicas: 2, strategy }), timings(), { events: (e) => (started ||= e.type === 'observed') }),
-        (err: unknown) => err instanceof FleetrollError && err.code === 'E_STRATEGY_NOT_SUPPORTED' && err.exitCode === 2 && /deploy support for it is not done yet/.test(err.message),
-      );
-      assert.equal(started, false);
-    });
-  }
-});

@@ -156,6 +156,19 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
       out.line(`promoted ${fleet.service}: a rollout waiting for promotion switches traffic to the new set now`);
     });
 
+  program
+    .command('abort')
+    .description('stop a running canary: all traffic back to the stable revision in one reload, the canary removed (exit 1 for the deploy)')
+    .addOption(fleetFileOption())
+    .addHelpText('after', '\nExample:\n  $ fleetroll abort -f fleet.yaml')
+    .action(async (o) => {
+      const { store, fleet } = await context(o.file);
+      await store.update((await store.image()) ?? fleet.image, (s) => {
+        s.abort = true;
+      });
+      out.line(`abort requested for ${fleet.service}: a running canary sends all traffic back to stable and removes its instances`);
+    });
+
   withRolloutOptions(
     program
       .command('resume')

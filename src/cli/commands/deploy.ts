@@ -2,7 +2,7 @@ import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { loadFleet, type Fleet } from '../../config/load.js';
 import { healthOf } from '../../engine/rollout.js';
 import { runManaged, type ManagedResult } from '../../engine/session.js';
-import { ExitCode, FleetrollError, UnsupportedStrategyError, fieldError } from '../../errors.js';
+import { ExitCode, FleetrollError } from '../../errors.js';
 import { parseCount } from '../args.js';
 import { eventPrinter } from '../events.js';
 import {
@@ -99,7 +99,6 @@ export async function executeRollout(
   what: { verb: string; changeCause?: string | undefined; continueRevision?: number | undefined; copyImages?: boolean },
 ): Promise<ManagedResult> {
   // Refused before the lock or any Docker call (the engine refuses too, for its other callers).
-  if (fleet.strategy.type === 'Canary') throw new UnsupportedStrategyError(fleet.strategy.type, { file: fleet.source.file });
   const progress = o.json ? process.stderr : process.stdout;
   const events = eventPrinter(o.logFormat, progress);
   if (!o.json && o.logFormat === 'text') {

@@ -1,5 +1,4 @@
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
-import { UnsupportedStrategyError } from '../../errors.js';
 import { simulateRollout, type SimulationResult } from '../../sim/simulate.js';
 import { parseCount, parseFraction, parseSeconds } from '../args.js';
 import { jsonOption } from '../options.js';
@@ -51,7 +50,6 @@ Examples:
     .addOption(jsonOption('print the prediction as JSON'))
     .action(async (o) => {
       const { strategy, fleet } = await strategyFromOptions(o);
-      if (strategy.type === 'Canary') throw new UnsupportedStrategyError(strategy.type, { command: 'simulate', file: o.file });
       const result = await simulateRollout(strategy, {
         startupMs: s2ms(o.startup),
         drainMs: s2ms(o.drain ?? fleet?.drainSeconds ?? 2),
