@@ -72,7 +72,9 @@ export interface FleetFileOptions {
   progressDeadlineSeconds?: number;
   minReadySeconds?: number;
   version?: string;
-  type?: 'RollingUpdate' | 'Recreate' | 'BlueGreen';
+  type?: 'RollingUpdate' | 'Recreate' | 'BlueGreen' | 'Canary';
+  /** Canary: its block (steps, stickyKey, canaryReplicas), written as given. */
+  canary?: Record<string, unknown>;
   /** BlueGreen: seconds the old set is kept after the switch. */
   scaleDownDelaySeconds?: number;
   replacementPolicy?: 'TerminationStarted' | 'TerminationComplete';
@@ -104,6 +106,8 @@ export async function startTestFleet(prefix: string): Promise<TestFleet> {
           ? 'strategy:\n  type: Recreate\n'
           : o.type === 'BlueGreen'
             ? `strategy:\n  type: BlueGreen\n  blueGreen: { scaleDownDelaySeconds: ${o.scaleDownDelaySeconds ?? 30} }\n`
+          : o.type === 'Canary'
+            ? `strategy:\n  type: Canary\n  canary: ${JSON.stringify(o.canary ?? { steps: [{ setWeight: 50 }] })}\n  rollingUpdate: { maxSurge: ${JSON.stringify(o.maxSurge ?? 1)}, maxUnavailable: ${JSON.stringify(o.maxUnavailable ?? 0)} }\n`
           : o.maxSurge !== undefined || o.maxUnavailable !== undefined
             ? `strategy:\n  rollingUpdate: { ${[o.maxSurge !== undefined ? `maxSurge: ${JSON.stringify(o.maxSurge)}` : '', o.maxUnavailable !== undefined ? `maxUnavailable: ${JSON.stringify(o.maxUnavailable)}` : ''].filter(Boolean).join(', ')} }\n`
             : '';

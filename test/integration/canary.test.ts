@@ -1,0 +1,95 @@
+/**
+ * Canary on a real Docker engine and nginx: the weight measured from what
+ * users get is close to the weight set, each user (a sticky header) stays on
+ * one version while the weight holds, `fleetroll promote` finishes with the
+ * rolling update, and `fleetroll abort` puts all traffic back on stable and
+ * removes the canary, with no failed request.
+ */
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { describe, it } from 'node:test';
+import { failedOf, moreRequests, runCli, startCliUntil, startLoad, useFleets } from './fixture.js';
+
+const fleet = useFleets();
+
+/** One GET as user `user` (header X-User): the version that answered. */
+function asUser(url: string, user: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = http.get(`${url}/api/version`, { agent: false, headers: { 'X-User': user } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(String(res.headers['x-app-version'] ?? `status ${res.statusCode}`)));
+    });
+    req.setTimeout(5000, () => req.destroy(new Error('no answer in 5 s')));
+    req.on('error', reject);
+  });
+}
+
+/** Every user asks twice; returns each user's answers. */
+async function askUsers(url: string, users: number): Promise<Map<string, string[]>> {
+  const answers = new Map<string, string[]>();
+  for (let round = 0; round < 2; round++) {
+    for (let i = 0; i < users; i += 20) {
+      await Promise.all(
+        Array.from({ length: Math.min(20, users - i) }, async (_, j) => {
+          const user = `user-${i + j}`;
+          const v = await asUser(url, user);
+          answers.set(user, [...(answers.get(user) ?? []), v]);
+        }),
+      );
+    }
+  }
+  return answers;
+}
+
+const CANARY = { stickyKey: 'header:X-User', steps: [{ setWeight: 25 }, { pause: {} }] };
+
+describe('canary, for real', () => {
+  it('setWeight 25 holds about 25% of users, each on one version; promote finishes the rollout; nothing failed', async (t) => {
+    const f = await fleet('it-can');
+    assert.equal((await runCli(['deploy', '-f', f.fleetFile({ replicas: 4, maxSurge: 1, maxUnavailable: 0 })])).code, 0);
+    const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
+    const file = f.fleetFile({ replicas: 4, type: 'Canary', canary: CANARY, image: 'fleetroll-example:1.1.0' });
+    const running = await startCliUntil(['deploy', '-f', file], /paused at 25%/);
+
+    const answers = await askUsers(f.url, 200);
+    const onCanary = [...answers.values()].filter((v) => v[0] === '1.1.0').length;
+    const switched = [...answers.entries()].filter(([, v]) => v[0] !== v[1]);
+    t.diagnostic(`setWeight 25: ${onCanary} of 200 users on the canary (${(onCanary / 2).toFixed(1)}%), ${switched.length} changed version between two requests`);
+    assert.deepEqual(switched, [], 'every user stays on one version while the weight holds');
+    assert.ok(Math.abs(onCanary / 2 - 25) <= 10, `${onCanary / 2}% of users on the canary at weight 25`);
+
+    assert.equal((await runCli(['promote', '-f', file])).code, 0);
+    const done = await running.exited;
+    await moreRequests(load, 5, 'requests after the rollout');
+    const records = await load.stop();
+    assert.equal(done.code, 0, done.stdout + done.stderr);
+    assert.match(done.stdout, /promoted \(fleetroll promote\)/);
+    assert.deepEqual(failedOf(records), [], `${failedOf(records).length} of ${records.length} requests failed`);
+    assert.deepEqual((await f.versions()).sort(), Array(4).fill('1.1.0'));
+    const up = await f.upstream();
+    assert.doesNotMatch(up.content, /^\s*hash \$|weight=\d/m, 'the finished fleet is balanced as before, without the split');
+  });
+
+  it('fleetroll abort: all traffic back on stable in one reload, the canary removed, nothing failed', async () => {
+    const f = await fleet('it-canab');
+    assert.equal((await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0 })])).code, 0);
+    const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
+    const file = f.fleetFile({ replicas: 3, type: 'Canary', canary: CANARY, image: 'fleetroll-example:1.1.0' });
+    const running = await startCliUntil(['deploy', '-f', file], /paused at 25%/);
+    assert.ok((await askUsers(f.url, 40)).size > 0);
+    assert.equal((await runCli(['abort', '-f', file])).code, 0);
+    const done = await running.exited;
+    const abortedAt = load.elapsed();
+    await moreRequests(load, 5, 'requests after the abort');
+    const records = await load.stop();
+    assert.equal(done.code, 1, done.stdout + done.stderr);
+    assert.match(done.stderr, /canary aborted \(fleetroll abort\): all traffic is back on the stable revision/);
+    assert.deepEqual(failedOf(records), []);
+    const users = await askUsers(f.url, 40);
+    assert.deepEqual([...new Set([...users.values()].flat())], ['1.0.0'], 'only stable answers');
+    assert.ok(records.filter((r) => r.t > abortedAt).every((r) => r.version === '1.0.0'));
+    assert.equal((await f.instances()).length, 3, 'the canary is gone');
+    const up = await f.upstream();
+    assert.doesNotMatch(up.content, /^\s*hash \$|weight=\d/m);
+  });
+});
