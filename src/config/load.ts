@@ -3,6 +3,7 @@
  * defaults, and resolve the strategy with CLI overrides. Every problem is
  * reported with its field path; nothing here touches Docker or nginx.
  */
+import { analysisSchema } from './analysis.js';
 import { readFile } from 'node:fs/promises';
 import { dirname, resolve as resolvePath } from 'node:path';
 import { parseDocument } from 'yaml';
@@ -169,6 +170,24 @@ export async function loadFleet(file: string, cli: CliOverrides = {}): Promise<F
  * Validates a fleet given as an object (what `rehearse` builds in code) exactly
  * as a file would be; `file` names it in messages and anchors a relative defaults path.
  */
+/**
+ * A canary's analysis steps: the top-level `analysis:` with each step's
+ * overrides, validated as one block (so a step may supply what the top level
+ * leaves out, and a threshold is required somewhere); the result is kept on
+ * the step for the engine.
+ */
+function analysisStepIssues(s: Extract<ResolvedStrategy, { type: 'Canary' }>, top: unknown): { path: string; message: string }[] {
+  const issues: { path: string; message: string }[] = [];
+  const base = top !== null && typeof top === 'object' && !Array.isArray(top) ? (top as Record<string, unknown>) : {};
+  for (const step of s.canary.steps) {
+    if (step.kind !== 'analysis') continue;
+    const r = analysisSchema.safeParse({ ...base, ...step.overrides });
+    if (r.success) step.spec = r.data;
+    else issues.push(...zodIssues(r.error, `${step.path}/analysis`));
+  }
+  return issues;
+}
+
 export async function fleetFromObject(raw: unknown, file: string, cli: CliOverrides = {}): Promise<Fleet> {
   const parsed = fleetSchema.safeParse(raw);
   if (!parsed.success) {
@@ -221,6 +240,7 @@ export async function fleetFromObject(raw: unknown, file: string, cli: CliOverri
     issues.push(...err.issues);
   }
   if (strategy) issues.push(...strategyFleetIssues(f, strategy, defaultsStrategyPath));
+  if (strategy?.type === 'Canary') issues.push(...analysisStepIssues(strategy, (raw as { analysis?: unknown }).analysis));
   const image = cli.image ?? f.image;
   if (cli.image !== undefined) {
     const r = fleetSchema.shape.image.safeParse(cli.image);

@@ -6,6 +6,7 @@
  */
 import type * as zod from 'zod';
 import * as z from './zod.js';
+import { analysisSchema } from './analysis.js';
 
 export const SERVICE_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
 const HOST_NAME_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
@@ -211,6 +212,8 @@ export const fleetSchema = z
       .strict()
       .optional(),
     onFailure: z.enum(['pause', 'rollback'], { error: (i) => `must be "pause" or "rollback", got ${JSON.stringify(i.input)}` }).optional(),
+    /** The analysis gate (core/gate.ts): a canary's analysis steps, and RollingUpdate after its first wave. */
+    analysis: analysisSchema.optional(),
     loadBalancers: z.array(z.object({ nginx: nginxSchema }).strict()).default([]),
   })
   .strict();

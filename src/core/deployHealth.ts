@@ -29,7 +29,7 @@
  * PURE: no I/O, no clock.
  */
 import { attemptsOf, type AccessRecord } from './accessLog.js';
-import { deployHealth } from './logStats.js';
+import { deployHealth, revisionStats, type WindowStats } from './logStats.js';
 
 /** One instance that held an address during the deploy. */
 export interface AddressOwner {
@@ -184,4 +184,22 @@ export function healthReport(input: HealthInput): DeployHealthNumbers {
   };
   if (input.incomplete && input.incomplete.length > 0) report.incomplete = input.incomplete;
   return report;
+}
+
+/**
+ * Per-revision figures for [startMs, endMs), each response counted for the
+ * instance that held its address at that moment (Docker reuses addresses):
+ * what the analysis gate compares, canary against stable.
+ */
+export function revisionWindow(records: Iterable<AccessRecord>, owners: readonly AddressOwner[], startMs: number, endMs: number): WindowStats {
+  const byAddress = new Map<string, AddressOwner[]>();
+  for (const o of owners) byAddress.set(o.address, [...(byAddress.get(o.address) ?? []), o]);
+  const keyOf = new Map<AddressOwner, string>(owners.map((o, i) => [o, `${o.address}#${i}`]));
+  const revisionOfKey = new Map<string, string>(owners.map((o) => [keyOf.get(o)!, o.revision]));
+  const keyed: AccessRecord[] = [];
+  for (const r of records) {
+    if (r.timeMs < startMs || r.timeMs >= endMs) continue;
+    keyed.push({ ...r, upstreamAddr: r.upstreamAddr.map((a) => { const o = ownerAt(byAddress.get(a) ?? [], a, r.timeMs); return o ? keyOf.get(o)! : a; }) });
+  }
+  return revisionStats(keyed, (key) => revisionOfKey.get(key), startMs, endMs);
 }

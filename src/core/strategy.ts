@@ -23,6 +23,7 @@
  *
  * PURE: no I/O, no clock. Errors are thrown as ValidationError with a path.
  */
+import type { AnalysisSpec } from './gate.js';
 import { ValidationError, type FieldIssue } from '../errors.js';
 import { canaryWeights, parseStickyKey, UPSTREAM_NAME_RE, type StickyKey } from './upstream.js';
 
@@ -262,7 +263,9 @@ export type CanaryStep =
   | { kind: 'pause'; /** undefined: until `fleetroll resume` or `promote` */ seconds: number | undefined; path: string }
   | {
       kind: 'analysis';
-      /** Overrides of the top-level analysis settings, not validated yet (the analysis work does that). */
+      /** The top-level analysis settings with this step's overrides, validated (filled in by the fleet loader). */
+      spec?: AnalysisSpec | undefined;
+      /** Overrides of the top-level analysis settings, as written. */
       overrides: Record<string, unknown>;
       path: string;
     };

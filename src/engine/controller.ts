@@ -83,7 +83,7 @@ export interface ControllerDeps {
   /** Canary: asked during the steps; true sends all traffic back to stable and removes the canary (fleetroll abort). */
   aborted?: (() => Promise<boolean>) | undefined;
   /** Canary: an analysis step; resolves when the gate passes, rejects (RolloutFailedError with the figures) when it fails. */
-  analyze?: ((step: Extract<CanaryStep, { kind: 'analysis' }>, sinceMs: number) => Promise<void>) | undefined;
+  analyze?: ((step: Extract<CanaryStep, { kind: 'analysis' }>, sinceMs: number) => Promise<'passed' | 'inconclusive'>) | undefined;
   /** After a crash: reload every nginx once even if its file looks current. */
   recovering?: boolean | undefined;
   timing?: Partial<ControllerTiming> | undefined;
@@ -155,6 +155,8 @@ export class Controller {
         final: boolean;
         stepSince: number | undefined;
         running: boolean;
+        /** An inconclusive analysis holds the canary until promote or abort. */
+        heldByAnalysis: boolean;
         promoted: boolean;
         waitingSaid: boolean;
       }
@@ -182,7 +184,7 @@ export class Controller {
     this.bg = strategy.type === 'BlueGreen' ? { delayMs: strategy.blueGreen.scaleDownDelaySeconds * 1000, state: 'before', oldAtStart: 0, backRequested: false, autoPromote: strategy.blueGreen.autoPromote || !d.promoted, promoted: false, waitingSaid: false } : undefined;
     this.cn =
       strategy.type === 'Canary'
-        ? { steps: strategy.canary.steps, index: 0, weight: 0, inForceWeight: undefined, writingWeight: undefined, writingHash: false, stickyKey: strategy.canary.stickyKey, fixed: strategy.canary.canaryReplicas, final: strategy.canary.steps.length === 0, stepSince: undefined, running: false, promoted: false, waitingSaid: false }
+        ? { steps: strategy.canary.steps, index: 0, weight: 0, inForceWeight: undefined, writingWeight: undefined, writingHash: false, stickyKey: strategy.canary.stickyKey, fixed: strategy.canary.canaryReplicas, final: strategy.canary.steps.length === 0, stepSince: undefined, running: false, heldByAnalysis: false, promoted: false, waitingSaid: false }
         : undefined;
     // A blue-green rollout has no waves: its one boundary is the switch (prePromotion); a canary's
     // postWave boundaries are those of its final rolling update.
@@ -502,7 +504,7 @@ export class Controller {
     if (this.finished) return;
     const now = this.d.clock.now();
     // Waiting out scaleDownDelaySeconds is the plan, not a stall.
-    if (this.inScaleDownDelay() || (this.bg?.waitingSaid === true && !this.bg.promoted && this.bg.state === 'before') || this.cn?.running === true || this.cn?.waitingSaid === true) this.progress();
+    if (this.inScaleDownDelay() || (this.bg?.waitingSaid === true && !this.bg.promoted && this.bg.state === 'before') || this.cn?.running === true || this.cn?.waitingSaid === true || this.cn?.heldByAnalysis === true) this.progress();
     if (!this.ending && now - this.lastProgress >= this.deadlineMs) {
       this.end({ kind: 'failed', error: this.deadlineFailure() });
     }
@@ -647,6 +649,7 @@ export class Controller {
     if (!cn || cn.final || this.ending || cn.running) return;
     const now = this.d.clock.now();
     for (;;) {
+      if (cn.heldByAnalysis && !cn.promoted) return;
       if (cn.promoted || cn.index >= cn.steps.length) {
         cn.final = true;
         this.d.emit({ type: 'info', message: `canary steps done${cn.promoted && cn.index < cn.steps.length ? ' (promoted)' : ''}: a rolling update replaces the stable set; traffic follows the instances in service` });
@@ -695,8 +698,15 @@ export class Controller {
         const since = now;
         this.d.emit({ type: 'info', message: `canary step ${cn.index + 1}: analysis at ${cn.weight}%` });
         analyze(step, since).then(
-          () => {
+          (outcome) => {
             cn.running = false;
+            if (outcome === 'inconclusive') {
+              // onInconclusive: pause: a human decides (promote or abort).
+              cn.heldByAnalysis = true;
+              this.d.emit({ type: 'info', message: `canary step ${cn.index + 1}: analysis inconclusive; holding ${cn.weight}% until \`fleetroll promote\` or \`fleetroll abort\`` });
+              this.schedule();
+              return;
+            }
             cn.index++;
             cn.stepSince = undefined;
             this.progress();

@@ -19,7 +19,8 @@
  */
 import type { Fleet } from '../config/load.js';
 import { AccessLogParser, type AccessRecord } from '../core/accessLog.js';
-import { ACCESS_LOG_HINT, healthReport, type AddressOwner, type DeployHealthReport } from '../core/deployHealth.js';
+import { ACCESS_LOG_HINT, healthReport, revisionWindow, type AddressOwner, type DeployHealthReport } from '../core/deployHealth.js';
+import type { WindowStats } from '../core/logStats.js';
 import { LABELS, type AccessLogSource, type Clock, type InstanceInfo } from '../ports.js';
 import type { EventSink } from './events.js';
 import type { AccessLogOpener } from './types.js';
@@ -120,6 +121,22 @@ export class HealthWatch {
       if (e.type === 'started' && e.address) this.owners.push({ address: e.address, name: e.name, revision: this.current, sinceMs: this.clock.now(), startedInDeploy: true });
       sink?.(e);
     };
+  }
+
+  /**
+   * Per-revision figures for [fromMs, toMs), read fresh from the logs: what
+   * the analysis gate compares. Undefined when no log can be read.
+   */
+  async window(fromMs: number, toMs: number): Promise<WindowStats | undefined> {
+    await this.read();
+    const usable = this.logs.filter((l) => l.failed === undefined);
+    if (usable.length === 0) return undefined;
+    return revisionWindow(usable.flatMap((l) => l.records), this.owners, fromMs, toMs);
+  }
+
+  /** Whether any access log is open and readable (an analysis needs one). */
+  get readable(): boolean {
+    return this.logs.some((l) => l.failed === undefined);
   }
 
   /** Stops reading (after a last read), closes the logs and returns the numbers over [start, now]. Never throws. */

@@ -8,7 +8,8 @@
  * experiments and simulate differ only in the ports they pass.
  */
 import type { Fleet } from '../config/load.js';
-import { RolloutFailedError, type FailurePhase } from '../errors.js';
+import { PausedError, RolloutFailedError, type FailurePhase } from '../errors.js';
+import { runGate, type GateDeps } from './analysis.js';
 import { LABELS, systemClock, type Clock, type InstanceInfo, type Journal } from '../ports.js';
 import { Controller, hostFailure, type Instance } from './controller.js';
 import type { DeployDeps, DeployOptions, DeployResult } from './types.js';
@@ -41,7 +42,7 @@ export async function deploy(fleet: Fleet, deps: DeployDeps, options: DeployOpti
   const watch = await HealthWatch.start(fleet, revisionOf(fleet), deps.clock ?? systemClock, deps.accessLogs, () => listFleet(fleet.service, deps.runtimes, fleet.hostParallelism, deps.adopted));
   let result: DeployResult;
   try {
-    result = await deployOnce(fleet, { ...deps, accessLogs: undefined, events: watch.events(deps.events) }, options);
+    result = await deployOnce(fleet, { ...deps, accessLogs: undefined, events: watch.events(deps.events), trafficWindow: (from, to) => watch.window(from, to) }, options);
   } catch (err) {
     throw withHealth(err, await watch.finish());
   }
@@ -53,7 +54,8 @@ async function deployOnce(fleet: Fleet, deps: DeployDeps, options: DeployOptions
   try {
     return await rollout.run();
   } catch (err) {
-    const rollback = options.autoRollback === true || fleet.onFailure === 'rollback';
+    // A failed analysis always rolls back: the gate exists to stop a bad version spreading.
+    const rollback = options.autoRollback === true || fleet.onFailure === 'rollback' || (err instanceof RolloutFailedError && err.details.analysisFailed === true);
     if (!(err instanceof RolloutFailedError) || err.phase !== 'rollout' || !rollback) throw err;
     return rollBack(err, rollout.fleet, rollout.previous, deps, (target, backDeps, cause) => new Rollout(target, backDeps, { ...options, changeCause: cause }).run());
   }
@@ -113,7 +115,8 @@ class Rollout {
       signal: this.options.signal,
       paused: this.deps.paused,
       list: () => this.list(),
-      postWave: this.fleet.hooks?.postWave ? (boundary, instances) => this.hook('postWave', this.contextOfInstances(instances, boundary)) : undefined,
+      postWave: this.fleet.hooks?.postWave || this.rollingGate() ? (boundary, instances) => this.afterWave(boundary, instances) : undefined,
+      analyze: this.deps.trafficWindow ? (step) => runGate(step.spec ?? this.fleet.analysis!, this.gateDeps(), `canary analysis (${step.path})`) : undefined,
       prePromotion: this.fleet.hooks?.prePromotion ? (instances) => this.hook('prePromotion', this.contextOfInstances(instances, 1)) : undefined,
       switchBack: this.deps.switchBack,
       promoted: this.deps.promoted,
@@ -144,6 +147,38 @@ class Rollout {
       reloads: result.reloads,
       instances,
     };
+  }
+
+  /** RollingUpdate with an `analysis:` block: the first wave's new instances are the free canary. */
+  private rollingGate(): boolean {
+    return this.fleet.analysis !== undefined && this.fleet.strategy.type === 'RollingUpdate';
+  }
+
+  private gateDeps(): GateDeps {
+    const window = this.deps.trafficWindow;
+    return {
+      clock: this.clock,
+      emit: this.emit,
+      window: window ?? (async () => undefined),
+      revision: this.revision,
+      version: this.fleet.version,
+    };
+  }
+
+  /**
+   * After a wave: the analysis gate after the first one (RollingUpdate with
+   * `analysis:`; a failure rolls back, an inconclusive one pauses), then the
+   * postWave hook.
+   */
+  private async afterWave(boundary: number, instances: readonly Instance[]): Promise<void> {
+    if (boundary === 1 && this.rollingGate()) {
+      if (!this.deps.trafficWindow) {
+        throw new RolloutFailedError('analysis after the first wave: no load balancer names an access log that can be read (loadBalancers/N/nginx/accessLog)', 'name the access log of each load balancer so the analysis can read it, or remove analysis: from the fleet file', { analysisFailed: false });
+      }
+      const outcome = await runGate(this.fleet.analysis!, this.gateDeps(), 'analysis after the first wave');
+      if (outcome === 'inconclusive') throw new PausedError('analysis after the first wave was inconclusive (onInconclusive: pause): paused with the first wave in service; `fleetroll resume` continues, a deploy of the previous image goes back');
+    }
+    if (this.fleet.hooks?.postWave) await this.hook('postWave', this.contextOfInstances(instances, boundary));
   }
 
   private list(): Promise<InstanceInfo[]> {

@@ -45,6 +45,8 @@ export interface DeployDeps {
    * numbers are reported unavailable, with a hint how to get them.
    */
   accessLogs?: readonly AccessLogOpener[];
+  /** Per-revision figures from the access logs for [from, to) (set by deploy() from accessLogs; the analysis gate reads it). */
+  trafficWindow?: (fromMs: number, toMs: number) => Promise<import('../core/logStats.js').WindowStats | undefined>;
 }
 
 /** Opens one load balancer's access log; the source's first read() starts at the log's current end. */

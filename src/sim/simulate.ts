@@ -8,7 +8,7 @@ import type { Fleet } from '../config/load.js';
 import { seededRandom } from '../core/random.js';
 import type { ResolvedStrategy } from '../core/strategy.js';
 import { renderUpstream } from '../core/upstream.js';
-import { deploy, type DeployResult } from '../engine/rollout.js';
+import { deploy, type DeployDeps, type DeployResult } from '../engine/rollout.js';
 import { revisionOf } from '../engine/revision.js';
 import type { RolloutEvent } from '../engine/events.js';
 import { LABELS } from '../ports.js';
@@ -68,12 +68,16 @@ export interface SimulationSetup {
   world?: ((w: SimWorld, clock: VirtualClock) => void) | undefined;
   progressDeadlineSeconds?: number | undefined;
   hooks?: Fleet['hooks'];
+  /** The fleet's analysis: block (RollingUpdate: the gate after the first wave). */
+  analysis?: Fleet['analysis'];
   /** BlueGreen: answers fleetroll undo's question during scaleDownDelaySeconds. */
   switchBack?: () => Promise<boolean>;
   /** BlueGreen with autoPromote false: answers whether fleetroll promote was run. */
   promoted?: () => Promise<boolean>;
   /** Canary: answers whether fleetroll abort was run. */
   aborted?: () => Promise<boolean>;
+  /** What the access logs would say per revision for [from, to) (the analysis gate reads it). */
+  trafficWindow?: DeployDeps['trafficWindow'];
   signal?: AbortSignal | undefined;
   paused?: (() => Promise<boolean>) | undefined;
   inspect?: ((c: import('../engine/controller.js').Controller) => void) | undefined;
@@ -98,6 +102,7 @@ function simulatedFleet(s: ResolvedStrategy, t: SimulationTimings, setup: Simula
     probes: { readiness: { path: '/health/ready', periodMs: t.periodMs ?? 250, timeoutMs: 1000 }, version: { path: '/api/version' } },
     group: false,
     hooks: setup.hooks,
+    analysis: setup.analysis,
     loadBalancers: [],
     minReadySeconds: t.minReadyMs / 1000,
     progressDeadlineSeconds: setup.progressDeadlineSeconds ?? 3600 * 24 * 365,
@@ -181,6 +186,7 @@ export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings,
         ...(setup.switchBack ? { switchBack: setup.switchBack } : {}),
         ...(setup.promoted ? { promoted: setup.promoted } : {}),
         ...(setup.aborted ? { aborted: setup.aborted } : {}),
+        ...(setup.trafficWindow ? { trafficWindow: setup.trafficWindow } : {}),
         ...(setup.inspect ? { inspect: setup.inspect } : {}),
         // Nothing crashes unless a test says so: look for exits now and then only.
         timing: { observeMs: setup.faults ? 500 : 60_000 },

@@ -174,6 +174,7 @@ const CANARY = `${BASE}strategy:
       - analysis: {}
       - setWeight: 50
       - pause: {}
+analysis: { maxErrorRate: 1% }
 `;
 
 describe('loadFleet: BlueGreen and Canary', () => {
@@ -226,6 +227,9 @@ ${LB}`));
     { name: 'a bare "- pause:" (null)', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    steps:\n      - pause:\n`, path: 'strategy/canary/steps/0/pause', message: /must be a mapping: \{ duration: 30s \} or \{\}/ },
     { name: 'a pause in days', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    steps: [{ pause: { duration: 2d } }]\n`, path: 'strategy/canary/steps/0/pause/duration', message: /"30s", "5m" or "1h"/ },
     { name: 'setWeight above 100', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    steps: [{ setWeight: 110 }]\n`, path: 'strategy/canary/steps/0/setWeight', message: /whole percent from 0 to 100, got 110/ },
+    { name: 'an analysis step with no threshold anywhere', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    steps: [{ setWeight: 10 }, { analysis: { interval: 5s } }]\n`, path: 'strategy/canary/steps/1/analysis', message: /must set at least one threshold/ },
+    { name: 'an analysis step overriding with a bad rate', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    steps: [{ setWeight: 10 }, { analysis: { maxErrorRate: 5 } }]\nanalysis: { maxErrorRate: 1% }\n`, path: 'strategy/canary/steps/1/analysis/maxErrorRate', message: /a percentage like "1%"/ },
+    { name: 'analysis with an unknown field', text: `${BASE}analysis: { maxErrorRate: 1%, errorBudget: 3 }\n`, path: 'analysis', message: /unknown field "errorBudget"/ },
     { name: 'an analysis step that is a list', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    steps: [{ analysis: [1] }]\n`, path: 'strategy/canary/steps/0/analysis', message: /must be a mapping of analysis settings/ },
     { name: 'a sticky key with a space', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    stickyKey: "cookie:my session"\n    steps: [{ setWeight: 10 }]\n`, path: 'strategy/canary/stickyKey', message: /got "cookie:my session"/ },
     { name: 'canaryReplicas above replicas', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    canaryReplicas: 4\n    steps: [{ setWeight: 10 }]\n`, path: 'strategy/canary/canaryReplicas', message: /at most replicas \(3\), got 4/ },

@@ -567,3 +567,71 @@ describe('controller: canary', () => {
     assert.match(err.message, /no load balancer's access log can be read/);
   });
 });
+
+describe('controller: the analysis gate', () => {
+  const spec = { interval: 10, minRequests: 20, maxErrorRate: 0.05, failureLimit: 0, onInconclusive: 'pause' as const, latencyFloorMs: 10, inconclusiveLimit: 0, successCount: 1 };
+  const stats = (label: string, requests: number, errors: number) => ({
+    label, startMs: 0, endMs: 0, requests, errors5xx: errors, clientClosed: 0, connectionFailures: 0, retriedFailures: 0, attempts: requests, errors, errorRate: requests ? errors / requests : 0, latencyMs: { p50: 5, p95: 9, p99: 12, max: 15 },
+  });
+  /** Access-log figures as the gate reads them: the new revision with `errors` of 100 requests, the old one clean. */
+  const logsSaying = (errors: number) => {
+    let world: SimWorld | undefined;
+    const asked: number[] = [];
+    const trafficWindow = async (from: number, to: number) => {
+      asked.push(to - from);
+      const fresh = [...world!.containers.values()].find((c) => c.labels[LABELS.version] === 'new')?.labels[LABELS.revision] ?? 'none';
+      const at = (x: ReturnType<typeof stats>) => ({ ...x, startMs: from, endMs: to });
+      return { startMs: from, endMs: to, byRevision: { [fresh]: at(stats(fresh, 100, errors)), old: at(stats('old', 300, 0)) }, unattributed: at(stats('', 0, 0)) };
+    };
+    return { trafficWindow, asked, world: (w: SimWorld) => (world = w) };
+  };
+  const canaryWithAnalysis = resolveStrategy({ replicas: 4, strategy: { type: 'Canary', canary: { steps: [{ setWeight: 25 }, { analysis: {} }, { setWeight: 50 }] } } as never });
+  const stepSpec = () => {
+    const s = canaryWithAnalysis;
+    if (s.type === 'Canary') for (const st of s.canary.steps) if (st.kind === 'analysis') st.spec = spec;
+    return s;
+  };
+
+  it('canary: an analysis that finds 10% errors (limit 5%) aborts the canary with the figures; the stable set serves alone', async () => {
+    const logs = logsSaying(10);
+    let world: SimWorld | undefined;
+    const err = await simulateRollout(stepSpec(), T, { trafficWindow: logs.trafficWindow, world: (w) => { world = w; logs.world(w); } }).then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof RolloutFailedError, String(err));
+    assert.match(err.message, /canary aborted \(the analysis failed\)/);
+    assert.match(err.message, /error rate 10(\.0)?% on \S+ over 10 s \(10 of 100 requests\), limit 5%/);
+    assert.deepEqual(logs.asked, [10_000], 'one measurement of one interval decided it');
+    const alive = [...world!.containers.values()].filter((c) => c.state === 'running').map((c) => c.labels[LABELS.version]);
+    assert.deepEqual(alive, ['old', 'old', 'old', 'old']);
+  });
+
+  it('canary: an analysis that finds 1% errors passes and the rollout goes on to the end', async () => {
+    const logs = logsSaying(1);
+    const res = await simulateRollout(stepSpec(), T, { trafficWindow: logs.trafficWindow, world: logs.world });
+    assert.equal(res.deploy.instances.length, 4);
+    assert.deepEqual(logs.asked, [10_000]);
+  });
+
+  it('RollingUpdate: the gate after the first wave; failing, the rollout stops there and rolls back (exit 1, the figures)', async () => {
+    const logs = logsSaying(10);
+    let world: SimWorld | undefined;
+    const events: string[] = [];
+    const err = await simulateRollout(strategy(4, 1, 0), T, {
+      analysis: spec,
+      trafficWindow: logs.trafficWindow,
+      world: (w) => { world = w; logs.world(w); },
+      events: (e) => { if (e.type === 'wave') events.push(`wave ${e.index}`); },
+    }).then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof RolloutFailedError, String(err));
+    assert.match(err.message, /analysis after the first wave: analysis failed: 1 of 1 measurement failed/);
+    assert.deepEqual(logs.asked, [10_000]);
+    const running = [...world!.containers.values()].filter((c) => c.state === 'running').map((c) => c.labels[LABELS.version]);
+    assert.ok(running.filter((v) => v === 'new').length <= 1, `the bad version did not spread past the first wave: ${running.join(' ')}`);
+  });
+
+  it('RollingUpdate: a passing gate lets the rest of the waves go', async () => {
+    const logs = logsSaying(0);
+    const res = await simulateRollout(strategy(4, 1, 0), T, { analysis: spec, trafficWindow: logs.trafficWindow, world: logs.world });
+    assert.equal(res.deploy.instances.length, 4);
+    assert.deepEqual(logs.asked, [10_000]);
+  });
+});
