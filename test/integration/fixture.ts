@@ -75,6 +75,8 @@ export interface FleetFileOptions {
   type?: 'RollingUpdate' | 'Recreate' | 'BlueGreen' | 'Canary';
   /** Canary: its block (steps, stickyKey, canaryReplicas), written as given. */
   canary?: Record<string, unknown>;
+  /** The analysis: block, written as given. */
+  analysis?: Record<string, unknown>;
   /** BlueGreen: seconds the old set is kept after the switch. */
   scaleDownDelaySeconds?: number;
   replacementPolicy?: 'TerminationStarted' | 'TerminationComplete';
@@ -121,6 +123,7 @@ export async function startTestFleet(prefix: string): Promise<TestFleet> {
         o.onFailure ? `onFailure: ${o.onFailure}\n` : '',
         o.replacementPolicy ? `replacementPolicy: ${o.replacementPolicy}\n` : '',
         o.hooks ? `hooks: ${JSON.stringify(o.hooks)}\n` : '',
+        o.analysis ? `analysis: ${JSON.stringify(o.analysis)}\n` : '',
       ].join('');
       const env = { WARMUP_SECONDS: '0.5', PRESTOP_SECONDS: '1', ...o.env };
       const text = `service: ${names.service}
