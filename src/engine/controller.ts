@@ -82,6 +82,8 @@ export interface ControllerDeps {
   promoted?: (() => Promise<boolean>) | undefined;
   /** Canary: asked during the steps; true sends all traffic back to stable and removes the canary (fleetroll abort). */
   aborted?: (() => Promise<boolean>) | undefined;
+  /** Canary: an open pause (`pause: {}`) is passed at once instead of waiting for promote (simulate: nobody can promote). */
+  skipOpenPauses?: boolean | undefined;
   /** Canary: an analysis step; resolves when the gate passes, rejects (RolloutFailedError with the figures) when it fails. */
   analyze?: ((step: Extract<CanaryStep, { kind: 'analysis' }>, sinceMs: number) => Promise<'passed' | 'inconclusive'>) | undefined;
   /** After a crash: reload every nginx once even if its file looks current. */
@@ -676,14 +678,15 @@ export class Controller {
         if (fresh.length < k || fresh.some((i) => i.phase !== 'available') || cn.inForceWeight !== step.weight) return;
       } else if (step.kind === 'pause') {
         cn.stepSince ??= now;
-        if (step.seconds === undefined) {
+        if (step.seconds === undefined && this.d.skipOpenPauses) {
+          // Simulated: nobody can promote; the pause costs nothing.
+        } else if (step.seconds === undefined) {
           if (!cn.waitingSaid) {
             cn.waitingSaid = true;
             this.d.emit({ type: 'info', message: `canary step ${cn.index + 1}: paused at ${cn.weight}% until \`fleetroll promote\` (or \`fleetroll abort\`)` });
           }
           return;
-        }
-        if (now < cn.stepSince + step.seconds * 1000) {
+        } else if (now < cn.stepSince + step.seconds * 1000) {
           if (cn.stepSince === now) this.d.emit({ type: 'info', message: `canary step ${cn.index + 1}: pause ${step.seconds} s at ${cn.weight}%` });
           this.wakeAt(cn.stepSince + step.seconds * 1000);
           return;

@@ -120,6 +120,7 @@ class Rollout {
       prePromotion: this.fleet.hooks?.prePromotion ? (instances) => this.hook('prePromotion', this.contextOfInstances(instances, 1)) : undefined,
       switchBack: this.deps.switchBack,
       promoted: this.deps.promoted,
+      skipOpenPauses: this.deps.simulated === true,
       aborted: this.deps.aborted,
       recovering: this.deps.recovering,
       timing: this.deps.timing,

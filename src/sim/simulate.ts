@@ -118,6 +118,19 @@ function simulatedFleet(s: ResolvedStrategy, t: SimulationTimings, setup: Simula
   return fleet as unknown as Fleet;
 }
 
+/**
+ * What the access logs say in a simulation unless a test says otherwise: the
+ * new version is as healthy as the old, with plenty of traffic. An analysis
+ * then costs its measurements' time and passes (simulate predicts durations,
+ * not verdicts).
+ */
+function healthyTraffic(revision: string): NonNullable<DeployDeps['trafficWindow']> {
+  return async (startMs, endMs) => {
+    const s = (label: string, requests: number) => ({ label, startMs, endMs, requests, errors5xx: 0, clientClosed: 0, connectionFailures: 0, retriedFailures: 0, attempts: requests, errors: 0, errorRate: 0, latencyMs: { p50: 5, p95: 9, p99: 12, max: 15 } });
+    return { startMs, endMs, byRevision: { [revision]: s(revision, 1_000_000), [OLD_REVISION]: s(OLD_REVISION, 1_000_000) }, unattributed: s('', 0) };
+  };
+}
+
 export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings, setup: SimulationSetup = {}): Promise<SimulationResult & { deploy: DeployResult }> {
   const clock = new VirtualClock();
   const world = new SimWorld(clock, { startupMs: t.startupMs, stopMs: t.stopMs, runMs: t.runMs ?? 0, reloadMs: t.reloadMs ?? 0, testMs: t.testMs ?? 0, jitter: t.jitter }, seededRandom(t.seed), setup.faults ?? {});
@@ -186,7 +199,7 @@ export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings,
         ...(setup.switchBack ? { switchBack: setup.switchBack } : {}),
         ...(setup.promoted ? { promoted: setup.promoted } : {}),
         ...(setup.aborted ? { aborted: setup.aborted } : {}),
-        ...(setup.trafficWindow ? { trafficWindow: setup.trafficWindow } : {}),
+        trafficWindow: setup.trafficWindow ?? healthyTraffic(revision),
         ...(setup.inspect ? { inspect: setup.inspect } : {}),
         // Nothing crashes unless a test says so: look for exits now and then only.
         timing: { observeMs: setup.faults ? 500 : 60_000 },
