@@ -120,7 +120,8 @@ class Rollout {
       prePromotion: this.fleet.hooks?.prePromotion ? (instances) => this.hook('prePromotion', this.contextOfInstances(instances, 1)) : undefined,
       switchBack: this.deps.switchBack,
       promoted: this.deps.promoted,
-      skipOpenPauses: this.deps.simulated === true,
+      // Simulated with nobody to promote: an open pause costs nothing.
+      skipOpenPauses: this.deps.simulated === true && !this.deps.promoted && !this.deps.aborted,
       aborted: this.deps.aborted,
       recovering: this.deps.recovering,
       timing: this.deps.timing,

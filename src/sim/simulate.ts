@@ -76,8 +76,8 @@ export interface SimulationSetup {
   promoted?: () => Promise<boolean>;
   /** Canary: answers whether fleetroll abort was run. */
   aborted?: () => Promise<boolean>;
-  /** What the access logs would say per revision for [from, to) (the analysis gate reads it). */
-  trafficWindow?: DeployDeps['trafficWindow'];
+  /** What the access logs would say per revision for [from, to) (the analysis gate reads it); default: the new version as healthy as the old; null: no access log. */
+  trafficWindow?: DeployDeps['trafficWindow'] | null;
   signal?: AbortSignal | undefined;
   paused?: (() => Promise<boolean>) | undefined;
   inspect?: ((c: import('../engine/controller.js').Controller) => void) | undefined;
@@ -199,7 +199,7 @@ export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings,
         ...(setup.switchBack ? { switchBack: setup.switchBack } : {}),
         ...(setup.promoted ? { promoted: setup.promoted } : {}),
         ...(setup.aborted ? { aborted: setup.aborted } : {}),
-        trafficWindow: setup.trafficWindow ?? healthyTraffic(revision),
+        ...(setup.trafficWindow !== null ? { trafficWindow: setup.trafficWindow ?? healthyTraffic(revision) } : {}),
         ...(setup.inspect ? { inspect: setup.inspect } : {}),
         // Nothing crashes unless a test says so: look for exits now and then only.
         timing: { observeMs: setup.faults ? 500 : 60_000 },

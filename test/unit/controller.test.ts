@@ -561,7 +561,7 @@ describe('controller: canary', () => {
 
   it('an analysis step with no access log to read aborts the canary, saying what to configure', async () => {
     const s = canary(3, [{ setWeight: 30 }, { analysis: {} }]);
-    const err = await simulateRollout(s, T, {}).then(() => undefined, (e: unknown) => e);
+    const err = await simulateRollout(s, T, { trafficWindow: null }).then(() => undefined, (e: unknown) => e);
     assert.ok(err instanceof RolloutFailedError, String(err));
     assert.match(err.message, /canary aborted \(analysis step\)/);
     assert.match(err.message, /no load balancer's access log can be read/);
