@@ -42,8 +42,12 @@ export async function runGate(spec: AnalysisSpec, d: GateDeps, what: string): Pr
   const measurements: Measurement[] = [];
   let from = d.clock.now();
   for (;;) {
-    await d.clock.sleep(spec.interval * 1000);
-    if (d.stopped?.()) return 'inconclusive';
+    // In steps of at most a second, so a rollout that ends meanwhile is not kept waiting for the interval.
+    const until = from + spec.interval * 1000;
+    while (d.clock.now() < until) {
+      await d.clock.sleep(Math.min(1000, until - d.clock.now()));
+      if (d.stopped?.()) return 'inconclusive';
+    }
     const to = d.clock.now();
     const w = await d.window(from, to);
     if (!w) {

@@ -82,6 +82,8 @@ export interface ControllerDeps {
   promoted?: (() => Promise<boolean>) | undefined;
   /** Canary: asked during the steps; true sends all traffic back to stable and removes the canary (fleetroll abort). */
   aborted?: (() => Promise<boolean>) | undefined;
+  /** BlueGreen with `analysis:`: judges the new set once it takes all traffic (rejects with the figures when it fails: then traffic switches back). */
+  afterSwitch?: (() => Promise<'passed' | 'inconclusive'>) | undefined;
   /** Canary: an open pause (`pause: {}`) is passed at once instead of waiting for promote (simulate: nobody can promote). */
   skipOpenPauses?: boolean | undefined;
   /** Canary: an analysis step; resolves when the gate passes, rejects (RolloutFailedError with the figures) when it fails. */
@@ -110,7 +112,7 @@ export interface ControllerResult {
   reloads: number;
 }
 
-type Ending = { kind: 'interrupted' } | { kind: 'paused' } | { kind: 'failed'; error: unknown } | { kind: 'switchedBack'; requestedAt: number } | { kind: 'aborted'; reason: string; error?: unknown };
+type Ending = { kind: 'interrupted' } | { kind: 'paused' } | { kind: 'failed'; error: unknown } | { kind: 'switchedBack'; requestedAt: number; error?: unknown } | { kind: 'aborted'; reason: string; error?: unknown };
 
 export class Controller {
   private readonly view = new FleetView<Instance>();
@@ -470,6 +472,7 @@ export class Controller {
     if (drained.length > 0) {
       faultPoint('after-mark-down');
       const kept = this.bg?.state === 'switched' && !this.bg.backRequested && this.ending === undefined && this.bg.delayMs > this.drainMs;
+      if (kept) this.startSwitchGate();
       if (kept) this.d.emit({ type: 'info', message: `switched: the old set (${drained.length}) is out of traffic and kept running ${this.d.fleet.strategy.type === 'BlueGreen' ? this.d.fleet.strategy.blueGreen.scaleDownDelaySeconds : 0} s (scaleDownDelaySeconds); \`fleetroll undo\` switches back with one reload until then` });
       this.d.emit({ type: 'draining', names: drained, seconds: kept ? Math.max(this.drainMs, this.bg?.delayMs ?? 0) / 1000 : this.d.fleet.drainSeconds });
     }
@@ -603,12 +606,31 @@ export class Controller {
     return old.length > 0 && old.every((i) => i.phase === 'draining' && i.stopAt !== undefined && i.stopAt > now);
   }
 
+  private switchGateStarted = false;
+
+  /** Blue-green with `analysis:`: the gate over the new set's first minutes of all traffic; failing, switch back while the old set waits. */
+  private startSwitchGate(): void {
+    const gate = this.d.afterSwitch;
+    if (!gate || this.switchGateStarted) return;
+    this.switchGateStarted = true;
+    gate().then(
+      (outcome) => {
+        if (outcome === 'inconclusive') this.d.emit({ type: 'info', message: 'analysis after the switch was inconclusive: the new set stays; `fleetroll undo` switches back until the old set is removed' });
+      },
+      (err: unknown) => {
+        if (this.ending) return;
+        if (this.inScaleDownDelay()) this.switchBack(err);
+        else this.end({ kind: 'failed', error: new RolloutFailedError(`${err instanceof Error ? err.message : String(err)}\nthe old set was already being removed (scaleDownDelaySeconds is shorter than the analysis), so traffic stays on the new set`, 'deploy the previous image to go back; give scaleDownDelaySeconds room for the analysis interval') });
+      },
+    );
+  }
+
   /**
    * fleetroll undo during scaleDownDelaySeconds: the old set back in and the
    * new set down in one write and one reload per nginx, then the new set is
    * drained and removed, and the rollout ends as rolled back.
    */
-  private switchBack(): void {
+  private switchBack(error?: unknown): void {
     const bg = this.bg;
     if (!bg || bg.backRequested || this.ending) return;
     bg.backRequested = true;
@@ -625,9 +647,9 @@ export class Controller {
         if (!inst.routed && inst.dockerId !== undefined) inst.stopAt = now;
       }
     }
-    this.d.emit({ type: 'info', message: 'switching back (fleetroll undo): the old set in, the new set down, in one reload' });
+    this.d.emit({ type: 'info', message: `switching back (${error ? 'the analysis failed' : 'fleetroll undo'}): the old set in, the new set down, in one reload` });
     this.d.journal('switch-back', 'begin', {});
-    this.end({ kind: 'switchedBack', requestedAt: now });
+    this.end({ kind: 'switchedBack', requestedAt: now, ...(error !== undefined ? { error } : {}) });
   }
 
   /** What decide() counts with: a canary's steps may surge by the canary count; its end is the rolling update. */
@@ -994,9 +1016,11 @@ export class Controller {
     } else if (ending.kind === 'switchedBack') {
       this.d.emit({ type: 'failed', reason: 'switched back' });
       this.d.journal('rolled back', 'end', { by: 'undo' });
+      const why = ending.error === undefined ? 'undo' : 'the analysis failed';
+      const cause = ending.error instanceof Error ? `\n${ending.error.message}` : '';
       this.done.reject(
         new RolloutFailedError(
-          `rolled back (undo): traffic switched back to the old set in one reload; the new set was drained and removed: ${where}`,
+          `rolled back (${why}): traffic switched back to the old set in one reload; the new set was drained and removed: ${where}${cause}`,
           'the fleet runs the previous revision again; fix the new version and deploy again',
           { switchedBack: true },
         ),

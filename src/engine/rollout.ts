@@ -116,6 +116,7 @@ class Rollout {
       paused: this.deps.paused,
       list: () => this.list(),
       postWave: this.fleet.hooks?.postWave || this.rollingGate() ? (boundary, instances) => this.afterWave(boundary, instances) : undefined,
+      afterSwitch: this.deps.trafficWindow && this.fleet.analysis && this.fleet.strategy.type === 'BlueGreen' ? () => runGate(this.fleet.analysis!, this.gateDeps(), 'analysis after the switch') : undefined,
       analyze: this.deps.trafficWindow ? (step) => runGate(step.spec ?? this.fleet.analysis!, this.gateDeps(), `canary analysis (${step.path})`) : undefined,
       prePromotion: this.fleet.hooks?.prePromotion ? (instances) => this.hook('prePromotion', this.contextOfInstances(instances, 1)) : undefined,
       switchBack: this.deps.switchBack,
@@ -131,9 +132,11 @@ class Rollout {
     try {
       result = await controller.run(found);
     } catch (err) {
+      this.controllerEnded = true;
       if (err instanceof RolloutFailedError && Array.isArray(err.details.stuck)) throw await this.withLogs(err, controller.instances());
       throw err;
     }
+    this.controllerEnded = true;
     const instances = this.deps.simulated
       ? result.instances.map((i) => ({ name: i.id, host: i.host, address: i.address, version: this.fleet.version }))
       : await verifyVersions(this.fleet, result.instances, this.deps.prober, this.emit);
@@ -151,6 +154,9 @@ class Rollout {
     };
   }
 
+  /** The controller has ended (a gate still measuring stops). */
+  private controllerEnded = false;
+
   /** RollingUpdate with an `analysis:` block: the first wave's new instances are the free canary. */
   private rollingGate(): boolean {
     return this.fleet.analysis !== undefined && this.fleet.strategy.type === 'RollingUpdate';
@@ -164,6 +170,7 @@ class Rollout {
       window: window ?? (async () => undefined),
       revision: this.revision,
       version: this.fleet.version,
+      stopped: () => this.controllerEnded,
     };
   }
 

@@ -634,4 +634,16 @@ describe('controller: the analysis gate', () => {
     assert.equal(res.deploy.instances.length, 4);
     assert.deepEqual(logs.asked, [10_000]);
   });
+
+  it('BlueGreen: the gate after the switch; failing, traffic switches back to the old set while it waits out the delay', async () => {
+    const logs = logsSaying(10);
+    let world: SimWorld | undefined;
+    const s = resolveStrategy({ replicas: 3, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 60 } } });
+    const err = await simulateRollout(s, T, { analysis: spec, trafficWindow: logs.trafficWindow, world: (w) => { world = w; logs.world(w); } }).then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof RolloutFailedError, String(err));
+    assert.match(err.message, /rolled back \(the analysis failed\): traffic switched back to the old set in one reload/);
+    assert.match(err.message, /analysis after the switch: analysis failed/);
+    const alive = [...world!.containers.values()].filter((c) => c.state === 'running').map((c) => c.labels[LABELS.version]);
+    assert.deepEqual(alive, ['old', 'old', 'old']);
+  });
 });
