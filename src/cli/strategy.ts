@@ -51,7 +51,7 @@ export function stepText(s: CanaryStep): string {
     case 'setWeight':
       return `setWeight ${s.weight}`;
     case 'pause':
-      return s.seconds === undefined ? 'pause until resumed or promoted' : `pause ${secondsText(s.seconds)}`;
+      return s.seconds === undefined ? 'pause until promoted' : `pause ${secondsText(s.seconds)}`;
     case 'analysis': {
       const keys = Object.keys(s.overrides);
       return keys.length ? `analysis (${keys.join(', ')})` : 'analysis';

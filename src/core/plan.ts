@@ -115,7 +115,7 @@ export type PlannedStepAction =
   /** BlueGreen: drain and stop the old set. */
   | { kind: 'removeOld' }
   | { kind: 'setWeight'; weight: number; path: string }
-  /** seconds null: until `fleetroll resume` or `promote`. */
+  /** seconds null: until `fleetroll promote` (or `abort`). */
   | { kind: 'pause'; seconds: number | null; path: string }
   | { kind: 'analysis'; overrides: Record<string, unknown>; path: string };
 

@@ -260,7 +260,7 @@ export interface ResolvedBlueGreen {
 /** A canary step, resolved; `path` is where it is written (for messages). */
 export type CanaryStep =
   | { kind: 'setWeight'; /** percent of requests for the new revision */ weight: number; path: string }
-  | { kind: 'pause'; /** undefined: until `fleetroll resume` or `promote` */ seconds: number | undefined; path: string }
+  | { kind: 'pause'; /** undefined: until `fleetroll promote` (or `abort`) */ seconds: number | undefined; path: string }
   | {
       kind: 'analysis';
       /** The top-level analysis settings with this step's overrides, validated (filled in by the fleet loader). */

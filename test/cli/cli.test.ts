@@ -185,7 +185,7 @@ describe('fleetroll CLI: BlueGreen and Canary are planned and validated (deploy 
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /stickyKey\s+cookie:session\s+service's strategy/);
     assert.match(r.stdout, /^1\s+setWeight 10: start 1 canary instance\s+1\s+10\s+10%\s+11$/m);
-    assert.match(r.stdout, /^5\s+pause until `fleetroll resume` or `promote`\s+5\s+10\s+50%\s+15$/m);
+    assert.match(r.stdout, /^5\s+pause until `fleetroll promote` \(or `abort`\)\s+5\s+10\s+50%\s+15$/m);
     assert.match(r.stdout, /then a rolling update \(maxSurge 2, maxUnavailable 0\) from 10 stable and 5 canary instances/);
     assert.match(r.stdout, /^1\s+2\s+5\s+5 \/ 7\s+10\.\.15\s+17$/m);
     assert.match(r.stdout, /deploy support for canaries is not done yet/);
@@ -203,7 +203,7 @@ describe('fleetroll CLI: BlueGreen and Canary are planned and validated (deploy 
     const r = fleetroll('validate', '-f', 'examples/canary.yaml');
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /strategy Canary \(service's strategy\), 10 replicas/);
-    assert.match(r.stdout, /steps\s+setWeight 10, pause 5 min, analysis, setWeight 50, pause until resumed or promoted\s+service's strategy/);
+    assert.match(r.stdout, /steps\s+setWeight 10, pause 5 min, analysis, setWeight 50, pause until promoted\s+service's strategy/);
     assert.match(r.stdout, /the upstream gets `hash \$cookie_session consistent;` and a weight on every server/);
     assert.match(r.stdout, /proxy_pass http:\/\/bookstore_api stays as it is: nothing to change in nginx.conf/);
   });

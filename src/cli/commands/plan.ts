@@ -27,7 +27,7 @@ export function actionText(step: PlannedStep, replicas: number): string {
     case 'setWeight':
       return `setWeight ${step.weight}${change}`;
     case 'pause':
-      return step.seconds === null ? 'pause until `fleetroll resume` or `promote`' : `pause ${secondsText(step.seconds)}`;
+      return step.seconds === null ? 'pause until `fleetroll promote` (or `abort`)' : `pause ${secondsText(step.seconds)}`;
     case 'analysis': {
       const keys = Object.keys(step.overrides);
       return `analysis${keys.length ? ` (overrides: ${keys.join(', ')})` : ' (the analysis settings)'}${change}`;

@@ -53,7 +53,24 @@ async function nginxNotes(fleet: Fleet): Promise<{ lines: string[]; warnings: st
       }
     }
   }
-  if (s.type === 'Canary') lines.push('(Canary: `fleetroll plan` explains the rollout; deploy support for canaries is not done yet)');
+  return { lines, warnings };
+}
+
+/** Where the access logs are, and what reads them: the health numbers every deploy prints, and the analysis gate. */
+function accessLogNotes(fleet: Fleet): { lines: string[]; warnings: string[] } {
+  const lines: string[] = [];
+  const warnings: string[] = [];
+  const logs = fleet.loadBalancers.flatMap((lb, i) => (lb.nginx.accessLog !== undefined ? [`loadBalancers/${i}: ${lb.nginx.accessLog}`] : []));
+  lines.push(logs.length > 0 ? `access logs (fleetroll_json; deploy health numbers${fleet.analysis ? ' and the analysis gate' : ''} read them): ${logs.join(', ')}` : 'access logs: none named (loadBalancers/N/nginx/accessLog): deploys report no health numbers');
+  const s = fleet.strategy;
+  const analysisSteps = s.type === 'Canary' ? s.canary.steps.filter((x) => x.kind === 'analysis') : [];
+  const a = fleet.analysis ?? analysisSteps.find((x) => x.kind === 'analysis' && x.spec)?.spec;
+  const where = s.type === 'Canary' ? `at canary step${analysisSteps.length === 1 ? '' : 's'} ${analysisSteps.map((x) => Number(x.path.split('/').at(-1)) + 1).join(', ') || '(none)'}` : s.type === 'RollingUpdate' ? 'after the first wave (failing: roll back)' : s.type === 'BlueGreen' ? 'after the switch (failing: switch back)' : 'never (Recreate has no partial step)';
+  if (a && (fleet.analysis || analysisSteps.length > 0)) {
+    const thresholds = [a.maxErrorRate !== undefined ? `maxErrorRate ${+(a.maxErrorRate * 100).toFixed(3)}%` : '', a.maxErrorRateIncrease !== undefined ? `maxErrorRateIncrease ${+(a.maxErrorRateIncrease * 100).toFixed(3)}%` : '', a.maxLatencyRatio !== undefined ? `maxLatencyRatio ${a.maxLatencyRatio}` : ''].filter(Boolean).join(', ');
+    lines.push(`analysis: every ${a.interval} s, at least ${a.minRequests} requests a side, ${thresholds}, failureLimit ${a.failureLimit}; runs ${where}`);
+    if (logs.length === 0) warnings.push('analysis: no load balancer names its accessLog, so the gate cannot read any traffic: set loadBalancers/N/nginx/accessLog (e.g. /var/log/nginx/fleetroll.log)');
+  }
   return { lines, warnings };
 }
 
@@ -67,6 +84,9 @@ export function registerValidate(program: CommandUnknownOpts, out: Out): void {
     .action(async (o) => {
       const fleet = await loadFleet(o.file);
       const nginx = await nginxNotes(fleet);
+      const logs = accessLogNotes(fleet);
+      nginx.lines.push(...logs.lines);
+      nginx.warnings.push(...logs.warnings);
       if (o.json) {
         for (const w of nginx.warnings) out.warn(w);
         // env values may be secrets: show their names only.
