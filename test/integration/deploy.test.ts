@@ -11,7 +11,8 @@ import { failedOf, moreRequests, runCli, sampleDuring, useFleets, startLoad } fr
 
 const fleet = useFleets();
 
-describe('deploy: zero failed requests under load', () => {
+// Each row has its own fleet and nginx: two at a time.
+describe('deploy: zero failed requests under load', { concurrency: 2 }, () => {
   // TerminationComplete: an instance being replaced counts until its container is gone, so the
   // containers alive never exceed replicas + maxSurge. TerminationStarted (the default): its
   // replacement starts as soon as it is marked down, so up to `replicas` more may be alive while they drain.

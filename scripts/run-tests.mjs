@@ -1,0 +1,33 @@
+#!/usr/bin/env node
+// Runs every test file (test/*/*.test.ts) with Node's test runner, several
+// files at a time (TEST_CONCURRENCY, default 4: most of an integration
+// file's time is spent waiting for containers, drains and reloads, not on
+// the CPU). The slowest files start first, so that none of them starts last
+// and holds the run up alone; a file not in the list runs after them, in
+// name order. Arguments are passed on to the test runner.
+import { spawnSync } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+const SLOWEST_FIRST = [
+  'test/integration/multihost.test.ts',
+  'test/integration/deploy.test.ts',
+  'test/integration/failures.test.ts',
+  'test/integration/day2-crash.test.ts',
+  'test/integration/day2.test.ts',
+  'test/integration/rehearse.test.ts',
+  'test/integration/experiment.test.ts',
+  'test/integration/bluegreen.test.ts',
+  'test/integration/day2-status.test.ts',
+  'test/integration/remote.test.ts',
+  'test/integration/strategy-hooks.test.ts',
+];
+
+const all = readdirSync('test', { withFileTypes: true })
+  .filter((d) => d.isDirectory())
+  .flatMap((d) => readdirSync(join('test', d.name)).filter((f) => f.endsWith('.test.ts')).map((f) => `test/${d.name}/${f}`))
+  .sort();
+const files = [...SLOWEST_FIRST.filter((f) => all.includes(f)), ...all.filter((f) => !SLOWEST_FIRST.includes(f))];
+const concurrency = process.env.TEST_CONCURRENCY ?? '4';
+const r = spawnSync('npx', ['tsx', '--test', `--test-concurrency=${concurrency}`, ...process.argv.slice(2), ...files], { stdio: 'inherit' });
+process.exit(r.status ?? 1);
