@@ -317,7 +317,11 @@ export class SshDockerAgent extends Agent {
     }
   }
 
+  /** Set by destroy(): no new connection (requests still waiting for a slot fail instead of reconnecting). */
+  private gone = false;
+
   override destroy(): void {
+    this.gone = true;
     super.destroy();
     void this.conn?.then((c) => c.end()).catch(() => {});
     this.conn = undefined;
@@ -358,7 +362,27 @@ export class SshDockerAgent extends Agent {
   private async openChannel(): Promise<ClientChannel> {
     const release = await this.slot();
     try {
-      const client = await this.open();
+      // sshd counts a session until it has handled the close we already saw,
+      // so right after a close, with 8 open, a new session can still exceed its
+      // MaxSessions: "open failed" then clears within moments. Tried again a few times.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await this.execDialStdio(release);
+        } catch (err) {
+          if (attempt >= 5 || !/Channel open failure/i.test((err as Error).message)) throw err;
+          await new Promise((r) => setTimeout(r, 50 * 2 ** attempt));
+        }
+      }
+    } catch (err) {
+      release();
+      throw err;
+    }
+  }
+
+  /** One `docker system dial-stdio` session; `release` frees its slot when it closes. */
+  private async execDialStdio(release: () => void): Promise<ClientChannel> {
+    const client = await this.open();
+    {
       return await new Promise<ClientChannel>((resolve, reject) => {
         try {
           client.exec('docker system dial-stdio', (err, channel) => {
@@ -377,9 +401,6 @@ export class SshDockerAgent extends Agent {
           reject(err as Error);
         }
       });
-    } catch (err) {
-      release();
-      throw err;
     }
   }
 
@@ -398,6 +419,7 @@ export class SshDockerAgent extends Agent {
   }
 
   private open(): Promise<Client> {
+    if (this.gone) return Promise.reject(new Error(`the SSH connection to ${this.where} was closed (agent destroyed)`));
     if (this.conn) return this.conn;
     const { host, port, username } = this.target;
     const name = knownHostsName(host, port);

@@ -157,7 +157,7 @@ after(async () => {
   rmSync(work, { recursive: true, force: true });
 });
 
-describe('tcp:// with TLS', () => {
+describe('tcp:// with TLS', { timeout: 240_000 }, () => {
   let rt: DockerRuntime;
   let endpoint = '';
   let certs = '';
@@ -233,7 +233,7 @@ describe('tcp:// with TLS', () => {
   });
 });
 
-describe('ssh://', () => {
+describe('ssh://', { timeout: 240_000 }, () => {
   let rt: DockerRuntime;
   let port = 0;
   let dir = '';
@@ -447,7 +447,7 @@ describe('ssh://', () => {
   });
 });
 
-describe('pulling from a registry', () => {
+describe('pulling from a registry', { timeout: 240_000 }, () => {
   let rt: DockerRuntime;
   let socket = '';
   let registry = '';
