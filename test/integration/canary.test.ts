@@ -8,7 +8,9 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { describe, it } from 'node:test';
-import { failedOf, moreRequests, runCli, startCliUntil, startLoad, useFleets } from './fixture.js';
+import { getFile } from '../../src/adapters/docker.js';
+import { AccessLogParser } from '../../src/core/accessLog.js';
+import { docker, failedOf, moreRequests, runCli, startCliUntil, startLoad, useFleets } from './fixture.js';
 
 const fleet = useFleets();
 
@@ -51,12 +53,21 @@ describe('canary, for real', () => {
     const file = f.fleetFile({ replicas: 4, type: 'Canary', canary: CANARY, image: 'fleetroll-example:1.1.0' });
     const running = await startCliUntil(['deploy', '-f', file], /paused at 25%/);
 
+    const askedFrom = Date.now();
     const answers = await askUsers(f.url, 200);
+    const askedTo = Date.now();
     const onCanary = [...answers.values()].filter((v) => v[0] === '1.1.0').length;
     const switched = [...answers.entries()].filter(([, v]) => v[0] !== v[1]);
     t.diagnostic(`setWeight 25: ${onCanary} of 200 users on the canary (${(onCanary / 2).toFixed(1)}%), ${switched.length} changed version between two requests`);
     assert.deepEqual(switched, [], 'every user stays on one version while the weight holds');
     assert.ok(Math.abs(onCanary / 2 - 25) <= 10, `${onCanary / 2}% of users on the canary at weight 25`);
+    // nginx's own access log says the same: the share of /api/version answers the new version gave.
+    const log = (await getFile(docker, f.names.nginx, '/var/log/nginx/fleetroll.log')) ?? '';
+    const records = new AccessLogParser().parse(log.split('\n')).filter((r) => r.uri === '/api/version' && r.timeMs >= askedFrom - 1000 && r.timeMs <= askedTo + 1000);
+    const logShare = (100 * records.filter((r) => r.appVersion === '1.1.0').length) / Math.max(1, records.length);
+    t.diagnostic(`access log: ${records.length} requests, ${logShare.toFixed(1)}% answered by the canary`);
+    assert.ok(records.length >= 400, `the access log has the ${records.length} requests`);
+    assert.ok(Math.abs(logShare - onCanary / 2) <= 1, `access log ${logShare.toFixed(1)}% vs users ${onCanary / 2}%`);
 
     assert.equal((await runCli(['promote', '-f', file])).code, 0);
     const done = await running.exited;
