@@ -51,7 +51,7 @@ function printExperiment(s: ExperimentSummary, out: Out): void {
             c.label,
             (['completed', 'stopped', 'failed'] as const).filter((k) => a.outcomes[k] > 0).map((k) => `${k}${a.outcomes[k] < a.runs ? ` ${a.outcomes[k]}` : ''}`).join(', '),
             `${fmtStat(nv.ownFailures)}/${fmtStat(nv.otherFailures)}`,
-            secs(a.windowMs),
+            fmtStat(a.windowMs, 1000, 2),
             `${fmtStat(nv.answeredInDeploy)} of ${fmtStat(nv.sentInDeploy)}`,
             stopped ? `${secs(nv.stopMs)} / ${secs(nv.stopAfterFirstFailureMs)}` : 'not stopped',
             stopped ? secs(nv.exposureMs) : '-',
