@@ -240,7 +240,7 @@ export function badVersionTable(summary: ExperimentSummary): Block {
         fmtStat(a.windowMs, 1000, 2),
         `${fmtStat(nv.answeredInDeploy)} of ${fmtStat(nv.sentInDeploy)}${share}${a.outcomes.completed > 0 ? ', then all' : ''}`,
         stopped ? `${sec(nv.stopMs)} / ${sec(nv.stopAfterFirstFailureMs)}` : notStopped,
-        stopped ? sec(nv.exposureMs) : a.outcomes.completed > 0 ? 'until replaced' : 'n/a',
+        stopped ? sec(nv.exposureMs) : a.outcomes.completed > 0 ? 'not stopped' : 'n/a',
         a.health ? `${fmtStat(a.health.failed5xx)} / ${fmtStat(a.health.dropped)}` : 'n/a',
       ];
     }),

@@ -428,7 +428,7 @@ function strategyIssues(spec: ExperimentSpec): FieldIssue[] {
     if (s.type === 'Canary') {
       for (const { k, kind, value } of stepsOf(s)) {
         if (kind === 'pause' && isMapping(value) && value.duration === undefined) {
-          add({ path: `${p}/canary/steps/${k}/pause`, message: 'needs a duration in an experiment (e.g. { duration: 5s }): nobody runs fleetroll resume or promote during a run' });
+          add({ path: `${p}/canary/steps/${k}/pause`, message: 'needs a duration in an experiment (e.g. { duration: 5s }): nobody runs fleetroll promote or abort during a run' });
         }
       }
     }

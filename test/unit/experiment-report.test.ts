@@ -290,7 +290,7 @@ describe('strategies against a bad version: what counts as a problem, and the ta
     const table = badVersionTable({ cells } as unknown as ExperimentSummary);
     assert.deepEqual(table.kind === 'table' ? table.rows : [], [
       ['rolling + gate', 'after the first wave: error rate ≤ 5%, measured every 4s, at least 10 requests', 'stopped by the analysis', '350', '5 / 0', '3.90 (3.80–4.00)', '25 of 250 (10%)', '6.1 / 3.3', '4.0', '5 / 0'],
-      ['rolling, no gate', 'none', 'completed', '350', '32 / 0', '3.90 (3.80–4.00)', '137 of 259 (53%), then all', 'not stopped', 'until replaced', 'n/a'],
+      ['rolling, no gate', 'none', 'completed', '350', '32 / 0', '3.90 (3.80–4.00)', '137 of 259 (53%), then all', 'not stopped', 'not stopped', 'n/a'],
     ]);
   });
 });

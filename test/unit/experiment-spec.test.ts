@@ -271,7 +271,7 @@ describe('experiment spec: BlueGreen, Canary, analysis and badVersion problems, 
       want: [
         'strategies/0/blueGreen/preview: is not available in an experiment: the nginx of a run serves one upstream, and no prePromotion hook runs',
         'strategies/0/blueGreen/autoPromote: must be true (the default) in an experiment: nobody runs fleetroll promote during a run, got false',
-        'strategies/1/canary/steps/1/pause: needs a duration in an experiment (e.g. { duration: 5s }): nobody runs fleetroll resume or promote during a run',
+        'strategies/1/canary/steps/1/pause: needs a duration in an experiment (e.g. { duration: 5s }): nobody runs fleetroll promote or abort during a run',
       ],
     },
     {
