@@ -10,10 +10,24 @@
  *
  * PURE: no I/O, no clock, no randomness.
  */
+import type { Fleet } from '../config/load.js';
 import type { RolloutEvent } from '../engine/events.js';
 import { simulateRollout, type SimulationResult } from '../sim/simulate.js';
+import { isHealthUnavailable, type DeployHealthNumbers, type DeployHealthReport } from '../core/deployHealth.js';
 import type { ResolvedStrategy } from '../core/strategy.js';
-import { isOkByDefault, mixedVersionWindow, outcomeKey, summarizeRequests, type MixedVersionWindow, type RequestRecord, type RequestSummary } from './metrics.js';
+import {
+  isOkByDefault,
+  mixedVersionSpans,
+  mixedVersionWindow,
+  newVersionFigures,
+  outcomeKey,
+  summarizeRequests,
+  type MixedVersionWindow,
+  type NewVersionFigures,
+  type RequestRecord,
+  type RequestSummary,
+  type Span,
+} from './metrics.js';
 
 /** Markers the experiment runner adds to the deploy's own events. */
 export type RunnerEvent =
@@ -21,7 +35,8 @@ export type RunnerEvent =
   | { type: 'deploy-start' }
   /** nginx `lb` finished a reload; `up` are the servers in service after it, `down` the ones listed down. */
   | { type: 'reload'; lb: number; up: string[]; down: string[]; count: number }
-  | { type: 'deploy-end'; outcome: 'complete' | 'failed'; error?: string }
+  /** outcome 'stopped': the deploy failed because the analysis gate failed (the new version was taken out, the fleet rolled back). */
+  | { type: 'deploy-end'; outcome: 'complete' | 'failed' | 'stopped'; error?: string }
   | { type: 'load-stop' };
 
 export interface TimedEvent {
@@ -53,7 +68,11 @@ const byTime = (events: readonly TimedEvent[]) => [...events].sort((a, b) => a.t
  *   "wave N: starting"       until every new instance of the wave has started (a wave without old
  *                            instances to stop begins here)
  *   "wave N: waiting for readiness"   until the next wave
- * then "verifying" from the first version check. The script control has the
+ * then "verifying" from the first version check. Blue-green, canary and a
+ * rollback add the phases their messages announce ("switching to the new
+ * set", "old set kept (scaleDownDelaySeconds)", "switching back", "canary
+ * 25%", "canary analysis at 25%", "aborting the canary", "final rolling
+ * update", "rolling back"; see INFO_PHASES). The script control has the
  * same phases per batch ("batch N: marking down", ...), and once every new
  * instance of the batch is ready "batch N: re-enabling" (the reload that puts
  * them in). The naive control, per replaced instance N: "naive N: killing",
@@ -85,6 +104,8 @@ export function derivePhases(
   }
   let wave: Wave | undefined;
   let verifying = false;
+  /** Blue-green announced that the old set is kept out of traffic: its drain event follows at once. */
+  let kept = false;
   const flushDrain = (t: number) => {
     if (wave?.drainEnd !== undefined && wave.drainEnd <= t) {
       at(wave.drainEnd, `${unit} ${wave.n}: stopping`);
@@ -116,7 +137,9 @@ export function derivePhases(
         break;
       case 'draining':
         if (wave) {
-          at(t, `${unit} ${wave.n}: draining`);
+          // Blue-green: the old set drains while it is kept out of traffic; the message named that phase already.
+          if (!kept) at(t, `${unit} ${wave.n}: draining`);
+          kept = false;
           wave.drainEnd = t + e.seconds * 1000;
         }
         break;
@@ -140,6 +163,14 @@ export function derivePhases(
         if (!verifying) at(t, 'verifying');
         verifying = true;
         break;
+      case 'info': {
+        const name = infoPhase(e.message);
+        if (name) at(t, name);
+        if (name === KEPT) kept = true;
+        // A switch back keeps the old set: its drain never ends in a stop.
+        if (name === 'switching back' && wave) wave.drainEnd = undefined;
+        break;
+      }
       default:
         break;
     }
@@ -160,6 +191,32 @@ export function derivePhases(
     else phases.push({ name: p.name, startMs, endMs: Math.max(endMs, startMs) });
   }
   return phases;
+}
+
+/**
+ * The phases blue-green, canary and a rollback announce in the engine's
+ * messages (engine/controller.ts, engine/rollback.ts): a message starts the
+ * phase it names, until the next phase starts.
+ */
+const KEPT = 'old set kept (scaleDownDelaySeconds)';
+const INFO_PHASES: readonly [RegExp, (m: RegExpExecArray) => string][] = [
+  [/^switch: /, () => 'switching to the new set'],
+  [/^switched: /, () => KEPT],
+  [/^switching back /, () => 'switching back'],
+  [/^canary step \d+: setWeight (\d+)/, (m) => `canary ${m[1]}%`],
+  [/^canary step \d+: pause .* at (\d+)%/, (m) => `canary pause at ${m[1]}%`],
+  [/^canary step \d+: analysis at (\d+)%/, (m) => `canary analysis at ${m[1]}%`],
+  [/^aborting the canary/, () => 'aborting the canary'],
+  [/^canary steps done/, () => 'final rolling update'],
+  [/^rolling back to revision/, () => 'rolling back'],
+];
+
+function infoPhase(message: string): string | undefined {
+  for (const [re, name] of INFO_PHASES) {
+    const m = re.exec(message);
+    if (m) return name(m);
+  }
+  return undefined;
 }
 
 /**
@@ -387,12 +444,13 @@ export interface NominalTimings {
 export type Prediction = Pick<SimulationResult, 'durationMs' | 'waves' | 'peakInstances' | 'lowestCapacity' | 'mixedVersionWindowMs' | 'reloads'>;
 
 /**
- * `simulate` (the engine itself on simulated ports) with the nominal timings
- * and this machine's typical fixed costs: ~0.5 s from docker run to a running
+ * `simulate` (the engine itself on simulated ports) with the nominal timings,
+ * the fleet's analysis settings (a gate that passes) and this machine's typical fixed costs: ~0.5 s from docker run to a running
  * container, ~0.3 s for an nginx in a container to take a new upstream (write, nginx -t, reload, in force).
  */
-export async function predict(strategy: ResolvedStrategy, t: NominalTimings): Promise<Prediction> {
-  const r = await simulateRollout(strategy, { ...t, jitter: 0, seed: 1, runMs: 500, reloadMs: 300 });
+export async function predict(strategy: ResolvedStrategy, t: NominalTimings, analysis?: Fleet['analysis']): Promise<Prediction> {
+  // simulate's access logs say the new version is as healthy as the old: an analysis costs its measurements' time and passes.
+  const r = await simulateRollout(strategy, { ...t, jitter: 0, seed: 1, runMs: 500, reloadMs: 300 }, analysis ? { analysis } : {});
   return { durationMs: r.durationMs, waves: r.waves, peakInstances: r.peakInstances, lowestCapacity: r.lowestCapacity, mixedVersionWindowMs: r.mixedVersionWindowMs, reloads: r.reloads };
 }
 
@@ -413,15 +471,44 @@ export interface RunInput {
   /** Resolved strategy for the engine; absent for the naive control (simulate does not model it). */
   strategy?: ResolvedStrategy | undefined;
   timings: NominalTimings;
+  /** The deploy's health numbers from nginx's access log (engine deploys given the access log). */
+  health?: DeployHealthReport | undefined;
+}
+
+/**
+ * How the deploy ended, from the runner's deploy-end event: it completed,
+ * the analysis gate stopped the new version (taken out, fleet rolled back),
+ * or it failed for another reason.
+ */
+export type DeployOutcome = 'completed' | 'stopped' | 'failed';
+
+/** What the new version did (NewVersionFigures) and, when the analysis stopped it, how long that took. */
+export interface NewVersionMetrics extends NewVersionFigures {
+  /** The analysis stopped it: its last answer is the end of its time in traffic. */
+  stopped: boolean;
+  /** Stopped only: from the deploy's start to its last answer (time to roll back). */
+  stopMs: number | null;
+  /** Stopped only: from the first failed answer it gave to its last answer (time to roll back after the first bad answer). */
+  stopAfterFirstFailureMs: number | null;
+  /** Stopped only: from its first answer to its last (how long users could get it). */
+  exposureMs: number | null;
 }
 
 export interface RunMetrics {
+  outcome: DeployOutcome;
   requests: RequestSummary;
   failuresByPhase: PhaseCount[];
   phases: Phase[];
+  /** From the first successful answer by the new version to the last by the old one (metrics.ts mixedVersionWindow). */
   mixedVersionWindow: MixedVersionWindow | null;
-  /** windowMs of mixedVersionWindow, 0 when one version never answered. */
+  /** Where both versions were answering (metrics.ts mixedVersionSpans). */
+  mixedVersionSpans: Span[];
+  /** The mixed-version window: the total length of mixedVersionSpans, 0 when one version never answered. */
   windowMs: number;
+  /** The new version's traffic and failures, and with `stopped` the time to roll back. */
+  newVersion: NewVersionMetrics;
+  /** The deploy's health numbers from nginx's access log; null when the deploy measured none (naive and script controls). */
+  health: DeployHealthReport | null;
   deployDurationMs: number;
   waves: number;
   reloads: number;
@@ -430,32 +517,55 @@ export interface RunMetrics {
   peakInstances: number;
   capacity: CapacityPoint[];
   measured: { startToReadyMs: Stat | null; stopMs: Stat | null; decisionToReloadMs: Stat | null; readyToInNginxMs: Stat | null; removedToStartedMs: Stat | null };
-  /** `simulate` with the nominal timings; null for the naive control. */
+  /** `simulate` with the nominal timings (a rollout that completes); null for the naive control. */
   predicted: Prediction | null;
   /**
    * Measured deploy duration over the floor the timings imply: simulate's
    * critical path (per wave drain + stop + start-to-ready + minReadySeconds,
    * with the overlaps the algorithm allows). 1.0 means no overhead at all.
+   * Null unless the deploy completed (simulate predicts the rollout that passes).
    */
   overheadRatio: number | null;
+}
+
+/** The outcome the runner recorded in its deploy-end event ('completed' when there is none). */
+export function deployOutcome(events: readonly TimedEvent[]): DeployOutcome {
+  const end = [...events].reverse().find((e) => e.source === 'runner' && e.event.type === 'deploy-end')?.event;
+  if (!end || end.type !== 'deploy-end') return 'completed';
+  return end.outcome === 'complete' ? 'completed' : end.outcome;
 }
 
 export function runMetrics(i: RunInput): RunMetrics {
   const phases = derivePhases(i.events, { deployStartMs: i.deployStartMs, deployEndMs: i.deployEndMs, startMs: 0, endMs: Math.max(i.loadEndMs, i.deployEndMs), mode: i.mode });
   const capacity = capacityTimeline(i.events, i.initial, 0);
   const window = mixedVersionWindow(i.records, i.from, i.to) ?? null;
+  const mixed = mixedVersionSpans(i.records, i.from, i.to);
   const deployEvents = i.events.filter((e) => e.t >= i.deployStartMs && e.t <= i.deployEndMs);
   const reloads = deployEvents.filter((e) => e.source === 'runner' && e.event.type === 'reload').length;
   const waves = deployEvents.filter((e) => e.source === 'engine' && e.event.type === 'wave').length;
   const timings = measuredTimings(deployEvents);
   const predicted = i.mode === 'engine' ? (i.predicted ?? null) : null;
   const deployDurationMs = i.deployEndMs - i.deployStartMs;
+  const outcome = deployOutcome(i.events);
+  const fresh = newVersionFigures(i.records, i.to, { startMs: i.deployStartMs, endMs: i.deployEndMs });
+  const stopped = outcome === 'stopped' && fresh.lastAnswerMs !== null;
+  const since = (from: number | null) => (stopped && from !== null && fresh.lastAnswerMs !== null ? round3(fresh.lastAnswerMs - from) : null);
   return {
+    outcome,
     requests: summarizeRequests(i.records),
     failuresByPhase: attributeFailures(i.records, phases),
     phases,
     mixedVersionWindow: window,
-    windowMs: window?.windowMs ?? 0,
+    mixedVersionSpans: mixed?.spans ?? [],
+    windowMs: mixed?.windowMs ?? 0,
+    newVersion: {
+      ...fresh,
+      stopped,
+      stopMs: since(i.deployStartMs),
+      stopAfterFirstFailureMs: since(fresh.firstOwnFailureMs),
+      exposureMs: since(fresh.firstAnswerMs),
+    },
+    health: i.health ?? null,
     deployDurationMs,
     waves,
     reloads,
@@ -470,7 +580,7 @@ export function runMetrics(i: RunInput): RunMetrics {
       removedToStartedMs: stat(timings.removedToStartedMs) ?? null,
     },
     predicted,
-    overheadRatio: predicted && predicted.durationMs > 0 ? round3(deployDurationMs / predicted.durationMs) : null,
+    overheadRatio: predicted && predicted.durationMs > 0 && outcome === 'completed' ? round3(deployDurationMs / predicted.durationMs) : null,
   };
 }
 
@@ -493,6 +603,20 @@ export interface CellAggregate {
   latencyP99Ms: Stat;
   overheadRatio: Stat | null;
   predicted: Prediction | null;
+  /** Runs per deploy outcome. */
+  outcomes: Record<DeployOutcome, number>;
+  /** The new version: its share of the deploy window, its own failures and the others; the times to roll back over the runs that stopped it (null when none did). */
+  newVersion: {
+    answeredInDeploy: Stat;
+    sentInDeploy: Stat;
+    ownFailures: Stat;
+    otherFailures: Stat;
+    stopMs: Stat | null;
+    stopAfterFirstFailureMs: Stat | null;
+    exposureMs: Stat | null;
+  };
+  /** nginx's access log over the runs that measured it; null when none did. */
+  health: { requests: Stat; failed5xx: Stat; dropped: Stat; mixedVersionWindowMs: Stat } | null;
 }
 
 function mustStat(values: readonly number[]): Stat {
@@ -544,5 +668,29 @@ export function aggregateRuns(runs: readonly RunMetrics[], deployErrors = 0): Ce
     latencyP99Ms: mustStat(runs.map((r) => r.requests.latencyMs.p99)),
     overheadRatio: stat(ratios) ?? null,
     predicted: runs[0]?.predicted ?? null,
+    outcomes: {
+      completed: runs.filter((r) => r.outcome === 'completed').length,
+      stopped: runs.filter((r) => r.outcome === 'stopped').length,
+      failed: runs.filter((r) => r.outcome === 'failed').length,
+    },
+    newVersion: {
+      answeredInDeploy: mustStat(runs.map((r) => r.newVersion.answeredInDeploy)),
+      sentInDeploy: mustStat(runs.map((r) => r.newVersion.sentInDeploy)),
+      ownFailures: mustStat(runs.map((r) => r.newVersion.ownFailures)),
+      otherFailures: mustStat(runs.map((r) => r.newVersion.otherFailures)),
+      stopMs: stat(present(runs.map((r) => r.newVersion.stopMs))) ?? null,
+      stopAfterFirstFailureMs: stat(present(runs.map((r) => r.newVersion.stopAfterFirstFailureMs))) ?? null,
+      exposureMs: stat(present(runs.map((r) => r.newVersion.exposureMs))) ?? null,
+    },
+    health: healthStats(runs.map((r) => r.health)),
   };
+}
+
+const present = (xs: readonly (number | null)[]) => xs.filter((x): x is number => x !== null);
+
+function healthStats(reports: readonly (DeployHealthReport | null)[]): CellAggregate['health'] {
+  const numbers = reports.filter((h): h is DeployHealthNumbers => h !== null && !isHealthUnavailable(h));
+  if (numbers.length === 0) return null;
+  const of = (f: (h: DeployHealthNumbers) => number) => mustStat(numbers.map(f));
+  return { requests: of((h) => h.requests), failed5xx: of((h) => h.failed5xx), dropped: of((h) => h.dropped), mixedVersionWindowMs: of((h) => h.mixedVersionWindowMs) };
 }

@@ -24,7 +24,7 @@ import { toHtml, toMarkdown } from './document.js';
 import { perSecond, type RequestRecord } from './metrics.js';
 import { demoNames, runUnderLoad, teardown } from './rehearse.js';
 import { buildCharts, buildDocument, runLine, scriptComparison, type CellSummary, type ExperimentSummary, type RunOutcome } from './report.js';
-import { expandCells, planRuns, type ExperimentSpec, type PlannedRun } from './spec.js';
+import { badVersionEnv, expandCells, planRuns, type Cell, type ExperimentSpec, type PlannedRun } from './spec.js';
 
 export interface ExperimentOptions {
   spec: ExperimentSpec;
@@ -100,16 +100,22 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
       keep: false,
       events: () => {},
       log: () => {},
+      // Engine deploys read nginx's access log: the analysis gate needs it, and every run keeps the deploy's health numbers.
+      accessLog: true,
+      strategy: cell.fleetStrategy,
+      analysis: cell.analysis,
+      toEnv: badVersionEnv(o.spec),
+      users: o.spec.load.users,
     },
     runtime,
     o.makeDeps,
     o.template,
     nginxImage,
   );
-  const strategy = cell.strategy.type === 'RollingUpdate' || cell.strategy.type === 'Recreate' ? r.toFleet.strategy : undefined;
+  const strategy = cell.resolved ? r.toFleet.strategy : undefined;
   const nominal = { startupMs: p.warmupSeconds * 1000, drainMs: p.drainSeconds * 1000, stopMs: p.prestopSeconds * 1000, minReadyMs: p.minReadySeconds * 1000 };
   const metrics = runMetrics({
-    predicted: strategy ? await predict(strategy, nominal) : undefined,
+    predicted: strategy ? await predict(strategy, nominal, r.toFleet.analysis) : undefined,
     records: r.records,
     events: r.events,
     deployStartMs: r.deployStartMs,
@@ -121,6 +127,7 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
     mode: cell.strategy.type === 'naive' || cell.strategy.type === 'script' ? cell.strategy.type : 'engine',
     strategy: cell.resolved ? r.toFleet.strategy : undefined,
     timings: { startupMs: p.warmupSeconds * 1000, drainMs: p.drainSeconds * 1000, stopMs: p.prestopSeconds * 1000, minReadyMs: p.minReadySeconds * 1000 },
+    health: r.health,
   });
 
   const dir = join(o.outDir, 'runs', run.id);
@@ -136,7 +143,8 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
     requests.push(rel('requests.csv'));
   }
   await writeFile(join(dir, 'events.ndjson'), toNdjson(eventLines(r.events)));
-  const wrongVersions = r.versions.instances.filter((i) => i.version !== o.spec.to).map((i) => `${i.name}: ${i.version}`);
+  // A deploy the analysis stopped is rolled back: every instance should be on `from` again.
+  const wrongVersions = r.versions.instances.filter((i) => i.version !== r.versions.expected).map((i) => `${i.name}: ${i.version}`);
   const outcome: RunOutcome = {
     id: run.id,
     index: run.index,
@@ -146,6 +154,7 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
     startedAt,
     metrics,
     deployError: r.deployError,
+    expectedVersion: r.versions.expected,
     wrongVersions,
     buckets: perSecond(r.records),
     deployStartMs: r.deployStartMs,
@@ -158,12 +167,56 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
     `${JSON.stringify({ id: run.id, cell: cell.id, label: cell.label, repetition: run.repetition, startedAt, deployStartMs: r.deployStartMs, deployEndMs: r.deployEndMs, loadEndMs: r.loadEndMs, initial: r.initial, deployError: r.deployError ?? null, versions: r.versions, metrics }, null, 2)}\n`,
   );
   const m = metrics;
+  const bad = o.spec.badVersion
+    ? `  bad version: answered ${m.newVersion.answeredInDeploy} of ${m.newVersion.sentInDeploy} requests in the deploy, ${m.newVersion.ownFailures} of its own failed, ${m.newVersion.otherFailures} other failures; ` +
+      (m.newVersion.stopped ? `stopped ${((m.newVersion.stopMs ?? 0) / 1000).toFixed(1)} s after the deploy started` : 'not stopped') + '\n'
+    : '';
   o.log(
-    `  ${m.requests.total} requests, ${m.requests.failed} failed, ${m.requests.retried} retried; window ${(m.windowMs / 1000).toFixed(1)} s; deploy ${(m.deployDurationMs / 1000).toFixed(1)} s` +
-      `${m.predicted ? ` (simulate ${(m.predicted.durationMs / 1000).toFixed(1)} s, overhead ${m.overheadRatio?.toFixed(2)}×)` : ''}; min in service ${m.minCapacity}, peak ${m.peakInstances}, ${m.reloads} reloads` +
-      (r.deployError ? `\n  deploy FAILED: ${r.deployError.split('\n')[0]}` : ''),
+    `  ${m.outcome === 'stopped' ? 'STOPPED by the analysis; ' : ''}${m.requests.total} requests, ${m.requests.failed} failed, ${m.requests.retried} retried; window ${(m.windowMs / 1000).toFixed(1)} s; deploy ${(m.deployDurationMs / 1000).toFixed(1)} s` +
+      `${m.predicted ? ` (simulate ${(m.predicted.durationMs / 1000).toFixed(1)} s${m.overheadRatio !== null ? `, overhead ${m.overheadRatio.toFixed(2)}×` : ''})` : ''}; min in service ${m.minCapacity}, peak ${m.peakInstances}, ${m.reloads} reloads` +
+      (r.deployError ? `\n  deploy ${m.outcome === 'stopped' ? 'stopped' : 'FAILED'}: ${r.deployError.split('\n')[0]}` : ''),
   );
+  if (bad) o.log(bad.trimEnd());
   return outcome;
+}
+
+/**
+ * expectZeroFailures: no failed request in any run; with a bad version, none
+ * but those the bad version answered itself (its 500s are the experiment's
+ * input; what counts is what the rollout caused).
+ */
+function zeroFailuresHeld(runs: readonly RunOutcome[], spec: ExperimentSpec): boolean {
+  return runs.every((r) => (spec.badVersion ? r.metrics.newVersion.otherFailures : r.metrics.requests.failed) === 0);
+}
+
+/**
+ * What makes the command exit 1, per configuration: a deploy that failed for
+ * a reason other than the analysis; a deploy the analysis stopped when the
+ * new version was good, or when the strategy says expectStopped: false; a
+ * completed deploy when it says expectStopped: true; instances not on the
+ * version the deploy should have left (`to`, or `from` after a stop); an
+ * expectZeroFailures that did not hold.
+ */
+export function cellProblems(c: Pick<Cell, 'label' | 'strategy'>, runs: readonly RunOutcome[], spec: ExperimentSpec): string[] {
+  const problems: string[] = [];
+  const count = (o: RunOutcome['metrics']['outcome']) => runs.filter((r) => r.metrics.outcome === o).length;
+  const failed = count('failed');
+  const stopped = count('stopped');
+  const completed = count('completed');
+  if (failed > 0) problems.push(`${c.label}: ${failed} deploy(s) failed`);
+  if (stopped > 0 && (c.strategy.expectStopped === false || (!spec.badVersion && c.strategy.expectStopped !== true))) {
+    problems.push(`${c.label}: the analysis stopped ${stopped} deploy(s) of ${spec.badVersion ? 'the new version' : 'a good version'}`);
+  }
+  if (completed > 0 && c.strategy.expectStopped === true) problems.push(`${c.label}: ${completed} deploy(s) completed; the analysis was expected to stop the new version`);
+  if (c.strategy.type !== 'naive') {
+    const wrong = runs.filter((r) => r.wrongVersions.length > 0);
+    if (wrong.length > 0) problems.push(`${c.label}: ${wrong.length} run(s) ended with instances not serving ${[...new Set(wrong.map((r) => r.expectedVersion))].join(' or ')}`);
+  }
+  if (c.strategy.expectZeroFailures === true && !zeroFailuresHeld(runs, spec)) {
+    const worst = Math.max(...runs.map((r) => (spec.badVersion ? r.metrics.newVersion.otherFailures : r.metrics.requests.failed)));
+    problems.push(`${c.label}: expected zero failed requests${spec.badVersion ? ' other than the bad version\'s own' : ''}, got ${worst} in the worst run`);
+  }
+  return problems;
 }
 
 /** Runs the experiment and writes everything to outDir. Resolves with what summary.json holds. */
@@ -208,14 +261,8 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentSum
     if (mine.length === 0) continue;
     const deployErrors = mine.filter((r) => r.deployError !== undefined).length;
     const aggregate = aggregateRuns(mine.map((r) => r.metrics), deployErrors);
+    problems.push(...cellProblems(c, mine, o.spec));
     const expect = c.strategy.expectZeroFailures === true;
-    const met = expect ? aggregate.requests.failed.max === 0 : null;
-    if (deployErrors > 0) problems.push(`${c.label}: ${deployErrors} deploy(s) failed`);
-    if (c.strategy.type !== 'naive') {
-      const wrong = mine.filter((r) => r.wrongVersions.length > 0).length;
-      if (wrong > 0) problems.push(`${c.label}: ${wrong} run(s) ended with instances not serving ${o.spec.to}`);
-    }
-    if (met === false) problems.push(`${c.label}: expected zero failed requests, got ${aggregate.requests.failed.max} in the worst run`);
     cellSummaries.push({
       id: c.id,
       label: c.label,
@@ -228,6 +275,10 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentSum
         intervalSeconds: c.strategy.intervalSeconds,
         batch: c.strategy.batch,
         pollSeconds: c.strategy.pollSeconds,
+        ...(c.fleetStrategy ? { fleet: c.fleetStrategy } : {}),
+        ...(c.analysis ? { analysis: c.analysis } : {}),
+        gate: c.gate ?? null,
+        expectStopped: c.strategy.expectStopped,
       },
       resolved: c.resolved ? { maxSurge: c.resolved.maxSurge, maxUnavailable: c.resolved.maxUnavailable } : null,
       params: c.params,
@@ -235,7 +286,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentSum
       runs: mine.map((r) => r.id),
       aggregate,
       expectZeroFailures: expect,
-      expectationMet: met,
+      expectationMet: expect ? zeroFailuresHeld(mine, o.spec) : null,
     });
   }
   if (outcomes.length < planned.length) problems.push(`only ${outcomes.length} of ${planned.length} run(s) ran (interrupted)`);
@@ -249,7 +300,9 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentSum
       from: o.spec.from,
       to: o.spec.to,
       repetitions: o.spec.repetitions,
-      load: { timeoutMs: o.spec.load.timeoutMs, beforeSeconds: o.spec.load.beforeSeconds, afterSeconds: o.spec.load.afterSeconds },
+      load: { timeoutMs: o.spec.load.timeoutMs, beforeSeconds: o.spec.load.beforeSeconds, afterSeconds: o.spec.load.afterSeconds, users: o.spec.load.users },
+      badVersion: o.spec.badVersion ? { errorRate: o.spec.badVersion.errorRate ?? 0, latencyMs: o.spec.badVersion.latencyMs ?? 0 } : null,
+      analysis: o.spec.analysis ?? null,
       startedAt,
       finishedAt: new Date().toISOString(),
       machine: { node: process.version, platform: `${process.platform}/${process.arch}`, cpus: cpus().length },

@@ -193,3 +193,135 @@ export function perSecond(
   }
   return buckets;
 }
+
+/**
+ * The version that answered a request, when the app answered it: a whole
+ * response (any status) carrying X-App-Version. A 500 the app sent is its
+ * answer; nginx's own 502/504, a reset or a timeout is nobody's.
+ */
+export function answeredBy(r: RequestRecord): string | undefined {
+  return r.status !== undefined && r.error === undefined ? r.version : undefined;
+}
+
+export interface Span {
+  startMs: number;
+  endMs: number;
+}
+
+/** What ends a span of a version's answers: a gap longer than max(minGapMs, gapFactor × the median gap between them). */
+export interface SpanOptions {
+  minGapMs: number;
+  gapFactor: number;
+}
+
+export const SPAN_DEFAULTS: SpanOptions = { minGapMs: 1000, gapFactor: 5 };
+
+/**
+ * When `version` was answering: its answers (answeredBy; at the moment each
+ * arrived, t + latencyMs) in spans. A gap between two answers longer than
+ * max(minGapMs, gapFactor × the median gap between its answers) ends a span:
+ * the version was out of traffic there (a blue-green switch and back, a
+ * canary taken out and a later one). The threshold scales with the version's
+ * own rate, so a canary at a few percent is not cut into pieces. One answer
+ * is a span of length 0; no answer, no span.
+ */
+export function versionSpans(records: readonly RequestRecord[], version: string, o: SpanOptions = SPAN_DEFAULTS): Span[] {
+  const times = records
+    .filter((r) => answeredBy(r) === version)
+    .map((r) => r.t + r.latencyMs)
+    .sort((a, b) => a - b);
+  if (times.length === 0) return [];
+  const gaps = times.slice(1).map((t, i) => t - times[i]!).sort((a, b) => a - b);
+  const median = gaps.length === 0 ? 0 : gaps.length % 2 === 1 ? gaps[gaps.length >> 1]! : (gaps[gaps.length / 2 - 1]! + gaps[gaps.length / 2]!) / 2;
+  const maxGap = Math.max(o.minGapMs, o.gapFactor * median);
+  const spans: Span[] = [{ startMs: times[0]!, endMs: times[0]! }];
+  for (const t of times.slice(1)) {
+    const last = spans[spans.length - 1]!;
+    if (t - last.endMs > maxGap) spans.push({ startMs: t, endMs: t });
+    else last.endMs = t;
+  }
+  return spans;
+}
+
+export interface MixedVersionSpans {
+  /** Where both versions were answering. */
+  spans: Span[];
+  /** Their total length. */
+  windowMs: number;
+}
+
+/**
+ * The mixed-version window as the overlap of the two versions' spans
+ * (versionSpans): the time during which a client could get either version.
+ * For a deploy that moves forward once it is mixedVersionWindow (from the
+ * first answer by the new version to the last by the old one); it also holds
+ * when the new version is taken out again: a canary removed by its analysis
+ * (the time it answered beside stable), a blue-green switch and switch back
+ * (the two switches, each about one reload, not the time in between, when
+ * only the new set answered). Undefined when one of the versions never
+ * answered.
+ */
+export function mixedVersionSpans(records: readonly RequestRecord[], oldVersion: string, newVersion: string, o: SpanOptions = SPAN_DEFAULTS): MixedVersionSpans | undefined {
+  const olds = versionSpans(records, oldVersion, o);
+  const news = versionSpans(records, newVersion, o);
+  if (olds.length === 0 || news.length === 0) return undefined;
+  const spans: Span[] = [];
+  for (const a of olds) {
+    for (const b of news) {
+      const startMs = Math.max(a.startMs, b.startMs);
+      const endMs = Math.min(a.endMs, b.endMs);
+      if (endMs > startMs) spans.push({ startMs, endMs });
+    }
+  }
+  spans.sort((a, b) => a.startMs - b.startMs);
+  return { spans, windowMs: spans.reduce((n, s) => n + (s.endMs - s.startMs), 0) };
+}
+
+/** What the new version did, from the probes' records (see newVersionFigures). */
+export interface NewVersionFigures {
+  /** Requests it answered (answeredBy), over the whole recording. */
+  answered: number;
+  /** Requests sent between the deploy's start and end, and how many of them it answered. */
+  sentInDeploy: number;
+  answeredInDeploy: number;
+  /** Failed requests it answered itself (e.g. the bad version's 500s). */
+  ownFailures: number;
+  /** Every other failed request: resets, refused connections, timeouts, nginx's 502/504, the old version's errors. */
+  otherFailures: number;
+  /** When its first and last answers arrived (ms on the probes' clock); null when it answered none. */
+  firstAnswerMs: number | null;
+  lastAnswerMs: number | null;
+  /** When the first failed answer it gave arrived; null when none. */
+  firstOwnFailureMs: number | null;
+}
+
+/**
+ * How much traffic the new version took and how its failures split from the
+ * rest; `deploy` is the deploy window (requests by send time).
+ */
+export function newVersionFigures(
+  records: readonly RequestRecord[],
+  newVersion: string,
+  deploy: { startMs: number; endMs: number },
+  isOk: (r: RequestRecord) => boolean = isOkByDefault,
+): NewVersionFigures {
+  const f: NewVersionFigures = { answered: 0, sentInDeploy: 0, answeredInDeploy: 0, ownFailures: 0, otherFailures: 0, firstAnswerMs: null, lastAnswerMs: null, firstOwnFailureMs: null };
+  for (const r of records) {
+    const mine = answeredBy(r) === newVersion;
+    const inDeploy = r.t >= deploy.startMs && r.t <= deploy.endMs;
+    if (inDeploy) f.sentInDeploy++;
+    const ok = isOk(r);
+    if (!ok && !mine) f.otherFailures++;
+    if (!mine) continue;
+    const at = r.t + r.latencyMs;
+    f.answered++;
+    if (inDeploy) f.answeredInDeploy++;
+    f.firstAnswerMs = f.firstAnswerMs === null ? at : Math.min(f.firstAnswerMs, at);
+    f.lastAnswerMs = f.lastAnswerMs === null ? at : Math.max(f.lastAnswerMs, at);
+    if (!ok) {
+      f.ownFailures++;
+      f.firstOwnFailureMs = f.firstOwnFailureMs === null ? at : Math.min(f.firstOwnFailureMs, at);
+    }
+  }
+  return f;
+}

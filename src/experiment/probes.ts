@@ -33,7 +33,16 @@ export interface LoadProfile {
   postPath: string;
   timeoutMs: number;
   keepAlive: boolean;
+  /**
+   * Users the requests come from, in turn (request n is `user-<n mod users>`
+   * in the USER_HEADER header); 0: no such header. Every probe comes from one
+   * client address, so a canary sticks on this header instead.
+   */
+  users: number;
 }
+
+/** The header that names the user a probe request comes from (see LoadProfile.users). */
+export const USER_HEADER = 'X-User';
 
 const DEFAULT_LOAD: LoadProfile = {
   getPerSecond: 10,
@@ -47,6 +56,7 @@ const DEFAULT_LOAD: LoadProfile = {
   // instant gets ECONNRESET; keep-alive probes then resend it once, as
   // browsers do, and record that they did (RequestRecord.retried).
   keepAlive: false,
+  users: 0,
 };
 
 export interface LoadRun {
@@ -106,6 +116,7 @@ function validateProfile(p: LoadProfile): void {
   if (!(p.getPerSecond >= 0) || !Number.isFinite(p.getPerSecond)) bad('getPerSecond', 'must be a number >= 0');
   if (!Number.isInteger(p.postConcurrency) || p.postConcurrency < 0) bad('postConcurrency', 'must be an integer >= 0');
   if (!(p.timeoutMs > 0) || !Number.isFinite(p.timeoutMs)) bad('timeoutMs', 'must be a number > 0');
+  if (!Number.isInteger(p.users) || p.users < 0) bad('users', 'must be an integer >= 0');
   // Checked here because http.request throws synchronously on such a path,
   // and one clear error beats every request failing.
   if (!/^\/\S*$/.test(p.getPath)) bad('getPath', 'must start with / and contain no whitespace');
@@ -140,6 +151,7 @@ export function startLoad(baseUrl: string, profile: Partial<LoadProfile> = {}, o
   const retryAgent = new http.Agent({ keepAlive: false });
   const postBody = JSON.stringify({ bookId: 1, quantity: 1 });
   let postSeq = 0;
+  let userSeq = 0;
 
   const t0 = now();
   const records: RequestRecord[] = [];
@@ -199,6 +211,7 @@ export function startLoad(baseUrl: string, profile: Partial<LoadProfile> = {}, o
     }
 
     const headers: http.OutgoingHttpHeaders = { Accept: 'application/json' };
+    if (p.users > 0) headers[USER_HEADER] = `user-${userSeq++ % p.users}`;
     if (method === 'POST') {
       headers['Content-Type'] = 'application/json';
       headers['Content-Length'] = Buffer.byteLength(postBody);

@@ -9,13 +9,16 @@ import http from 'node:http';
 import type Dockerode from 'dockerode';
 import { fleetFromObject, type Fleet } from '../config/load.js';
 import { LOG_FORMAT, LOG_FORMAT_NAME } from '../core/accessLog.js';
+import type { DeployHealthReport } from '../core/deployHealth.js';
+import type { StrategyInput } from '../core/strategy.js';
 import { parseUpstreamServers, renderUpstream } from '../core/upstream.js';
+import { containerFileAccessLog } from '../adapters/accessLog.js';
 import { DockerRuntime, ensureNetwork, putFile } from '../adapters/docker.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../adapters/localImages.js';
-import { deploy, systemClock, type DeployDeps, type DeployResult, type LoadBalancer } from '../engine/rollout.js';
+import { deploy, healthOf, systemClock, type AccessLogOpener, type DeployDeps, type DeployResult, type LoadBalancer } from '../engine/rollout.js';
 import type { EventSink } from '../engine/events.js';
 import { naiveReplace } from './naiveControl.js';
-import { FleetrollError } from '../errors.js';
+import { FleetrollError, RolloutFailedError } from '../errors.js';
 import { LABELS, type Router } from '../ports.js';
 import type { TimedEvent } from './analysis.js';
 import { mixedVersionWindow, summarizeRequests, type RequestRecord, type RequestSummary } from './metrics.js';
@@ -66,6 +69,22 @@ export interface RehearseOptions {
   /** Load before the deploy starts and after it ends, ms; defaults 1500 and 1000. */
   beforeMs?: number | undefined;
   afterMs?: number | undefined;
+  /**
+   * The rollout to `to` as the fleet file's strategy block (BlueGreen,
+   * Canary); it wins over `recreate`. The fleet at `from` is always started
+   * by a plain rolling update.
+   */
+  strategy?: StrategyInput | undefined;
+  /** The fleet file's `analysis:` block for the rollout to `to` (the gate needs `accessLog`). */
+  analysis?: Record<string, unknown> | undefined;
+  /**
+   * Pass nginx's access log (ACCESS_LOG, fleetroll_json) to the deploy to
+   * `to`: the analysis gate reads it, and the deploy measures its health
+   * numbers (DeployResult.health). Engine deploys only.
+   */
+  accessLog?: boolean | undefined;
+  /** Users the probes' requests come from in turn (the X-User header a canary sticks on); default 0: none. */
+  users?: number | undefined;
 }
 
 export interface RehearseResult {
@@ -187,7 +206,9 @@ export async function waitForHttp(url: string, timeoutMs: number): Promise<void>
   }
 }
 
-async function demoFleet(o: RehearseOptions, names: DemoNames, version: string, env: Record<string, string> = {}): Promise<Fleet> {
+/** The fleet at `version`; `target`: the one rolled to, with the options' strategy, analysis and access log. */
+async function demoFleet(o: RehearseOptions, names: DemoNames, version: string, env: Record<string, string> = {}, target = false): Promise<Fleet> {
+  const strategy = target && o.strategy ? o.strategy : o.recreate ? { type: 'Recreate' } : { type: 'RollingUpdate' };
   return fleetFromObject(
     {
       service: names.service,
@@ -197,13 +218,14 @@ async function demoFleet(o: RehearseOptions, names: DemoNames, version: string, 
       env: { WARMUP_SECONDS: String(o.warmupSeconds), PRESTOP_SECONDS: String(o.prestopSeconds ?? 1), ORDER_DELAY_MS: String(o.orderDelayMs ?? 200), ...env },
       hosts: [{ name: 'local', docker: o.docker, network: names.network }],
       probes: { readiness: { path: '/health/ready', periodMs: 100, timeoutMs: 1000 }, version: { path: '/api/version' } },
-      strategy: o.recreate ? { type: 'Recreate' } : { type: 'RollingUpdate' },
+      strategy,
+      ...(target && o.analysis ? { analysis: o.analysis } : {}),
       ...(o.replacementPolicy !== undefined ? { replacementPolicy: o.replacementPolicy } : {}),
       minReadySeconds: o.minReadySeconds,
       progressDeadlineSeconds: 60 + o.minReadySeconds,
       drainSeconds: o.drainSeconds,
       terminationGracePeriodSeconds: 10,
-      loadBalancers: [{ nginx: { container: names.nginx, host: 'local', upstreamFile: UPSTREAM_FILE, upstream: names.upstream } }],
+      loadBalancers: [{ nginx: { container: names.nginx, host: 'local', upstreamFile: UPSTREAM_FILE, upstream: names.upstream, ...(target && o.accessLog ? { accessLog: ACCESS_LOG } : {}) } }],
     },
     `rehearse (${names.service})`,
     { maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable },
@@ -226,6 +248,10 @@ export interface UnderLoadResult {
   deploy?: DeployResult | undefined;
   /** Set when the deploy itself failed (its message). */
   deployError?: string | undefined;
+  /** The deploy failed because the analysis gate failed: the new version was taken out of traffic and the fleet rolled back. */
+  stoppedByAnalysis: boolean;
+  /** The deploy's health numbers from nginx's access log (with `accessLog`, engine deploys), completed or failed. */
+  health?: DeployHealthReport | undefined;
   versions: { expected: string; instances: { name: string; version: string }[] };
   nginxUrl: string;
 }
@@ -258,6 +284,18 @@ function observedRouter(r: Router, onReload: (up: string[], down: string[]) => v
 }
 
 /**
+ * The deploy failed because the analysis gate failed, and the new version
+ * was taken out of traffic. The engine says so per strategy: RollingUpdate's
+ * gate (and its rollback) with `analysisFailed`; a canary aborted "(the
+ * analysis failed)"; a blue-green switch back "(the analysis failed)".
+ */
+export function stoppedByAnalysisGate(err: unknown): boolean {
+  if (!(err instanceof RolloutFailedError)) return false;
+  const d = err.details;
+  return d.analysisFailed === true || d.aborted === 'the analysis failed' || (d.switchedBack === true && /^rolled back \(the analysis failed\)/.test(err.message));
+}
+
+/**
  * One rollout on a fresh local fleet, under load: remove leftovers of the same
  * name, start the network and nginx, deploy `from`, start the probes, deploy
  * `to` (or run the naive or the script control), stop the probes, ask every instance for its
@@ -286,10 +324,10 @@ export async function runUnderLoad(
     const initialDeploy = await deploy(fromFleet, await makeDeps(fromFleet));
     const initial = initialDeploy.instances.map((i) => i.name);
 
-    const toFleet = await demoFleet(o, names, o.to, o.toEnv);
+    const toFleet = await demoFleet(o, names, o.to, o.toEnv, true);
     const load = startLoad(
       nginxUrl,
-      { getPerSecond: o.getPerSecond, postConcurrency: o.postConcurrency, timeoutMs: o.timeoutMs ?? 5000, keepAlive: o.keepAlive ?? false },
+      { getPerSecond: o.getPerSecond, postConcurrency: o.postConcurrency, timeoutMs: o.timeoutMs ?? 5000, keepAlive: o.keepAlive ?? false, users: o.users ?? 0 },
     );
     const events: TimedEvent[] = [{ t: load.elapsed(), source: 'runner', event: { type: 'load-start' } }];
     const mark = (event: TimedEvent['event'], source: TimedEvent['source'] = 'runner') => events.push({ t: load.elapsed(), source, event });
@@ -302,7 +340,12 @@ export async function runUnderLoad(
     let reloads = 0;
     let result: DeployResult | undefined;
     let deployError: string | undefined;
+    let stoppedByAnalysis = false;
+    let health: DeployHealthReport | undefined;
     let deps: DeployDeps | undefined;
+    const accessLogs: AccessLogOpener[] | undefined = o.accessLog
+      ? [{ name: `access log ${ACCESS_LOG} in container ${names.nginx}`, open: async () => containerFileAccessLog(docker, names.nginx, ACCESS_LOG) }]
+      : undefined;
     mark({ type: 'deploy-start' });
     const deployStartMs = load.elapsed();
     try {
@@ -313,16 +356,21 @@ export async function runUnderLoad(
       }));
       if (o.naive) await naiveReplace(toFleet, { ...deps, routers, events: sink }, { intervalMs: o.naiveIntervalMs ?? 1000 });
       else if (o.script) await scriptRollout(toFleet, { ...deps, routers, events: sink }, o.script);
-      else result = await deploy(toFleet, { ...deps, routers, events: sink });
+      else {
+        result = await deploy(toFleet, { ...deps, routers, events: sink, ...(accessLogs ? { accessLogs } : {}) });
+        health = result.health;
+      }
     } catch (err) {
       if (!(err instanceof FleetrollError)) {
         await load.stop();
         throw err;
       }
       deployError = err.message;
+      stoppedByAnalysis = stoppedByAnalysisGate(err);
+      health = healthOf(err);
     }
     const deployEndMs = load.elapsed();
-    mark({ type: 'deploy-end', outcome: deployError === undefined ? 'complete' : 'failed', ...(deployError !== undefined ? { error: deployError } : {}) });
+    mark({ type: 'deploy-end', outcome: deployError === undefined ? 'complete' : stoppedByAnalysis ? 'stopped' : 'failed', ...(deployError !== undefined ? { error: deployError } : {}) });
     await systemClock.sleep(o.afterMs ?? 1000);
     const loadEndMs = load.elapsed();
     mark({ type: 'load-stop' });
@@ -344,7 +392,9 @@ export async function runUnderLoad(
       toFleet,
       deploy: result,
       deployError,
-      versions: { expected: o.to, instances: versions },
+      stoppedByAnalysis,
+      ...(health ? { health } : {}),
+      versions: { expected: stoppedByAnalysis ? o.from : o.to, instances: versions },
       nginxUrl,
     };
   } finally {

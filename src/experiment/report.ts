@@ -5,7 +5,9 @@
  * PURE: the caller writes the files and renders the chart specs.
  */
 import type { TopLevelSpec } from 'vega-lite';
-import type { CellAggregate, CapacityPoint, RunMetrics, Stat } from './analysis.js';
+import type { DeployHealthReport } from '../core/deployHealth.js';
+import type { StrategyInput } from '../core/strategy.js';
+import type { CellAggregate, CapacityPoint, DeployOutcome, NewVersionMetrics, RunMetrics, Stat } from './analysis.js';
 import { capacitySpec, failuresSpec, versionsPerSecondSpec, windowDurationSpec, type FailuresRow, type WindowDurationRow } from './charts.js';
 import type { Block } from './document.js';
 import type { SecondBucket } from './metrics.js';
@@ -21,7 +23,9 @@ export interface RunOutcome {
   startedAt: string;
   metrics: RunMetrics;
   deployError?: string | undefined;
-  /** Instances that did not report the target version at the end ("name: version"). */
+  /** The version every instance should run at the end: `to`, or `from` when the analysis stopped the deploy. */
+  expectedVersion: string;
+  /** Instances that did not report expectedVersion at the end ("name: version"). */
   wrongVersions: string[];
   buckets: SecondBucket[];
   deployStartMs: number;
@@ -34,7 +38,15 @@ export interface RunOutcome {
 export interface CellSummary {
   id: string;
   label: string;
-  strategy: Pick<StrategySpec, 'type' | 'maxSurge' | 'maxUnavailable' | 'replacementPolicy' | 'intervalSeconds' | 'batch' | 'pollSeconds'> & { name: string };
+  strategy: Pick<StrategySpec, 'type' | 'maxSurge' | 'maxUnavailable' | 'replacementPolicy' | 'intervalSeconds' | 'batch' | 'pollSeconds' | 'expectStopped'> & {
+    name: string;
+    /** BlueGreen and Canary: the fleet file's strategy block the runs used. */
+    fleet?: StrategyInput | undefined;
+    /** The fleet file's analysis block (RollingUpdate, BlueGreen). */
+    analysis?: Record<string, unknown> | undefined;
+    /** Where the analysis gate judged the new version ("after the first wave", ...); null or absent: no gate. */
+    gate?: string | null | undefined;
+  };
   /** maxSurge/maxUnavailable as instance counts (null for the naive and script controls). */
   resolved: { maxSurge: number; maxUnavailable: number } | null;
   params: CellParams;
@@ -51,9 +63,15 @@ export interface RunLine {
   id: string;
   cell: string;
   repetition: number;
+  /** completed, stopped (the analysis took the new version out and the fleet rolled back), failed. */
+  outcome: DeployOutcome;
   requests: { total: number; ok: number; failed: number; retried: number; byOutcome: Record<string, number> };
   failuresByPhase: RunMetrics['failuresByPhase'];
   windowMs: number;
+  /** The new version's traffic, its own failures and the others, and the times to roll back (see RunMetrics.newVersion). */
+  newVersion: NewVersionMetrics;
+  /** The deploy's health numbers from nginx's access log; null for the naive and script controls. */
+  health: DeployHealthReport | null;
   deployDurationMs: number;
   minCapacity: number;
   peakInstances: number;
@@ -74,12 +92,16 @@ export interface ExperimentSummary {
     from: string;
     to: string;
     repetitions: number;
-    load: { timeoutMs: number; beforeSeconds: number; afterSeconds: number };
+    load: { timeoutMs: number; beforeSeconds: number; afterSeconds: number; users: number };
+    /** The new version was made subtly bad: share of its API answers that are 500s, latency added (null: a good version). */
+    badVersion: { errorRate: number; latencyMs: number } | null;
+    /** The spec's analysis block (merged under each strategy's). */
+    analysis: Record<string, unknown> | null;
     startedAt: string;
     finishedAt: string;
     machine: { node: string; platform: string; cpus: number };
   };
-  /** Every deploy completed, every instance ended on `to` (naive aside), every expectation met. */
+  /** Every deploy completed or was stopped as expected, every instance ended where it should (naive aside), every expectation met. */
   ok: boolean;
   problems: string[];
   cells: CellSummary[];
@@ -98,8 +120,11 @@ export function runLine(r: RunOutcome): RunLine {
     cell: r.cellId,
     repetition: r.repetition,
     requests: { total: r.metrics.requests.total, ok: r.metrics.requests.ok, failed: r.metrics.requests.failed, retried: r.metrics.requests.retried, byOutcome },
+    outcome: r.metrics.outcome,
     failuresByPhase: r.metrics.failuresByPhase,
     windowMs: Math.round(r.metrics.windowMs),
+    newVersion: r.metrics.newVersion,
+    health: r.metrics.health,
     deployDurationMs: Math.round(r.metrics.deployDurationMs),
     minCapacity: r.metrics.minCapacity,
     peakInstances: r.metrics.peakInstances,
@@ -131,12 +156,95 @@ function outcomes(map: Record<string, Stat>, onlyFailures: boolean): string {
   return entries.length === 0 ? '–' : entries.map(([k, s]) => `${k} × ${fmtStat(s)}`).join(', ');
 }
 
+/** "25% → analysis" for a canary's steps as the fleet got them. */
+function canarySteps(fleet: StrategyInput | undefined): string {
+  const steps = (fleet?.canary?.steps ?? []) as readonly Record<string, unknown>[];
+  return steps
+    .map((st) => (st.setWeight !== undefined ? `${String(st.setWeight)}%` : st.analysis !== undefined ? 'analysis' : st.pause !== undefined ? `pause ${String((st.pause as { duration?: unknown }).duration)}` : '?'))
+    .join(' → ');
+}
+
 function strategyText(c: CellSummary): string {
+  if (c.strategy.type === 'BlueGreen') {
+    const delay = c.strategy.fleet?.blueGreen?.scaleDownDelaySeconds;
+    return `BlueGreen: the whole new set beside the old one, one reload switches; old set kept ${delay ?? 30} s (scaleDownDelaySeconds)`;
+  }
+  if (c.strategy.type === 'Canary') {
+    return `Canary: ${canarySteps(c.strategy.fleet)} (sticky on ${c.strategy.fleet?.canary?.stickyKey ?? 'X-User'}), then a rolling update maxSurge ${c.strategy.maxSurge ?? '25%'} (${c.resolved?.maxSurge}), maxUnavailable ${c.strategy.maxUnavailable ?? '25%'} (${c.resolved?.maxUnavailable})`;
+  }
   if (c.strategy.type === 'naive') return `naive control (kill, start, reload; ${c.strategy.intervalSeconds ?? 1} s pause)`;
   if (c.strategy.type === 'script') return `script control, batch ${c.strategy.batch} (mark down + reload, drain, stop, start, poll readiness every ${c.strategy.pollSeconds ?? 1} s, re-enable + reload)`;
   if (c.strategy.type === 'Recreate') return 'Recreate';
   const policy = c.strategy.replacementPolicy ? `, replacementPolicy ${c.strategy.replacementPolicy}` : '';
   return `maxSurge ${c.strategy.maxSurge ?? '25%'} (${c.resolved?.maxSurge}), maxUnavailable ${c.strategy.maxUnavailable ?? '25%'} (${c.resolved?.maxUnavailable})${policy}`;
+}
+
+/** "after the first wave: error rate ≤ 5%, every 4s, at least 10 requests" or "none". */
+function gateText(c: CellSummary): string {
+  if (!c.strategy.gate) return c.strategy.type === 'naive' || c.strategy.type === 'script' ? 'none (a control)' : 'none';
+  const a = c.strategy.analysis ?? (c.strategy.fleet?.canary?.steps as readonly Record<string, unknown>[] | undefined)?.find((st) => st.analysis !== undefined)?.analysis as Record<string, unknown> | undefined;
+  if (!a) return c.strategy.gate;
+  const limits = [
+    a.maxErrorRate !== undefined ? `error rate ≤ ${String(a.maxErrorRate)}` : '',
+    a.maxErrorRateIncrease !== undefined ? `error rate ≤ stable + ${String(a.maxErrorRateIncrease)}` : '',
+    a.maxLatencyRatio !== undefined ? `p99 ≤ ${String(a.maxLatencyRatio)}× stable` : '',
+  ].filter(Boolean);
+  const every = a.interval !== undefined ? `, measured every ${String(a.interval)}` : '';
+  const min = a.minRequests !== undefined ? `, at least ${String(a.minRequests)} requests` : '';
+  return `${c.strategy.gate}: ${limits.join(', ')}${every}${min}`;
+}
+
+const OUTCOME_TEXT: Record<DeployOutcome, string> = { completed: 'completed', stopped: 'stopped by the analysis', failed: 'FAILED' };
+
+/** "stopped by the analysis" or "completed 2, stopped by the analysis 1". */
+function outcomeText(a: CellAggregate): string {
+  const parts = (Object.keys(OUTCOME_TEXT) as DeployOutcome[]).filter((k) => a.outcomes[k] > 0);
+  return parts.length === 1 ? OUTCOME_TEXT[parts[0]!] : parts.map((k) => `${OUTCOME_TEXT[k]} ${a.outcomes[k]}`).join(', ');
+}
+
+/**
+ * The strategies against the bad version, one line per configuration:
+ * what the analysis did, the failures split by who caused them, the
+ * mixed-version window, how much traffic the bad version took, how long it
+ * took to get it out, and nginx's own count of 5xx.
+ */
+export function badVersionTable(summary: ExperimentSummary): Block {
+  return {
+    kind: 'table',
+    head: [
+      'configuration',
+      'analysis gate',
+      'outcome',
+      'requests',
+      "failed: bad version's own / other",
+      'mixed-version window (s)',
+      'bad version answered (in the deploy)',
+      'time to roll back (s): from deploy start / from its first 500',
+      'bad version in traffic (s)',
+      'access log: 5xx / dropped',
+    ],
+    align: ['l', 'l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+    rows: summary.cells.map((c) => {
+      const a = c.aggregate;
+      const nv = a.newVersion;
+      const stopped = a.outcomes.stopped > 0;
+      const notStopped = a.outcomes.completed > 0 ? 'not stopped' : 'n/a';
+      const share = nv.sentInDeploy.median > 0 ? ` (${((100 * nv.answeredInDeploy.median) / nv.sentInDeploy.median).toFixed(0)}%)` : '';
+      return [
+        c.label,
+        gateText(c),
+        outcomeText(a),
+        fmtStat(a.requests.total),
+        `${fmtStat(nv.ownFailures)} / ${fmtStat(nv.otherFailures)}`,
+        // Hundredths: a blue-green switch is tens of milliseconds.
+        fmtStat(a.windowMs, 1000, 2),
+        `${fmtStat(nv.answeredInDeploy)} of ${fmtStat(nv.sentInDeploy)}${share}${a.outcomes.completed > 0 ? ', then all' : ''}`,
+        stopped ? `${sec(nv.stopMs)} / ${sec(nv.stopAfterFirstFailureMs)}` : notStopped,
+        stopped ? sec(nv.exposureMs) : a.outcomes.completed > 0 ? 'not stopped' : 'n/a',
+        a.health ? `${fmtStat(a.health.failed5xx)} / ${fmtStat(a.health.dropped)}` : 'n/a',
+      ];
+    }),
+  };
 }
 
 // ---- the script control beside fleetroll ----
@@ -341,6 +449,16 @@ export function buildDocument(summary: ExperimentSummary, runs: readonly RunOutc
   b.push({ kind: 'p', text: 'Per configuration, over its repetitions: median (min–max) when they differ. "retried" counts requests resent once after a reused keep-alive connection was closed under them (see below); they are included in "requests" and counted as failed only if the resend failed too.' });
   b.push(resultsTable(summary));
 
+  if (e.badVersion) {
+    const what = [e.badVersion.errorRate > 0 ? `${+(e.badVersion.errorRate * 100).toFixed(4)}% of its API answers are 500s` : '', e.badVersion.latencyMs > 0 ? `${e.badVersion.latencyMs} ms added to each` : ''].filter(Boolean).join(', ');
+    b.push({ kind: 'h3', text: 'Against a bad version' });
+    b.push({
+      kind: 'p',
+      text: `The new version ${e.to} is subtly bad (\`badVersion\`: ${what}; readiness passes). Per configuration, median (min–max) over the repetitions. "failed" splits the failed requests into those the bad version answered itself (its 500s, with its X-App-Version) and every other failure (resets, timeouts, nginx's 502/504, the old version's errors): the second is what the rollout caused. "time to roll back" runs to the last answer the bad version gave, from the deploy's start and from its first 500; "in traffic" from its first answer to its last. A strategy that completed left the bad version serving everything. "access log" is nginx's own count over the deploy window (the deploy's health numbers), where the probes' count also covers the load before and after it.`,
+    });
+    b.push(badVersionTable(summary));
+  }
+
   if (summary.scriptComparison.length > 0) {
     b.push({ kind: 'h3', text: 'fleetroll beside the hand-written script' });
     b.push({
@@ -353,11 +471,12 @@ export function buildDocument(summary: ExperimentSummary, runs: readonly RunOutc
   b.push({ kind: 'h3', text: 'Configurations' });
   b.push({
     kind: 'table',
-    head: ['configuration', 'strategy', 'replicas', 'drain (s)', 'warm-up (s)', 'minReady (s)', 'prestop (s)', 'GET/s', 'POST streams', 'POST (ms)', 'connections'],
-    align: ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
+    head: ['configuration', 'strategy', 'analysis gate', 'replicas', 'drain (s)', 'warm-up (s)', 'minReady (s)', 'prestop (s)', 'GET/s', 'POST streams', 'POST (ms)', 'connections'],
+    align: ['l', 'l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
     rows: summary.cells.map((c) => [
       c.label,
       strategyText(c),
+      gateText(c),
       String(c.params.replicas),
       String(c.params.drainSeconds),
       String(c.params.warmupSeconds),
@@ -423,7 +542,7 @@ export function buildDocument(summary: ExperimentSummary, runs: readonly RunOutc
         String(m.requests.retried),
         Object.entries(line.requests.byOutcome).map(([k, n]) => `${k} × ${n}`).join(', '),
         secOf(m.windowMs),
-        secOf(m.deployDurationMs) + (r.deployError ? ' (deploy FAILED)' : ''),
+        secOf(m.deployDurationMs) + (m.outcome === 'stopped' ? ' (stopped by the analysis)' : r.deployError ? ' (deploy FAILED)' : ''),
         m.overheadRatio === null ? 'n/a' : `${m.overheadRatio.toFixed(2)}×`,
         String(m.minCapacity),
         String(m.peakInstances),
@@ -441,12 +560,14 @@ export function buildDocument(summary: ExperimentSummary, runs: readonly RunOutc
     items: [
       'Every request the probes sent is in `runs/<run>/requests.ndjson` (time sent in ms since the probes started, method, path, status or error, latency, the `X-App-Version` that answered, `retried`); the deploy\'s events with the same clock are in `runs/<run>/events.ndjson`; `runs/<run>/metrics.json` has everything below per run.',
       'A request is ok when it got a 2xx/3xx and its whole body; anything else (5xx, reset, refused, timeout, a body cut off) is failed.',
-      '**Mixed-version window**: from the first successful answer by the new version to the last by the old one, at the moments those answers arrived.',
+      '**Mixed-version window**: the time during which both versions were answering, at the moments their answers arrived. Each version\'s answers (any status the app sent, a whole response) form spans; a gap longer than max(1 s, 5 × the median gap between that version\'s answers) ends a span (the version was out of traffic). The window is the total overlap of the old and the new version\'s spans: for a rollout that moves forward once, from the first answer by the new version to the last by the old one; for a canary taken out, the time it answered beside stable; for a blue-green switch and back, the overlap at each of the two switches, not the time in between. `mixedVersionWindow` in metrics.json keeps the first-new-to-last-old figure.',
+      '**The new version** (`newVersion` in metrics.json): the requests sent during the deploy and how many of them it answered; the failed requests it answered itself (a 5xx with its `X-App-Version`: with `badVersion`, its own 500s) and every other failure. When the analysis stopped it (outcome "stopped": the deploy failed on the gate, the new version was taken out and the fleet rolled back), the **time to roll back** is measured to its last answer, from the deploy\'s start (`stopMs`) and from its first failed answer (`stopAfterFirstFailureMs`), and its **time in traffic** from its first answer to its last (`exposureMs`).',
+      '**Access log** (`health` in metrics.json): the deploy reads nginx\'s fleetroll_json access log, as `fleetroll deploy` does with `accessLog:`: the analysis gate judges from it, and the deploy ends with its health numbers (requests, 5xx, dropped, its own mixed-version window, the first new instance\'s error rate). The naive and script controls do not deploy through the engine and have none.',
       '**Deploy duration**: from the call to deploy until it returned (for the naive control: until its last replacement and pause; for the script control: until its last batch was back in nginx).',
       '**The script control** is the proper hand-written rolling script (the article\'s `rolling.sh`) in batches of b: per batch it rewrites the upstream with the batch marked `down`, runs `nginx -t` and reloads; sleeps drainSeconds; stops the batch gracefully (side by side) and removes it; starts b new containers one after another on the same hosts; polls each one\'s readiness every pollSeconds (giving up after progressDeadlineSeconds); then rewrites the upstream with everything up and reloads again. It uses the same Docker, nginx and probe code as fleetroll and reports the same events, so its figures are measured the same way: two reloads per batch, one batch at a time. It is a control for experiments, not a way to deploy.',
-      '**Phases** come from the timestamped events: per wave "marking down" (the reload that takes old instances out), "draining", "stopping", "starting", "waiting for readiness"; then "verifying". The script control has the same per batch ("batch N: ..."), then "re-enabling" (the reload that puts the ready batch in). The naive control: per instance "killing", "starting", "reloading nginx", "pause".',
+      '**Phases** come from the timestamped events: per wave "marking down" (the reload that takes old instances out), "draining", "stopping", "starting", "waiting for readiness"; then "verifying". The script control has the same per batch ("batch N: ..."), then "re-enabling" (the reload that puts the ready batch in). The naive control: per instance "killing", "starting", "reloading nginx", "pause". Blue-green, canary and a rollback add what their messages announce: "switching to the new set", "old set kept (scaleDownDelaySeconds)", "switching back", "canary 25%", "canary analysis at 25%", "aborting the canary", "final rolling update", "rolling back".',
       '**Capacity**: servers nginx sends traffic to, tracked from the upstream events of the engine and the script control (and, for the naive control, from what each reload loaded), minus stopped containers. The naive control lists a new instance as soon as it starts, before it is ready.',
-      '**Simulate** runs the same rolling algorithm on a virtual clock with the nominal timings: start-to-ready = warm-up, drain = drainSeconds, stop = prestop, minReadySeconds. Its duration is the floor the timings imply (per wave drain + stop + start-to-ready + minReadySeconds, with the overlaps the algorithm allows). **Overhead** = measured duration / that floor: container create/start, readiness polling, nginx reloads and fleetroll\'s own loop.',
+      '**Simulate** runs the same rolling algorithm on a virtual clock with the nominal timings: start-to-ready = warm-up, drain = drainSeconds, stop = prestop, minReadySeconds. Its duration is the floor the timings imply (per wave drain + stop + start-to-ready + minReadySeconds, with the overlaps the algorithm allows). **Overhead** = measured duration / that floor: container create/start, readiness polling, nginx reloads and fleetroll\'s own loop. simulate\'s access logs say the new version is healthy, so it predicts the rollout that passes its analysis; a deploy the analysis stopped has no overhead figure.',
       `Load: the probes start ${e.load.beforeSeconds} s before the deploy and stop ${e.load.afterSeconds} s after it; per-request timeout ${e.load.timeoutMs} ms. GETs go out on a fixed schedule (open loop), POSTs back to back per stream.`,
     ],
   });

@@ -10,12 +10,23 @@
  *
  * Validation reports every problem with its path (`strategies/1/maxSurge: ...`)
  * and nothing runs until the whole spec is valid.
+ *
+ * Strategies against a bad version (issue 13): `BlueGreen` and `Canary`
+ * beside RollingUpdate, an `analysis:` block (the gate of the fleet file)
+ * for the whole spec and per strategy (merged field by field; `false` turns
+ * the gate off), and `badVersion:` to make the new version subtly bad (a
+ * share of 500s and/or added latency, readiness still passing). Nobody runs
+ * `fleetroll promote`, `resume` or `abort` during a run, so whatever would
+ * wait for them (a pause without a duration, autoPromote: false,
+ * onInconclusive: pause) is refused.
  */
 import type * as zod from 'zod';
+import { analysisSchema, parseDurationSeconds, parsePercent } from '../config/analysis.js';
 import { VERSION_RE, zodIssues } from '../config/schema.js';
 import * as z from '../config/zod.js';
 import { readDocument } from '../config/load.js';
-import { resolveStrategy, type ResolvedStrategy } from '../core/strategy.js';
+import { USER_HEADER } from './probes.js';
+import { BUILTIN_DEFAULTS, resolveStrategy, type ResolvedStrategy, type StrategyInput } from '../core/strategy.js';
 import { ValidationError, type FieldIssue } from '../errors.js';
 
 const msg = (what: string) => ({ error: (i: { input?: unknown }) => `must be ${what}, got ${JSON.stringify(i.input)}` });
@@ -25,14 +36,27 @@ const integer = (min: number, max: number) => number(min, max, 'an integer').int
 const oneOrMany = <T extends zod.ZodType>(t: T) => z.union([t, z.array(t).min(1, 'must list at least one value').max(12, 'must list at most 12 values')]);
 const intOrPercent = z.union([z.number(), z.string()], msg('an integer or a percentage string like "25%"'));
 
+/** A mapping of analysis settings (validated with the fleet file's analysis schema once the layers are merged). */
+const analysisBlock = z.record(z.string(), z.unknown(), msg('a mapping of analysis settings (interval, minRequests, maxErrorRate, ...)'));
+
+/**
+ * What a canary sticks on in an experiment: the probes send a rotating user
+ * id in USER_HEADER, and every probe comes from the same client address, so
+ * the fleet file's default key (remote_addr) would send all traffic to one side.
+ */
+export const EXPERIMENT_STICKY_KEY = `header:${USER_HEADER}`;
+
 const strategySchema = z
   .object({
-    /** Shown in tables and charts; default derived from the settings ("1/0", "Recreate", "naive", "script b=2"). */
+    /** Shown in tables and charts; default derived from the settings ("1/0", "Recreate", "naive", "script b=2", "BlueGreen", "Canary 25%", "+ analysis"). */
     name: z.string(msg('a short label')).min(1, 'must not be empty').max(40, 'must be at most 40 characters').optional(),
-    type: z.enum(['RollingUpdate', 'Recreate', 'naive', 'script'], msg('"RollingUpdate", "Recreate", "naive" or "script"')).default('RollingUpdate'),
+    type: z
+      .enum(['RollingUpdate', 'Recreate', 'BlueGreen', 'Canary', 'naive', 'script'], msg('"RollingUpdate", "Recreate", "BlueGreen", "Canary", "naive" or "script"'))
+      .default('RollingUpdate'),
+    /** RollingUpdate, and Canary's final rolling update. */
     maxSurge: intOrPercent.optional(),
     maxUnavailable: intOrPercent.optional(),
-    /** RollingUpdate only: the fleet file's replacementPolicy; unset leaves the fleet's default. */
+    /** RollingUpdate and Canary (its final rolling update): the fleet file's replacementPolicy; unset leaves the fleet's default. */
     replacementPolicy: z.enum(['TerminationStarted', 'TerminationComplete'], msg('"TerminationStarted" or "TerminationComplete"')).optional(),
     /** naive only: pause between two replaced instances (the article's `sleep 3`). */
     intervalSeconds: number(0, 60).optional(),
@@ -40,10 +64,55 @@ const strategySchema = z
     batch: integer(1, 20).optional(),
     /** script only: seconds between two readiness polls of a new instance (the script's `sleep 1`); default 1. */
     pollSeconds: number(0.1, 60).optional(),
-    /** The command exits 1 when any run of this strategy had a failed request. */
+    /** BlueGreen only: the fleet file's strategy.blueGreen (no preview, no manual promote in an experiment). */
+    blueGreen: z
+      .object(
+        {
+          scaleDownDelaySeconds: number(0, 600).optional(),
+          // Refused with a reason (see strategyIssues), rather than as unknown fields.
+          preview: z.unknown().optional(),
+          previewUpstream: z.unknown().optional(),
+          autoPromote: z.unknown().optional(),
+        },
+        msg('a mapping: { scaleDownDelaySeconds }'),
+      )
+      .strict()
+      .optional(),
+    /** Canary only (required): the fleet file's strategy.canary; steps are checked by core/strategy, the sticky key is the probes' X-User header. */
+    canary: z
+      .object(
+        {
+          canaryReplicas: integer(1, 20).optional(),
+          stickyKey: z.unknown().optional(),
+          steps: z.array(z.unknown(), msg('a list of steps like [{ setWeight: 25 }, { analysis: {} }]')).optional(),
+        },
+        msg('a mapping: { steps, canaryReplicas }'),
+      )
+      .strict()
+      .optional(),
+    /**
+     * The analysis gate for this strategy: settings merged over the spec's
+     * `analysis:` (field by field; true is {}: the spec's as they are), or
+     * false for no gate. RollingUpdate: after its first wave; BlueGreen: after
+     * the switch; Canary: at its analysis steps.
+     */
+    analysis: z.union([z.boolean(), analysisBlock], msg("a mapping of analysis settings, true (the spec's analysis) or false (no analysis gate)")).optional(),
+    /** The command exits 1 when any run of this strategy had a failed request (with badVersion: one the bad version did not answer itself). */
     expectZeroFailures: z.boolean(msg('true or false')).optional(),
+    /** true: the command exits 1 unless the analysis stopped the new version in every run (fleet back on `from`); false: unless every deploy completed. */
+    expectStopped: z.boolean(msg('true or false')).optional(),
   })
   .strict();
+
+/** A share from 0 to 1: "20%" or 0.2 (1 = every API request). */
+const share = z.union([z.number(), z.string()], msg('a share like "20%" or 0.2')).transform((v, ctx) => {
+  const f = parsePercent(v);
+  if (f === undefined || f < 0 || f > 1) {
+    ctx.addIssue({ code: 'custom', message: `must be a share from 0 to 1 like "20%" or 0.2, got ${JSON.stringify(v)}`, input: v });
+    return z.NEVER;
+  }
+  return f;
+});
 
 export const experimentSchema = z
   .object({
@@ -79,10 +148,23 @@ export const experimentSchema = z
         /** Load before the deploy starts and after it ends. */
         beforeSeconds: number(0, 60).default(1.5),
         afterSeconds: number(0, 60).default(1),
+        /** Distinct users the probes cycle through, one per request, in the X-User header (what a canary sticks on). */
+        users: integer(1, 100_000).default(1000),
       })
       .strict()
       .prefault({}),
     strategies: z.array(strategySchema, msg('a list of strategies')).min(1, 'must list at least one strategy').max(20, 'must list at most 20 strategies'),
+    /** The analysis gate for every strategy it applies to (RollingUpdate, BlueGreen, a Canary's analysis steps); a strategy may override fields or say false. */
+    analysis: analysisBlock.optional(),
+    /**
+     * The new version (`to`) is subtly bad: the example app's BAD_ERROR_RATE
+     * (a share of its /api/* answers are 500s) and BAD_LATENCY_MS (added to
+     * each); readiness and the version probe are not affected.
+     */
+    badVersion: z
+      .object({ errorRate: share.optional(), latencyMs: integer(0, 10_000).optional() }, msg('a mapping: { errorRate: "20%", latencyMs: 0 }'))
+      .strict()
+      .optional(),
     /** Formats for the per-request recordings. */
     records: z.array(z.enum(['ndjson', 'csv'], msg('"ndjson" or "csv"'))).min(1).default(['ndjson']),
   })
@@ -118,6 +200,12 @@ export interface Cell {
   strategy: StrategySpec & { name: string };
   /** Resolved for this cell's replicas; undefined for the naive and script controls. */
   resolved?: ResolvedStrategy | undefined;
+  /** The fleet file's strategy block for BlueGreen and Canary (canary analysis steps carry the merged settings); undefined otherwise. */
+  fleetStrategy?: StrategyInput | undefined;
+  /** The fleet file's `analysis:` block (spec and strategy merged; RollingUpdate and BlueGreen only); undefined: no gate there. */
+  analysis?: Record<string, unknown> | undefined;
+  /** Where the analysis gate judges the new version: "after the first wave", "after the switch", "at canary step 2"; undefined: no gate. */
+  gate?: string | undefined;
   params: CellParams;
   /** Values of the dimensions that vary across the matrix (for charts). */
   varying: Partial<Record<Dimension, number | boolean>>;
@@ -133,13 +221,47 @@ export interface PlannedRun {
 }
 
 const list = <T>(v: T | T[]): T[] => (Array.isArray(v) ? v : [v]);
+const isMapping = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-export function strategyName(s: StrategySpec): string {
+/** The canary's steps as written, with their index; only well-formed ones (one key). */
+function stepsOf(s: StrategySpec): { k: number; kind: string; value: unknown }[] {
+  return (s.canary?.steps ?? []).flatMap((raw, k) => {
+    if (!isMapping(raw)) return [];
+    const keys = Object.keys(raw);
+    return keys.length === 1 ? [{ k, kind: keys[0]!, value: raw[keys[0]!] }] : [];
+  });
+}
+
+/**
+ * Where the analysis gate judges this strategy's new version, or undefined
+ * when it has none: RollingUpdate after its first wave and BlueGreen after
+ * the switch (when the spec or the strategy gives analysis settings and the
+ * strategy does not say false), a Canary at its analysis steps.
+ */
+export function gateOf(s: StrategySpec, specAnalysis: Record<string, unknown> | undefined): string | undefined {
+  if (s.analysis === false) return undefined;
+  const settings = specAnalysis !== undefined || s.analysis !== undefined;
+  if (s.type === 'RollingUpdate') return settings ? 'after the first wave' : undefined;
+  if (s.type === 'BlueGreen') return settings ? 'after the switch' : undefined;
+  if (s.type === 'Canary') {
+    const at = stepsOf(s).filter((x) => x.kind === 'analysis').map((x) => x.k + 1);
+    return at.length === 0 ? undefined : `at canary step${at.length > 1 ? 's' : ''} ${at.join(', ')}`;
+  }
+  return undefined;
+}
+
+export function strategyName(s: StrategySpec, specAnalysis?: Record<string, unknown>): string {
   if (s.name) return s.name;
+  const gated = gateOf(s, specAnalysis) !== undefined ? ' + analysis' : '';
   if (s.type === 'naive') return 'naive';
   if (s.type === 'Recreate') return 'Recreate';
   if (s.type === 'script') return `script b=${s.batch ?? '?'}`;
-  return `${s.maxSurge ?? '25%'}/${s.maxUnavailable ?? '25%'}${s.replacementPolicy ? ` ${s.replacementPolicy}` : ''}`;
+  if (s.type === 'BlueGreen') return `BlueGreen${gated}`;
+  if (s.type === 'Canary') {
+    const weights = stepsOf(s).filter((x) => x.kind === 'setWeight').map((x) => `${String(x.value)}%`);
+    return `Canary${weights.length > 0 ? ` ${weights.join('→')}` : ''}${gated}`;
+  }
+  return `${s.maxSurge ?? '25%'}/${s.maxUnavailable ?? '25%'}${s.replacementPolicy ? ` ${s.replacementPolicy}` : ''}${gated}`;
 }
 
 const slug = (s: string) =>
@@ -173,39 +295,208 @@ function describeDim(d: Dimension, v: number | boolean): string {
   }
 }
 
-/** Cross-field rules: strategy fields that only fit one type, duplicate names, and what resolveStrategy rejects. */
+/** In an experiment an inconclusive analysis fails: nobody is there to resume. */
+const EXPERIMENT_ANALYSIS_DEFAULTS = { onInconclusive: 'fail' } as const;
+
+interface AnalysisLayer {
+  /** Where it is written, e.g. "analysis", "strategies/2/analysis", "strategies/3/canary/steps/1/analysis". */
+  path: string;
+  block: Record<string, unknown>;
+}
+
+/**
+ * The analysis settings of these layers merged (later ones win field by
+ * field) over the experiment defaults, checked with the fleet file's
+ * analysis schema; each problem is named at the layer that wrote the field
+ * (a missing threshold at the innermost layer).
+ */
+function mergedAnalysis(layers: readonly AnalysisLayer[]): { block: Record<string, unknown>; issues: FieldIssue[] } {
+  const block: Record<string, unknown> = { ...EXPERIMENT_ANALYSIS_DEFAULTS };
+  for (const l of layers) Object.assign(block, l.block);
+  const issues: FieldIssue[] = [];
+  for (const l of layers) {
+    if (l.block.onInconclusive === 'pause') {
+      issues.push({ path: `${l.path}/onInconclusive`, message: 'must be "fail" (the default) in an experiment: nobody runs fleetroll resume, promote or abort during a run' });
+    }
+  }
+  const r = analysisSchema.safeParse(block);
+  if (!r.success) {
+    for (const issue of zodIssues(r.error)) {
+      const field = issue.path.split('/')[0] ?? '';
+      const owner = [...layers].reverse().find((l) => field !== '' && field in l.block) ?? layers[layers.length - 1];
+      if (field === 'onInconclusive' && block.onInconclusive === 'pause') continue;
+      issues.push({ path: [owner?.path ?? 'analysis', issue.path].filter((x) => x !== '').join('/'), message: issue.message });
+    }
+  }
+  return { block, issues };
+}
+
+/** The spec's and the strategy's analysis layers (those that exist). */
+function analysisLayers(spec: ExperimentSpec, s: StrategySpec, i: number): AnalysisLayer[] {
+  const layers: AnalysisLayer[] = [];
+  if (spec.analysis) layers.push({ path: 'analysis', block: spec.analysis });
+  if (isMapping(s.analysis)) layers.push({ path: `strategies/${i}/analysis`, block: s.analysis });
+  return layers;
+}
+
+/**
+ * What a BlueGreen or Canary strategy becomes in the fleet file, and the
+ * fleet file's `analysis:` block of any gated strategy. A canary's analysis
+ * steps get the spec's and the strategy's settings merged into their own
+ * overrides (so each step stands on its own, and the experiment default
+ * onInconclusive: fail reaches it).
+ */
+function fleetSettings(spec: ExperimentSpec, s: StrategySpec, i: number): { strategy?: StrategyInput; analysis?: Record<string, unknown>; issues: FieldIssue[] } {
+  const issues: FieldIssue[] = [];
+  const layers = analysisLayers(spec, s, i);
+  if (s.type === 'Canary') {
+    const steps = (s.canary?.steps ?? []).map((raw, k) => {
+      if (!isMapping(raw) || Object.keys(raw).length !== 1 || !isMapping(raw.analysis)) return raw;
+      const path = `strategies/${i}/canary/steps/${k}/analysis`;
+      if (s.analysis === false) {
+        issues.push({ path, message: `this strategy turns the analysis gate off (strategies/${i}/analysis: false); remove the step or the false` });
+        return raw;
+      }
+      const merged = mergedAnalysis([...layers, { path, block: raw.analysis }]);
+      issues.push(...merged.issues);
+      return { analysis: merged.block };
+    });
+    const canary = { ...(s.canary?.canaryReplicas !== undefined ? { canaryReplicas: s.canary.canaryReplicas } : {}), stickyKey: EXPERIMENT_STICKY_KEY, ...(s.canary?.steps !== undefined ? { steps } : {}) };
+    return { strategy: { type: 'Canary', canary: canary as StrategyInput['canary'] }, issues };
+  }
+  const gated = gateOf(s, spec.analysis) !== undefined;
+  let analysis: Record<string, unknown> | undefined;
+  if (gated && layers.length > 0) {
+    const merged = mergedAnalysis(layers);
+    issues.push(...merged.issues);
+    analysis = merged.block;
+  }
+  if (s.type === 'BlueGreen') {
+    const delay = s.blueGreen?.scaleDownDelaySeconds;
+    return { strategy: { type: 'BlueGreen', blueGreen: delay !== undefined ? { scaleDownDelaySeconds: delay } : {} }, ...(analysis ? { analysis } : {}), issues };
+  }
+  return { ...(analysis ? { analysis } : {}), issues };
+}
+
+/** resolveStrategy for one strategy of the spec at `replicas`, with paths into the spec. */
+function resolveFor(s: StrategySpec, i: number, replicas: number, fleetStrategy: StrategyInput | undefined): ResolvedStrategy | undefined {
+  if (s.type === 'naive' || s.type === 'script') return undefined;
+  if (s.type === 'Recreate') return resolveStrategy({ replicas, strategy: { type: 'Recreate' } });
+  const p = `strategies/${i}`;
+  return resolveStrategy({
+    replicas,
+    // BlueGreen takes no maxSurge / maxUnavailable (strategyIssues says so once).
+    ...(s.type === 'BlueGreen' ? {} : { cli: { maxSurge: s.maxSurge, maxUnavailable: s.maxUnavailable } }),
+    ...(fleetStrategy ? { strategy: fleetStrategy } : {}),
+    paths: { strategy: p, cliMaxSurge: `${p}/maxSurge`, cliMaxUnavailable: `${p}/maxUnavailable` },
+  });
+}
+
+/** Cross-field rules: strategy fields that only fit one type, duplicate names, the gate, and what resolveStrategy rejects. */
 function strategyIssues(spec: ExperimentSpec): FieldIssue[] {
   const issues: FieldIssue[] = [];
+  const add = (issue: FieldIssue) => {
+    if (!issues.some((x) => x.path === issue.path && x.message === issue.message)) issues.push(issue);
+  };
   const names = new Map<string, number>();
+  let specAnalysisUsed = false;
   spec.strategies.forEach((s, i) => {
     const p = `strategies/${i}`;
-    if (s.type !== 'RollingUpdate') {
-      for (const f of ['maxSurge', 'maxUnavailable'] as const) {
-        if (s[f] !== undefined) issues.push({ path: `${p}/${f}`, message: `only applies to type RollingUpdate, not ${s.type}` });
+    if (s.type !== 'RollingUpdate' && s.type !== 'Canary') {
+      for (const f of ['maxSurge', 'maxUnavailable', 'replacementPolicy'] as const) {
+        if (s[f] !== undefined) add({ path: `${p}/${f}`, message: `only applies to types RollingUpdate and Canary (its final rolling update), not ${s.type}` });
       }
     }
-    if (s.type !== 'RollingUpdate' && s.replacementPolicy !== undefined) issues.push({ path: `${p}/replacementPolicy`, message: `only applies to type RollingUpdate, not ${s.type}` });
-    if (s.type !== 'naive' && s.intervalSeconds !== undefined) issues.push({ path: `${p}/intervalSeconds`, message: 'only applies to type naive' });
-    if (s.type === 'script' && s.batch === undefined) issues.push({ path: `${p}/batch`, message: 'is required for type script: how many instances the script replaces at once (1 to 20)' });
+    if (s.type !== 'naive' && s.intervalSeconds !== undefined) add({ path: `${p}/intervalSeconds`, message: 'only applies to type naive' });
+    if (s.type === 'script' && s.batch === undefined) add({ path: `${p}/batch`, message: 'is required for type script: how many instances the script replaces at once (1 to 20)' });
     for (const f of ['batch', 'pollSeconds'] as const) {
-      if (s.type !== 'script' && s[f] !== undefined) issues.push({ path: `${p}/${f}`, message: `only applies to type script, not ${s.type}` });
+      if (s.type !== 'script' && s[f] !== undefined) add({ path: `${p}/${f}`, message: `only applies to type script, not ${s.type}` });
     }
-    const name = strategyName(s);
+    if (s.blueGreen !== undefined && s.type !== 'BlueGreen') add({ path: `${p}/blueGreen`, message: `only applies to type BlueGreen, not ${s.type}` });
+    if (s.canary !== undefined && s.type !== 'Canary') add({ path: `${p}/canary`, message: `only applies to type Canary, not ${s.type}` });
+    if (s.blueGreen) {
+      for (const f of ['preview', 'previewUpstream'] as const) {
+        if (s.blueGreen[f] !== undefined) add({ path: `${p}/blueGreen/${f}`, message: 'is not available in an experiment: the nginx of a run serves one upstream, and no prePromotion hook runs' });
+      }
+      if (s.blueGreen.autoPromote !== undefined && s.blueGreen.autoPromote !== true) {
+        add({ path: `${p}/blueGreen/autoPromote`, message: `must be true (the default) in an experiment: nobody runs fleetroll promote during a run, got ${JSON.stringify(s.blueGreen.autoPromote)}` });
+      }
+    }
+    if (s.canary?.stickyKey !== undefined) {
+      add({ path: `${p}/canary/stickyKey`, message: `is set by the experiment: ${EXPERIMENT_STICKY_KEY} (the probes send one of load.users ids per request; they all come from one client address), remove it` });
+    }
+    if (s.type === 'Canary') {
+      for (const { k, kind, value } of stepsOf(s)) {
+        if (kind === 'pause' && isMapping(value) && value.duration === undefined) {
+          add({ path: `${p}/canary/steps/${k}/pause`, message: 'needs a duration in an experiment (e.g. { duration: 5s }): nobody runs fleetroll promote or abort during a run' });
+        }
+      }
+    }
+
+    const gate = gateOf(s, spec.analysis);
+    if (s.analysis === true && spec.analysis === undefined) {
+      add({ path: `${p}/analysis`, message: 'true takes the spec\'s analysis settings, but the spec has no analysis: give the settings here (e.g. { interval: 4s, maxErrorRate: "5%" }) or in the spec' });
+    }
+    if (s.analysis !== undefined && s.analysis !== false) {
+      if (s.type === 'Canary' && gate === undefined) {
+        add({ path: `${p}/analysis`, message: 'a canary is judged only at its analysis steps: add { analysis: {} } to canary/steps' });
+      } else if (s.type !== 'RollingUpdate' && s.type !== 'BlueGreen' && s.type !== 'Canary') {
+        add({ path: `${p}/analysis`, message: `only applies to types RollingUpdate (after the first wave), BlueGreen (after the switch) and Canary (its analysis steps), not ${s.type}` });
+      }
+    }
+    if (gate !== undefined && spec.analysis !== undefined && s.analysis !== false) specAnalysisUsed = true;
+    if (s.expectStopped !== undefined) {
+      if (s.type === 'naive' || s.type === 'script') add({ path: `${p}/expectStopped`, message: `only applies to fleetroll's strategies (the analysis gate), not ${s.type}` });
+      else if (s.expectStopped && gate === undefined) add({ path: `${p}/expectStopped`, message: 'this strategy has no analysis gate, so nothing can stop its deploy: give it analysis settings (here or in the spec\'s analysis) or an analysis step' });
+    }
+
+    const fleet = fleetSettings(spec, s, i);
+    for (const issue of fleet.issues) add(issue);
+    if (s.type === 'BlueGreen' && fleet.analysis) {
+      // The gate can only switch back while the old set waits out scaleDownDelaySeconds.
+      const interval = parseDurationSeconds(fleet.analysis.interval ?? 10);
+      const limit = typeof fleet.analysis.failureLimit === 'number' ? fleet.analysis.failureLimit : 0;
+      const delay = s.blueGreen?.scaleDownDelaySeconds ?? BUILTIN_DEFAULTS.scaleDownDelaySeconds;
+      if (interval !== undefined && delay <= interval * (limit + 1)) {
+        add({
+          path: `${p}/blueGreen/scaleDownDelaySeconds`,
+          message: `must be longer than the analysis takes to fail (interval ${interval} s × (failureLimit ${limit} + 1) = ${interval * (limit + 1)} s): the gate switches back only while the old set waits; got ${delay}${s.blueGreen?.scaleDownDelaySeconds === undefined ? ' (the default)' : ''}`,
+        });
+      }
+    }
+
+    const name = strategyName(s, spec.analysis);
     const seen = names.get(name);
-    if (seen !== undefined) issues.push({ path: `${p}/name`, message: `duplicate strategy name ${JSON.stringify(name)} (also strategies/${seen}); give each a distinct name` });
+    if (seen !== undefined) add({ path: `${p}/name`, message: `duplicate strategy name ${JSON.stringify(name)} (also strategies/${seen}); give each a distinct name` });
     names.set(name, i);
-    if (s.type === 'RollingUpdate') {
+    if (s.type === 'RollingUpdate' || s.type === 'BlueGreen' || s.type === 'Canary') {
       for (const replicas of list(spec.fleet.replicas)) {
         try {
-          resolveStrategy({ replicas, cli: { maxSurge: s.maxSurge, maxUnavailable: s.maxUnavailable }, paths: { cliMaxSurge: `${p}/maxSurge`, cliMaxUnavailable: `${p}/maxUnavailable` } });
+          resolveFor(s, i, replicas, fleet.strategy);
         } catch (err) {
           if (!(err instanceof ValidationError)) throw err;
-          for (const issue of err.issues) if (!issues.some((x) => x.path === issue.path && x.message === issue.message)) issues.push(issue);
+          for (const issue of err.issues) add(issue);
         }
       }
     }
   });
+  if (spec.analysis !== undefined && !specAnalysisUsed) {
+    add({ path: 'analysis', message: 'no strategy uses it: it gates RollingUpdate (after the first wave), BlueGreen (after the switch) and a Canary\'s analysis steps, unless the strategy says analysis: false' });
+  }
+  if (spec.badVersion !== undefined && !((spec.badVersion.errorRate ?? 0) > 0 || (spec.badVersion.latencyMs ?? 0) > 0)) {
+    add({ path: 'badVersion', message: 'must make the new version bad: errorRate above 0 (e.g. "20%") and/or latencyMs above 0' });
+  }
   return issues;
+}
+
+/** The environment that makes `to` the bad version (the example app's BAD_ERROR_RATE, BAD_LATENCY_MS); empty without badVersion. */
+export function badVersionEnv(spec: Pick<ExperimentSpec, 'badVersion'>): Record<string, string> {
+  const b = spec.badVersion;
+  if (!b) return {};
+  return {
+    ...(b.errorRate !== undefined && b.errorRate > 0 ? { BAD_ERROR_RATE: String(b.errorRate) } : {}),
+    ...(b.latencyMs !== undefined && b.latencyMs > 0 ? { BAD_LATENCY_MS: String(b.latencyMs) } : {}),
+  };
 }
 
 /**
@@ -217,7 +508,8 @@ function issuesOf(error: zod.ZodError, raw: unknown): FieldIssue[] {
   const at = (path: readonly PropertyKey[]) => path.reduce<unknown>((v, k) => (v !== null && typeof v === 'object' ? (v as Record<PropertyKey, unknown>)[k] : undefined), raw);
   const flat: zod.core.$ZodIssue[] = [];
   for (const issue of error.issues) {
-    if (issue.code === 'invalid_union' && issue.errors.length === 2) {
+    // Only fleet and load settings are "one value or a list".
+    if (issue.code === 'invalid_union' && issue.errors.length === 2 && (issue.path[0] === 'fleet' || issue.path[0] === 'load')) {
       const [single, many] = issue.errors;
       const pick = Array.isArray(at(issue.path)) ? many : single;
       if (pick && pick.length > 0) {
@@ -261,27 +553,29 @@ export function expandCells(spec: ExperimentSpec): Cell[] {
   for (const d of DIMENSIONS) combos = combos.flatMap((c) => values[d].map((v) => ({ ...c, [d]: v })));
 
   const cells: Cell[] = [];
-  for (const s of spec.strategies) {
-    const name = strategyName(s);
+  spec.strategies.forEach((s, i) => {
+    const name = strategyName(s, spec.analysis);
+    const fleet = fleetSettings(spec, s, i);
+    const gate = gateOf(s, spec.analysis);
     for (const combo of combos) {
       const params = combo as CellParams;
       const index = cells.length + 1;
       const vary = Object.fromEntries(varying.map((d) => [d, combo[d]!])) as Partial<Record<Dimension, number | boolean>>;
       const extra = varying.map((d) => describeDim(d, combo[d]!));
-      const resolved = s.type === 'naive' || s.type === 'script' ? undefined
-        : s.type === 'Recreate' ? resolveStrategy({ replicas: params.replicas, strategy: { type: 'Recreate' } })
-        : resolveStrategy({ replicas: params.replicas, cli: { maxSurge: s.maxSurge, maxUnavailable: s.maxUnavailable } });
       cells.push({
         index,
         id: `c${String(index).padStart(2, '0')}-${slug([name, ...extra].join(' '))}`,
         label: [name, ...extra].join(', '),
         strategy: { ...s, name },
-        resolved,
+        resolved: resolveFor(s, i, params.replicas, fleet.strategy),
+        ...(fleet.strategy ? { fleetStrategy: fleet.strategy } : {}),
+        ...(fleet.analysis ? { analysis: fleet.analysis } : {}),
+        ...(gate ? { gate } : {}),
         params,
         varying: vary,
       });
     }
-  }
+  });
   return cells;
 }
 

@@ -1,9 +1,10 @@
 /**
  * `fleetroll experiment` end to end through the built CLI: a tiny matrix (the
  * naive control and a 1/0 rolling deploy of 2 instances, keep-alive probes)
- * on real Docker + nginx, then the report files and the JSON it prints; and
- * the script control (the hand-written rolling script, batch 2) on 4
- * instances under load.
+ * on real Docker + nginx, then the report files and the JSON it prints; the
+ * script control (the hand-written rolling script, batch 2) on 4 instances
+ * under load; and a canary with analysis beside a rolling update without a
+ * gate against a bad version (a quarter of its API answers are 500s).
  */
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -16,6 +17,7 @@ import { docker, ensureImages, runCli, uniqueName } from './fixture.js';
 
 const prefix = uniqueName('it-exp');
 const scriptPrefix = uniqueName('it-exs');
+const badPrefix = uniqueName('it-exb');
 const dir = mkdtempSync(join(tmpdir(), 'fleetroll-experiment-'));
 
 before(async () => {
@@ -24,6 +26,7 @@ before(async () => {
 after(async () => {
   for (const n of [1, 2]) await teardown(docker, demoNames(`${prefix}-${n}`));
   await teardown(docker, demoNames(`${scriptPrefix}-1`));
+  for (const n of [1, 2]) await teardown(docker, demoNames(`${badPrefix}-${n}`));
 });
 
 const SPEC = `# a tiny experiment for the integration test
@@ -166,6 +169,57 @@ strategies:
       assert.ok(Math.max(...stops.map((e) => e.t)) <= Math.min(...starts.map((e) => e.t)), `batch ${k + 1}: stops before starts`);
       assert.equal(within.filter((e) => e.type === 'ready').length, 2, `batch ${k + 1}: both new instances reported ready`);
     }
+  });
+
+  it('a bad version: the canary\'s analysis stops it and the fleet ends on the old version; the rolling update without a gate ends on the bad one; no failure but its own 500s', async () => {
+    const spec = join(dir, 'bad-version.yaml');
+    writeFileSync(
+      spec,
+      `name: bad-version
+repetitions: 1
+badVersion: { errorRate: 25% }
+analysis: { interval: 2s, minRequests: 5, maxErrorRate: 5% }
+fleet: { replicas: 2, drainSeconds: 0.5, warmupSeconds: 0.5, prestopSeconds: 0.5 }
+load: { getPerSecond: 20, postConcurrency: 1, postDurationMs: 100, beforeSeconds: 1, afterSeconds: 0.5 }
+strategies:
+  - name: canary
+    type: Canary
+    maxSurge: 1
+    maxUnavailable: 0
+    canary: { steps: [{ setWeight: 50 }, { analysis: {} }] }
+    expectStopped: true
+    expectZeroFailures: true
+  - { name: rolling, maxSurge: 1, maxUnavailable: 0, analysis: false, expectStopped: false, expectZeroFailures: true }
+`,
+    );
+    const out = join(dir, 'bad-version-out');
+    const r = await runCli(['experiment', '-f', spec, '--out', out, '--name', badPrefix, '--json']);
+    assert.equal(r.code, 0, r.stderr.slice(-3000));
+    const s = JSON.parse(r.stdout) as ExperimentSummary;
+    assert.equal(s.ok, true, s.problems.join('; '));
+    assert.deepEqual(s.experiment.badVersion, { errorRate: 0.25, latencyMs: 0 });
+    const canary = s.runs.find((x) => x.cell === s.cells[0]!.id)!;
+    const rolling = s.runs.find((x) => x.cell === s.cells[1]!.id)!;
+
+    // The canary: stopped by its analysis, everything back on 1.0.0, nothing failed but the bad version's own answers.
+    assert.equal(canary.outcome, 'stopped', canary.deployError);
+    assert.match(canary.deployError ?? '', /canary aborted \(the analysis failed\)/);
+    assert.deepEqual(canary.wrongVersions, [], 'every instance runs 1.0.0 again');
+    assert.ok(canary.newVersion.answered > 0, 'the canary took traffic before it was stopped');
+    assert.equal(canary.newVersion.otherFailures, 0, JSON.stringify(canary.requests.byOutcome));
+    assert.equal(canary.requests.failed, canary.newVersion.ownFailures, 'every failed request is a 500 the bad version answered');
+    assert.ok(canary.newVersion.stopped && canary.newVersion.stopMs !== null && canary.newVersion.stopMs > 0);
+    assert.ok(canary.health && !('unavailable' in canary.health), `the deploy read the access log: ${JSON.stringify(canary.health)}`);
+
+    // The rolling update without a gate: nothing stopped it, every instance runs the bad version.
+    assert.equal(rolling.outcome, 'completed', rolling.deployError);
+    assert.deepEqual(rolling.wrongVersions, [], 'every instance runs 1.1.0');
+    assert.equal(rolling.newVersion.otherFailures, 0, JSON.stringify(rolling.requests.byOutcome));
+    assert.equal(rolling.newVersion.stopMs, null);
+
+    const md = readFileSync(join(out, 'report.md'), 'utf8');
+    assert.match(md, /### Against a bad version/);
+    assert.match(md, /\| canary \| at canary step 2: error rate ≤ 5%, measured every 2s, at least 5 requests \| stopped by the analysis \|/);
   });
 
   it('rejects an invalid spec with exit 2, naming the field, before touching Docker', async () => {

@@ -211,6 +211,52 @@ describe('derivePhases', () => {
       ],
     },
     {
+      name: 'blue-green switched back by the analysis: the phases its messages announce; the old set\'s drain is "kept", and never ends in a stop',
+      events: [
+        engine(100, { type: 'wave', index: 1, start: 2, stop: [] }),
+        engine(300, { type: 'started', name: 'n1', host: 'local' }),
+        engine(1200, { type: 'info', message: 'switch: 2 new instance(s) available; every nginx gets the new set in one write and one reload' }),
+        engine(1200, { type: 'wave', index: 2, start: 0, stop: ['o1', 'o2'] }),
+        engine(1500, { type: 'info', message: 'switched: the old set (2) is out of traffic and kept running 10 s (scaleDownDelaySeconds); `fleetroll undo` switches back with one reload until then' }),
+        engine(1500, { type: 'draining', names: ['o1', 'o2'], seconds: 10 }),
+        engine(5600, { type: 'info', message: 'analysis after the switch, measurement 1 (4 s): fail: error rate 20% on 1.1.0 over 4 s' }),
+        engine(5600, { type: 'info', message: 'switching back (the analysis failed): the old set in, the new set down, in one reload' }),
+        engine(5900, { type: 'stopped', name: 'n1', host: 'local' }),
+        engine(6000, { type: 'info', message: 'rolling back to revision abc (img:1.0.0, version 1.0.0)' }),
+      ],
+      o: { deployStartMs: 0, deployEndMs: 12000, startMs: 0, endMs: 13000, mode: 'engine' },
+      want: [
+        { name: 'observing', startMs: 0, endMs: 100 },
+        { name: 'wave 1: starting', startMs: 100, endMs: 1200 },
+        { name: 'wave 2: marking down', startMs: 1200, endMs: 1500 },
+        { name: 'old set kept (scaleDownDelaySeconds)', startMs: 1500, endMs: 5600 },
+        { name: 'switching back', startMs: 5600, endMs: 6000 },
+        { name: 'rolling back', startMs: 6000, endMs: 12000 },
+        { name: 'after deploy', startMs: 12000, endMs: 13000 },
+      ],
+    },
+    {
+      name: 'canary stopped by its analysis: weight, analysis, abort',
+      events: [
+        engine(100, { type: 'info', message: 'canary step 1: setWeight 25 (1 canary instance(s))' }),
+        engine(100, { type: 'wave', index: 1, start: 1, stop: [] }),
+        engine(400, { type: 'started', name: 'c1', host: 'local' }),
+        engine(1400, { type: 'ready', name: 'c1' }),
+        engine(1800, { type: 'info', message: 'canary step 2: analysis at 25%' }),
+        engine(5800, { type: 'info', message: 'aborting the canary (the analysis failed): all traffic back to stable in one reload; the canary instances are removed' }),
+        engine(7000, { type: 'stopped', name: 'c1', host: 'local' }),
+      ],
+      o: { deployStartMs: 0, deployEndMs: 7200, startMs: 0, endMs: 8000, mode: 'engine' },
+      want: [
+        { name: 'observing', startMs: 0, endMs: 100 },
+        { name: 'wave 1: starting', startMs: 100, endMs: 400 },
+        { name: 'wave 1: waiting for readiness', startMs: 400, endMs: 1800 },
+        { name: 'canary analysis at 25%', startMs: 1800, endMs: 5800 },
+        { name: 'aborting the canary', startMs: 5800, endMs: 7200 },
+        { name: 'after deploy', startMs: 7200, endMs: 8000 },
+      ],
+    },
+    {
       name: 'events outside the deploy are ignored; a deploy with no events is all "observing"',
       events: [engine(50, { type: 'wave', index: 1, start: 1, stop: [] }), engine(3000, { type: 'started', name: 'x', host: 'local' })],
       o: { deployStartMs: 100, deployEndMs: 2000, startMs: 0, endMs: 2500, mode: 'engine' },
@@ -505,17 +551,91 @@ describe('runMetrics', () => {
   });
 });
 
+describe('runMetrics against a bad version: outcome, the new version\'s figures, the time to roll back', () => {
+  // A canary answers from 2005 to 5605 (two of its answers 500s, the first at 3005), stable throughout; one 502 nobody answered.
+  const records: RequestRecord[] = [
+    ...Array.from({ length: 40 }, (_, i) => req(500 + i * 200, 200, '1.0.0')),
+    ...Array.from({ length: 10 }, (_, i) => req(2000 + i * 400, i === 2 || i === 6 ? 500 : 200, '1.1.0')),
+    req(6500, 502),
+  ];
+  const base = { records, deployStartMs: 1000, deployEndMs: 7000, loadEndMs: 8500, initial: ['o1', 'o2'], from: '1.0.0', to: '1.1.0', mode: 'engine' as const, timings: { startupMs: 1000, drainMs: 1000, stopMs: 1000, minReadyMs: 0 } };
+  const end = (outcome: 'complete' | 'failed' | 'stopped') => [runner(1000, { type: 'deploy-start' }), runner(7000, { type: 'deploy-end', outcome })];
+  const predicted = { durationMs: 5000, waves: 2, peakInstances: 3, lowestCapacity: 2, mixedVersionWindowMs: 0, reloads: 2 };
+  const stopped = runMetrics({ ...base, events: end('stopped'), predicted, health: { unavailable: 'no access log' } });
+
+  it('outcome from the runner\'s deploy-end event', () => {
+    assert.equal(stopped.outcome, 'stopped');
+    assert.equal(runMetrics({ ...base, events: end('complete') }).outcome, 'completed');
+    assert.equal(runMetrics({ ...base, events: end('failed') }).outcome, 'failed');
+    assert.equal(runMetrics({ ...base, events: [] }).outcome, 'completed', 'no deploy-end: completed');
+  });
+  it('failed split: the bad version\'s own 500s and the 502', () => {
+    assert.deepEqual([stopped.requests.failed, stopped.newVersion.ownFailures, stopped.newVersion.otherFailures], [3, 2, 1]);
+    assert.deepEqual([stopped.newVersion.answered, stopped.newVersion.answeredInDeploy, stopped.newVersion.sentInDeploy], [10, 10, 41]);
+  });
+  it('stopped: to its last answer (5605) from the deploy start (1000), from its first 500 (2805), from its first answer (2005)', () => {
+    assert.deepEqual(
+      { stopped: stopped.newVersion.stopped, stopMs: stopped.newVersion.stopMs, afterFirstFailure: stopped.newVersion.stopAfterFirstFailureMs, exposure: stopped.newVersion.exposureMs },
+      { stopped: true, stopMs: 4605, afterFirstFailure: 2800, exposure: 3600 },
+    );
+  });
+  it('the mixed-version window is the time the canary answered beside stable, not until the end of the recording', () => {
+    assert.equal(stopped.windowMs, 3600);
+    assert.deepEqual(stopped.mixedVersionSpans, [{ startMs: 2005, endMs: 5605 }]);
+    assert.equal(stopped.mixedVersionWindow?.windowMs, 6300, 'first new to last old, kept for reference');
+  });
+  it('simulate predicts a rollout that passes: no overhead ratio for a stopped one; the health report is kept as given', () => {
+    assert.deepEqual(stopped.predicted, predicted);
+    assert.equal(stopped.overheadRatio, null);
+    assert.deepEqual(stopped.health, { unavailable: 'no access log' });
+  });
+  it('completed: no time to roll back', () => {
+    const done = runMetrics({ ...base, events: end('complete') });
+    assert.deepEqual([done.newVersion.stopped, done.newVersion.stopMs, done.newVersion.stopAfterFirstFailureMs, done.newVersion.exposureMs, done.health], [false, null, null, null, null]);
+  });
+});
+
 describe('aggregateRuns', () => {
   /** A run with just the figures aggregation reads. */
-  function fake(o: { outcomes: Record<string, number>; retried?: number; windowMs: number; durationMs: number; phases: string[]; byPhase?: RunMetrics['failuresByPhase']; ratio?: number | null; minCapacity?: number }): RunMetrics {
+  function fake(o: {
+    outcomes: Record<string, number>;
+    retried?: number;
+    windowMs: number;
+    durationMs: number;
+    phases: string[];
+    byPhase?: RunMetrics['failuresByPhase'];
+    ratio?: number | null;
+    minCapacity?: number;
+    outcome?: RunMetrics['outcome'];
+    own?: number;
+    stopMs?: number;
+    health?: RunMetrics['health'];
+  }): RunMetrics {
     const total = Object.values(o.outcomes).reduce((a, b) => a + b, 0);
     const failed = Object.entries(o.outcomes).filter(([k]) => !/^2/.test(k)).reduce((a, [, n]) => a + n, 0);
     return {
+      outcome: o.outcome ?? 'completed',
       requests: { total, ok: total - failed, failed, retried: o.retried ?? 0, byMethod: { GET: { total, ok: total - failed, failed, retried: o.retried ?? 0, byStatus: o.outcomes } }, latencyMs: { p50: 3, p95: 9, p99: total, max: 99 } },
       failuresByPhase: o.byPhase ?? [],
       phases: o.phases.map((name, i) => ({ name, startMs: i * 1000, endMs: (i + 1) * 1000 })),
       mixedVersionWindow: null,
+      mixedVersionSpans: [],
       windowMs: o.windowMs,
+      newVersion: {
+        answered: 5,
+        sentInDeploy: total,
+        answeredInDeploy: 5,
+        ownFailures: o.own ?? 0,
+        otherFailures: failed - (o.own ?? 0),
+        firstAnswerMs: 1000,
+        lastAnswerMs: o.stopMs === undefined ? 9000 : 1000 + o.stopMs,
+        firstOwnFailureMs: null,
+        stopped: o.outcome === 'stopped',
+        stopMs: o.stopMs ?? null,
+        stopAfterFirstFailureMs: null,
+        exposureMs: o.stopMs ?? null,
+      },
+      health: o.health ?? null,
       deployDurationMs: o.durationMs,
       waves: 3,
       reloads: 2,
@@ -558,6 +678,21 @@ describe('aggregateRuns', () => {
       { phase: 'wave 1: draining', failed: { median: 0, min: 0, max: 1, n: 3 }, retried: { median: 1, min: 0, max: 3, n: 3 }, byStatus: { 'error:ECONNRESET': { median: 0, min: 0, max: 1, n: 3 } } },
       { phase: 'wave 2: stopping', failed: { median: 0, min: 0, max: 2, n: 3 }, retried: { median: 0, min: 0, max: 0, n: 3 }, byStatus: { '502': { median: 0, min: 0, max: 2, n: 3 } } },
     ]);
+  });
+  it('outcomes counted; the new version\'s figures over all runs, the times to roll back over the runs that stopped it', () => {
+    const health = (failed5xx: number): RunMetrics['health'] => ({ sources: ['x'], window: { start: 'a', end: 'b', durationMs: 1 }, requests: 100, failed5xx, dropped: 0, clientClosed: 0, mixedVersionWindowMs: 50, firstNewResponseAt: null, lastOldResponseAt: null, firstNewInstance: null, unattributed: 0, garbage: 0 });
+    const b = aggregateRuns([
+      fake({ outcomes: { '200': 10, '500': 2 }, windowMs: 1, durationMs: 1, phases: [], outcome: 'stopped', own: 2, stopMs: 4000, health: health(2) }),
+      fake({ outcomes: { '200': 10, '500': 4 }, windowMs: 1, durationMs: 1, phases: [], outcome: 'stopped', own: 3, stopMs: 5000, health: health(4) }),
+      fake({ outcomes: { '200': 10, '500': 9 }, windowMs: 1, durationMs: 1, phases: [], outcome: 'completed', own: 9, health: { unavailable: 'no access log' } }),
+    ]);
+    assert.deepEqual(b.outcomes, { completed: 1, stopped: 2, failed: 0 });
+    assert.deepEqual(b.newVersion.ownFailures, { median: 3, min: 2, max: 9, n: 3 });
+    assert.deepEqual(b.newVersion.otherFailures, { median: 0, min: 0, max: 1, n: 3 });
+    assert.deepEqual(b.newVersion.stopMs, { median: 4500, min: 4000, max: 5000, n: 2 });
+    assert.deepEqual(b.health?.failed5xx, { median: 3, min: 2, max: 4, n: 2 }, 'over the runs with numbers');
+    const none = aggregateRuns([fake({ outcomes: { '200': 1 }, windowMs: 0, durationMs: 1, phases: [] })]);
+    assert.deepEqual([none.newVersion.stopMs, none.newVersion.exposureMs, none.health], [null, null, null]);
   });
   it('no overhead ratio when no run has one (the naive control)', () => {
     const n = aggregateRuns([fake({ outcomes: { '200': 1 }, windowMs: 0, durationMs: 1, phases: [], ratio: null })]);

@@ -1,18 +1,31 @@
 /**
  * Report plumbing: number formatting, the Markdown/HTML renderings of one
  * document, the CSV and NDJSON recordings, that the chart specs render
- * to SVG through Vega-Lite + Vega headless, and the script control beside
- * fleetroll.
+ * to SVG through Vega-Lite + Vega headless, the script control beside
+ * fleetroll, and the strategies against a bad version (problems, table).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { renderSvg, versionsPerSecondSpec, windowDurationSpec } from '../../src/experiment/charts.js';
 import { toHtml, toMarkdown, type Block } from '../../src/experiment/document.js';
-import { eventLines, recordsToCsv, toNdjson } from '../../src/experiment/experiment.js';
+import { RolloutFailedError } from '../../src/errors.js';
+import { cellProblems, eventLines, recordsToCsv, toNdjson } from '../../src/experiment/experiment.js';
 import { perSecond, type RequestRecord } from '../../src/experiment/metrics.js';
-import type { CellAggregate, Stat } from '../../src/experiment/analysis.js';
-import { checkTargets, fmtStat, scriptComparison, scriptComparisonTable, type CellSummary, type ScriptComparisonRow, type TargetCheck } from '../../src/experiment/report.js';
-import type { CellParams } from '../../src/experiment/spec.js';
+import type { CellAggregate, RunMetrics, Stat } from '../../src/experiment/analysis.js';
+import { stoppedByAnalysisGate } from '../../src/experiment/rehearse.js';
+import {
+  badVersionTable,
+  checkTargets,
+  fmtStat,
+  scriptComparison,
+  scriptComparisonTable,
+  type CellSummary,
+  type ExperimentSummary,
+  type RunOutcome,
+  type ScriptComparisonRow,
+  type TargetCheck,
+} from '../../src/experiment/report.js';
+import { parseExperimentSpec, type Cell, type CellParams } from '../../src/experiment/spec.js';
 
 describe('fmtStat', () => {
   const rows: { name: string; args: Parameters<typeof fmtStat>; want: string }[] = [
@@ -126,6 +139,9 @@ describe('scriptComparison: the script control beside fleetroll with the same ba
       latencyP99Ms: zero,
       overheadRatio: null,
       predicted: null,
+      outcomes: { completed: 1, stopped: 0, failed: 0 },
+      newVersion: { answeredInDeploy: zero, sentInDeploy: zero, ownFailures: zero, otherFailures: zero, stopMs: null, stopAfterFirstFailureMs: null, exposureMs: null },
+      health: null,
     };
     return { id: label, label, strategy, resolved, params: { ...PARAMS, ...params }, varying: {}, runs: [], aggregate, expectZeroFailures: true, expectationMet: null };
   }
@@ -218,5 +234,63 @@ describe('scriptComparison: the script control beside fleetroll with the same ba
     const table = scriptComparisonTable([base]);
     assert.equal(table.kind, 'table');
     assert.deepEqual(table.kind === 'table' ? table.rows : [], [['2', '0/2', 'script b=2', '12.0 / 20.0', '0.60×', '15.0 / 14.0', '6 / 6', '0 / 0']]);
+  });
+});
+
+describe('strategies against a bad version: what counts as a problem, and the table', () => {
+  const spec = (bad: boolean) => parseExperimentSpec({ name: 'x', strategies: [{}], ...(bad ? { badVersion: { errorRate: '20%' } } : {}) }, 'spec.yaml');
+  /** A run with the figures cellProblems reads. */
+  function run(outcome: RunMetrics['outcome'], o: { failed?: number; own?: number; wrong?: boolean; expected?: string } = {}): RunOutcome {
+    const failed = o.failed ?? 0;
+    const metrics = {
+      outcome,
+      requests: { total: 100, ok: 100 - failed, failed, retried: 0, byMethod: {}, latencyMs: { p50: 1, p95: 1, p99: 1, max: 1 } },
+      newVersion: { ownFailures: o.own ?? 0, otherFailures: failed - (o.own ?? 0) },
+    } as unknown as RunMetrics;
+    return { metrics, wrongVersions: o.wrong ? ['web-1: 1.1.0'] : [], expectedVersion: o.expected ?? '1.1.0' } as unknown as RunOutcome;
+  }
+  const cell = (strategy: Partial<Cell['strategy']>) => ({ label: 'c', strategy: { type: 'RollingUpdate', name: 'c', ...strategy } as Cell['strategy'] });
+  const rows: { name: string; cell: ReturnType<typeof cell>; runs: RunOutcome[]; bad: boolean; want: string[] }[] = [
+    { name: 'a good version, every deploy completed: none', cell: cell({}), runs: [run('completed')], bad: false, want: [] },
+    { name: 'a good version stopped by the analysis: a false alarm', cell: cell({}), runs: [run('stopped', { expected: '1.0.0' })], bad: false, want: ['c: the analysis stopped 1 deploy(s) of a good version'] },
+    { name: 'a bad version stopped, and expected to be: none', cell: cell({ expectStopped: true }), runs: [run('stopped', { expected: '1.0.0', failed: 5, own: 5 })], bad: true, want: [] },
+    { name: 'a bad version completed where it should have been stopped', cell: cell({ expectStopped: true }), runs: [run('completed'), run('stopped')], bad: true, want: ['c: 1 deploy(s) completed; the analysis was expected to stop the new version'] },
+    { name: 'expectStopped false, but the analysis stopped it', cell: cell({ expectStopped: false }), runs: [run('stopped')], bad: true, want: ['c: the analysis stopped 1 deploy(s) of the new version'] },
+    { name: 'a deploy that failed for another reason', cell: cell({}), runs: [run('failed')], bad: true, want: ['c: 1 deploy(s) failed'] },
+    { name: 'instances left on the wrong version, named by what was expected', cell: cell({}), runs: [run('stopped', { wrong: true, expected: '1.0.0' })], bad: true, want: ['c: 1 run(s) ended with instances not serving 1.0.0'] },
+    { name: 'expectZeroFailures with a bad version: its own 500s do not count', cell: cell({ expectZeroFailures: true }), runs: [run('completed', { failed: 30, own: 30 })], bad: true, want: [] },
+    { name: 'expectZeroFailures with a bad version: any other failure does', cell: cell({ expectZeroFailures: true }), runs: [run('completed', { failed: 31, own: 30 })], bad: true, want: ["c: expected zero failed requests other than the bad version's own, got 1 in the worst run"] },
+    { name: 'expectZeroFailures with a good version: every failure counts', cell: cell({ expectZeroFailures: true }), runs: [run('completed', { failed: 2, own: 2 })], bad: false, want: ['c: expected zero failed requests, got 2 in the worst run'] },
+  ];
+  for (const row of rows) it(`cellProblems: ${row.name}`, () => assert.deepEqual(cellProblems(row.cell, row.runs, spec(row.bad)), row.want));
+
+  it('stoppedByAnalysisGate: how each strategy\'s engine error says the analysis stopped it', () => {
+    assert.equal(stoppedByAnalysisGate(new RolloutFailedError('analysis after the first wave: analysis failed\nrolled back', '', { analysisFailed: true, rolledBackTo: 'abc' })), true);
+    assert.equal(stoppedByAnalysisGate(new RolloutFailedError('canary aborted (the analysis failed): ...', '', { aborted: 'the analysis failed' })), true);
+    assert.equal(stoppedByAnalysisGate(new RolloutFailedError('rolled back (the analysis failed): traffic switched back ...', '', { switchedBack: true })), true);
+    assert.equal(stoppedByAnalysisGate(new RolloutFailedError('rolled back (undo): traffic switched back ...', '', { switchedBack: true })), false, 'fleetroll undo');
+    assert.equal(stoppedByAnalysisGate(new RolloutFailedError('canary aborted (fleetroll abort): ...', '', { aborted: 'fleetroll abort' })), false);
+    assert.equal(stoppedByAnalysisGate(new RolloutFailedError('progress deadline exceeded', '', { stuck: [] })), false);
+    assert.equal(stoppedByAnalysisGate(new Error('boom')), false);
+  });
+
+  it('the table: gate, outcome, failures split, window, share of the deploy, times to roll back, access log', () => {
+    const st = (median: number, min = median, max = median): Stat => ({ median, min, max, n: 2 });
+    const zero = st(0);
+    const agg = (o: Partial<CellAggregate>): CellAggregate => ({
+      runs: 2, deployErrors: 0, requests: { total: st(350), ok: zero, failed: zero, retried: zero }, byOutcome: {}, failuresByPhase: [], windowMs: st(3900, 3800, 4000), deployDurationMs: zero, minCapacity: zero, peakInstances: zero,
+      reloads: zero, waves: zero, latencyP99Ms: zero, overheadRatio: null, predicted: null, outcomes: { completed: 0, stopped: 2, failed: 0 },
+      newVersion: { answeredInDeploy: st(25), sentInDeploy: st(250), ownFailures: st(5), otherFailures: zero, stopMs: st(6100), stopAfterFirstFailureMs: st(3300), exposureMs: st(4000) },
+      health: { requests: st(245), failed5xx: st(5), dropped: zero, mixedVersionWindowMs: zero }, ...o,
+    });
+    const cells = [
+      { label: 'rolling + gate', strategy: { name: 'rolling + gate', type: 'RollingUpdate', gate: 'after the first wave', analysis: { interval: '4s', minRequests: 10, maxErrorRate: '5%' } }, aggregate: agg({}) },
+      { label: 'rolling, no gate', strategy: { name: 'rolling, no gate', type: 'RollingUpdate', gate: null }, aggregate: agg({ outcomes: { completed: 2, stopped: 0, failed: 0 }, newVersion: { answeredInDeploy: st(137), sentInDeploy: st(259), ownFailures: st(32), otherFailures: zero, stopMs: null, stopAfterFirstFailureMs: null, exposureMs: null }, health: null }) },
+    ] as unknown as CellSummary[];
+    const table = badVersionTable({ cells } as unknown as ExperimentSummary);
+    assert.deepEqual(table.kind === 'table' ? table.rows : [], [
+      ['rolling + gate', 'after the first wave: error rate ≤ 5%, measured every 4s, at least 10 requests', 'stopped by the analysis', '350', '5 / 0', '3.90 (3.80–4.00)', '25 of 250 (10%)', '6.1 / 3.3', '4.0', '5 / 0'],
+      ['rolling, no gate', 'none', 'completed', '350', '32 / 0', '3.90 (3.80–4.00)', '137 of 259 (53%), then all', 'not stopped', 'not stopped', 'n/a'],
+    ]);
   });
 });

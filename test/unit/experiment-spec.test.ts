@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { ValidationError } from '../../src/errors.js';
-import { expandCells, loadExperimentSpec, parseExperimentSpec, planRuns, strategyName } from '../../src/experiment/spec.js';
+import { badVersionEnv, expandCells, loadExperimentSpec, parseExperimentSpec, planRuns, strategyName } from '../../src/experiment/spec.js';
 
 const examples = fileURLToPath(new URL('../../examples/experiments/', import.meta.url));
 
@@ -27,7 +27,9 @@ describe('experiment spec: defaults and the matrix', () => {
   it('fills in defaults: 3 replicas, drain 2 s, warm-up 1 s, 10 GET/s, 1 POST stream of 200 ms, no keep-alive, NDJSON', () => {
     const s = parseExperimentSpec({ name: 'x', strategies: [{ maxSurge: 1, maxUnavailable: 0 }] }, 'spec.yaml');
     assert.deepEqual(s.fleet, { replicas: 3, drainSeconds: 2, warmupSeconds: 1, minReadySeconds: 0, prestopSeconds: 1 });
-    assert.deepEqual(s.load, { getPerSecond: 10, postConcurrency: 1, postDurationMs: 200, keepAlive: false, timeoutMs: 5000, beforeSeconds: 1.5, afterSeconds: 1 });
+    assert.deepEqual(s.load, { getPerSecond: 10, postConcurrency: 1, postDurationMs: 200, keepAlive: false, timeoutMs: 5000, beforeSeconds: 1.5, afterSeconds: 1, users: 1000 });
+    assert.equal(s.analysis, undefined);
+    assert.equal(s.badVersion, undefined);
     assert.equal(s.from, '1.0.0');
     assert.equal(s.to, '1.1.0');
     assert.equal(s.repetitions, 1);
@@ -112,7 +114,7 @@ describe('experiment spec: every problem named by its path', () => {
     },
     { name: 'a bad element of a list names its index', raw: { name: 'x', strategies: [{}], load: { getPerSecond: [10, 'fast'] } }, want: ['load/getPerSecond/1: must be a number from 0 to 2000, got "fast"'] },
     { name: 'a bad single value', raw: { name: 'x', strategies: [{}], load: { keepAlive: 'yes' } }, want: ['load/keepAlive: must be true or false, got "yes"'] },
-    { name: 'unknown strategy type', raw: { name: 'x', strategies: [{ type: 'BlueGreen' }] }, want: ['strategies/0/type: must be "RollingUpdate", "Recreate", "naive" or "script", got "BlueGreen"'] },
+    { name: 'unknown strategy type', raw: { name: 'x', strategies: [{ type: 'Linear' }] }, want: ['strategies/0/type: must be "RollingUpdate", "Recreate", "BlueGreen", "Canary", "naive" or "script", got "Linear"'] },
     { name: 'script without a batch', raw: { name: 'x', strategies: [{}, { type: 'script' }] }, want: ['strategies/1/batch: is required for type script: how many instances the script replaces at once (1 to 20)'] },
     {
       name: 'script batch and pollSeconds out of range',
@@ -133,9 +135,9 @@ describe('experiment spec: every problem named by its path', () => {
       want: [
         'strategies/0/batch: only applies to type script, not RollingUpdate',
         'strategies/1/pollSeconds: only applies to type script, not naive',
-        'strategies/2/replacementPolicy: only applies to type RollingUpdate, not script',
-        'strategies/3/replacementPolicy: only applies to type RollingUpdate, not Recreate',
-        'strategies/4/maxUnavailable: only applies to type RollingUpdate, not script',
+        'strategies/2/replacementPolicy: only applies to types RollingUpdate and Canary (its final rolling update), not script',
+        'strategies/3/replacementPolicy: only applies to types RollingUpdate and Canary (its final rolling update), not Recreate',
+        'strategies/4/maxUnavailable: only applies to types RollingUpdate and Canary (its final rolling update), not script',
       ],
     },
     { name: 'an unknown replacementPolicy', raw: { name: 'x', strategies: [{ maxSurge: 0, maxUnavailable: 1, replacementPolicy: 'Eventually' }] }, want: ['strategies/0/replacementPolicy: must be "TerminationStarted" or "TerminationComplete", got "Eventually"'] },
@@ -150,8 +152,8 @@ describe('experiment spec: every problem named by its path', () => {
       name: 'fields that do not fit the type, and duplicate names',
       raw: { name: 'x', strategies: [{ type: 'Recreate', maxSurge: 1 }, { type: 'naive', maxUnavailable: 1 }, { intervalSeconds: 3 }, { name: 'naive', maxSurge: 1 }] },
       want: [
-        'strategies/0/maxSurge: only applies to type RollingUpdate, not Recreate',
-        'strategies/1/maxUnavailable: only applies to type RollingUpdate, not naive',
+        'strategies/0/maxSurge: only applies to types RollingUpdate and Canary (its final rolling update), not Recreate',
+        'strategies/1/maxUnavailable: only applies to types RollingUpdate and Canary (its final rolling update), not naive',
         'strategies/2/intervalSeconds: only applies to type naive',
         'strategies/3/name: duplicate strategy name "naive" (also strategies/1); give each a distinct name',
       ],
@@ -165,9 +167,210 @@ describe('experiment spec: every problem named by its path', () => {
   }
 });
 
+const GATE = { interval: '4s', minRequests: 10, maxErrorRate: '5%' };
+const CANARY = { type: 'Canary', maxSurge: 1, maxUnavailable: 0, canary: { steps: [{ setWeight: 25 }, { analysis: {} }] } };
+
+describe('experiment spec: BlueGreen, Canary, the analysis gate and a bad version', () => {
+  const rows: { name: string; raw: Record<string, unknown>; want: { label: string; gate?: string; analysis?: Record<string, unknown>; fleet?: unknown; type?: string; surge?: number }[] }[] = [
+    {
+      name: 'the spec\'s analysis gates RollingUpdate (after the first wave) and BlueGreen (after the switch); analysis: false turns it off; names say "+ analysis"',
+      raw: { name: 'x', fleet: { replicas: 4 }, analysis: GATE, strategies: [{ maxSurge: 1, maxUnavailable: 0, analysis: false }, { maxSurge: 1, maxUnavailable: 0 }, { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 10 } }] },
+      want: [
+        { label: '1/0', type: 'RollingUpdate', surge: 1 },
+        { label: '1/0 + analysis', gate: 'after the first wave', analysis: { onInconclusive: 'fail', ...GATE }, type: 'RollingUpdate', surge: 1 },
+        { label: 'BlueGreen + analysis', gate: 'after the switch', analysis: { onInconclusive: 'fail', ...GATE }, fleet: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 10 } }, type: 'BlueGreen', surge: 4 },
+      ],
+    },
+    {
+      name: 'a strategy\'s analysis is merged over the spec\'s, field by field; true takes the spec\'s as they are',
+      raw: { name: 'x', analysis: GATE, strategies: [{ name: 'strict', maxSurge: 1, maxUnavailable: 0, analysis: { maxErrorRate: '1%', failureLimit: 1 } }, { name: 'plain', maxSurge: 0, maxUnavailable: 1, analysis: true }] },
+      want: [
+        { label: 'strict', gate: 'after the first wave', analysis: { onInconclusive: 'fail', interval: '4s', minRequests: 10, maxErrorRate: '1%', failureLimit: 1 }, type: 'RollingUpdate', surge: 1 },
+        { label: 'plain', gate: 'after the first wave', analysis: { onInconclusive: 'fail', ...GATE }, type: 'RollingUpdate', surge: 0 },
+      ],
+    },
+    {
+      name: 'a canary sticks on the probes\' X-User header; its analysis steps carry the merged settings; the final rolling update takes maxSurge/maxUnavailable',
+      raw: { name: 'x', fleet: { replicas: 4 }, analysis: GATE, strategies: [CANARY, { type: 'Canary', canary: { canaryReplicas: 2, steps: [{ setWeight: 10 }, { pause: { duration: '2s' } }, { setWeight: 50 }, { analysis: { maxErrorRate: '1%' } }] } }] },
+      want: [
+        {
+          label: 'Canary 25% + analysis',
+          gate: 'at canary step 2',
+          fleet: { type: 'Canary', canary: { stickyKey: 'header:X-User', steps: [{ setWeight: 25 }, { analysis: { onInconclusive: 'fail', ...GATE } }] } },
+          type: 'Canary',
+          surge: 1,
+        },
+        {
+          label: 'Canary 10%→50% + analysis',
+          gate: 'at canary step 4',
+          fleet: { type: 'Canary', canary: { canaryReplicas: 2, stickyKey: 'header:X-User', steps: [{ setWeight: 10 }, { pause: { duration: '2s' } }, { setWeight: 50 }, { analysis: { onInconclusive: 'fail', ...GATE, maxErrorRate: '1%' } }] } },
+          type: 'Canary',
+          surge: 1,
+        },
+      ],
+    },
+    {
+      name: 'without analysis settings nothing is gated: a canary without analysis steps, BlueGreen, RollingUpdate',
+      raw: { name: 'x', strategies: [{ type: 'Canary', canary: { steps: [{ setWeight: 50 }, { pause: { duration: 3 } }] } }, { type: 'BlueGreen' }, {}] },
+      want: [
+        { label: 'Canary 50%', fleet: { type: 'Canary', canary: { stickyKey: 'header:X-User', steps: [{ setWeight: 50 }, { pause: { duration: 3 } }] } }, type: 'Canary', surge: 1 },
+        { label: 'BlueGreen', fleet: { type: 'BlueGreen', blueGreen: {} }, type: 'BlueGreen', surge: 3 },
+        { label: '25%/25%', type: 'RollingUpdate', surge: 1 },
+      ],
+    },
+    {
+      name: 'a canary whose analysis step brings its own thresholds needs no analysis block',
+      raw: { name: 'x', strategies: [{ type: 'Canary', canary: { steps: [{ setWeight: 20 }, { analysis: { interval: 2, maxErrorRate: 0.02 } }] } }] },
+      want: [{ label: 'Canary 20% + analysis', gate: 'at canary step 2', fleet: { type: 'Canary', canary: { stickyKey: 'header:X-User', steps: [{ setWeight: 20 }, { analysis: { onInconclusive: 'fail', interval: 2, maxErrorRate: 0.02 } }] } }, type: 'Canary', surge: 1 }],
+    },
+  ];
+  for (const row of rows) {
+    it(row.name, () => {
+      const cells = expandCells(parseExperimentSpec(row.raw, 'spec.yaml'));
+      assert.deepEqual(
+        cells.map((c) => ({ label: c.label, ...(c.gate ? { gate: c.gate } : {}), ...(c.analysis ? { analysis: c.analysis } : {}), ...(c.fleetStrategy ? { fleet: c.fleetStrategy } : {}), type: c.resolved?.type, surge: c.resolved?.maxSurge })),
+        row.want,
+      );
+    });
+  }
+
+  const envRows: { name: string; badVersion: unknown; env: Record<string, string> }[] = [
+    { name: 'a percentage', badVersion: { errorRate: '20%' }, env: { BAD_ERROR_RATE: '0.2' } },
+    { name: 'a fraction and added latency', badVersion: { errorRate: 0.05, latencyMs: 300 }, env: { BAD_ERROR_RATE: '0.05', BAD_LATENCY_MS: '300' } },
+    { name: 'latency only', badVersion: { latencyMs: 250 }, env: { BAD_LATENCY_MS: '250' } },
+    { name: 'no badVersion: a good version, no env', badVersion: undefined, env: {} },
+  ];
+  for (const row of envRows) {
+    it(`badVersion → the new version's env: ${row.name}`, () => {
+      const spec = parseExperimentSpec({ name: 'x', strategies: [{}], ...(row.badVersion ? { badVersion: row.badVersion } : {}) }, 'spec.yaml');
+      assert.deepEqual(badVersionEnv(spec), row.env);
+    });
+  }
+
+  it('the default name of a gated strategy, and an explicit name', () => {
+    assert.equal(strategyName({ type: 'RollingUpdate', maxSurge: 1, maxUnavailable: 0 }, GATE), '1/0 + analysis');
+    assert.equal(strategyName({ type: 'RollingUpdate', maxSurge: 1, maxUnavailable: 0, analysis: false }, GATE), '1/0');
+    assert.equal(strategyName({ type: 'BlueGreen', name: 'bg' }, GATE), 'bg');
+  });
+});
+
+describe('experiment spec: BlueGreen, Canary, analysis and badVersion problems, named by their path', () => {
+  const rows: { name: string; raw: unknown; want: string[] }[] = [
+    {
+      name: 'blocks that do not fit the type; maxSurge on BlueGreen',
+      raw: { name: 'x', strategies: [{ name: 'a', blueGreen: {} }, { name: 'b', type: 'BlueGreen', canary: { steps: [{ setWeight: 5 }] } }, { name: 'c', type: 'BlueGreen', maxSurge: 1 }] },
+      want: [
+        'strategies/0/blueGreen: only applies to type BlueGreen, not RollingUpdate',
+        'strategies/1/canary: only applies to type Canary, not BlueGreen',
+        'strategies/2/maxSurge: only applies to types RollingUpdate and Canary (its final rolling update), not BlueGreen',
+      ],
+    },
+    {
+      name: 'what would wait for fleetroll promote or resume: autoPromote false, a pause without a duration; no preview',
+      raw: { name: 'x', strategies: [{ type: 'BlueGreen', blueGreen: { autoPromote: false, preview: { upstream: 'p' } } }, { type: 'Canary', canary: { steps: [{ setWeight: 10 }, { pause: {} }] } }] },
+      want: [
+        'strategies/0/blueGreen/preview: is not available in an experiment: the nginx of a run serves one upstream, and no prePromotion hook runs',
+        'strategies/0/blueGreen/autoPromote: must be true (the default) in an experiment: nobody runs fleetroll promote during a run, got false',
+        'strategies/1/canary/steps/1/pause: needs a duration in an experiment (e.g. { duration: 5s }): nobody runs fleetroll promote or abort during a run',
+      ],
+    },
+    {
+      name: 'the sticky key is the experiment\'s; canary steps are checked like the fleet file\'s; steps are required',
+      raw: { name: 'x', fleet: { replicas: 2 }, strategies: [{ type: 'Canary', canary: { stickyKey: 'cookie:s', canaryReplicas: 3, steps: [{ setWeight: 125 }, { setWeight: 5, pause: { duration: 1 } }] } }, { type: 'Canary', name: 'empty' }] },
+      want: [
+        'strategies/0/canary/stickyKey: is set by the experiment: header:X-User (the probes send one of load.users ids per request; they all come from one client address), remove it',
+        'strategies/0/canary/canaryReplicas: must be at most replicas (2), got 3',
+        'strategies/0/canary/steps/0/setWeight: must be a whole percent from 0 to 100, got 125',
+        'strategies/0/canary/steps/1: must be exactly one of setWeight, pause or analysis (e.g. { setWeight: 20 }), got "setWeight" and "pause"',
+        'strategies/1/canary/steps: is required with type Canary: a list of steps such as [{ setWeight: 10 }, { pause: { duration: 5m } }, { setWeight: 50 }, { pause: {} }]',
+      ],
+    },
+    {
+      name: 'analysis settings are checked with the fleet file\'s rules, each problem where it is written (spec, strategy or step)',
+      raw: {
+        name: 'x',
+        analysis: { interval: 'soon', maxErrorRate: '5%' },
+        strategies: [{ maxSurge: 1, maxUnavailable: 0, analysis: { maxErrorRate: 2 } }, { type: 'Canary', canary: { steps: [{ setWeight: 10 }, { analysis: { minRequests: -1 } }] } }],
+      },
+      want: [
+        'analysis/interval: must be a duration from 1 s to 3600 s: a number of seconds or a string like "10s", "500ms", "1m", got "soon"',
+        'strategies/0/analysis/maxErrorRate: must be the highest error rate of the new revision: a percentage like "1%" or a fraction below 1 like 0.01, got 2',
+        'strategies/1/canary/steps/1/analysis/minRequests: must be a number of requests from 0 to 1000000, got -1',
+      ],
+    },
+    {
+      name: 'a gate without a threshold: named at the innermost block that exists',
+      raw: { name: 'x', analysis: { interval: '4s' }, strategies: [{ name: 'a', maxSurge: 1, maxUnavailable: 0 }, { name: 'b', maxSurge: 1, maxUnavailable: 0, analysis: { minRequests: 5 } }, { type: 'Canary', canary: { steps: [{ setWeight: 10 }, { analysis: {} }] } }] },
+      want: [
+        'analysis: must set at least one threshold: maxErrorRate (e.g. "1%"), maxErrorRateIncrease (e.g. "0.5%") or maxLatencyRatio (e.g. 1.5)',
+        'strategies/1/analysis: must set at least one threshold: maxErrorRate (e.g. "1%"), maxErrorRateIncrease (e.g. "0.5%") or maxLatencyRatio (e.g. 1.5)',
+        'strategies/2/canary/steps/1/analysis: must set at least one threshold: maxErrorRate (e.g. "1%"), maxErrorRateIncrease (e.g. "0.5%") or maxLatencyRatio (e.g. 1.5)',
+      ],
+    },
+    {
+      name: 'onInconclusive: pause would wait for a human: refused wherever it is written',
+      raw: { name: 'x', analysis: { ...GATE, onInconclusive: 'pause' }, strategies: [{ maxSurge: 1, maxUnavailable: 0 }, { type: 'Canary', canary: { steps: [{ setWeight: 10 }, { analysis: { onInconclusive: 'pause' } }] } }] },
+      want: [
+        'analysis/onInconclusive: must be "fail" (the default) in an experiment: nobody runs fleetroll resume, promote or abort during a run',
+        'strategies/1/canary/steps/1/analysis/onInconclusive: must be "fail" (the default) in an experiment: nobody runs fleetroll resume, promote or abort during a run',
+      ],
+    },
+    {
+      name: 'analysis where no gate can use it',
+      raw: {
+        name: 'x',
+        strategies: [{ type: 'naive', analysis: GATE }, { type: 'Recreate', analysis: GATE }, { type: 'Canary', analysis: GATE, canary: { steps: [{ setWeight: 10 }] } }, { name: 'r', analysis: true }],
+      },
+      want: [
+        'strategies/0/analysis: only applies to types RollingUpdate (after the first wave), BlueGreen (after the switch) and Canary (its analysis steps), not naive',
+        'strategies/1/analysis: only applies to types RollingUpdate (after the first wave), BlueGreen (after the switch) and Canary (its analysis steps), not Recreate',
+        'strategies/2/analysis: a canary is judged only at its analysis steps: add { analysis: {} } to canary/steps',
+        'strategies/3/analysis: true takes the spec\'s analysis settings, but the spec has no analysis: give the settings here (e.g. { interval: 4s, maxErrorRate: "5%" }) or in the spec',
+      ],
+    },
+    {
+      name: 'the spec\'s analysis used by no strategy; an analysis step under analysis: false',
+      raw: { name: 'x', analysis: GATE, strategies: [{ type: 'naive' }, { maxSurge: 1, maxUnavailable: 0, analysis: false }, { type: 'Canary', analysis: false, canary: { steps: [{ setWeight: 10 }, { analysis: {} }] } }] },
+      want: [
+        'strategies/2/canary/steps/1/analysis: this strategy turns the analysis gate off (strategies/2/analysis: false); remove the step or the false',
+        'analysis: no strategy uses it: it gates RollingUpdate (after the first wave), BlueGreen (after the switch) and a Canary\'s analysis steps, unless the strategy says analysis: false',
+      ],
+    },
+    {
+      name: 'blue-green: the old set must wait longer than the analysis takes to fail, or nothing can switch back',
+      raw: { name: 'x', analysis: { interval: '10s', maxErrorRate: '5%', failureLimit: 1 }, strategies: [{ name: 'short', type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 20 } }, { name: 'default', type: 'BlueGreen', analysis: { interval: '30s', failureLimit: 0 } }, { name: 'ok', type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 21 } }] },
+      want: [
+        'strategies/0/blueGreen/scaleDownDelaySeconds: must be longer than the analysis takes to fail (interval 10 s × (failureLimit 1 + 1) = 20 s): the gate switches back only while the old set waits; got 20',
+        'strategies/1/blueGreen/scaleDownDelaySeconds: must be longer than the analysis takes to fail (interval 30 s × (failureLimit 0 + 1) = 30 s): the gate switches back only while the old set waits; got 30 (the default)',
+      ],
+    },
+    {
+      name: 'expectStopped needs a gate, and fleetroll\'s strategies',
+      raw: { name: 'x', strategies: [{ type: 'script', batch: 1, expectStopped: true }, { maxSurge: 1, maxUnavailable: 0, expectStopped: true }, { name: 'fine', maxSurge: 1, maxUnavailable: 0, expectStopped: false }] },
+      want: [
+        'strategies/0/expectStopped: only applies to fleetroll\'s strategies (the analysis gate), not script',
+        'strategies/1/expectStopped: this strategy has no analysis gate, so nothing can stop its deploy: give it analysis settings (here or in the spec\'s analysis) or an analysis step',
+      ],
+    },
+    {
+      name: 'badVersion: a share from 0 to 1, a latency in ms, and something bad',
+      raw: { name: 'x', strategies: [{}], badVersion: { errorRate: '120%', latencyMs: -5, extra: 1 } },
+      want: ['badVersion/errorRate: must be a share from 0 to 1 like "20%" or 0.2, got "120%"', 'badVersion/latencyMs: must be an integer from 0 to 10000, got -5', 'badVersion: unknown field "extra"'],
+    },
+    { name: 'badVersion that is not bad', raw: { name: 'x', strategies: [{}], badVersion: { errorRate: 0, latencyMs: 0 } }, want: ['badVersion: must make the new version bad: errorRate above 0 (e.g. "20%") and/or latencyMs above 0'] },
+    { name: 'load.users: at least one', raw: { name: 'x', strategies: [{}], load: { users: 0 } }, want: ['load/users: must be an integer from 1 to 100000, got 0'] },
+    { name: 'a strategy\'s analysis must be a mapping or a boolean', raw: { name: 'x', strategies: [{ analysis: 'yes' }] }, want: ['strategies/0/analysis: must be a mapping of analysis settings, true (the spec\'s analysis) or false (no analysis gate), got "yes"'] },
+  ];
+  for (const row of rows) {
+    it(row.name, () => {
+      assert.deepEqual(problems(row.raw), row.want);
+    });
+  }
+});
+
 describe('shipped experiment specs', () => {
   const files = readdirSync(examples).filter((f) => /\.ya?ml$/.test(f));
-  it('there are at least four', () => assert.ok(files.length >= 4, files.join(', ')));
+  it('there are at least five', () => assert.ok(files.length >= 5, files.join(', ')));
   for (const f of files) {
     it(`${f} loads and expands`, async () => {
       const spec = await loadExperimentSpec(join(examples, f));

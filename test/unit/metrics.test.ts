@@ -1,8 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
+  answeredBy,
+  mixedVersionSpans,
   mixedVersionWindow,
+  newVersionFigures,
   perSecond,
+  versionSpans,
   summarizeRequests,
   type RequestRecord,
   type RequestSummary,
@@ -277,5 +281,97 @@ describe('perSecond', () => {
     assert.throws(() => perSecond([get(0, 200)], 0), RangeError);
     assert.throws(() => perSecond([get(0, 200)], -1), RangeError);
     assert.throws(() => perSecond([get(0, 200)], Number.NaN), RangeError);
+  });
+});
+
+/** `n` GETs every `everyMs` from `from`, answered by `version` (5 ms each). */
+const series = (from: number, n: number, everyMs: number, version: string, status = 200) => Array.from({ length: n }, (_, i) => get(from + i * everyMs, status, version));
+
+describe('answeredBy', () => {
+  const rows: { name: string; r: RequestRecord; want: string | undefined }[] = [
+    { name: 'a 200 with its header', r: get(0, 200, '1.1.0'), want: '1.1.0' },
+    { name: 'the app\'s own 500 is its answer', r: get(0, 500, '1.1.0'), want: '1.1.0' },
+    { name: 'nginx\'s 502 carries no version', r: get(0, 502), want: undefined },
+    { name: 'a body cut off is nobody\'s answer', r: get(0, 200, '1.0.0', 5, 'ECONNRESET'), want: undefined },
+    { name: 'a timeout', r: get(0, undefined, undefined, 5000, 'timeout'), want: undefined },
+  ];
+  for (const row of rows) it(row.name, () => assert.equal(answeredBy(row.r), row.want));
+});
+
+describe('versionSpans', () => {
+  const rows: { name: string; records: RequestRecord[]; want: { startMs: number; endMs: number }[] }[] = [
+    { name: 'no answer, no span', records: [get(0, 200, '1.0.0')], want: [] },
+    { name: 'one answer is a span of length 0', records: [get(100, 200, '1.1.0')], want: [{ startMs: 105, endMs: 105 }] },
+    { name: 'steady answers are one span, first to last arrival', records: series(0, 11, 100, '1.1.0'), want: [{ startMs: 5, endMs: 1005 }] },
+    {
+      name: 'a gap above max(1 s, 5 × the median gap) ends a span (a switch and a switch back)',
+      records: [...series(0, 10, 100, '1.1.0'), ...series(3000, 10, 100, '1.1.0')],
+      want: [{ startMs: 5, endMs: 905 }, { startMs: 3005, endMs: 3905 }],
+    },
+    {
+      name: 'a sparse version (an answer every 400 ms) is not cut at 1.5 s gaps: the threshold is 5 × its median gap',
+      records: [...series(0, 5, 400, '1.1.0'), ...series(3100, 5, 400, '1.1.0')],
+      want: [{ startMs: 5, endMs: 4705 }],
+    },
+    { name: 'its 500s count as answers; others\' answers and failures do not', records: [get(0, 500, '1.1.0'), get(50, 502), get(100, 200, '1.0.0'), get(200, 200, '1.1.0')], want: [{ startMs: 5, endMs: 205 }] },
+  ];
+  for (const row of rows) it(row.name, () => assert.deepEqual(versionSpans(row.records, '1.1.0'), row.want));
+});
+
+describe('mixedVersionSpans: the time both versions were answering', () => {
+  const rows: { name: string; records: RequestRecord[]; want: ReturnType<typeof mixedVersionSpans> }[] = [
+    {
+      name: 'a rolling update: from the first new answer to the last old one (as mixedVersionWindow)',
+      records: [...series(0, 30, 100, '1.0.0'), ...series(1000, 40, 100, '1.1.0')],
+      want: { spans: [{ startMs: 1005, endMs: 2905 }], windowMs: 1900 },
+    },
+    {
+      name: 'a canary taken out: the time it answered beside stable, not until the end',
+      records: [...series(0, 100, 50, '1.0.0'), ...series(1000, 20, 200, '1.1.0')],
+      want: { spans: [{ startMs: 1005, endMs: 4805 }], windowMs: 3800 },
+    },
+    {
+      name: 'blue-green switched and switched back: the two switches, not the time only the new set answered',
+      records: [...series(0, 20, 50, '1.0.0'), get(1000, 201, '1.0.0', 40), ...series(1010, 60, 50, '1.1.0'), get(3990, 200, '1.1.0', 30), ...series(4000, 20, 50, '1.0.0')],
+      want: { spans: [{ startMs: 1015, endMs: 1040 }, { startMs: 4005, endMs: 4020 }], windowMs: 40 },
+    },
+    { name: 'recreate: no overlap, 0', records: [...series(0, 10, 100, '1.0.0'), ...series(2000, 10, 100, '1.1.0')], want: { spans: [], windowMs: 0 } },
+    { name: 'the new version never answered: undefined', records: series(0, 10, 100, '1.0.0'), want: undefined },
+  ];
+  for (const row of rows) it(row.name, () => assert.deepEqual(mixedVersionSpans(row.records, '1.0.0', '1.1.0'), row.want));
+});
+
+describe('newVersionFigures: its traffic, its own failures and the rest', () => {
+  const records = [
+    get(0, 200, '1.0.0'),
+    get(1000, 200, '1.1.0'),
+    get(1100, 500, '1.1.0', 20),
+    get(1200, 502),
+    get(1300, 200, '1.0.0', 5, 'ECONNRESET'),
+    get(1400, 503, '1.0.0'),
+    post(2000, 201, '1.1.0'),
+    get(5000, 500, '1.1.0'),
+  ];
+  const f = newVersionFigures(records, '1.1.0', { startMs: 500, endMs: 3000 });
+  it('answered: over the whole recording; in the deploy: by send time', () => {
+    assert.deepEqual([f.answered, f.answeredInDeploy, f.sentInDeploy], [4, 3, 6]);
+  });
+  it('its own failures (the 500s with its header) apart from every other (502, a reset, the old version\'s 503)', () => {
+    assert.deepEqual([f.ownFailures, f.otherFailures], [2, 3]);
+  });
+  it('first and last answer, first own failure, at arrival', () => {
+    assert.deepEqual([f.firstAnswerMs, f.lastAnswerMs, f.firstOwnFailureMs], [1005, 5005, 1120]);
+  });
+  it('a new version that never answered: zeros and nulls', () => {
+    assert.deepEqual(newVersionFigures([get(0, 200, '1.0.0'), get(10, 502)], '1.1.0', { startMs: 0, endMs: 100 }), {
+      answered: 0,
+      sentInDeploy: 2,
+      answeredInDeploy: 0,
+      ownFailures: 0,
+      otherFailures: 1,
+      firstAnswerMs: null,
+      lastAnswerMs: null,
+      firstOwnFailureMs: null,
+    });
   });
 });

@@ -32,11 +32,14 @@ let seen = 0;
 /** Requests served per connection, for the keep-alive paths below. */
 const perSocket = new WeakMap<object, number>();
 const idempotencyKeys: string[] = [];
+/** The X-User header of every request, in arrival order ('' when absent). */
+const users: string[] = [];
 
 const server = http.createServer((req, res) => {
   seen++;
   const onThisSocket = (perSocket.get(req.socket) ?? 0) + 1;
   perSocket.set(req.socket, onThisSocket);
+  users.push(String(req.headers['x-user'] ?? ''));
   const key = req.headers['idempotency-key'];
   if (typeof key === 'string') idempotencyKeys.push(key);
   // What nginx does to an idle keep-alive connection in a reload: close it
@@ -247,6 +250,20 @@ describe('startLoad against a local server', () => {
     assert.equal(summarizeRequests(records).retried, 0);
     assert.equal(seen, records.length);
     assert.deepEqual(idempotencyKeys, []);
+  });
+
+  it('users: each request comes from the next of N users (X-User: user-0 .. user-N-1, then round again); none without', async () => {
+    destroyEvery = 0;
+    users.length = 0;
+    const run = startLoad(base, { getPerSecond: 50, postConcurrency: 0, users: 3 });
+    await waitFor('seven requests', () => users.length >= 7);
+    await run.stop();
+    assert.deepEqual(users.slice(0, 7), ['user-0', 'user-1', 'user-2', 'user-0', 'user-1', 'user-2', 'user-0']);
+    users.length = 0;
+    const plain = startLoad(base, { getPerSecond: 50, postConcurrency: 0 });
+    await waitFor('two requests', () => users.length >= 2);
+    await plain.stop();
+    assert.deepEqual(users.slice(0, 2), ['', ''], 'users 0 (the default): no header');
   });
 
   it('only targets loopback addresses', async () => {

@@ -37,6 +37,31 @@ function printExperiment(s: ExperimentSummary, out: Out): void {
       '  ',
     ),
   );
+  if (s.experiment.badVersion) {
+    out.line('');
+    out.line(`against the bad version (${s.experiment.to}): failed = its own 500s / any other failure; time to roll back = to its last answer, from the deploy start / from its first 500`);
+    out.line(
+      table(
+        ['configuration', 'outcome', 'failed own/other', 'window s', 'bad answered (in deploy)', 'roll back s', 'in traffic s', 'log 5xx/dropped'],
+        s.cells.map((c) => {
+          const a = c.aggregate;
+          const nv = a.newVersion;
+          const stopped = a.outcomes.stopped > 0;
+          return [
+            c.label,
+            (['completed', 'stopped', 'failed'] as const).filter((k) => a.outcomes[k] > 0).map((k) => `${k}${a.outcomes[k] < a.runs ? ` ${a.outcomes[k]}` : ''}`).join(', '),
+            `${fmtStat(nv.ownFailures)}/${fmtStat(nv.otherFailures)}`,
+            fmtStat(a.windowMs, 1000, 2),
+            `${fmtStat(nv.answeredInDeploy)} of ${fmtStat(nv.sentInDeploy)}`,
+            stopped ? `${secs(nv.stopMs)} / ${secs(nv.stopAfterFirstFailureMs)}` : 'not stopped',
+            stopped ? secs(nv.exposureMs) : '-',
+            a.health ? `${fmtStat(a.health.failed5xx)}/${fmtStat(a.health.dropped)}` : 'n/a',
+          ];
+        }),
+        '  ',
+      ),
+    );
+  }
   const failing = s.cells.flatMap((c) => c.aggregate.failuresByPhase.filter((f) => f.failed.max > 0).map((f) => [c.label, f.phase, fmtStat(f.failed), Object.entries(f.byStatus).filter(([, v]) => v.max > 0).map(([k, v]) => `${k} × ${fmtStat(v)}`).join(', ')]));
   if (failing.length > 0) {
     out.line('');
@@ -72,12 +97,21 @@ Writes to the output directory: report.md and index.html with SVG charts
 (charts/), summary.json (what --json prints), and per run
 runs/<run>/requests.ndjson (or .csv), events.ndjson and metrics.json.
 
-Exit status: 0 when every run's deploy completed and every expectZeroFailures
-held; 1 otherwise (the report is written either way); 2 for an invalid spec.
+With badVersion the new version answers a share of its API requests with
+500s (and/or slower); strategies with an analysis gate read nginx's access
+log and should stop it. The report adds failures split into the bad
+version's own and any other, the time to roll back, and how many requests
+the bad version answered.
+
+Exit status: 0 when every deploy completed (or, with badVersion, was stopped
+by the analysis), every instance ended on the version it should, and every
+expectZeroFailures / expectStopped held; 1 otherwise (the report is written
+either way); 2 for an invalid spec.
 
 Examples:
   $ fleetroll experiment -f examples/experiments/01-naive-vs-rolling.yaml
-  $ fleetroll experiment -f examples/experiments/03-four-replicas.yaml --repetitions 1 --json`,
+  $ fleetroll experiment -f examples/experiments/03-four-replicas.yaml --repetitions 1 --json
+  $ fleetroll experiment -f examples/experiments/05-strategies.yaml`,
     )
     .action(async (o) => {
       if (o.name !== undefined && !(SERVICE_RE.test(o.name) && o.name.length <= 50)) {
