@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Runs every test file (test/*/*.test.ts) with Node's test runner, several
-// files at a time (TEST_CONCURRENCY, default 4: most of an integration
+// files at a time (TEST_CONCURRENCY, default 5: most of an integration
 // file's time is spent waiting for containers, drains and reloads, not on
 // the CPU). The slowest files start first, so that none of them starts last
 // and holds the run up alone; a file not in the list runs after them, in
@@ -28,6 +28,6 @@ const all = readdirSync('test', { withFileTypes: true })
   .flatMap((d) => readdirSync(join('test', d.name)).filter((f) => f.endsWith('.test.ts')).map((f) => `test/${d.name}/${f}`))
   .sort();
 const files = [...SLOWEST_FIRST.filter((f) => all.includes(f)), ...all.filter((f) => !SLOWEST_FIRST.includes(f))];
-const concurrency = process.env.TEST_CONCURRENCY ?? '4';
+const concurrency = process.env.TEST_CONCURRENCY ?? '5';
 const r = spawnSync('npx', ['tsx', '--test', `--test-concurrency=${concurrency}`, ...process.argv.slice(2), ...files], { stdio: 'inherit' });
 process.exit(r.status ?? 1);

@@ -63,10 +63,10 @@ describe('canary, for real', () => {
     assert.ok(Math.abs(onCanary / 2 - 25) <= 10, `${onCanary / 2}% of users on the canary at weight 25`);
     // nginx's own access log says the same: the share of /api/version answers the new version gave.
     const log = (await getFile(docker, f.names.nginx, '/var/log/nginx/fleetroll.log')) ?? '';
-    const records = new AccessLogParser().parse(log.split('\n')).filter((r) => r.uri === '/api/version' && r.timeMs >= askedFrom - 1000 && r.timeMs <= askedTo + 1000);
-    const logShare = (100 * records.filter((r) => r.appVersion === '1.1.0').length) / Math.max(1, records.length);
-    t.diagnostic(`access log: ${records.length} requests, ${logShare.toFixed(1)}% answered by the canary`);
-    assert.ok(records.length >= 400, `the access log has the ${records.length} requests`);
+    const logged = new AccessLogParser().parse(log.split('\n')).filter((r) => r.uri === '/api/version' && r.timeMs >= askedFrom - 1000 && r.timeMs <= askedTo + 1000);
+    const logShare = (100 * logged.filter((r) => r.appVersion === '1.1.0').length) / Math.max(1, logged.length);
+    t.diagnostic(`access log: ${logged.length} requests, ${logShare.toFixed(1)}% answered by the canary`);
+    assert.ok(logged.length >= 400, `the access log has the ${logged.length} requests`);
     assert.ok(Math.abs(logShare - onCanary / 2) <= 1, `access log ${logShare.toFixed(1)}% vs users ${onCanary / 2}%`);
 
     assert.equal((await runCli(['promote', '-f', file])).code, 0);
