@@ -82,8 +82,8 @@ const canaryStepSchema = z
         )
         .strict()
         .optional(),
-      // Any mapping for now: the analysis settings' own schema (thresholds,
-      // interval, ...) validates these overrides when the analysis work wires them in.
+      // Any mapping here: merged with the top-level analysis: block, the overrides
+      // are validated as one block by the analysis schema (config/load.ts analysisStepIssues).
       analysis: z.record(z.string(), z.unknown(), { error: (i) => `must be a mapping of analysis settings (may be empty: {}), got ${JSON.stringify(i.input)}` }).optional(),
     },
     { error: (i) => `must be a step: { setWeight: N }, { pause: { duration: 30s } }, { pause: {} } or { analysis: {} }, got ${JSON.stringify(i.input)}` },

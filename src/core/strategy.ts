@@ -64,12 +64,11 @@ export interface BlueGreenInput {
 export interface CanaryStepInput {
   /** Percent of requests for the new revision, 0..100. */
   setWeight?: number | undefined;
-  /** `{ duration: 60 }`, `{ duration: "5m" }`; `{}` waits for `fleetroll resume` / `promote`. */
+  /** `{ duration: 60 }`, `{ duration: "5m" }`; `{}` waits for `fleetroll promote` (or `abort`). */
   pause?: { duration?: number | string | undefined } | undefined;
   /**
-   * Overrides of the top-level `analysis:` settings for this check. Any
-   * mapping is accepted for now: its fields are validated with the analysis
-   * schema when the analysis work wires it in.
+   * Overrides of the top-level `analysis:` settings for this check, validated
+   * together with them by the fleet loader (config/load.ts).
    */
   analysis?: Record<string, unknown> | undefined;
 }

@@ -148,7 +148,6 @@ Examples:
       if (plan.type === 'BlueGreen') printBlueGreenPlan(plan, strategy.blueGreen?.scaleDownDelaySeconds ?? 0, out);
       else if (plan.type === 'Canary') printCanaryPlan(plan, out);
       else printPlan(plan.rolling, out);
-      if (plan.type === 'Canary') out.line('(Canary rollouts are planned and explained here; deploy support for canaries is not done yet)');
       if (fleet && fleet.hosts.length > 1) {
         const p = placement(fleet.replicas, fleet.hosts);
         out.line(`placement: ${Object.entries(p.perHost).map(([h, n]) => `${h} ${n}`).join(', ')}${p.unplaced ? ` — ${p.unplaced} instance(s) fit on no host (maxInstances)` : ''}; surge instances go to hosts below maxInstances`);
