@@ -382,27 +382,26 @@ export class SshDockerAgent extends Agent {
   /** One `docker system dial-stdio` session; `release` frees its slot when it closes. */
   private async execDialStdio(release: () => void): Promise<ClientChannel> {
     const client = await this.open();
-    {
-      return await new Promise<ClientChannel>((resolve, reject) => {
-        try {
-          client.exec('docker system dial-stdio', (err, channel) => {
-            if (err) {
-              this.lastProblem = `opening an SSH session on ${this.where}: ${err.message}`;
-              reject(new Error(this.lastProblem, { cause: err }));
-              return;
-            }
-            channel.once('close', release);
-            this.watch(channel);
-            resolve(channel);
-          });
-        } catch (err) {
-          // "Not connected": the connection closed since; the next request reconnects.
-          this.conn = undefined;
-          reject(err as Error);
-        }
-      });
-    }
+    return new Promise<ClientChannel>((resolve, reject) => {
+      try {
+        client.exec('docker system dial-stdio', (err, channel) => {
+          if (err) {
+            this.lastProblem = `opening an SSH session on ${this.where}: ${err.message}`;
+            reject(new Error(this.lastProblem, { cause: err }));
+            return;
+          }
+          channel.once('close', release);
+          this.watch(channel);
+          resolve(channel);
+        });
+      } catch (err) {
+        // "Not connected": the connection closed since; the next request reconnects.
+        this.conn = undefined;
+        reject(err as Error);
+      }
+    });
   }
+
 
   /** Keeps what the remote docker CLI says on stderr: when dial-stdio fails, that is the reason. */
   private watch(channel: ClientChannel): void {

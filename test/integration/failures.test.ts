@@ -9,24 +9,16 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { putFile } from '../../src/adapters/docker.js';
 import { LABELS } from '../../src/ports.js';
-import { type TestFleet, docker, failedOf, prober, runCli, startCliUntil, useFleets, startLoad } from './fixture.js';
+import { docker, failedOf, prober, runCli, startCliUntil, useFleets, startLoad } from './fixture.js';
 
 const fleet = useFleets();
 
 
-/** Starts a fleet of `replicas` at 1.0.0 and returns its old revision label. */
-async function fleetAt100(f: TestFleet, replicas = 3): Promise<string> {
-  const r = await runCli(['deploy', '-f', f.fleetFile({ replicas, maxSurge: 1, maxUnavailable: 0 })]);
-  assert.equal(r.code, 0, r.stderr);
-  const revs = new Set((await f.instances()).map((i) => i.labels[LABELS.revision]));
-  assert.equal(revs.size, 1);
-  return [...revs][0] ?? '';
-}
 
 describe('failed rollouts leave the fleet serving', () => {
   it('a never-ready version with maxUnavailable 0: exit 1 after the deadline, zero failed requests, the old fleet intact', async () => {
     const f = await fleet('it-never');
-    const oldRev = await fleetAt100(f);
+    const oldRev = await f.at100();
     const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
     const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', env: { BROKEN_NEVER_READY: '1' }, progressDeadlineSeconds: 5 })]);
     const records = await load.stop();
@@ -48,7 +40,7 @@ describe('failed rollouts leave the fleet serving', () => {
 
   it('the same with --auto-rollback: the fleet ends on the old revision only, zero failed requests', async () => {
     const f = await fleet('it-rollback');
-    const oldRev = await fleetAt100(f);
+    const oldRev = await f.at100();
     const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
     const r = await runCli(['deploy', '--auto-rollback', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', env: { BROKEN_NEVER_READY: '1' }, progressDeadlineSeconds: 5 })]);
     const records = await load.stop();
@@ -66,7 +58,7 @@ describe('failed rollouts leave the fleet serving', () => {
 
   it('a version that crashes 2 s after becoming ready, minReadySeconds 5: the rollout does not advance on it', async (t) => {
     const f = await fleet('it-crash');
-    const oldRev = await fleetAt100(f);
+    const oldRev = await f.at100();
     const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
     const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', env: { CRASH_AFTER_READY_SECONDS: '2' }, minReadySeconds: 5, progressDeadlineSeconds: 12 })]);
     const records = await load.stop();
@@ -89,7 +81,7 @@ describe('failed rollouts leave the fleet serving', () => {
 
   it('Ctrl-C in the middle of a wave: exit 130, fleet consistent, a second deploy finishes the job', async () => {
     const f = await fleet('it-sigint');
-    await fleetAt100(f, 4);
+    await f.at100(4);
     const file = f.fleetFile({ replicas: 4, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', drainSeconds: 3 });
     const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
     const running = await startCliUntil(['deploy', '-f', file], /draining .* for 3 s/);

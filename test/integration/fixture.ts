@@ -3,6 +3,7 @@
  * Every test fleet gets a unique name; everything it creates carries
  * fleetroll labels with that name and is removed by label afterwards.
  */
+import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { execa } from 'execa';
@@ -54,6 +55,8 @@ export interface TestFleet {
   /** Writes a fleet file for this fleet and returns its path. */
   fleetFile(opts: FleetFileOptions): string;
   upstream(container?: string): Promise<{ up: number; down: number; content: string }>;
+  /** Deploys `replicas` × 1.0.0 (maxSurge 1, maxUnavailable 0) and returns the revision label they carry. */
+  at100(replicas?: number): Promise<string>;
   /** A second (third...) nginx on the same network, for HA tests. */
   addLoadBalancer(suffix: string): Promise<{ container: string; url: string }>;
   instances(): ReturnType<DockerRuntime['list']>;
@@ -148,6 +151,13 @@ ${o.template ? `      template: ${o.template}\n` : ''}${accessLog}${extra}${more
       const file = join(dir, `fleet-${n++}.yaml`);
       writeFileSync(file, text);
       return file;
+    },
+    async at100(this: TestFleet, replicas = 3) {
+      const r = await runCli(['deploy', '-f', this.fleetFile({ replicas, maxSurge: 1, maxUnavailable: 0 })]);
+      assert.equal(r.code, 0, r.stderr);
+      const revs = new Set((await this.instances()).map((i) => i.labels[LABELS.revision]));
+      assert.equal(revs.size, 1);
+      return [...revs][0] ?? '';
     },
     async addLoadBalancer(suffix) {
       const more = { ...names, nginx: `${names.nginx}-${suffix}` };

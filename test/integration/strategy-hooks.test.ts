@@ -4,25 +4,16 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { LABELS } from '../../src/ports.js';
-import { type TestFleet, docker, failedOf, runCli, useFleets, startLoad } from './fixture.js';
+import { docker, failedOf, runCli, useFleets, startLoad } from './fixture.js';
 
 const fleet = useFleets();
 
 
-/** Starts a fleet of `replicas` at 1.0.0 and returns its old revision label. */
-async function fleetAt100(f: TestFleet, replicas = 3): Promise<string> {
-  const r = await runCli(['deploy', '-f', f.fleetFile({ replicas, maxSurge: 1, maxUnavailable: 0 })]);
-  assert.equal(r.code, 0, r.stderr);
-  const revs = new Set((await f.instances()).map((i) => i.labels[LABELS.revision]));
-  assert.equal(revs.size, 1);
-  return [...revs][0] ?? '';
-}
 
 describe('strategy and hooks, for real', () => {
   it('Recreate: all out, all stopped, all started, all back in', async (t) => {
     const f = await fleet('it-recreate');
-    await fleetAt100(f);
+    await f.at100();
     const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 0 });
     const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, type: 'Recreate', image: 'fleetroll-example:1.1.0' })]);
     const records = await load.stop();
@@ -46,7 +37,7 @@ describe('strategy and hooks, for real', () => {
 
   it('an old instance that has already exited is replaced first', async () => {
     const f = await fleet('it-unhealthy');
-    await fleetAt100(f);
+    await f.at100();
     const [victim] = await f.instances();
     assert.ok(victim);
     await docker.getContainer(victim.id).kill();
@@ -58,7 +49,7 @@ describe('strategy and hooks, for real', () => {
 
   it('an instance of the target revision that exited before the rollout (a host restart) is removed and replaced, not waited for', async () => {
     const f = await fleet('it-exited-new');
-    await fleetAt100(f);
+    await f.at100();
     const [victim] = await f.instances();
     assert.ok(victim);
     await docker.getContainer(victim.id).stop({ t: 1 });
@@ -73,7 +64,7 @@ describe('strategy and hooks, for real', () => {
 
   it('a postWave hook that fails stops the rollout (exit 1) with its output; preDeploy failing changes nothing', async () => {
     const f = await fleet('it-hooks');
-    await fleetAt100(f);
+    await f.at100();
     const gate = [process.execPath, '-e', 'console.log("error rate check, wave " + process.env.FLEETROLL_WAVE + " of " + process.env.FLEETROLL_SERVICE); process.exit(Number(process.env.FLEETROLL_WAVE) >= 2 ? 3 : 0)'];
     const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', hooks: { postWave: gate, timeoutSeconds: 10 } })]);
     assert.equal(r.code, 1, r.stdout + r.stderr);
