@@ -97,6 +97,7 @@ export function explainStrategy(s: ResolvedStrategy, out: Out): void {
         [
           ['steps', c.steps.map(stepText).join(', '), SOURCE_LABEL[c.sources.steps]],
           ['stickyKey', c.stickyKey, SOURCE_LABEL[c.sources.stickyKey]],
+          ['force', c.force === undefined ? '(none)' : `${c.force}: "always" → canary, "never" → stable`, SOURCE_LABEL[c.sources.force]],
           ['canaryReplicas', c.canaryReplicas === undefined ? 'as the weight needs: ceil(weight × replicas), at least 1' : String(c.canaryReplicas), SOURCE_LABEL[c.sources.canaryReplicas]],
         ],
         '  ',

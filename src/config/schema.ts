@@ -98,9 +98,11 @@ const canarySchema = z
       canaryReplicas: int(1, 10000).optional(),
       /** "remote_addr" (default), "cookie:NAME" or "header:NAME": format checked by core/strategy. */
       stickyKey: z.string({ error: (i) => `must be "remote_addr", "cookie:NAME" or "header:NAME", got ${JSON.stringify(i.input)}` }).optional(),
+      /** "header:NAME" or "cookie:NAME" whose value always / never forces the canary / stable: format checked by core/strategy. */
+      force: z.string({ error: (i) => `must be "header:NAME" or "cookie:NAME", got ${JSON.stringify(i.input)}` }).optional(),
       steps: z.array(canaryStepSchema, { error: 'must be a list of steps like [{ setWeight: 10 }, { pause: { duration: 5m } }]' }).optional(),
     },
-    { error: 'must be a mapping: { steps, stickyKey, canaryReplicas }' },
+    { error: 'must be a mapping: { steps, stickyKey, force, canaryReplicas }' },
   )
   .strict();
 

@@ -25,7 +25,7 @@
  */
 import type { AnalysisSpec } from './gate.js';
 import { ValidationError, type FieldIssue } from '../errors.js';
-import { canaryWeights, parseStickyKey, UPSTREAM_NAME_RE, type StickyKey } from './upstream.js';
+import { canaryWeights, parseForceKey, parseStickyKey, UPSTREAM_NAME_RE, type ForceKey, type StickyKey } from './upstream.js';
 
 export type IntOrPercent = number | string;
 
@@ -79,6 +79,8 @@ export interface CanaryInput {
   canaryReplicas?: number | undefined;
   /** "remote_addr" (default), "cookie:NAME" or "header:NAME". */
   stickyKey?: string | undefined;
+  /** "header:NAME" or "cookie:NAME": its value `always` forces the canary, `never` stable (for testers). */
+  force?: string | undefined;
   steps?: readonly CanaryStepInput[] | undefined;
 }
 
@@ -275,10 +277,12 @@ export interface ResolvedCanary {
   canaryReplicas: number | undefined;
   /** What requests stick on (nginx `hash <key> consistent`). */
   stickyKey: StickyKey;
+  /** The header or cookie that forces a side (undefined: none); nginx.conf then proxies to `$fleetroll_<upstream>_route`. */
+  force: ForceKey | undefined;
   steps: CanaryStep[];
   /** The mode of the rolling update that follows the last step. */
   rollingMode: RolloutMode;
-  sources: { canaryReplicas: ValueSource; stickyKey: ValueSource; steps: ValueSource };
+  sources: { canaryReplicas: ValueSource; stickyKey: ValueSource; force: ValueSource; steps: ValueSource };
 }
 
 interface ResolvedStrategyBase {
@@ -322,7 +326,7 @@ interface LayerValues {
   surge: ParsedIntOrPercent | undefined;
   unav: ParsedIntOrPercent | undefined;
   blueGreen: { scaleDownDelaySeconds?: number; previewUpstream?: string; autoPromote?: boolean };
-  canary: { canaryReplicas?: number; stickyKey?: StickyKey; steps?: CanaryStep[] };
+  canary: { canaryReplicas?: number; stickyKey?: StickyKey; force?: ForceKey; steps?: CanaryStep[] };
 }
 
 const STEP_KINDS = ['setWeight', 'pause', 'analysis'] as const;
@@ -423,7 +427,7 @@ export function resolveStrategy(layers: StrategyLayers): ResolvedStrategy {
   const canaryValues = (c: CanaryInput, prefix: string): LayerValues['canary'] => {
     const out: LayerValues['canary'] = {};
     if (!isMapping(c)) {
-      issues.push({ path: prefix, message: 'must be a mapping: { steps, stickyKey, canaryReplicas }' });
+      issues.push({ path: prefix, message: 'must be a mapping: { steps, stickyKey, force, canaryReplicas }' });
       return out;
     }
     const n = c.canaryReplicas;
@@ -438,6 +442,11 @@ export function resolveStrategy(layers: StrategyLayers): ResolvedStrategy {
       const k = parseStickyKey(c.stickyKey);
       if ('error' in k) issues.push({ path: `${prefix}/stickyKey`, message: k.error });
       else out.stickyKey = c.stickyKey as StickyKey;
+    }
+    if (c.force !== undefined) {
+      const k = parseForceKey(c.force);
+      if ('error' in k) issues.push({ path: `${prefix}/force`, message: k.error });
+      else out.force = c.force as ForceKey;
     }
     if (c.steps !== undefined) {
       if (!Array.isArray(c.steps) || c.steps.length === 0) {
@@ -636,6 +645,7 @@ export function resolveStrategy(layers: StrategyLayers): ResolvedStrategy {
     const c = base.v.canary;
     const fixed = from<number | undefined>(c.canaryReplicas, undefined);
     const key = from<StickyKey>(c.stickyKey, BUILTIN_DEFAULTS.stickyKey);
+    const force = from<ForceKey | undefined>(c.force, undefined);
     // Validation above guarantees steps on a Canary base layer.
     const steps = from<CanaryStep[]>(c.steps, []);
     notes.push(...canaryNotes(steps.value, replicas, fixed.value));
@@ -646,9 +656,10 @@ export function resolveStrategy(layers: StrategyLayers): ResolvedStrategy {
       canary: {
         canaryReplicas: fixed.value,
         stickyKey: key.value,
+        force: force.value,
         steps: steps.value,
         rollingMode: rollingMode(maxSurge, maxUnavailable),
-        sources: { canaryReplicas: fixed.source, stickyKey: key.source, steps: steps.source },
+        sources: { canaryReplicas: fixed.source, stickyKey: key.source, force: force.source, steps: steps.source },
       },
     };
   }

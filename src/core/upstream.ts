@@ -11,9 +11,11 @@
  *                 sticky key is given (canary), then one `server` line per instance,
  *                 with ` weight=N` when a weight is given and ` down` when down
  *   {{blocks}}    further http-level blocks fleetroll needs, or nothing: the preview
- *                 upstream (blue-green) and the `map` that reads a cookie whose name
- *                 nginx cannot spell as `$cookie_NAME`. A template without
- *                 `{{blocks}}` still works: the blocks are then appended at its end.
+ *                 upstream (blue-green), the `map` that reads a cookie whose name
+ *                 nginx cannot spell as `$cookie_NAME`, and a canary's forced
+ *                 route (`canary.force`: a map and two upstreams, see forceRoute).
+ *                 A template without `{{blocks}}` still works: the blocks are then
+ *                 appended at its end.
  *
  * The file is included at http level (it holds `upstream` blocks), so a `map`
  * and several `upstream` blocks are allowed there. nginx resolves variables
@@ -55,7 +57,24 @@ export interface UpstreamInput {
    * passing `nginx -t`.
    */
   preview?: { upstream: string; servers: readonly UpstreamEntry[] } | undefined;
+  /**
+   * Canary with `force`: a header or cookie that sends a request to the
+   * canary or to stable whatever the weights. `canary` / `stable` are the
+   * servers in service of each side (a subset of `servers`, up); a side
+   * with none is not forced to (its requests take the main upstream).
+   */
+  force?: { key: ForceKey; canary: readonly UpstreamEntry[]; stable: readonly UpstreamEntry[] } | undefined;
 }
+
+/**
+ * `canary.force`: a request header or cookie a tester sets to pick a side.
+ * Its value `always` sends the request to the canary, `never` to stable
+ * (ignoring case, as ingress-nginx's canary-by-header does); anything else,
+ * or no such header or cookie, leaves it to the weighted split.
+ */
+export type ForceKey = `cookie:${string}` | `header:${string}`;
+export const FORCE_CANARY = 'always';
+export const FORCE_STABLE = 'never';
 
 const ADDRESS_RE = /^(?:[0-9]{1,3}\.){3}[0-9]{1,3}:[0-9]{1,5}$|^\[[0-9a-fA-F:]+\]:[0-9]{1,5}$|^[A-Za-z0-9][A-Za-z0-9.-]{0,252}:[0-9]{1,5}$/;
 /** An nginx upstream name (also what fleet files allow). */
@@ -79,6 +98,69 @@ export class UnsafeUpstreamValueError extends Error {}
 
 function assertSafe(re: RegExp, value: unknown, what: string): asserts value is string {
   if (typeof value !== 'string' || !re.test(value)) throw new UnsafeUpstreamValueError(`refusing to write ${what} ${JSON.stringify(value)} into an nginx config`);
+}
+
+const FORCE_KEY_RE = /^(cookie|header):([A-Za-z0-9_-]{1,64})$/;
+/** The names fleetroll derives from an upstream's (up to 64 characters, plus its own prefix and suffix). */
+const DERIVED_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+
+/** Parses `canary.force` ("header:NAME" or "cookie:NAME"); returns the problem instead of throwing. */
+export function parseForceKey(raw: unknown): { kind: 'cookie' | 'header'; name: string } | { error: string } {
+  const allowed = '"header:NAME" or "cookie:NAME" (NAME: letters, digits, "_" and "-", at most 64)';
+  if (typeof raw !== 'string') return { error: `must be ${allowed}, got ${raw === null ? 'null' : typeof raw}` };
+  const m = FORCE_KEY_RE.exec(raw);
+  if (!m) return { error: `must be ${allowed}, got ${JSON.stringify(raw)}` };
+  return { kind: m[1] as 'cookie' | 'header', name: m[2] ?? '' };
+}
+
+/**
+ * What `canary.force` adds for an upstream: the variable nginx.conf proxies
+ * to (`proxy_pass http://$fleetroll_<upstream>_route;`) and the two
+ * upstreams it may name besides the main one. The variable's value is an
+ * upstream name, so nginx picks that server group without a resolver.
+ */
+export function forceRoute(upstream: string): { variable: string; canary: string; stable: string } {
+  assertSafe(IDENT_RE, upstream, 'upstream name');
+  return { variable: `$fleetroll_${upstream}_route`, canary: `fleetroll_${upstream}_canary`, stable: `fleetroll_${upstream}_stable` };
+}
+
+/**
+ * The forced route's blocks: a `map` from the header (or the Cookie header)
+ * to an upstream name, defaulting to the main upstream, and an upstream per
+ * side with that side's servers in service. A side with none gets no map
+ * entry (forcing it means the main upstream, which then holds only the other
+ * side) and the always-down placeholder, so the file's shape never changes.
+ */
+function renderForce(upstream: string, force: NonNullable<UpstreamInput['force']>): string {
+  const k = parseForceKey(force.key);
+  if ('error' in k) throw new UnsafeUpstreamValueError(`refusing to write canary.force ${JSON.stringify(force.key)} into an nginx config: it ${k.error}`);
+  assertSafe(STICKY_NAME_RE, k.name, 'canary.force name');
+  const r = forceRoute(upstream);
+  for (const name of [r.canary, r.stable]) assertSafe(DERIVED_NAME_RE, name, 'upstream name');
+  const up = (xs: readonly UpstreamEntry[]) => xs.filter((s) => !s.down).map((s) => ({ ...s, weight: undefined }));
+  const canary = up(force.canary);
+  const stable = up(force.stable);
+  // The header's value is matched as a string (nginx ignores case); a cookie is found in the
+  // Cookie header by a regular expression (its NAME is letters, digits, "_" and "-": nothing
+  // a regular expression reads specially), its value matched ignoring case too.
+  const source = k.kind === 'header' ? `$http_${k.name.toLowerCase().replace(/-/g, '_')}` : '$http_cookie';
+  const match = (value: string) => (k.kind === 'header' ? value : `"~(?:^|;)\\s*${k.name}=(?i:${value})\\s*(?:;|$)"`);
+  const what = k.kind === 'header' ? `the ${k.name} header` : `the ${k.name} cookie`;
+  return [
+    `# canary.force: ${what} "${FORCE_CANARY}" sends a request to the canary, "${FORCE_STABLE}" to stable; without it the request`,
+    `# takes ${upstream}'s weighted split. nginx.conf proxies to http://${r.variable} for this to work.`,
+    `map ${source} ${r.variable} {`,
+    `    default ${upstream};`,
+    ...(canary.length > 0 ? [`    ${match(FORCE_CANARY)} ${r.canary};`] : []),
+    ...(stable.length > 0 ? [`    ${match(FORCE_STABLE)} ${r.stable};`] : []),
+    '}',
+    `upstream ${r.canary} {`,
+    renderServers(canary),
+    '}',
+    `upstream ${r.stable} {`,
+    renderServers(stable),
+    '}',
+  ].join('\n');
 }
 
 export type ParsedStickyKey = { kind: 'remote_addr' } | { kind: 'cookie' | 'header'; name: string };
@@ -165,6 +247,7 @@ export function renderUpstreamParts(input: UpstreamInput): { servers: string; bl
       ].join('\n'),
     );
   }
+  if (input.force) blocks.push(renderForce(input.upstream, input.force));
   return { servers: body, blocks: blocks.join('\n') };
 }
 
@@ -281,7 +364,7 @@ export function splitTraffic(stable: readonly UpstreamEntry[], canary: readonly 
 /**
  * Parses server lines back out of a file fleetroll wrote (for status and
  * tests). With `upstream`, only that block's servers (the main upstream,
- * without a preview block's); without, every server line in the file.
+ * without a preview block's); without, every server in the file, once.
  */
 export function parseUpstreamServers(content: string, upstream?: string): UpstreamEntry[] {
   let text = content;
@@ -290,8 +373,11 @@ export function parseUpstreamServers(content: string, upstream?: string): Upstre
     text = block?.[1] ?? '';
   }
   const out: UpstreamEntry[] = [];
+  const seen = new Set<string>();
   for (const m of text.matchAll(/^\s*server\s+(\S+?)((?:\s+(?:weight=[0-9]+|down))*)\s*;\s*(?:#\s*(\S+))?/gm)) {
-    if (m[1] === '127.0.0.1:9') continue;
+    // A canary's forced-route upstreams repeat servers of the main one (which comes first): each counts once.
+    if (m[1] === '127.0.0.1:9' || seen.has(m[1] ?? '')) continue;
+    seen.add(m[1] ?? '');
     const params = m[2] ?? '';
     const weight = /weight=([0-9]+)/.exec(params)?.[1];
     out.push({ address: m[1] ?? '', down: /\bdown\b/.test(params), name: m[3] ?? '', ...(weight !== undefined ? { weight: Number(weight) } : {}) });

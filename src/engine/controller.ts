@@ -206,6 +206,7 @@ export class Controller {
       idle: () => this.schedule(),
       preview: strategy.type === 'BlueGreen' && strategy.blueGreen.previewUpstream !== undefined ? { upstream: strategy.blueGreen.previewUpstream, servers: () => this.previewServers() } : undefined,
       hash: () => (this.cn?.writingHash === true ? this.cn.stickyKey : undefined),
+      force: strategy.type === 'Canary' && strategy.canary.force !== undefined ? { key: strategy.canary.force, canary: (address) => this.isFresh(address) } : undefined,
     });
     d.inspect?.(this);
     this.readiness = new Readiness({ prober: d.prober, clock: d.clock, periodMs: d.fleet.probes.readiness.periodMs, result: (w, ok, detail) => this.probed(w.id, ok, detail) });
@@ -898,6 +899,12 @@ export class Controller {
       if (i.address && i.revision === this.d.revision && (i.phase === 'ready' || i.phase === 'available')) out.push({ address: i.address, down: false, name: i.id });
     }
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  /** The address belongs to an instance of the revision being rolled out (canary.force's canary side). */
+  private isFresh(address: string): boolean {
+    for (const i of this.view.values()) if (i.address === address) return i.revision === this.d.revision;
+    return false;
   }
 
   /** The servers every upstream should list: ready instances up; terminating ones nginx knows, down. */

@@ -39,7 +39,14 @@ export async function preflight(fleet: Fleet, balancers: readonly LoadBalancer[]
     try {
       await r.check();
     } catch (err) {
-      problems.push((err as Error).message);
+      const message = (err as Error).message;
+      // nginx.conf proxies to canary.force's variable before any deploy with force set wrote its map.
+      const route = /unknown "(fleetroll_\w+_route)" variable/.exec(message)?.[1];
+      problems.push(
+        route === undefined
+          ? message
+          : `${message}\n  ($${route} is defined by the upstream file a deploy with strategy.canary.force writes: put proxy_pass back to http://<upstream> for this deploy, then proxy to http://$${route} once it has run)`,
+      );
     }
   }
   if (problems.length > 0) {

@@ -14,7 +14,7 @@
  * is "routed" (`routes`): the engine never stops an instance nginx may still
  * send requests to.
  */
-import { parseUpstreamServers, renderUpstream, type StickyKey, type UpstreamEntry } from '../core/upstream.js';
+import { parseUpstreamServers, renderUpstream, type ForceKey, type StickyKey, type UpstreamEntry, type UpstreamInput } from '../core/upstream.js';
 import { RolloutFailedError } from '../errors.js';
 import type { Clock, Journal, Router } from '../ports.js';
 import type { EventSink } from './events.js';
@@ -52,12 +52,20 @@ export interface TrafficOptions {
   preview?: { upstream: string; servers: () => UpstreamEntry[] } | undefined;
   /** Canary: the sticky key of the `hash ... consistent` line, read when a write begins (undefined: no hash line). */
   hash?: () => StickyKey | undefined;
+  /**
+   * Canary with `force`: every file also gets the forced route (a map and an
+   * upstream per side, see core/upstream forceRoute), whatever the phase, so
+   * an nginx.conf that proxies to its variable always passes `nginx -t`.
+   * `canary` tells the new revision's addresses from stable's.
+   */
+  force?: { key: ForceKey; canary: (address: string) => boolean } | undefined;
 }
 
-/** What beyond the up/down sets changes how nginx splits traffic: the hash line and the weights. */
-function splitSignature(hash: StickyKey | undefined, servers: readonly UpstreamEntry[]): string {
+/** What beyond the up/down sets changes how nginx splits traffic: the hash line, the weights and the forced canary side. */
+function splitSignature(hash: StickyKey | undefined, servers: readonly UpstreamEntry[], force?: UpstreamInput['force']): string {
   const weights = servers.filter((e) => !e.down && e.weight !== undefined).map((e) => `${e.address}=${e.weight}`);
-  return `${hash ?? ''}|${weights.sort().join(',')}`;
+  const forced = force ? force.canary.map((e) => e.address).sort() : [];
+  return `${hash ?? ''}|${weights.sort().join(',')}|${forced.join(',')}`;
 }
 
 export class Traffic {
@@ -65,7 +73,7 @@ export class Traffic {
   private inForceUp = new Set<string>();
   private inForceDown = new Set<string>();
   private inForcePreview = new Set<string>();
-  private inForceSplit = '|';
+  private inForceSplit = '||';
   private writingUp: Set<string> | undefined;
   private dirty = false;
   private timer: { cancel(): void } | undefined;
@@ -198,12 +206,14 @@ export class Traffic {
     const previewSet = new Set((preview?.servers ?? []).filter((e) => !e.down).map((e) => e.address));
     const previewChanged = preview !== undefined && (previewSet.size !== this.inForcePreview.size || [...previewSet].some((a) => !this.inForcePreview.has(a)));
     const hash = this.o.hash?.();
-    const split = splitSignature(hash, servers);
+    const f = this.o.force;
+    const force = f ? { key: f.key, canary: up.filter((e) => f.canary(e.address)), stable: up.filter((e) => !f.canary(e.address)) } : undefined;
+    const split = splitSignature(hash, servers, force);
     const reload = upChanged || newDown.length > 0 || previewChanged || split !== this.inForceSplit || this.recoveryReload;
     if (!reload && !final) return;
     this.writingUp = upSet;
     try {
-      const written = await this.writeAll(servers, preview, hash);
+      const written = await this.writeAll({ servers, preview, hash, force });
       if (!reload) return;
       const toReload = this.recoveryReload ? this.o.balancers.map((_, i) => i) : written;
       this.recoveryReload = false;
@@ -232,9 +242,9 @@ export class Traffic {
   }
 
   /** Writes and checks every changed file; on a failed check restores the ones written and throws. Returns the indexes written. */
-  private async writeAll(servers: UpstreamEntry[], preview?: { upstream: string; servers: UpstreamEntry[] }, hash?: StickyKey): Promise<number[]> {
+  private async writeAll(parts: Pick<UpstreamInput, 'servers' | 'preview' | 'hash' | 'force'>): Promise<number[]> {
     const lbs = this.o.balancers;
-    const contents = lbs.map((lb) => renderUpstream(lb.template, { service: this.o.service, upstream: lb.upstream, servers, ...(preview ? { preview } : {}), ...(hash ? { hash } : {}) }));
+    const contents = lbs.map((lb) => renderUpstream(lb.template, { service: this.o.service, upstream: lb.upstream, ...parts }));
     const written: number[] = [];
     for (const [i, { router: r }] of lbs.entries()) {
       if (contents[i] === this.lastContent[i]) continue;

@@ -208,6 +208,23 @@ describe('fleetroll CLI: BlueGreen and Canary are planned and validated', () => 
     assert.match(r.stdout, /proxy_pass http:\/\/bookstore_api stays as it is: nothing to change in nginx.conf/);
   });
 
+  it('validate with canary.force says what the file gets and the one line of nginx.conf to change; a header with "_" is warned about', () => {
+    const f = join(dir, 'canary-force.yaml');
+    const fleet = (force: string) => `service: api\nimage: api:1\nreplicas: 4\nport: 80\nstrategy:\n  type: Canary\n  canary: { steps: [{ setWeight: 25 }], force: "${force}" }\nloadBalancers:\n  - nginx: { exec: true, upstreamFile: /etc/nginx/u.conf, upstream: api }\n`;
+    writeFileSync(f, fleet('header:X-Canary'));
+    const r = fleetroll('validate', '-f', f);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /force\s+header:X-Canary: "always" → canary, "never" → stable\s+service's strategy/);
+    assert.match(r.stdout, /canary\.force \(header X-Canary\): the same file gets `map \.\.\. \$fleetroll_api_route` and `upstream fleetroll_api_canary` \/ `upstream fleetroll_api_stable`/);
+    assert.match(r.stdout, /change nginx\.conf once: `proxy_pass http:\/\/api;` → `proxy_pass http:\/\/\$fleetroll_api_route;`/);
+    assert.doesNotMatch(r.stdout, /nothing to change in nginx\.conf/);
+    assert.equal(r.stderr, '');
+    writeFileSync(f, fleet('header:X_Canary'));
+    const u = fleetroll('validate', '-f', f);
+    assert.equal(u.code, 0, u.stderr);
+    assert.match(u.stderr, /warning: strategy\/canary\/force: header X_Canary has "_": nginx drops such headers unless `underscores_in_headers on;`/);
+  });
+
   it('validate warns when a custom template brings its own balancing method', () => {
     writeFileSync(join(dir, 'lc.tmpl'), 'upstream {{upstream}} {\n    least_conn;\n{{servers}}\n}\n');
     const f = join(dir, 'canary-lc.yaml');

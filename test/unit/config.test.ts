@@ -168,6 +168,7 @@ const CANARY = `${BASE}strategy:
   rollingUpdate: { maxSurge: 1, maxUnavailable: 0 }
   canary:
     stickyKey: cookie:session
+    force: header:X-Canary
     steps:
       - setWeight: 10
       - pause: { duration: 30s }
@@ -197,7 +198,7 @@ ${LB}`));
     assert.ok(f.strategy.type === 'Canary');
     assert.deepEqual(f.strategy.canary.steps.map((s) => s.kind), ['setWeight', 'pause', 'analysis', 'setWeight', 'pause']);
     assert.deepEqual(f.strategy.canary.steps[1], { kind: 'pause', seconds: 30, path: 'strategy/canary/steps/1' });
-    assert.deepEqual([f.strategy.canary.stickyKey, f.strategy.maxSurge, f.strategy.maxUnavailable], ['cookie:session', 1, 0]);
+    assert.deepEqual([f.strategy.canary.stickyKey, f.strategy.canary.force, f.strategy.maxSurge, f.strategy.maxUnavailable], ['cookie:session', 'header:X-Canary', 1, 0]);
   });
 
   it('JSON works the same', async () => {
@@ -231,6 +232,8 @@ ${LB}`));
     { name: 'an analysis step overriding with a bad rate', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    steps: [{ setWeight: 10 }, { analysis: { maxErrorRate: 5 } }]\nanalysis: { maxErrorRate: 1% }\n`, path: 'strategy/canary/steps/1/analysis/maxErrorRate', message: /a percentage like "1%"/ },
     { name: 'analysis with an unknown field', text: `${BASE}analysis: { maxErrorRate: 1%, errorBudget: 3 }\n`, path: 'analysis', message: /unknown field "errorBudget"/ },
     { name: 'an analysis step that is a list', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    steps: [{ analysis: [1] }]\n`, path: 'strategy/canary/steps/0/analysis', message: /must be a mapping of analysis settings/ },
+    { name: 'a force header with a space', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    force: "header:X Canary"\n    steps: [{ setWeight: 10 }]\n`, path: 'strategy/canary/force', message: /"header:NAME" or "cookie:NAME" .*got "header:X Canary"/ },
+    { name: 'a force that is a mapping', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    force: { header: X-Canary }\n    steps: [{ setWeight: 10 }]\n`, path: 'strategy/canary/force', message: /must be "header:NAME" or "cookie:NAME"/ },
     { name: 'a sticky key with a space', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    stickyKey: "cookie:my session"\n    steps: [{ setWeight: 10 }]\n`, path: 'strategy/canary/stickyKey', message: /got "cookie:my session"/ },
     { name: 'canaryReplicas above replicas', text: `${BASE}strategy:\n  type: Canary\n  canary:\n    canaryReplicas: 4\n    steps: [{ setWeight: 10 }]\n`, path: 'strategy/canary/canaryReplicas', message: /at most replicas \(3\), got 4/ },
     { name: 'Canary without steps', text: `${BASE}strategy:\n  type: Canary\n`, path: 'strategy/canary/steps', message: /is required with type Canary/ },

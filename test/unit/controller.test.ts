@@ -559,6 +559,45 @@ describe('controller: canary', () => {
     assert.equal(res.deploy.instances.length, 3);
   });
 
+  it('canary.force: every file has the forced route; each side lists exactly its version\'s servers in service, and the map sends testers only to a side that has one', async () => {
+    const s = canary(4, [{ setWeight: 25 }, { pause: { duration: 10 } }, { setWeight: 50 }, { pause: {} }], { force: 'header:X-Canary' });
+    let clock: { now(): number } | undefined;
+    const problems: string[] = [];
+    const forcedCanary: number[] = [];
+    const inv = invariants(s, T);
+    let aborted = false;
+    const err = await simulateRollout(s, T, {
+      ...inv.setup,
+      world: (w, c) => {
+        clock = c;
+        inv.setup.world?.(w, c);
+        const user = w.onEvent;
+        w.onEvent = (e) => {
+          user?.(e);
+          if (e.kind !== 'reloaded') return;
+          const file = e.lb.inForce ?? '';
+          const version = (x: { address: string }) => w.byAddress(x.address)?.labels[LABELS.version] ?? '?';
+          const up = (name: string) => parseUpstreamServers(file, name).filter((x) => !x.down);
+          const main = up('simulated_1');
+          const [cn, st] = [up('fleetroll_simulated_1_canary'), up('fleetroll_simulated_1_stable')];
+          const addresses = (xs: { address: string }[]) => xs.map((x) => x.address).sort().join(',');
+          const at = `${e.lb.name} at ${c.now()} ms`;
+          if (addresses(cn) !== addresses(main.filter((x) => version(x) === 'new'))) problems.push(`${at}: forced canary ${addresses(cn)} is not the new servers in service`);
+          if (addresses(st) !== addresses(main.filter((x) => version(x) === 'old'))) problems.push(`${at}: forced stable ${addresses(st)} is not the old servers in service`);
+          const map = /^map \$http_x_canary \$fleetroll_simulated_1_route \{[^}]*\}/m.exec(file)?.[0];
+          if (map === undefined) problems.push(`${at}: no forced-route map`);
+          else if (/always/.test(map) !== cn.length > 0 || /never/.test(map) !== st.length > 0) problems.push(`${at}: the map names a side without servers, or misses one: ${map}`);
+          if (e.lb.name === 'nginx 1') forcedCanary.push(cn.length);
+        };
+      },
+      aborted: async () => (aborted = clock!.now() > 40_000),
+    }).then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof RolloutFailedError && aborted, String(err));
+    assert.deepEqual(problems, []);
+    assert.deepEqual(forcedCanary, [1, 2, 0], 'testers reach 1 canary at 25%, 2 at 50%, none once aborted');
+    assert.deepEqual(inv.checked.violations.filter((v) => !/counted > replicas/.test(v)), []);
+  });
+
   it('an analysis step with no access log to read aborts the canary, saying what to configure', async () => {
     const s = canary(3, [{ setWeight: 30 }, { analysis: {} }]);
     const err = await simulateRollout(s, T, { trafficWindow: null }).then(() => undefined, (e: unknown) => e);

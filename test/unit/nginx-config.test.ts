@@ -2,7 +2,8 @@
  * What core/upstream renders is valid nginx, checked by the real binary
  * (`nginx -t` on a temporary nginx.conf that includes the rendered file and
  * proxies to its upstreams), and the weighted sticky split does what
- * canaryWeights promises when a real nginx serves it: an nginx process on
+ * canaryWeights promises when a real nginx serves it, and canary.force sends
+ * testers to the side they ask for: an nginx process on
  * 127.0.0.1 in front of in-process HTTP backends, no Docker.
  *
  * Skipped where there is no nginx binary (scripts/setup-host.sh installs one).
@@ -84,6 +85,19 @@ describe('rendered upstream files pass the real `nginx -t`', { skip }, () => {
       { service: 'api', upstream: 'api_up', hash: 'cookie:a-b', servers: servers('s', 2, 0, 7), preview: { upstream: 'api_preview', servers: servers('n', 1, 1) } },
       ['api_up', 'api_preview'],
     ],
+    ...(
+      [
+        ['a header, both sides in service', 'header:X-Canary', 1, 3],
+        ['a dashed cookie, both sides in service', 'cookie:my-canary', 1, 3],
+        ['a header, no canary in service', 'header:X-Canary', 0, 3],
+        ['a cookie, no stable left', 'cookie:canary', 2, 0],
+      ] as const
+    ).map(([what, key, c, st]): [string, UpstreamInput, string[]] => {
+      const canary = servers('canary', c, 1);
+      const stable = servers('stable', st, 0);
+      const main = c > 0 && st > 0 ? splitTraffic(stable, canary, 25) : [...stable, ...canary];
+      return [`canary.force by ${what}, nginx.conf proxying to its variable`, { service: 'api', upstream: 'api_up', hash: c > 0 && st > 0 ? 'cookie:a-b' : undefined, servers: main, force: { key, canary, stable } }, ['$fleetroll_api_up_route', 'api_up']];
+    }),
   ];
   for (const [name, input, upstreams] of rows) {
     it(name, () => {
@@ -125,26 +139,37 @@ function get(port: number, headers: Record<string, string>, agent: http.Agent): 
   });
 }
 
+/** Starts nginx in front of `file` (upstreams as nginxConf takes them) and waits until it answers. */
+async function serve(file: string, upstreams: string[]): Promise<{ port: number; agent: http.Agent; stop: () => void }> {
+  const port = await freePort();
+  const { dir, conf } = nginxConf(file, upstreams, port);
+  const nginx = spawn(NGINX!, ['-p', dir, '-c', conf, '-e', 'stderr', '-g', 'daemon off; master_process off;'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  nginx.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 20 });
+  const stop = () => {
+    agent.destroy();
+    nginx.kill('SIGTERM');
+  };
+  for (let i = 0; ; i++) {
+    if (await get(port, {}, agent).then(() => true, () => false)) break;
+    if (i >= 100 || nginx.exitCode !== null) {
+      stop();
+      assert.fail(`nginx did not start: ${stderr}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { port, agent, stop };
+}
+
 describe('a real nginx splits traffic as the weights say, sticky per key', { skip }, () => {
   it('1 canary among 10 stable at 5%, keyed on a dashed cookie: about 5% of users, each always on the same instance', async () => {
     const stable = await Promise.all(Array.from({ length: 10 }, (_, i) => backend(`stable-${i + 1}`)));
     const canary = [await backend('canary-1')];
     const entries = (xs: typeof stable, prefix: string) => xs.map((b, i) => ({ address: b.address, down: false, name: `${prefix}-${i + 1}` }));
     const file = renderUpstream(template, { service: 'api', upstream: 'api_up', hash: 'cookie:my-session', servers: splitTraffic(entries(stable, 'stable'), entries(canary, 'canary'), 5) });
-    const port = await freePort();
-    const { dir, conf } = nginxConf(file, ['api_up'], port);
-    const nginx = spawn(NGINX!, ['-p', dir, '-c', conf, '-e', 'stderr', '-g', 'daemon off; master_process off;'], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let stderr = '';
-    nginx.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    const agent = new http.Agent({ keepAlive: true, maxSockets: 20 });
+    const { port, agent, stop } = await serve(file, ['api_up']);
     try {
-      // nginx is up once it answers.
-      for (let i = 0; ; i++) {
-        const ok = await get(port, {}, agent).then(() => true, () => false);
-        if (ok) break;
-        assert.ok(i < 100 && nginx.exitCode === null, `nginx did not start: ${stderr}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
       const users = 1000;
       const answers = await Promise.all(Array.from({ length: users }, (_, i) => get(port, { cookie: `theme=dark; my-session=user-${i}` }, agent)));
       assert.ok(answers.every((a) => a.startsWith('200 ')), answers.find((a) => !a.startsWith('200 ')));
@@ -153,9 +178,61 @@ describe('a real nginx splits traffic as the weights say, sticky per key', { ski
       const again = await Promise.all(Array.from({ length: 50 }, (_, i) => get(port, { cookie: `my-session=user-${i}` }, agent)));
       assert.deepEqual(again, answers.slice(0, 50), 'each user stays on the instance (and version) it got');
     } finally {
-      agent.destroy();
-      nginx.kill('SIGTERM');
+      stop();
       for (const b of [...stable, ...canary]) b.server.close();
+    }
+  });
+});
+
+describe('canary.force on a real nginx: testers reach the side they ask for, everyone else gets the split', { skip }, () => {
+  const rows: [string, 'header:X-Canary' | 'cookie:my-canary', (v: string) => Record<string, string>][] = [
+    ['by header', 'header:X-Canary', (v) => ({ 'x-canary': v })],
+    ['by a dashed cookie among others', 'cookie:my-canary', (v) => ({ cookie: `theme=dark; my-canary=${v}; x=1` })],
+  ];
+  for (const [name, key, ask] of rows) {
+    it(name, async () => {
+      const stable = await Promise.all(Array.from({ length: 3 }, (_, i) => backend(`stable-${i + 1}`)));
+      const canary = [await backend('canary-1')];
+      const entries = (xs: typeof stable, prefix: string) => xs.map((b, i) => ({ address: b.address, down: false, name: `${prefix}-${i + 1}` }));
+      const [st, cn] = [entries(stable, 'stable'), entries(canary, 'canary')];
+      const file = renderUpstream(template, { service: 'api', upstream: 'api_up', hash: 'header:X-User', servers: splitTraffic(st, cn, 25), force: { key, canary: cn, stable: st } });
+      const { port, agent, stop } = await serve(file, ['$fleetroll_api_up_route']);
+      try {
+        const users = (n: number, headers: Record<string, string>) => Promise.all(Array.from({ length: n }, (_, i) => get(port, { 'x-user': `user-${i}`, ...headers }, agent)));
+        const always = await users(100, ask('always'));
+        assert.deepEqual([...new Set(always)], ['200 canary-1'], '"always": every user on the canary');
+        assert.deepEqual([...new Set(await users(50, ask('ALWAYS')))], ['200 canary-1'], 'the value ignores case');
+        const never = await users(100, ask('never'));
+        assert.ok(never.every((a) => /^200 stable-[123]$/.test(a)), `"never": every user on stable, got ${[...new Set(never)].join(', ')}`);
+        // Without the force (or with another value) the weighted split decides: about 25% on the canary.
+        for (const headers of [{}, ask('maybe')]) {
+          const split = await users(400, headers);
+          const share = (100 * split.filter((a) => a === '200 canary-1').length) / split.length;
+          assert.ok(share > 10 && share < 40, `${JSON.stringify(headers)}: ${share}% on the canary at weight 25`);
+        }
+        if (key.startsWith('cookie:')) {
+          // Another cookie whose name ends the same is not the force cookie.
+          const lookalike = await users(400, { cookie: 'not-my-canary=always' });
+          assert.ok(lookalike.some((a) => a !== '200 canary-1'), 'a cookie named not-my-canary does not force');
+        }
+      } finally {
+        stop();
+        for (const b of [...stable, ...canary]) b.server.close();
+      }
+    });
+  }
+
+  it('with no canary in service, "always" falls back to the main upstream (stable): nothing fails', async () => {
+    const stable = await Promise.all(Array.from({ length: 2 }, (_, i) => backend(`stable-${i + 1}`)));
+    const st = stable.map((b, i) => ({ address: b.address, down: false, name: `stable-${i + 1}` }));
+    const file = renderUpstream(template, { service: 'api', upstream: 'api_up', servers: st, force: { key: 'header:X-Canary', canary: [], stable: st } });
+    const { port, agent, stop } = await serve(file, ['$fleetroll_api_up_route']);
+    try {
+      const answers = await Promise.all(Array.from({ length: 20 }, () => get(port, { 'x-canary': 'always' }, agent)));
+      assert.ok(answers.every((a) => /^200 stable-[12]$/.test(a)), answers.join(', '));
+    } finally {
+      stop();
+      for (const b of stable) b.server.close();
     }
   });
 });

@@ -267,7 +267,7 @@ describe('resolveStrategy: Canary', () => {
       { kind: 'pause', seconds: 300, path: 'strategy/canary/steps/6' },
       { kind: 'analysis', overrides: { maxErrorRate: '1%' }, path: 'strategy/canary/steps/7' },
     ]);
-    assert.deepEqual([c.stickyKey, c.canaryReplicas, c.sources], ['remote_addr', undefined, { canaryReplicas: 'builtin', stickyKey: 'builtin', steps: 'strategy' }]);
+    assert.deepEqual([c.stickyKey, c.force, c.canaryReplicas, c.sources], ['remote_addr', undefined, undefined, { canaryReplicas: 'builtin', stickyKey: 'builtin', force: 'builtin', steps: 'strategy' }]);
     // The rolling update after the last step: built-in 25%/25% of 10.
     assert.deepEqual([s.maxSurge, s.maxUnavailable, s.mode, c.rollingMode], [3, 2, 'canary', 'balanced']);
     assert.deepEqual(s.notes, []);
@@ -287,10 +287,10 @@ describe('resolveStrategy: Canary', () => {
   });
 
   it('from shared defaults, with the defaults as the source', () => {
-    const s = resolveStrategy({ replicas: 4, defaults: { type: 'Canary', canary: { steps: [{ setWeight: 50 }], canaryReplicas: 2, stickyKey: 'cookie:sid' } } });
+    const s = resolveStrategy({ replicas: 4, defaults: { type: 'Canary', canary: { steps: [{ setWeight: 50 }], canaryReplicas: 2, stickyKey: 'cookie:sid', force: 'header:X-Canary' } } });
     const c = canaryOf(s);
-    assert.deepEqual([c.canaryReplicas, c.stickyKey, c.steps[0]?.path], [2, 'cookie:sid', 'defaults/strategy/canary/steps/0']);
-    assert.deepEqual(c.sources, { canaryReplicas: 'defaults', stickyKey: 'defaults', steps: 'defaults' });
+    assert.deepEqual([c.canaryReplicas, c.stickyKey, c.force, c.steps[0]?.path], [2, 'cookie:sid', 'header:X-Canary', 'defaults/strategy/canary/steps/0']);
+    assert.deepEqual(c.sources, { canaryReplicas: 'defaults', stickyKey: 'defaults', force: 'defaults', steps: 'defaults' });
   });
 
   const notes: { name: string; layers: StrategyLayers; note: RegExp }[] = [
@@ -385,6 +385,9 @@ describe('resolveStrategy: BlueGreen and Canary settings that do not fit name th
     { name: 'a sticky cookie without a name', layers: canary({ steps: STEPS, stickyKey: 'cookie:' }), path: 'strategy/canary/stickyKey', message: /"remote_addr", "cookie:NAME" or "header:NAME" .*got "cookie:"/ },
     { name: 'a sticky key of another kind', layers: canary({ steps: STEPS, stickyKey: 'query:user' }), path: 'strategy/canary/stickyKey', message: /got "query:user"/ },
     { name: 'a sticky name nginx could read as syntax', layers: canary({ steps: STEPS, stickyKey: 'header:X;include' }), path: 'strategy/canary/stickyKey', message: /NAME: letters, digits, "_" and "-"/ },
+    { name: 'force by the client address (only a header or cookie can force)', layers: canary({ steps: STEPS, force: 'remote_addr' }), path: 'strategy/canary/force', message: /"header:NAME" or "cookie:NAME" .*got "remote_addr"/ },
+    { name: 'force naming nginx syntax', layers: canary({ steps: STEPS, force: 'cookie:a"; } include x; #' }), path: 'strategy/canary/force', message: /NAME: letters, digits, "_" and "-"/ },
+    { name: 'force that is not a string', layers: canary({ steps: STEPS, force: true as unknown as string }), path: 'strategy/canary/force', message: /got boolean/ },
     { name: 'canaryReplicas above replicas', layers: canary({ steps: STEPS, canaryReplicas: 5 }), path: 'strategy/canary/canaryReplicas', message: /must be at most replicas \(4\), got 5/ },
     { name: 'canaryReplicas of 0', layers: canary({ steps: STEPS, canaryReplicas: 0 }), path: 'strategy/canary/canaryReplicas', message: /integer from 1 to 10000, got 0/ },
     { name: 'the final rolling update with both limits 0', layers: canary({ steps: STEPS }, { rollingUpdate: { maxSurge: 0, maxUnavailable: 0 } }), path: 'strategy/rollingUpdate/maxSurge and strategy/rollingUpdate/maxUnavailable', message: /may not both be 0/ },

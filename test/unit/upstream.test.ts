@@ -3,6 +3,8 @@ import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import {
   canaryWeights,
+  forceRoute,
+  parseForceKey,
   parseStickyKey,
   PLACEHOLDER_SERVER,
   parseUpstreamServers,
@@ -141,6 +143,86 @@ describe('upstream rendering: canary weights, sticky hash, preview block', () =>
     const out = renderUpstream(template, { service: 's', upstream: 'u', servers: [{ address: '1.2.3.4:80', down: false, name: 'a' }] });
     assert.match(out, /\nupstream u \{\n {4}server 1\.2\.3\.4:80; # a\n\}\n$/);
   });
+});
+
+describe('upstream rendering: canary.force, the forced route for testers', () => {
+  const stable = [
+    { address: '10.0.0.1:8080', down: false, name: 'old-1', weight: 3 },
+    { address: '10.0.0.2:8080', down: true, name: 'old-2' },
+  ];
+  const canary = [{ address: '10.0.1.1:8080', down: false, name: 'new-1', weight: 1 }];
+  const render = (key: 'header:X-Canary' | 'cookie:my-canary', c: UpstreamEntry[], st: UpstreamEntry[]) =>
+    renderUpstream(template, { service: 's', upstream: 'api', servers: [...st, ...c], hash: 'header:X-User', force: { key, canary: c, stable: st } });
+
+  it('a header: a map from its value to an upstream per side, each side its servers in service, unweighted', () => {
+    const out = render('header:X-Canary', canary, stable);
+    assert.ok(
+      out.includes(
+        [
+          'map $http_x_canary $fleetroll_api_route {',
+          '    default api;',
+          '    always fleetroll_api_canary;',
+          '    never fleetroll_api_stable;',
+          '}',
+          'upstream fleetroll_api_canary {',
+          '    server 10.0.1.1:8080; # new-1',
+          '}',
+          'upstream fleetroll_api_stable {',
+          '    server 10.0.0.1:8080; # old-1',
+          '}',
+        ].join('\n'),
+      ),
+      out,
+    );
+    assert.deepEqual(parseUpstreamServers(out, 'api').map((x) => x.name), ['old-1', 'old-2', 'new-1'], 'the main block is as without force');
+    assert.deepEqual(parseUpstreamServers(out).map((x) => x.name), ['old-1', 'old-2', 'new-1'], 'a server repeated in a forced block counts once');
+  });
+
+  it('a cookie: found in the Cookie header by a regular expression anchored on the cookie boundaries', () => {
+    const out = render('cookie:my-canary', canary, stable);
+    assert.match(out, /^map \$http_cookie \$fleetroll_api_route \{\n {4}default api;\n {4}"~\(\?:\^\|;\)\\s\*my-canary=\(\?i:always\)\\s\*\(\?:;\|\$\)" fleetroll_api_canary;\n {4}"~[^"]*=\(\?i:never\)[^"]*" fleetroll_api_stable;\n\}$/m);
+  });
+
+  const sides: [string, UpstreamEntry[], UpstreamEntry[], RegExp, RegExp][] = [
+    ['no canary in service yet: forcing it takes the main upstream', [], stable, /^ {4}never fleetroll_api_stable;$/m, /always/],
+    ['the canary only down (aborting): the same', [{ ...canary[0]!, down: true }], stable, /^ {4}never /m, /always/],
+    ['no stable left (the rollout is complete): forcing stable takes the main upstream', canary, [], /^ {4}always fleetroll_api_canary;$/m, /never/],
+  ];
+  for (const [name, c, st, has, hasNot] of sides) {
+    it(name, () => {
+      const out = render('header:X-Canary', c, st);
+      const map = /^map [^{]*\{[^}]*\}/m.exec(out)?.[0] ?? '';
+      assert.match(map, has);
+      assert.doesNotMatch(map, hasNot);
+      // The empty side's block holds the placeholder: the file's shape stays the same.
+      assert.match(out, /^upstream fleetroll_api_canary \{\n[^}]*\}\nupstream fleetroll_api_stable \{\n[^}]*\}$/m);
+    });
+  }
+
+  it('forceRoute names the variable and the two upstreams', () => {
+    assert.deepEqual(forceRoute('bookstore_api'), { variable: '$fleetroll_bookstore_api_route', canary: 'fleetroll_bookstore_api_canary', stable: 'fleetroll_bookstore_api_stable' });
+    assert.throws(() => forceRoute('a b'), UnsafeUpstreamValueError);
+  });
+
+  const parsed: [string, unknown, unknown][] = [
+    ['a header', 'header:X-Canary', { kind: 'header', name: 'X-Canary' }],
+    ['a cookie with "_"', 'cookie:canary_on', { kind: 'cookie', name: 'canary_on' }],
+  ];
+  for (const [name, raw, want] of parsed) it(`parseForceKey: ${name}`, () => assert.deepEqual(parseForceKey(raw), want));
+  const refused: [string, unknown][] = [
+    ['the client address (nothing a tester can set)', 'remote_addr'],
+    ['a name with a quote', 'header:X"y'],
+    ['a name with a space', 'cookie:a b'],
+    ['an empty name', 'cookie:'],
+    ['a number', 5],
+  ];
+  for (const [name, raw] of refused) {
+    it(`parseForceKey refuses ${name}, and the renderer refuses to write it`, () => {
+      const r = parseForceKey(raw);
+      assert.ok('error' in r && /"header:NAME" or "cookie:NAME"/.test(r.error), JSON.stringify(r));
+      assert.throws(() => renderUpstream(template, { service: 's', upstream: 'api', servers: [], force: { key: raw as 'header:x', canary: [], stable: [] } }), UnsafeUpstreamValueError);
+    });
+  }
 });
 
 describe('canaryWeights: the canary share of the hash ring', () => {

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { loadFleet, type Fleet } from '../../config/load.js';
-import { stickyVariable } from '../../core/upstream.js';
+import { forceRoute, stickyVariable } from '../../core/upstream.js';
 import { fleetFileOption, jsonOption } from '../options.js';
 import type { Out } from '../output.js';
 import { explainStrategy } from '../strategy.js';
@@ -30,7 +30,18 @@ async function nginxNotes(fleet: Fleet): Promise<{ lines: string[]; warnings: st
       const key = stickyVariable(s.canary.stickyKey, lb.upstream);
       lines.push(`nginx (Canary), ${where}: while the canary runs, the upstream gets \`hash ${key.variable} consistent;\` and a weight on every server (stable and canary), so each ${s.canary.stickyKey === 'remote_addr' ? 'client address' : s.canary.stickyKey.replace(':', ' ')} stays on one version while a weight holds`);
       if (key.map) lines.push(`  the cookie name has "-", which no $cookie_ variable can spell: a \`map $http_cookie ${key.variable}\` is written into the same file (at http level, beside the upstream)`);
-      lines.push(`  proxy_pass http://${lb.upstream} stays as it is: nothing to change in nginx.conf`);
+      for (const [field, value] of [['stickyKey', s.canary.stickyKey], ['force', s.canary.force]] as const) {
+        if (value?.startsWith('header:') && value.includes('_')) {
+          warnings.push(`strategy/canary/${field}: header ${value.slice(7)} has "_": nginx drops such headers unless \`underscores_in_headers on;\` is set, so it would never be seen; prefer "-"`);
+        }
+      }
+      if (s.canary.force === undefined) lines.push(`  proxy_pass http://${lb.upstream} stays as it is: nothing to change in nginx.conf`);
+      else {
+        const r = forceRoute(lb.upstream);
+        const [kind, name] = s.canary.force.split(':') as [string, string];
+        lines.push(`  canary.force (${kind} ${name}): the same file gets \`map ... ${r.variable}\` and \`upstream ${r.canary}\` / \`upstream ${r.stable}\` (the servers in service of each side), on every deploy of this fleet`);
+        lines.push(`  change nginx.conf once: \`proxy_pass http://${lb.upstream};\` → \`proxy_pass http://${r.variable};\` (after the first deploy with force set has written the map: nginx -t refuses an unknown variable), then ${kind === 'header' ? `\`${name}: always\`` : `the cookie \`${name}=always\``} reaches the canary, \`never\` stable; without it, the weighted split`);
+      }
     } else {
       lines.push(`nginx (BlueGreen), ${where}: the switch rewrites the upstream with the new set and reloads once; proxy_pass http://${lb.upstream} stays as it is`);
       const preview = s.blueGreen.previewUpstream;
@@ -48,8 +59,8 @@ async function nginxNotes(fleet: Fleet): Promise<{ lines: string[]; warnings: st
       if (s.type === 'Canary' && own !== undefined) {
         warnings.push(`loadBalancers/${i}/nginx/template: sets its own load-balancing method (${own}); remove it: the canary's \`hash ... consistent\` line goes into {{servers}}, and with two methods nginx only warns ("load balancing method redefined") and keeps the later one, so the weighted, sticky split could silently not happen`);
       }
-      if (text !== undefined && !/\{\{\s*blocks\s*\}\}/.test(text) && (s.type === 'BlueGreen' ? s.blueGreen.previewUpstream !== undefined : stickyVariable(s.canary.stickyKey, lb.upstream).map !== undefined)) {
-        lines.push(`  the template has no {{blocks}}: the ${s.type === 'BlueGreen' ? 'preview upstream' : 'cookie map'} is appended at its end`);
+      if (text !== undefined && !/\{\{\s*blocks\s*\}\}/.test(text) && (s.type === 'BlueGreen' ? s.blueGreen.previewUpstream !== undefined : stickyVariable(s.canary.stickyKey, lb.upstream).map !== undefined || s.canary.force !== undefined)) {
+        lines.push(`  the template has no {{blocks}}: the ${s.type === 'BlueGreen' ? 'preview upstream' : s.canary.force !== undefined ? 'forced route' : 'cookie map'} is appended at its end`);
       }
     }
   }
