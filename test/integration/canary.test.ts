@@ -3,21 +3,22 @@
  * users get is close to the weight set, each user (a sticky header) stays on
  * one version while the weight holds, `fleetroll promote` finishes with the
  * rolling update, and `fleetroll abort` puts all traffic back on stable and
- * removes the canary, with no failed request.
+ * removes the canary, with no failed request; canary.force sends testers
+ * (X-Canary: always / never) to the side they ask for.
  */
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { describe, it } from 'node:test';
-import { getFile } from '../../src/adapters/docker.js';
+import { execIn, getFile, putFile } from '../../src/adapters/docker.js';
 import { AccessLogParser } from '../../src/core/accessLog.js';
 import { docker, failedOf, moreRequests, runCli, startCliUntil, startLoad, useFleets } from './fixture.js';
 
 const fleet = useFleets();
 
-/** One GET as user `user` (header X-User): the version that answered. */
-function asUser(url: string, user: string): Promise<string> {
+/** One GET as user `user` (header X-User, and any `more` headers): the version that answered. */
+function asUser(url: string, user: string, more: Record<string, string> = {}): Promise<string> {
   return new Promise((resolve, reject) => {
-    const req = http.get(`${url}/api/version`, { agent: false, headers: { 'X-User': user } }, (res) => {
+    const req = http.get(`${url}/api/version`, { agent: false, headers: { 'X-User': user, ...more } }, (res) => {
       res.resume();
       res.on('end', () => resolve(String(res.headers['x-app-version'] ?? `status ${res.statusCode}`)));
     });
@@ -26,15 +27,15 @@ function asUser(url: string, user: string): Promise<string> {
   });
 }
 
-/** Every user asks twice; returns each user's answers. */
-async function askUsers(url: string, users: number): Promise<Map<string, string[]>> {
+/** Every user asks twice (with any `more` headers); returns each user's answers. */
+async function askUsers(url: string, users: number, more: Record<string, string> = {}): Promise<Map<string, string[]>> {
   const answers = new Map<string, string[]>();
   for (let round = 0; round < 2; round++) {
     for (let i = 0; i < users; i += 20) {
       await Promise.all(
         Array.from({ length: Math.min(20, users - i) }, async (_, j) => {
           const user = `user-${i + j}`;
-          const v = await asUser(url, user);
+          const v = await asUser(url, user, more);
           answers.set(user, [...(answers.get(user) ?? []), v]);
         }),
       );
@@ -102,5 +103,46 @@ describe('canary, for real', () => {
     assert.equal((await f.instances()).length, 3, 'the canary is gone');
     const up = await f.upstream();
     assert.doesNotMatch(up.content, /^\s*hash \$|weight=\d/m);
+  });
+
+  it('canary.force: with nginx.conf proxying to $fleetroll_<upstream>_route, X-Canary: always reaches the canary, never stable, everyone else the split; nothing failed', async (t) => {
+    const f = await fleet('it-canf');
+    const canary = { ...CANARY, force: 'header:X-Canary' };
+    // The first deploy with force set writes the map; only then may nginx.conf name its variable.
+    const first = await runCli(['deploy', '-f', f.fleetFile({ replicas: 4, maxSurge: 1, maxUnavailable: 0, type: 'Canary', canary: { ...canary, steps: [{ setWeight: 50 }] } })]);
+    assert.equal(first.code, 0, first.stdout + first.stderr);
+    const conf = (await getFile(docker, f.names.nginx, '/etc/nginx/conf.d/default.conf')) ?? '';
+    const routed = conf.replace(`proxy_pass http://${f.names.upstream};`, `proxy_pass http://$fleetroll_${f.names.upstream}_route;`);
+    assert.notEqual(routed, conf, 'the rehearsal nginx.conf proxies to the upstream');
+    await putFile(docker, f.names.nginx, '/etc/nginx/conf.d/default.conf', routed);
+    const reload = await execIn(docker, f.names.nginx, ['nginx', '-s', 'reload']);
+    assert.equal(reload.exitCode, 0, reload.stderr);
+    // Now through the variable: the load runs from before the canary to after the promote.
+    const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
+    await moreRequests(load, 5, 'requests through the forced route');
+    const file = f.fleetFile({ replicas: 4, type: 'Canary', canary, image: 'fleetroll-example:1.1.0' });
+    const running = await startCliUntil(['deploy', '-f', file], /paused at 25%/);
+
+    const versions = async (more: Record<string, string>) => [...new Set([...(await askUsers(f.url, 40, more)).values()].flat())].sort();
+    assert.deepEqual(await versions({ 'X-Canary': 'always' }), ['1.1.0'], 'testers with X-Canary: always are all on the canary');
+    assert.deepEqual(await versions({ 'X-Canary': 'never' }), ['1.0.0'], 'X-Canary: never keeps them on stable');
+    const split = await askUsers(f.url, 200);
+    const onCanary = [...split.values()].filter((v) => v[0] === '1.1.0').length;
+    t.diagnostic(`forced: 80 of 80 requests (40 users, twice) on the canary with always, 80 of 80 on stable with never; without the header ${onCanary} of 200 users on the canary at weight 25`);
+    assert.ok(Math.abs(onCanary / 2 - 25) <= 10, `${onCanary / 2}% of users without the header on the canary at weight 25`);
+    assert.deepEqual([...split.entries()].filter(([, v]) => v[0] !== v[1]), [], 'the split stays sticky');
+
+    assert.equal((await runCli(['promote', '-f', file])).code, 0);
+    const done = await running.exited;
+    assert.equal(done.code, 0, done.stdout + done.stderr);
+    await moreRequests(load, 5, 'requests after the rollout');
+    const records = await load.stop();
+    t.diagnostic(`load through $fleetroll_${f.names.upstream}_route: ${failedOf(records).length} of ${records.length} requests failed`);
+    assert.deepEqual(failedOf(records), [], `${failedOf(records).length} of ${records.length} requests failed`);
+    // Everything is on the new revision: "always" reaches it, "never" (no stable left) falls back to the main upstream.
+    assert.deepEqual(await versions({ 'X-Canary': 'always' }), ['1.1.0']);
+    assert.deepEqual(await versions({ 'X-Canary': 'never' }), ['1.1.0']);
+    const up = await f.upstream();
+    assert.match(up.content, new RegExp(`^map \\$http_x_canary \\$fleetroll_${f.names.upstream}_route \\{`, 'm'), 'the map stays for the next deploy');
   });
 });
