@@ -51,7 +51,7 @@ export async function runGate(spec: AnalysisSpec, d: GateDeps, what: string): Pr
     const to = d.clock.now();
     const w = await d.window(from, to);
     if (!w) {
-      throw new RolloutFailedError(`${what}: no access log could be read, so the new revision cannot be judged`, 'check loadBalancers/N/nginx/accessLog and that nginx writes the fleetroll_json format there', { analysisFailed: true });
+      throw new RolloutFailedError(`${what}: no access log could be read, so the new revision cannot be judged`, 'check loadBalancers/N/nginx/accessLog and that nginx writes the fleetroll_json format there', { analysisFailed: true, stoppedBy: 'analysis' });
     }
     const fresh = w.byRevision[d.revision];
     const canary = { ...(fresh ?? none(d.version, from, to)), label: d.version };
@@ -70,7 +70,7 @@ export async function runGate(spec: AnalysisSpec, d: GateDeps, what: string): Pr
       return 'passed';
     }
     if (status.state === 'failed') {
-      throw new RolloutFailedError(`${what}: ${status.message}`, 'the new revision was taken out of traffic; fix it and deploy again', { analysisFailed: true, measurements: measurements.length });
+      throw new RolloutFailedError(`${what}: ${status.message}`, 'the new revision was taken out of traffic; fix it and deploy again', { analysisFailed: true, stoppedBy: 'analysis', measurements: measurements.length });
     }
     if (status.state === 'inconclusive') {
       d.emit({ type: 'info', message: `${what}: ${status.message}` });

@@ -1017,7 +1017,7 @@ export class Controller {
         new RolloutFailedError(
           `canary aborted (${ending.reason}): all traffic is back on the stable revision and the canary instances were removed: ${where}${cause}`,
           'the stable revision serves alone; fix the new version and deploy again',
-          { aborted: ending.reason },
+          { aborted: ending.reason, ...(ending.reason === 'the analysis failed' ? { stoppedBy: 'analysis' } : {}) },
         ),
       );
     } else if (ending.kind === 'switchedBack') {
@@ -1029,7 +1029,7 @@ export class Controller {
         new RolloutFailedError(
           `rolled back (${why}): traffic switched back to the old set in one reload; the new set was drained and removed: ${where}${cause}`,
           'the fleet runs the previous revision again; fix the new version and deploy again',
-          { switchedBack: true },
+          { switchedBack: true, ...(ending.error !== undefined ? { stoppedBy: 'analysis' } : {}) },
         ),
       );
     } else if (ending.kind === 'interrupted') {

@@ -285,14 +285,12 @@ function observedRouter(r: Router, onReload: (up: string[], down: string[]) => v
 
 /**
  * The deploy failed because the analysis gate failed, and the new version
- * was taken out of traffic. The engine says so per strategy: RollingUpdate's
- * gate (and its rollback) with `analysisFailed`; a canary aborted "(the
- * analysis failed)"; a blue-green switch back "(the analysis failed)".
+ * was taken out of traffic: whatever the strategy (RollingUpdate's rollback,
+ * a canary's abort, a blue-green switch back), the engine says so with
+ * `stoppedBy: 'analysis'` in the error's details.
  */
 export function stoppedByAnalysisGate(err: unknown): boolean {
-  if (!(err instanceof RolloutFailedError)) return false;
-  const d = err.details;
-  return d.analysisFailed === true || d.aborted === 'the analysis failed' || (d.switchedBack === true && /^rolled back \(the analysis failed\)/.test(err.message));
+  return err instanceof RolloutFailedError && err.details.stoppedBy === 'analysis';
 }
 
 /**

@@ -2,7 +2,9 @@
  * The analysis gate on a real Docker engine and nginx, reading nginx's own
  * access log: a subtly bad version (BAD_ERROR_RATE: a share of its API
  * answers are 500s, readiness passes) is stopped by the analysis, as a
- * canary and as RollingUpdate's first wave, and the fleet ends on the stable
+ * canary and as RollingUpdate's first wave (whose `deploy --json` says
+ * `stoppedBy: "analysis"`), a slow one (BAD_LATENCY_MS) by maxLatencyRatio
+ * as a canary, and the fleet ends on the stable
  * version. Every failed request is one the bad version answered itself:
  * none is caused by fleetroll (no connection error, no nginx 502, no failure
  * on the stable version).
@@ -84,16 +86,45 @@ describe('the analysis gate, from the access log', () => {
     const f = await fleet('it-gater');
     assert.equal((await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0 })])).code, 0);
     const load = usersLoad(f.url, '/api/books', 40);
-    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, analysis: ANALYSIS, image: 'fleetroll-example:1.1.0', env: BAD })]);
+    const r = await runCli(['deploy', '--json', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, analysis: ANALYSIS, image: 'fleetroll-example:1.1.0', env: BAD })]);
     const answers = await load.stop();
 
     assert.equal(r.code, 1, r.stdout + r.stderr);
-    assert.match(r.stderr, /analysis after the first wave: analysis failed/);
-    assert.match(r.stderr, /rolled back/);
+    // --json: a script can tell the gate's stop from any other failure without reading the message.
+    const outcome = JSON.parse(r.stdout) as { outcome: string; stoppedBy?: string; message: string };
+    assert.deepEqual([outcome.outcome, outcome.stoppedBy], ['failed', 'analysis'], r.stdout);
+    assert.match(outcome.message, /analysis after the first wave: analysis failed/);
+    assert.match(outcome.message, /rolled back/);
     assert.deepEqual((await f.versions()).sort(), ['1.0.0', '1.0.0', '1.0.0']);
     assert.deepEqual(notTheApp(answers, '1.1.0'), [], 'no request failed because of the rollout');
     const served = answers.filter((a) => a.version === '1.1.0');
     t.diagnostic(`the bad version served ${served.length} of ${answers.length} requests before the gate stopped it`);
     assert.ok(served.length < answers.length / 2, 'stopped before it served most of the traffic');
+  });
+
+  it('canary: a version 300 ms slower (no errors) is caught by maxLatencyRatio; the canary is removed, nothing failed', async (t) => {
+    const f = await fleet('it-gatel');
+    assert.equal((await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0 })])).code, 0);
+    const load = usersLoad(f.url, '/api/books', 40);
+    const file = f.fleetFile({
+      replicas: 3,
+      type: 'Canary',
+      canary: { stickyKey: 'header:X-User', steps: [{ setWeight: 50 }, { analysis: {} }, { setWeight: 100 }] },
+      analysis: { interval: '4s', minRequests: 10, maxLatencyRatio: 3 },
+      image: 'fleetroll-example:1.1.0',
+      env: { BAD_LATENCY_MS: '300' },
+    });
+    const r = await runCli(['deploy', '-f', file]);
+    const answers = await load.stop();
+
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stderr, /canary aborted \(the analysis failed\)/);
+    const figures = /p99 latency (\d+(?:\.\d+)?) ms on 1\.1\.0 vs (\d+(?:\.\d+)?) ms on stable[^:]*: ([\d.]+)×, limit 3×/.exec(r.stderr);
+    assert.ok(figures, r.stderr);
+    t.diagnostic(`latency gate: canary p99 ${figures[1]} ms vs stable ${figures[2]} ms (${figures[3]}×, limit 3×); the slow version served ${answers.filter((a) => a.version === '1.1.0').length} of ${answers.length} requests`);
+    assert.ok(Number(figures[1]) >= 300, `the canary's p99 (${figures[1]} ms) includes the 300 ms it adds`);
+    assert.deepEqual((await f.versions()).sort(), ['1.0.0', '1.0.0', '1.0.0']);
+    assert.equal((await f.instances()).length, 3, 'the canary is gone');
+    assert.deepEqual(notTheApp(answers, 'none'), [], 'a slow version answers; nothing failed');
   });
 });

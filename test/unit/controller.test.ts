@@ -539,6 +539,7 @@ describe('controller: canary', () => {
     }).then(() => undefined, (e: unknown) => e);
     assert.ok(err instanceof RolloutFailedError, String(err));
     assert.match(err.message, /canary aborted \(fleetroll abort\): all traffic is back on the stable revision/);
+    assert.equal(err.details.stoppedBy, undefined, 'a user abort is not a stop by the analysis');
     assert.deepEqual(r.seen.map((x) => [x.hash, x.stable, x.canary]), [[true, 3, 1], [false, 3, 0]]);
     const alive = [...world!.containers.values()].filter((c) => c.state === 'running').map((c) => c.labels[LABELS.version]);
     assert.deepEqual(alive, ['old', 'old', 'old']);
@@ -604,6 +605,7 @@ describe('controller: canary', () => {
     assert.ok(err instanceof RolloutFailedError, String(err));
     assert.match(err.message, /canary aborted \(analysis step\)/);
     assert.match(err.message, /no load balancer's access log can be read/);
+    assert.equal(err.details.stoppedBy, undefined, 'no figures judged the canary: not a stop by the analysis');
   });
 });
 
@@ -637,6 +639,7 @@ describe('controller: the analysis gate', () => {
     const err = await simulateRollout(stepSpec(), T, { trafficWindow: logs.trafficWindow, world: (w) => { world = w; logs.world(w); } }).then(() => undefined, (e: unknown) => e);
     assert.ok(err instanceof RolloutFailedError, String(err));
     assert.match(err.message, /canary aborted \(the analysis failed\)/);
+    assert.equal(err.details.stoppedBy, 'analysis', 'said the same way for every strategy');
     assert.match(err.message, /error rate 10(\.0)?% on \S+ over 10 s \(10 of 100 requests\), limit 5%/);
     assert.deepEqual(logs.asked, [10_000], 'one measurement of one interval decided it');
     const alive = [...world!.containers.values()].filter((c) => c.state === 'running').map((c) => c.labels[LABELS.version]);
@@ -662,6 +665,7 @@ describe('controller: the analysis gate', () => {
     }).then(() => undefined, (e: unknown) => e);
     assert.ok(err instanceof RolloutFailedError, String(err));
     assert.match(err.message, /analysis after the first wave: analysis failed: 1 of 1 measurement failed/);
+    assert.equal(err.details.stoppedBy, 'analysis');
     assert.deepEqual(logs.asked, [10_000]);
     const running = [...world!.containers.values()].filter((c) => c.state === 'running').map((c) => c.labels[LABELS.version]);
     assert.ok(running.filter((v) => v === 'new').length <= 1, `the bad version did not spread past the first wave: ${running.join(' ')}`);
@@ -682,6 +686,7 @@ describe('controller: the analysis gate', () => {
     assert.ok(err instanceof RolloutFailedError, String(err));
     assert.match(err.message, /rolled back \(the analysis failed\): traffic switched back to the old set in one reload/);
     assert.match(err.message, /analysis after the switch: analysis failed/);
+    assert.equal(err.details.stoppedBy, 'analysis');
     const alive = [...world!.containers.values()].filter((c) => c.state === 'running').map((c) => c.labels[LABELS.version]);
     assert.deepEqual(alive, ['old', 'old', 'old']);
   });

@@ -264,10 +264,11 @@ describe('strategies against a bad version: what counts as a problem, and the ta
   ];
   for (const row of rows) it(`cellProblems: ${row.name}`, () => assert.deepEqual(cellProblems(row.cell, row.runs, spec(row.bad)), row.want));
 
-  it('stoppedByAnalysisGate: how each strategy\'s engine error says the analysis stopped it', () => {
-    assert.equal(stoppedByAnalysisGate(new RolloutFailedError('analysis after the first wave: analysis failed\nrolled back', '', { analysisFailed: true, rolledBackTo: 'abc' })), true);
-    assert.equal(stoppedByAnalysisGate(new RolloutFailedError('canary aborted (the analysis failed): ...', '', { aborted: 'the analysis failed' })), true);
-    assert.equal(stoppedByAnalysisGate(new RolloutFailedError('rolled back (the analysis failed): traffic switched back ...', '', { switchedBack: true })), true);
+  it('stoppedByAnalysisGate reads the engine\'s stoppedBy (every strategy sets it: test/unit/controller.test.ts), never the message', () => {
+    assert.equal(stoppedByAnalysisGate(new RolloutFailedError('analysis after the first wave: analysis failed\nrolled back', '', { analysisFailed: true, stoppedBy: 'analysis', rolledBackTo: 'abc' })), true);
+    assert.equal(stoppedByAnalysisGate(new RolloutFailedError('canary aborted (the analysis failed): ...', '', { aborted: 'the analysis failed', stoppedBy: 'analysis' })), true);
+    assert.equal(stoppedByAnalysisGate(new RolloutFailedError('rolled back (the analysis failed): traffic switched back ...', '', { switchedBack: true, stoppedBy: 'analysis' })), true);
+    assert.equal(stoppedByAnalysisGate(new RolloutFailedError('rolled back (the analysis failed): a message alone says nothing', '', { switchedBack: true })), false);
     assert.equal(stoppedByAnalysisGate(new RolloutFailedError('rolled back (undo): traffic switched back ...', '', { switchedBack: true })), false, 'fleetroll undo');
     assert.equal(stoppedByAnalysisGate(new RolloutFailedError('canary aborted (fleetroll abort): ...', '', { aborted: 'fleetroll abort' })), false);
     assert.equal(stoppedByAnalysisGate(new RolloutFailedError('progress deadline exceeded', '', { stuck: [] })), false);

@@ -2,7 +2,7 @@ import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { loadFleet, type Fleet } from '../../config/load.js';
 import { healthOf } from '../../engine/rollout.js';
 import { runManaged, type ManagedResult } from '../../engine/session.js';
-import { ExitCode, FleetrollError } from '../../errors.js';
+import { ExitCode, FleetrollError, RolloutFailedError } from '../../errors.js';
 import { parseCount } from '../args.js';
 import { eventPrinter } from '../events.js';
 import {
@@ -125,7 +125,11 @@ export async function executeRollout(
     // A failed (paused, interrupted) rollout reports what its users saw too.
     const health = healthOf(err);
     // --json callers get a parseable outcome on stdout either way.
-    if (o.json && err instanceof FleetrollError) out.json({ outcome: err.code === 'E_PAUSED' ? 'paused' : 'failed', code: err.code, message: err.message, hint: err.hint, ...(health ? { health } : {}) });
+    if (o.json && err instanceof FleetrollError) {
+      // stoppedBy "analysis": the gate took the new version out of traffic (rolled back, canary aborted or switched back).
+      const stoppedBy = err instanceof RolloutFailedError ? err.details.stoppedBy : undefined;
+      out.json({ outcome: err.code === 'E_PAUSED' ? 'paused' : 'failed', code: err.code, message: err.message, hint: err.hint, ...(stoppedBy !== undefined ? { stoppedBy } : {}), ...(health ? { health } : {}) });
+    }
     else if (health) for (const l of healthLines(health)) out.line(l);
     throw err;
   } finally {
