@@ -82,6 +82,8 @@ export interface FleetFileOptions {
   analysis?: Record<string, unknown>;
   /** BlueGreen: seconds the old set is kept after the switch. */
   scaleDownDelaySeconds?: number;
+  /** BlueGreen: more of its block (preview, autoPromote), written as given. */
+  blueGreen?: Record<string, unknown>;
   replacementPolicy?: 'TerminationStarted' | 'TerminationComplete';
   onFailure?: 'pause' | 'rollback';
   hooks?: Record<string, unknown>;
@@ -110,7 +112,7 @@ export async function startTestFleet(prefix: string): Promise<TestFleet> {
         o.type === 'Recreate'
           ? 'strategy:\n  type: Recreate\n'
           : o.type === 'BlueGreen'
-            ? `strategy:\n  type: BlueGreen\n  blueGreen: { scaleDownDelaySeconds: ${o.scaleDownDelaySeconds ?? 30} }\n`
+            ? `strategy:\n  type: BlueGreen\n  blueGreen: ${JSON.stringify({ scaleDownDelaySeconds: o.scaleDownDelaySeconds ?? 30, ...o.blueGreen })}\n`
           : o.type === 'Canary'
             ? `strategy:\n  type: Canary\n  canary: ${JSON.stringify(o.canary ?? { steps: [{ setWeight: 50 }] })}\n  rollingUpdate: { maxSurge: ${JSON.stringify(o.maxSurge ?? 1)}, maxUnavailable: ${JSON.stringify(o.maxUnavailable ?? 0)} }\n`
           : o.maxSurge !== undefined || o.maxUnavailable !== undefined
