@@ -6,7 +6,8 @@
  *   1. failed requests in the deploy window: 5xx the clients got, and of
  *      those the "dropped" ones no instance answered (nginx's own 502/504);
  *   2. the mixed-version window as users saw it: from the first response
- *      served by the new revision to the last one served by an old revision;
+ *      served by the new revision to the last one served by an old revision
+ *      (or by the new one, when it stopped serving first: a rollback);
  *   3. the first new instance's error rate (the rollout's free canary).
  *
  * This module maps the log's upstream addresses to instances and revisions
@@ -86,10 +87,16 @@ export interface DeployHealthNumbers {
   dropped: number;
   /** 499s: the client closed first. Neither failed nor dropped; shown because a jump in them is worth a look. */
   clientClosed: number;
-  /** From the first response served by the new revision to the last served by an old one; 0 when they never overlapped. */
+  /**
+   * From the first response served by the new revision to the last served by
+   * an old one, or to the new revision's last when it stopped serving first
+   * (rolled back, aborted, switched back); 0 when they never overlapped.
+   */
   mixedVersionWindowMs: number;
   firstNewResponseAt: string | null;
   lastOldResponseAt: string | null;
+  /** The new revision's last response in the window (absent in records written before it was kept). */
+  lastNewResponseAt?: string | null | undefined;
   /** The new instance that served the new revision's first response, and its error rate over the window; null when none served. */
   firstNewInstance: FirstNewInstanceHealth | null;
   /** Requests no instance can be named for (nginx answered itself, an address the fleet never had). */
@@ -175,6 +182,7 @@ export function healthReport(input: HealthInput): DeployHealthNumbers {
     mixedVersionWindowMs: h.mixedVersion.windowMs,
     firstNewResponseAt: iso(h.mixedVersion.firstNewMs),
     lastOldResponseAt: iso(h.mixedVersion.lastOldMs),
+    lastNewResponseAt: iso(h.mixedVersion.lastNewMs),
     firstNewInstance:
       firstOwner && h.firstNewInstance
         ? { name: firstOwner.name, address: firstOwner.address, requests: h.firstNewInstance.requests, errors: h.firstNewInstance.errors, errorRate: rate(h.firstNewInstance.errorRate) }

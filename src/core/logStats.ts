@@ -239,7 +239,9 @@ export interface MixedVersionWindow {
   firstNewMs: number | null;
   /** The old revisions' last response in the window, or null. */
   lastOldMs: number | null;
-  /** lastOldMs − firstNewMs when both exist and overlap; else 0. */
+  /** When the new revision served its last response in the window, or null. */
+  lastNewMs: number | null;
+  /** min(lastOldMs, lastNewMs) − firstNewMs when both revisions served and overlapped; else 0. */
   windowMs: number;
 }
 
@@ -288,7 +290,10 @@ export interface DeployWindow {
  *
  * Mixed-version window: from the first response served by the new revision to
  * the last response served by any other (old) revision, both by the time the
- * response ended. "Served" = the final attempt got a response from the app
+ * response ended; or, when the new revision stopped serving before the old did
+ * (a rollout rolled back, a canary aborted, a blue-green switch back), to the
+ * new revision's last response: the time users could get either version,
+ * not the time the old one went on alone. "Served" = the final attempt got a response from the app
  * (any status: a 404 from the old version is still the old version); nginx's
  * own 502/504 and 499s serve no version. windowMs is 0 when the two did not
  * overlap (recreate: the old stopped before the new started; blue-green: one
@@ -296,6 +301,8 @@ export interface DeployWindow {
  *
  *   old answers at 100, 150, 400 ms; new answers at 300, 500 ms
  *   → firstNewMs 300, lastOldMs 400, windowMs 100
+ *   old answers at 100, 900 ms; new answers at 300, 450 ms (then rolled back)
+ *   → firstNewMs 300, lastNewMs 450, lastOldMs 900, windowMs 150
  */
 export function deployHealth(records: Iterable<AccessRecord>, w: DeployWindow): DeployHealth {
   let requests = 0;
@@ -304,6 +311,7 @@ export function deployHealth(records: Iterable<AccessRecord>, w: DeployWindow): 
   let clientClosed = 0;
   let unattributed = 0;
   let firstNew = Infinity;
+  let lastNew = -Infinity;
   let lastOld = -Infinity;
   const inWindow: AccessRecord[] = [];
   for (const r of records) {
@@ -320,11 +328,14 @@ export function deployHealth(records: Iterable<AccessRecord>, w: DeployWindow): 
       continue;
     }
     if (last!.outcome !== 'answered') continue;
-    if (rev === w.newRevision) firstNew = Math.min(firstNew, r.timeMs);
-    else lastOld = Math.max(lastOld, r.timeMs);
+    if (rev === w.newRevision) {
+      firstNew = Math.min(firstNew, r.timeMs);
+      lastNew = Math.max(lastNew, r.timeMs);
+    } else lastOld = Math.max(lastOld, r.timeMs);
   }
   const firstNewMs = firstNew === Infinity ? null : firstNew;
   const lastOldMs = lastOld === -Infinity ? null : lastOld;
+  const lastNewMs = lastNew === -Infinity ? null : lastNew;
   return {
     startMs: w.startMs,
     endMs: w.endMs,
@@ -333,7 +344,7 @@ export function deployHealth(records: Iterable<AccessRecord>, w: DeployWindow): 
     dropped,
     clientClosed,
     unattributed,
-    mixedVersion: { firstNewMs, lastOldMs, windowMs: firstNewMs !== null && lastOldMs !== null ? Math.max(0, lastOldMs - firstNewMs) : 0 },
+    mixedVersion: { firstNewMs, lastOldMs, lastNewMs, windowMs: firstNewMs !== null && lastOldMs !== null && lastNewMs !== null ? Math.max(0, Math.min(lastOldMs, lastNewMs) - firstNewMs) : 0 },
     // endMs + 1: instanceStats is half-open, the deploy window closed.
     firstNewInstance: w.firstNewAddress === undefined ? null : { ...instanceStats(inWindow, w.firstNewAddress, w.startMs, w.endMs + 1), endMs: w.endMs },
   };

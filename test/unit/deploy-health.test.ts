@@ -174,18 +174,19 @@ describe('healthReport: the numbers over the deploy window', () => {
   }
 
   it('the shape: every field, JSON-safe (what deploy --json and the history store), incomplete only when something is', () => {
-    const h = healthReport({ ...input, records: [ok(2500, C), ok(3500, A)], garbage: 2 });
+    const h = healthReport({ ...input, records: [ok(2500, C), ok(3500, A), ok(4000, C)], garbage: 2 });
     assert.deepEqual(h, {
       sources: ['access log /var/log/nginx/fleetroll.log in container web-nginx'],
       window: { start: iso(1000), end: iso(9000), durationMs: 8000 },
-      requests: 2,
+      requests: 3,
       failed5xx: 0,
       dropped: 0,
       clientClosed: 0,
       mixedVersionWindowMs: 1000,
       firstNewResponseAt: iso(2500),
       lastOldResponseAt: iso(3500),
-      firstNewInstance: { name: 'new-1', address: C, requests: 1, errors: 0, errorRate: 0 },
+      lastNewResponseAt: iso(4000),
+      firstNewInstance: { name: 'new-1', address: C, requests: 2, errors: 0, errorRate: 0 },
       unattributed: 0,
       garbage: 2,
     });
@@ -293,7 +294,7 @@ describe('HealthWatch: the logs read around a rollout', () => {
 
   it('a rollback: instances started after the rollback\'s "observed" count as old', async () => {
     const clock = new VirtualClock(1000);
-    const log = new ScriptedLog('log', clock, [[2500, line(2500, C)], [5000, line(5000, '10.0.0.9:8080')]]);
+    const log = new ScriptedLog('log', clock, [[2500, line(2500, C)], [3500, line(3500, C)], [5000, line(5000, '10.0.0.9:8080')]]);
     const run = (async () => {
       const w = await HealthWatch.start(fleetWith(['stdout']), 'new', clock, [opener(log)], async () => []);
       const emit = w.events(undefined);
@@ -307,7 +308,8 @@ describe('HealthWatch: the logs read around a rollout', () => {
     })();
     const h = await clock.run(run);
     assert.ok(!isHealthUnavailable(h));
-    assert.deepEqual([h.firstNewResponseAt, h.lastOldResponseAt, h.mixedVersionWindowMs], [iso(2500), iso(5000), 2500]);
+    // back-1 (started by the rollback) is old: the old revision served last, and the window ends with the new one's last answer.
+    assert.deepEqual([h.firstNewResponseAt, h.lastNewResponseAt, h.lastOldResponseAt, h.mixedVersionWindowMs], [iso(2500), iso(3500), iso(5000), 1000]);
   });
 
   const unavailable: { name: string; fleet: (string | undefined)[]; openers: (clock: VirtualClock) => AccessLogOpener[]; want: { unavailable: RegExp; hint?: string } }[] = [
@@ -369,6 +371,7 @@ describe('the lines deploy prints and the rows history shows', () => {
     mixedVersionWindowMs: 9_310,
     firstNewResponseAt: '2024-04-05T12:00:02.120Z',
     lastOldResponseAt: '2024-04-05T12:00:11.430Z',
+    lastNewResponseAt: '2024-04-05T12:00:14.100Z',
     firstNewInstance: { name: 'bookstore-api-33176fd-7q7zj', address: '172.21.0.6:8080', requests: 402, errors: 0, errorRate: 0 },
     unattributed: 0,
     garbage: 0,
@@ -408,6 +411,24 @@ describe('the lines deploy prints and the rows history shows', () => {
       lines: [
         'health: 1423 requests in the deploy window (14.2 s): 0 failed (5xx), 0 dropped',
         '  mixed-version window: 0 s: the last old response (12:00:01.000) came before the first new one (12:00:02.120)',
+        '  first new instance: bookstore-api-33176fd-7q7zj (172.21.0.6:8080): 0.00 % errors (0 of 402 requests)',
+      ],
+    },
+    {
+      name: 'stopped (rolled back): the window ends with the new revision\'s last answer, and says the old one served on',
+      health: { ...numbers, mixedVersionWindowMs: 4_000, lastNewResponseAt: '2024-04-05T12:00:06.120Z' },
+      lines: [
+        'health: 1423 requests in the deploy window (14.2 s): 0 failed (5xx), 0 dropped',
+        '  mixed-version window: 4.0 s, from the first new response (12:00:02.120) to the last new one (12:00:06.120): the new revision stopped serving; the old one served on alone (last at 12:00:11.430)',
+        '  first new instance: bookstore-api-33176fd-7q7zj (172.21.0.6:8080): 0.00 % errors (0 of 402 requests)',
+      ],
+    },
+    {
+      name: 'a record from before lastNewResponseAt was kept reads as before',
+      health: { ...numbers, lastNewResponseAt: undefined },
+      lines: [
+        'health: 1423 requests in the deploy window (14.2 s): 0 failed (5xx), 0 dropped',
+        '  mixed-version window: 9.3 s, from the first new response (12:00:02.120) to the last old one (12:00:11.430)',
         '  first new instance: bookstore-api-33176fd-7q7zj (172.21.0.6:8080): 0.00 % errors (0 of 402 requests)',
       ],
     },
