@@ -48,6 +48,14 @@ export interface Instance extends InstanceView {
   runningSince?: number | undefined;
   /** Its stop failed: it may still run, out of nginx, and is left for the operator. */
   stopFailed?: boolean | undefined;
+  /**
+   * When a reload took it out of traffic while it was not terminating: a
+   * canary side at weight 0 (stable at 100%, the canary back at 0) is marked
+   * down or left out without a drain of its own. Requests that reached it
+   * before that reload may still be running, so stopping it waits for the
+   * rest of a drain from then.
+   */
+  leftTrafficAt?: number | undefined;
   /** What the last probe or observation said, for the deadline report. */
   lastProbe: string;
   labels: Record<string, string>;
@@ -462,7 +470,10 @@ export class Controller {
     if (this.cn) this.cn.inForceWeight = this.cn.writingWeight;
     const drained: string[] = [];
     for (const inst of this.view.values()) {
+      const was = inst.routed;
       inst.routed = this.traffic.routes(inst.address);
+      if (inst.routed) inst.leftTrafficAt = undefined;
+      else if (was && !isTerminating(inst.phase)) inst.leftTrafficAt = now;
       if (inst.phase !== 'draining' || inst.stopAt !== undefined || inst.routed || inst.dockerId === undefined) continue;
       const wasServing = inst.before === 'ready' || inst.before === 'available';
       // Blue-green's old set, switched out: kept running for scaleDownDelaySeconds (at least the drain).
@@ -857,8 +868,10 @@ export class Controller {
         return;
       }
     }
-    // nginx never sent it traffic: nothing to drain.
-    inst.stopAt = this.d.clock.now();
+    // Out of traffic since a weight of 0 took it out: the rest of a drain from then.
+    // Otherwise nginx never sent it traffic: nothing to drain.
+    const now = this.d.clock.now();
+    inst.stopAt = inst.leftTrafficAt !== undefined ? Math.max(now, inst.leftTrafficAt + this.drainMs) : now;
   }
 
   private stopInstance(id: string): void {

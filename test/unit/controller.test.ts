@@ -524,13 +524,39 @@ describe('controller: canary', () => {
     assert.deepEqual(inv.checked.violations.filter((v) => !/counted > replicas/.test(v)), []);
   });
 
+  it('ending the steps with setWeight 100 finishes with a switch: the whole new set starts, one reload sends it every request, the stable set is drained out', async () => {
+    const s = canary(4, [{ setWeight: 25 }, { pause: { duration: 10 } }, { setWeight: 100 }]);
+    const r = watch();
+    const inv = invariants(s, T);
+    const res = await simulateRollout(s, T, { ...inv.setup, world: (w, c) => { inv.setup.world?.(w, c); r.world(w, c); } });
+    const shares = r.seen.map((x) => [x.stable, x.canary, x.share]);
+    // 25%: 1 canary beside 4 stable; then the switch: 4 new in, every stable server down, in one reload.
+    assert.deepEqual(shares.slice(0, 2), [[4, 1, 25], [0, 4, 100]], JSON.stringify(shares));
+    assert.ok(r.seen.slice(1).every((x) => x.stable === 0), 'no stable server takes traffic after the switch');
+    assert.equal(res.deploy.instances.length, 4);
+    assert.deepEqual(inv.checked.violations.filter((v) => !/counted > replicas/.test(v)), []);
+  });
+
+  it('setWeight 0 after 50: the canaries that took traffic leave in one reload and are stopped only after a drain', async () => {
+    const s = canary(4, [{ setWeight: 50 }, { pause: { duration: 10 } }, { setWeight: 0 }, { pause: { duration: 10 } }]);
+    const r = watch();
+    const inv = invariants(s, T);
+    const res = await simulateRollout(s, T, { ...inv.setup, world: (w, c) => { inv.setup.world?.(w, c); r.world(w, c); } });
+    assert.deepEqual(r.seen.slice(0, 2).map((x) => [x.stable, x.canary, x.share]), [[4, 2, 50], [4, 0, 0]]);
+    assert.equal(res.deploy.instances.length, 4);
+    assert.deepEqual(inv.checked.violations.filter((v) => !/counted > replicas/.test(v)), []);
+  });
+
   it('fleetroll abort during an open pause: one reload takes the canary out, it is removed, exit 1 saying so', async () => {
     const s = canary(3, [{ setWeight: 30 }, { pause: {} }]);
     const r = watch();
+    const inv = invariants(s, T);
     let clock: { now(): number } | undefined;
     let world: SimWorld | undefined;
     const err = await simulateRollout(s, T, {
+      ...inv.setup,
       world: (w, c) => {
+        inv.setup.world?.(w, c);
         clock = c;
         world = w;
         r.world(w, c);
@@ -543,6 +569,7 @@ describe('controller: canary', () => {
     assert.deepEqual(r.seen.map((x) => [x.hash, x.stable, x.canary]), [[true, 3, 1], [false, 3, 0]]);
     const alive = [...world!.containers.values()].filter((c) => c.state === 'running').map((c) => c.labels[LABELS.version]);
     assert.deepEqual(alive, ['old', 'old', 'old']);
+    assert.deepEqual(inv.checked.violations.filter((v) => !/counted > replicas/.test(v)), []);
   });
 
   it('fleetroll promote during an open pause skips the remaining steps', async () => {
