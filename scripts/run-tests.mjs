@@ -11,16 +11,19 @@ import { join } from 'node:path';
 
 const SLOWEST_FIRST = [
   'test/integration/multihost.test.ts',
-  'test/integration/deploy.test.ts',
   'test/integration/failures.test.ts',
+  'test/integration/experiment.test.ts',
   'test/integration/day2-crash.test.ts',
   'test/integration/day2.test.ts',
+  'test/integration/canary.test.ts',
   'test/integration/rehearse.test.ts',
-  'test/integration/experiment.test.ts',
+  'test/integration/deploy.test.ts',
   'test/integration/bluegreen.test.ts',
+  'test/integration/strategy-hooks.test.ts',
+  'test/integration/analysis.test.ts',
   'test/integration/day2-status.test.ts',
   'test/integration/remote.test.ts',
-  'test/integration/strategy-hooks.test.ts',
+  'test/integration/bluegreen-preview.test.ts',
 ];
 
 const all = readdirSync('test', { withFileTypes: true })

@@ -176,6 +176,8 @@ export interface RevisionRecord {
    * unavailable. Absent for rollouts before fleetroll measured them.
    */
   health?: DeployHealthReport | undefined;
+  /** Blue-green: when the switch's reload put the revision's new set in (also when it was switched back later). */
+  switchedAt?: string | undefined;
 }
 
 export interface AdoptedInstance {

@@ -118,6 +118,8 @@ export interface ControllerResult {
   instances: Instance[];
   waves: number;
   reloads: number;
+  /** Blue-green: when the switch's reload was made (clock ms). */
+  switchedAtMs?: number | undefined;
 }
 
 type Ending = { kind: 'interrupted' } | { kind: 'paused' } | { kind: 'failed'; error: unknown } | { kind: 'switchedBack'; requestedAt: number; error?: unknown } | { kind: 'aborted'; reason: string; error?: unknown };
@@ -185,7 +187,7 @@ export class Controller {
    * scaleDownDelaySeconds (its stopAt) still running, so a switch-back is
    * again one reload; after that it is stopped like any drained instance.
    */
-  private readonly bg: { delayMs: number; state: 'before' | 'promoting' | 'switched'; switchedAt?: number; oldAtStart: number; backRequested: boolean; autoPromote: boolean; promoted: boolean; waitingSaid: boolean } | undefined;
+  private readonly bg: { delayMs: number; state: 'before' | 'promoting' | 'switched'; switchedAt?: number; switchInForceAt?: number; oldAtStart: number; backRequested: boolean; autoPromote: boolean; promoted: boolean; waitingSaid: boolean } | undefined;
 
   constructor(private readonly d: ControllerDeps) {
     this.timing = { ...DEFAULT_TIMING, ...d.timing };
@@ -468,6 +470,11 @@ export class Controller {
   private reloaded(): void {
     const now = this.d.clock.now();
     if (this.cn) this.cn.inForceWeight = this.cn.writingWeight;
+    // Blue-green: the reload that puts the new set in is the switch users see; it is recorded
+    // as issued (nginx's new workers take over while `nginx -s reload` runs, before it returns).
+    if (this.bg?.state === 'switched' && this.bg.switchInForceAt === undefined && [...this.view.values()].some((i) => i.revision === this.d.revision && this.traffic.routes(i.address))) {
+      this.bg.switchInForceAt = this.traffic.reloadIssuedAt ?? now;
+    }
     const drained: string[] = [];
     for (const inst of this.view.values()) {
       const was = inst.routed;
@@ -1042,7 +1049,7 @@ export class Controller {
         new RolloutFailedError(
           `rolled back (${why}): traffic switched back to the old set in one reload; the new set was drained and removed: ${where}${cause}`,
           'the fleet runs the previous revision again; fix the new version and deploy again',
-          { switchedBack: true, ...(ending.error !== undefined ? { stoppedBy: 'analysis' } : {}) },
+          { switchedBack: true, ...(this.bg?.switchInForceAt !== undefined ? { switchedAt: new Date(this.bg.switchInForceAt).toISOString() } : {}), ...(ending.error !== undefined ? { stoppedBy: 'analysis' } : {}) },
         ),
       );
     } else if (ending.kind === 'interrupted') {
@@ -1071,7 +1078,7 @@ export class Controller {
       return;
     }
     this.shutdown();
-    this.done.resolve({ instances: this.instances() as Instance[], waves: this.waves, reloads: this.reloads });
+    this.done.resolve({ instances: this.instances() as Instance[], waves: this.waves, reloads: this.reloads, ...(this.bg?.switchInForceAt !== undefined ? { switchedAtMs: this.bg.switchInForceAt } : {}) });
   }
 
   private shutdown(): void {

@@ -151,6 +151,7 @@ class Rollout {
       waves: result.waves,
       reloads: result.reloads,
       instances,
+      ...(result.switchedAtMs !== undefined ? { switchedAt: new Date(result.switchedAtMs).toISOString() } : {}),
     };
   }
 
@@ -270,10 +271,17 @@ class Rollout {
     const r = await runHook(name, argv, ctx, timeoutMs, this.emit);
     if (r.ok) return;
     this.emit({ type: 'failed', reason: `hook ${name} ${r.outcome}` });
-    const changed = phase === 'preDeploy' ? 'nothing was changed' : `the rollout stopped after wave ${ctx.FLEETROLL_WAVE}`;
+    const changed =
+      phase === 'preDeploy' ? 'nothing was changed' : name === 'prePromotion' ? 'no switch: all traffic stays on the old set' : `the rollout stopped after wave ${ctx.FLEETROLL_WAVE}`;
+    const hint =
+      phase === 'preDeploy'
+        ? 'fix what the hook reports, then deploy again'
+        : name === 'prePromotion'
+          ? 'the new set is left running out of traffic (in the preview upstream, if any); deploy again to try again, or deploy the previous image to remove it'
+          : 'the fleet is left as it is (unready instances are out of nginx); deploy again to continue, or deploy the previous image to go back';
     throw new RolloutFailedError(
       `hooks.${name} (${argv.join(' ')}) ${r.outcome}: ${changed}${r.output ? `\n  its last output:\n    ${r.output.split('\n').join('\n    ')}` : ''}`,
-      phase === 'preDeploy' ? 'fix what the hook reports, then deploy again' : 'the fleet is left as it is (unready instances are out of nginx); deploy again to continue, or deploy the previous image to go back',
+      hint,
       { hook: name },
       phase,
     );

@@ -199,11 +199,12 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
       const aborted = async () => (await h.store.read())?.abort === true;
       const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, aborted, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, o);
       await write.flush();
-      await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`, result.health);
+      await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`, result.health, result.switchedAt);
       return { ...result, revisionNumber: record.number };
     } catch (err) {
       const { outcome, message } = outcomeOf(err);
-      await finishRecord(h.store, record.number, outcome, message.split('\n')[0] ?? message, healthOf(err));
+      const switchedAt = err instanceof RolloutFailedError && typeof err.details.switchedAt === 'string' ? err.details.switchedAt : undefined;
+      await finishRecord(h.store, record.number, outcome, message.split('\n')[0] ?? message, healthOf(err), switchedAt);
       write(outcome, 'end', { message: message.split('\n')[0] });
       await write.flush();
       throw err;
@@ -308,7 +309,7 @@ export async function adoptFleet(
 }
 
 /** Ends a revision record: its outcome, and the health numbers of this rollout (replacing an earlier rollout's). */
-async function finishRecord(store: StateStore, n: number, outcome: RolloutOutcome, message: string, health: DeployHealthReport | undefined): Promise<void> {
+async function finishRecord(store: StateStore, n: number, outcome: RolloutOutcome, message: string, health: DeployHealthReport | undefined, switchedAt?: string): Promise<void> {
   const s = await store.read();
   if (!s) return;
   const r = s.revisions.find((x) => x.number === n);
@@ -318,5 +319,7 @@ async function finishRecord(store: StateStore, n: number, outcome: RolloutOutcom
   r.message = message.slice(0, 500);
   if (health) r.health = health;
   else delete r.health;
+  if (switchedAt) r.switchedAt = switchedAt;
+  else delete r.switchedAt;
   await store.write(s);
 }

@@ -84,6 +84,8 @@ export class Traffic {
   /** A write or reload failed: no more changes go out. */
   broken = false;
   reloads = 0;
+  /** When the reloads of the config now in force were issued (nginx moves traffic between this and their return). */
+  reloadIssuedAt: number | undefined;
 
   constructor(private readonly o: TrafficOptions) {}
 
@@ -218,11 +220,13 @@ export class Traffic {
       const toReload = this.recoveryReload ? this.o.balancers.map((_, i) => i) : written;
       this.recoveryReload = false;
       faultPoint('before-reload');
+      const issuedAt = this.o.clock.now();
       for (const i of toReload) {
         await this.o.balancers[i]?.router.reload();
         this.reloads++;
       }
       const prevUp = this.inForceUp;
+      this.reloadIssuedAt = issuedAt;
       this.inForceUp = upSet;
       this.inForceDown = downSet;
       this.inForcePreview = previewSet;

@@ -72,6 +72,8 @@ export interface DeployResult {
   waves: number;
   reloads: number;
   instances: DeployedInstance[];
+  /** Blue-green: when the switch's reload put the new set in (ISO time). */
+  switchedAt?: string | undefined;
   /**
    * The deploy's health numbers from the load balancers' access logs
    * (core/deployHealth.ts DeployHealthReport): failed and dropped requests

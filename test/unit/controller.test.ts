@@ -408,6 +408,9 @@ describe('controller: blue-green', () => {
     assert.ok(switchAt >= T.startupMs, `switched at ${switchAt} ms, after the new set came up`);
     assert.ok(stoppedOldAt !== undefined && stoppedOldAt - switchAt >= 30_000, `old set stopped ${stoppedOldAt! - switchAt} ms after the switch (delay 30 s)`);
     assert.equal(res.deploy.instances.length, 4);
+    // The switch time recorded is when its reloads were issued, not when it was decided.
+    const recorded = Date.parse(res.deploy.switchedAt ?? '');
+    assert.ok(recorded <= switchAt && switchAt - recorded < 1000, `recorded ${res.deploy.switchedAt}, nginx 1 reloaded at ${switchAt} ms`);
   });
 
   it('undo during scaleDownDelaySeconds: one reload puts the old set back and the new one down; the new set is removed; exit 1 as rolled back', async () => {
@@ -433,6 +436,7 @@ describe('controller: blue-green', () => {
     assert.ok(asked);
     assert.ok(err instanceof RolloutFailedError, String(err));
     assert.equal(err.details.switchedBack, true);
+    assert.equal(err.details.switchedAt, new Date(r.seen[0]!.at).toISOString(), 'the switch time is kept with the switch back');
     assert.match(err.message, /rolled back \(undo\)/);
     // Two reloads: the switch, and the switch back (all old up, no new).
     assert.deepEqual(r.seen.map((x) => [x.old, x.new]), [[0, 3], [3, 0]]);

@@ -42,6 +42,7 @@ function describeRecord(r: RevisionRecord): string[][] {
     ['started', when(r.when)],
     ['outcome', r.outcome],
     ['finished', when(r.finishedAt)],
+    ...(r.switchedAt ? [['switched at', r.switchedAt.replace('T', ' ')]] : []),
     ['message', r.message ?? ''],
     ...(r.health ? healthRows(r.health) : []),
   ];
