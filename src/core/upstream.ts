@@ -143,7 +143,7 @@ function renderForce(upstream: string, force: NonNullable<UpstreamInput['force']
   // The header's value is matched as a string (nginx ignores case); a cookie is found in the
   // Cookie header by a regular expression (its NAME is letters, digits, "_" and "-": nothing
   // a regular expression reads specially), its value matched ignoring case too.
-  const source = k.kind === 'header' ? `$http_${k.name.toLowerCase().replace(/-/g, '_')}` : '$http_cookie';
+  const source = k.kind === 'header' ? headerVariable(k.name) : '$http_cookie';
   const match = (value: string) => (k.kind === 'header' ? value : `"~(?:^|;)\\s*${k.name}=(?i:${value})\\s*(?:;|$)"`);
   const what = k.kind === 'header' ? `the ${k.name} header` : `the ${k.name} cookie`;
   return [
@@ -161,6 +161,11 @@ function renderForce(upstream: string, force: NonNullable<UpstreamInput['force']
     renderServers(stable),
     '}',
   ].join('\n');
+}
+
+/** nginx's variable for a request header: lowercased, "-" as "_" (X-User → $http_x_user). */
+function headerVariable(name: string): string {
+  return `$http_${name.toLowerCase().replace(/-/g, '_')}`;
 }
 
 export type ParsedStickyKey = { kind: 'remote_addr' } | { kind: 'cookie' | 'header'; name: string };
@@ -194,7 +199,7 @@ export function stickyVariable(key: StickyKey, upstream: string): { variable: st
   if ('error' in k) throw new UnsafeUpstreamValueError(`refusing to write sticky key ${JSON.stringify(key)} into an nginx config: it ${k.error}`);
   if (k.kind === 'remote_addr') return { variable: '$remote_addr' };
   assertSafe(STICKY_NAME_RE, k.name, 'sticky key name');
-  if (k.kind === 'header') return { variable: `$http_${k.name.toLowerCase().replace(/-/g, '_')}` };
+  if (k.kind === 'header') return { variable: headerVariable(k.name) };
   if (/^[A-Za-z0-9_]+$/.test(k.name)) return { variable: `$cookie_${k.name}` };
   const variable = `$fleetroll_${upstream}_sticky`;
   // The name is letters, digits, "_" and "-": nothing a regular expression reads specially.

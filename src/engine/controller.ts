@@ -118,7 +118,7 @@ export interface ControllerResult {
   instances: Instance[];
   waves: number;
   reloads: number;
-  /** Blue-green: when the switch's reload was made (clock ms). */
+  /** Blue-green: when the switch's reload was issued (clock ms). */
   switchedAtMs?: number | undefined;
 }
 

@@ -72,7 +72,7 @@ export interface DeployResult {
   waves: number;
   reloads: number;
   instances: DeployedInstance[];
-  /** Blue-green: when the switch's reload put the new set in (ISO time). */
+  /** Blue-green: when the switch's reload, which put the new set in, was issued (ISO time). */
   switchedAt?: string | undefined;
   /**
    * The deploy's health numbers from the load balancers' access logs
