@@ -121,6 +121,12 @@ export interface Router {
   writeAndTest(content: string): Promise<void>;
   /** `nginx -s reload`: new workers take the new config, old ones finish in-flight requests. */
   reload(): Promise<void>;
+  /**
+   * `nginx -T`: the whole configuration nginx would load, every included file
+   * with it, for checks that read how the user's nginx.conf uses what
+   * fleetroll writes. Optional: a router that cannot show it skips them.
+   */
+  config?(): Promise<string>;
 }
 
 /** HTTP probes against an instance's address. */

@@ -90,6 +90,12 @@ export class NginxContainerRouter implements Router {
     return (await getFileEntry(this.runtime.docker, this.container, this.upstreamFile))?.content.toString('utf8');
   }
 
+  async config(): Promise<string> {
+    const r = await this.exec(['-T']);
+    if (r.exitCode !== 0) throw failure('E_NGINX_TEST', `${this.name}: \`nginx -T\` failed:\n${nginxLines(r.stderr, r.stdout)}`);
+    return r.stdout;
+  }
+
   async writeAndTest(content: string): Promise<void> {
     const docker = this.runtime.docker;
     const previous = await getFileEntry(docker, this.container, this.upstreamFile);
@@ -205,7 +211,7 @@ export class NginxExecRouter implements Router {
     this.name = opts.name ?? `nginx on this machine (${opts.upstreamFile})`;
   }
 
-  private async nginx(args: string[]): Promise<{ ok: boolean; exitCode: number | undefined; output: string; command: string }> {
+  private async nginx(args: string[]): Promise<{ ok: boolean; exitCode: number | undefined; output: string; stdout: string; command: string }> {
     const all = [...this.prefixArgs, ...args];
     const command = [this.nginxBin, ...all].join(' ');
     const { execa } = await import('execa');
@@ -214,12 +220,18 @@ export class NginxExecRouter implements Router {
       r.exitCode === undefined && !r.stderr && !r.stdout
         ? `could not run: ${(r.cause as NodeJS.ErrnoException | undefined)?.code ?? r.shortMessage}`
         : nginxLines(String(r.stderr ?? ''), String(r.stdout ?? ''));
-    return { ok: !r.failed && r.exitCode === 0, exitCode: r.exitCode, output, command };
+    return { ok: !r.failed && r.exitCode === 0, exitCode: r.exitCode, output, stdout: String(r.stdout ?? ''), command };
   }
 
   async check(): Promise<void> {
     const r = await this.nginx(['-t']);
     if (!r.ok) throw failure('E_NGINX_TEST', `${this.name}: \`${r.command}\` failed:\n${r.output}`);
+  }
+
+  async config(): Promise<string> {
+    const r = await this.nginx(['-T']);
+    if (!r.ok) throw failure('E_NGINX_TEST', `${this.name}: \`${r.command}\` failed:\n${r.output}`);
+    return r.stdout;
   }
 
   async read(): Promise<string | undefined> {

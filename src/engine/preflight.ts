@@ -5,8 +5,9 @@
  * rollout with nothing changed, listing all of them.
  */
 import type { Fleet } from '../config/load.js';
+import { forceRoute } from '../core/upstream.js';
 import { RolloutFailedError } from '../errors.js';
-import type { Runtime } from '../ports.js';
+import type { Router, Runtime } from '../ports.js';
 import type { HostWork } from './hostWork.js';
 import { copyImage, pullImage, type ImageSources } from './images.js';
 import type { LoadBalancer } from './traffic.js';
@@ -49,7 +50,31 @@ export async function preflight(fleet: Fleet, balancers: readonly LoadBalancer[]
       );
     }
   }
+  if (problems.length === 0) for (const lb of balancers) await forceNotice(fleet, lb, s.emit);
   if (problems.length > 0) {
     throw new RolloutFailedError(`preflight failed, nothing was changed:\n  ${problems.join('\n  ')}`, 'fix the problems above and run the deploy again', {}, 'preflight');
   }
+}
+
+/**
+ * canary.force works only where nginx.conf proxies to its variable. nginx
+ * cannot say so by failing: a config that proxies to the main upstream is
+ * valid, and testers would silently get the weighted split. So read what
+ * nginx loads (`nginx -T`) and say it, without stopping the deploy (the
+ * first deploy with force set is what writes the map nginx.conf may then use).
+ */
+async function forceNotice(fleet: Fleet, lb: LoadBalancer, emit: (e: { type: 'info'; message: string }) => void): Promise<void> {
+  const force = fleet.strategy.type === 'Canary' ? fleet.strategy.canary.force : undefined;
+  const router: Router = lb.router;
+  if (force === undefined || !router.config) return;
+  const text = await router.config().catch(() => undefined);
+  if (text === undefined) return;
+  const { variable } = forceRoute(lb.upstream);
+  // `$` and the rest of the variable are literal here: letters, digits and "_" after the "$".
+  if (new RegExp(`\\bproxy_pass\\s+https?://\\${variable}\\s*;`).test(text)) return;
+  const [kind, name] = force.split(':') as [string, string];
+  emit({
+    type: 'info',
+    message: `warning: ${router.name}: canary.force is set, but no proxy_pass in its config uses ${variable}, so the ${kind} ${name} is ignored (testers get the weighted split); once this deploy has written the map, change proxy_pass http://${lb.upstream} to proxy_pass http://${variable} and reload nginx`,
+  });
 }

@@ -268,6 +268,7 @@ function observedRouter(r: Router, onReload: (up: string[], down: string[]) => v
     name: r.name,
     check: () => r.check(),
     read: () => r.read(),
+    ...(r.config ? { config: () => r.config!() } : {}),
     async writeAndTest(content) {
       await r.writeAndTest(content);
       written = content;

@@ -370,6 +370,9 @@ describe('NginxContainerRouter', () => {
     await waitFor('nginx answering', async () => (await httpGet(`${base}/api/version`)).status === 502);
 
     const router = new NginxContainerRouter({ runtime, container: name, upstreamFile: '/etc/nginx/conf.d/upstream.conf', hostName: 'local' });
+    // nginx -T: every file nginx loads, the user's server block and the upstream file included.
+    const dumped = await router.config();
+    assert.ok(dumped.includes('# configuration file /etc/nginx/conf.d/upstream.conf:') && dumped.includes('proxy_pass http://test_api;'), dumped.slice(0, 400));
     assert.equal(router.name, `nginx ${name} on local`);
     await router.check();
     assert.equal(await router.read(), PLACEHOLDER);
@@ -454,6 +457,7 @@ describe('NginxExecRouter', () => {
     const router = new NginxExecRouter({ upstreamFile, nginxBin: NGINX_BIN, prefixArgs });
     await router.check();
     assert.equal(await router.read(), PLACEHOLDER);
+    assert.ok((await router.config()).includes(`# configuration file ${upstreamFile}:`), 'nginx -T shows the upstream file');
 
     const good = goodUpstream(app!.address!);
     t = Date.now();

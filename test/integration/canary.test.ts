@@ -111,6 +111,8 @@ describe('canary, for real', () => {
     // The first deploy with force set writes the map; only then may nginx.conf name its variable.
     const first = await runCli(['deploy', '-f', f.fleetFile({ replicas: 4, maxSurge: 1, maxUnavailable: 0, type: 'Canary', canary: { ...canary, steps: [{ setWeight: 50 }] } })]);
     assert.equal(first.code, 0, first.stdout + first.stderr);
+    // nginx.conf still proxies to the main upstream: the deploy says the header is ignored, and how to change that.
+    assert.match(first.stdout, new RegExp(`warning: .*canary\\.force is set, but no proxy_pass in its config uses \\$fleetroll_${f.names.upstream}_route`));
     const conf = (await getFile(docker, f.names.nginx, '/etc/nginx/conf.d/default.conf')) ?? '';
     const routed = conf.replace(`proxy_pass http://${f.names.upstream};`, `proxy_pass http://$fleetroll_${f.names.upstream}_route;`);
     assert.notEqual(routed, conf, 'the rehearsal nginx.conf proxies to the upstream');
@@ -135,6 +137,7 @@ describe('canary, for real', () => {
     assert.equal((await runCli(['promote', '-f', file])).code, 0);
     const done = await running.exited;
     assert.equal(done.code, 0, done.stdout + done.stderr);
+    assert.doesNotMatch(done.stdout, /canary\.force is set, but/, 'nginx.conf proxies to the route now: no warning');
     await moreRequests(load, 5, 'requests after the rollout');
     const records = await load.stop();
     t.diagnostic(`load through $fleetroll_${f.names.upstream}_route: ${failedOf(records).length} of ${records.length} requests failed`);
