@@ -264,13 +264,14 @@ export function strategyName(s: StrategySpec, specAnalysis?: Record<string, unkn
   return `${s.maxSurge ?? '25%'}/${s.maxUnavailable ?? '25%'}${s.replacementPolicy ? ` ${s.replacementPolicy}` : ''}${gated}`;
 }
 
+// Trimmed after the cut, so a cut between two words leaves no dash to meet the run's "-r1".
 const slug = (s: string) =>
   s
     .toLowerCase()
     .replace(/%/g, 'pct')
     .replace(/[^a-z0-9]+/g, '-')
-    .replace(/^-+|-+$/g, '')
-    .slice(0, 40) || 'x';
+    .slice(0, 40)
+    .replace(/^-+|-+$/g, '') || 'x';
 
 function describeDim(d: Dimension, v: number | boolean): string {
   switch (d) {
