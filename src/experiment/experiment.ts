@@ -24,7 +24,7 @@ import { toHtml, toMarkdown } from './document.js';
 import { perSecond, type RequestRecord } from './metrics.js';
 import { demoNames, runUnderLoad, teardown } from './rehearse.js';
 import { buildCharts, buildDocument, runLine, scriptComparison, type CellSummary, type ExperimentSummary, type RunOutcome } from './report.js';
-import { badVersionEnv, expandCells, planRuns, type Cell, type ExperimentSpec, type PlannedRun } from './spec.js';
+import { badVersionEnv, expandCells, isBadVersion, planRuns, type Cell, type CellParams, type ExperimentSpec, type PlannedRun } from './spec.js';
 
 export interface ExperimentOptions {
   spec: ExperimentSpec;
@@ -104,7 +104,7 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
       accessLog: true,
       strategy: cell.fleetStrategy,
       analysis: cell.analysis,
-      toEnv: badVersionEnv(o.spec),
+      toEnv: badVersionEnv(p),
       users: o.spec.load.users,
     },
     runtime,
@@ -167,7 +167,7 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
     `${JSON.stringify({ id: run.id, cell: cell.id, label: cell.label, repetition: run.repetition, startedAt, deployStartMs: r.deployStartMs, deployEndMs: r.deployEndMs, loadEndMs: r.loadEndMs, initial: r.initial, deployError: r.deployError ?? null, versions: r.versions, metrics }, null, 2)}\n`,
   );
   const m = metrics;
-  const bad = o.spec.badVersion
+  const bad = isBadVersion(p)
     ? `  bad version: answered ${m.newVersion.answeredInDeploy} of ${m.newVersion.sentInDeploy} requests in the deploy, ${m.newVersion.ownFailures} of its own failed, ${m.newVersion.otherFailures} other failures; ` +
       (m.newVersion.stopped ? `stopped ${((m.newVersion.stopMs ?? 0) / 1000).toFixed(1)} s after the deploy started` : 'not stopped') + '\n'
     : '';
@@ -181,12 +181,15 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
 }
 
 /**
- * expectZeroFailures: no failed request in any run; with a bad version, none
- * but those the bad version answered itself (its 500s are the experiment's
- * input; what counts is what the rollout caused).
+ * The failed requests the rollout caused: every failed request, but with a
+ * bad version not those it answered itself (its 500s are the experiment's
+ * input).
  */
-function zeroFailuresHeld(runs: readonly RunOutcome[], spec: ExperimentSpec): boolean {
-  return runs.every((r) => (spec.badVersion ? r.metrics.newVersion.otherFailures : r.metrics.requests.failed) === 0);
+const rolloutFailures = (r: RunOutcome, bad: boolean) => (bad ? r.metrics.newVersion.otherFailures : r.metrics.requests.failed);
+
+/** expectZeroFailures: no failed request caused by the rollout in any run. */
+function zeroFailuresHeld(runs: readonly RunOutcome[], bad: boolean): boolean {
+  return runs.every((r) => rolloutFailures(r, bad) === 0);
 }
 
 /**
@@ -197,24 +200,25 @@ function zeroFailuresHeld(runs: readonly RunOutcome[], spec: ExperimentSpec): bo
  * version the deploy should have left (`to`, or `from` after a stop); an
  * expectZeroFailures that did not hold.
  */
-export function cellProblems(c: Pick<Cell, 'label' | 'strategy'>, runs: readonly RunOutcome[], spec: ExperimentSpec): string[] {
+export function cellProblems(c: Pick<Cell, 'label' | 'strategy'> & { params: Pick<CellParams, 'badErrorRate' | 'badLatencyMs'> }, runs: readonly RunOutcome[]): string[] {
   const problems: string[] = [];
+  const bad = isBadVersion(c.params);
   const count = (o: RunOutcome['metrics']['outcome']) => runs.filter((r) => r.metrics.outcome === o).length;
   const failed = count('failed');
   const stopped = count('stopped');
   const completed = count('completed');
   if (failed > 0) problems.push(`${c.label}: ${failed} deploy(s) failed`);
-  if (stopped > 0 && (c.strategy.expectStopped === false || (!spec.badVersion && c.strategy.expectStopped !== true))) {
-    problems.push(`${c.label}: the analysis stopped ${stopped} deploy(s) of ${spec.badVersion ? 'the new version' : 'a good version'}`);
+  if (stopped > 0 && (c.strategy.expectStopped === false || (!bad && c.strategy.expectStopped !== true))) {
+    problems.push(`${c.label}: the analysis stopped ${stopped} deploy(s) of ${bad ? 'the new version' : 'a good version'}`);
   }
   if (completed > 0 && c.strategy.expectStopped === true) problems.push(`${c.label}: ${completed} deploy(s) completed; the analysis was expected to stop the new version`);
   if (c.strategy.type !== 'naive') {
     const wrong = runs.filter((r) => r.wrongVersions.length > 0);
     if (wrong.length > 0) problems.push(`${c.label}: ${wrong.length} run(s) ended with instances not serving ${[...new Set(wrong.map((r) => r.expectedVersion))].join(' or ')}`);
   }
-  if (c.strategy.expectZeroFailures === true && !zeroFailuresHeld(runs, spec)) {
-    const worst = Math.max(...runs.map((r) => (spec.badVersion ? r.metrics.newVersion.otherFailures : r.metrics.requests.failed)));
-    problems.push(`${c.label}: expected zero failed requests${spec.badVersion ? ' other than the bad version\'s own' : ''}, got ${worst} in the worst run`);
+  if (c.strategy.expectZeroFailures === true && !zeroFailuresHeld(runs, bad)) {
+    const worst = Math.max(...runs.map((r) => rolloutFailures(r, bad)));
+    problems.push(`${c.label}: expected zero failed requests${bad ? ' other than the bad version\'s own' : ''}, got ${worst} in the worst run`);
   }
   return problems;
 }
@@ -261,7 +265,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentSum
     if (mine.length === 0) continue;
     const deployErrors = mine.filter((r) => r.deployError !== undefined).length;
     const aggregate = aggregateRuns(mine.map((r) => r.metrics), deployErrors);
-    problems.push(...cellProblems(c, mine, o.spec));
+    problems.push(...cellProblems(c, mine));
     const expect = c.strategy.expectZeroFailures === true;
     cellSummaries.push({
       id: c.id,
@@ -286,7 +290,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentSum
       runs: mine.map((r) => r.id),
       aggregate,
       expectZeroFailures: expect,
-      expectationMet: expect ? zeroFailuresHeld(mine, o.spec) : null,
+      expectationMet: expect ? zeroFailuresHeld(mine, isBadVersion(c.params)) : null,
     });
   }
   if (outcomes.length < planned.length) problems.push(`only ${outcomes.length} of ${planned.length} run(s) ran (interrupted)`);

@@ -11,7 +11,7 @@ import type { CellAggregate, CapacityPoint, DeployOutcome, NewVersionMetrics, Ru
 import { capacitySpec, failuresSpec, versionsPerSecondSpec, windowDurationSpec, type FailuresRow, type WindowDurationRow } from './charts.js';
 import type { Block } from './document.js';
 import type { SecondBucket } from './metrics.js';
-import type { CellParams, Dimension, ExperimentSpec, StrategySpec } from './spec.js';
+import { percentText, type CellParams, type Dimension, type ExperimentSpec, type StrategySpec } from './spec.js';
 
 /** One run as the report needs it. */
 export interface RunOutcome {
@@ -93,8 +93,12 @@ export interface ExperimentSummary {
     to: string;
     repetitions: number;
     load: { timeoutMs: number; beforeSeconds: number; afterSeconds: number; users: number };
-    /** The new version was made subtly bad: share of its API answers that are 500s, latency added (null: a good version). */
-    badVersion: { errorRate: number; latencyMs: number } | null;
+    /**
+     * The new version was made subtly bad: share of its API answers that are
+     * 500s, latency added (null: a good version). A list, as given, is a
+     * dimension: each configuration's values are in its params (badErrorRate, badLatencyMs).
+     */
+    badVersion: { errorRate: number | number[]; latencyMs: number | number[] } | null;
     /** The spec's analysis block (merged under each strategy's). */
     analysis: Record<string, unknown> | null;
     startedAt: string;
@@ -200,6 +204,21 @@ const OUTCOME_TEXT: Record<DeployOutcome, string> = { completed: 'completed', st
 function outcomeText(a: CellAggregate): string {
   const parts = (Object.keys(OUTCOME_TEXT) as DeployOutcome[]).filter((k) => a.outcomes[k] > 0);
   return parts.length === 1 ? OUTCOME_TEXT[parts[0]!] : parts.map((k) => `${OUTCOME_TEXT[k]} ${a.outcomes[k]}`).join(', ');
+}
+
+/**
+ * "20% of its API answers are 500s, 300 ms added to each"; a list names its
+ * values ("2%, 5% or 20% ..."): the matrix has one configuration per value.
+ */
+export function badVersionText(b: NonNullable<ExperimentSummary['experiment']['badVersion']>): string {
+  const rates = [b.errorRate].flat();
+  const latencies = [b.latencyMs].flat();
+  const alternatives = (xs: string[]) => (xs.length > 1 ? `${xs.slice(0, -1).join(', ')} or ${xs[xs.length - 1]}` : (xs[0] ?? ''));
+  const what = [
+    rates.some((r) => r > 0) ? `${alternatives(rates.map(percentText))} of its API answers are 500s` : '',
+    latencies.some((ms) => ms > 0) ? `${alternatives(latencies.map(String))} ms added to each` : '',
+  ].filter(Boolean);
+  return `${what.join(', ')}${rates.length > 1 || latencies.length > 1 ? ', one configuration per value' : ''}`;
 }
 
 /**
@@ -434,6 +453,31 @@ function resultsTable(summary: ExperimentSummary): Block {
   };
 }
 
+/** Every setting of every configuration; the bad version's columns only when the spec has one. */
+export function configurationsTable(summary: ExperimentSummary): Block {
+  const bad = summary.experiment.badVersion !== null;
+  return {
+    kind: 'table',
+    head: ['configuration', 'strategy', 'analysis gate', 'replicas', 'drain (s)', 'warm-up (s)', 'minReady (s)', 'prestop (s)', 'GET/s', 'POST streams', 'POST (ms)', 'connections', ...(bad ? ['bad version: 500s', 'bad version: added (ms)'] : [])],
+    align: ['l', 'l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l', ...(bad ? (['r', 'r'] as const) : [])],
+    rows: summary.cells.map((c) => [
+      c.label,
+      strategyText(c),
+      gateText(c),
+      String(c.params.replicas),
+      String(c.params.drainSeconds),
+      String(c.params.warmupSeconds),
+      String(c.params.minReadySeconds),
+      String(c.params.prestopSeconds),
+      String(c.params.getPerSecond),
+      String(c.params.postConcurrency),
+      String(c.params.postDurationMs),
+      c.params.keepAlive ? 'keep-alive (resend once on a reused connection)' : 'new connection per request',
+      ...(bad ? [percentText(c.params.badErrorRate), String(c.params.badLatencyMs)] : []),
+    ]),
+  };
+}
+
 export function buildDocument(summary: ExperimentSummary, runs: readonly RunOutcome[], spec: ExperimentSpec, charts: readonly ChartFile[]): Block[] {
   const e = summary.experiment;
   const b: Block[] = [];
@@ -450,11 +494,10 @@ export function buildDocument(summary: ExperimentSummary, runs: readonly RunOutc
   b.push(resultsTable(summary));
 
   if (e.badVersion) {
-    const what = [e.badVersion.errorRate > 0 ? `${+(e.badVersion.errorRate * 100).toFixed(4)}% of its API answers are 500s` : '', e.badVersion.latencyMs > 0 ? `${e.badVersion.latencyMs} ms added to each` : ''].filter(Boolean).join(', ');
     b.push({ kind: 'h3', text: 'Against a bad version' });
     b.push({
       kind: 'p',
-      text: `The new version ${e.to} is subtly bad (\`badVersion\`: ${what}; readiness passes). Per configuration, median (min–max) over the repetitions. "failed" splits the failed requests into those the bad version answered itself (its 500s, with its X-App-Version) and every other failure (resets, timeouts, nginx's 502/504, the old version's errors): the second is what the rollout caused. "time to roll back" runs to the last answer the bad version gave, from the deploy's start and from its first 500; "in traffic" from its first answer to its last. A strategy that completed left the bad version serving everything. "access log" is nginx's own count over the deploy window (the deploy's health numbers), where the probes' count also covers the load before and after it.`,
+      text: `The new version ${e.to} is subtly bad (\`badVersion\`: ${badVersionText(e.badVersion)}; readiness passes). Per configuration, median (min–max) over the repetitions. "failed" splits the failed requests into those the bad version answered itself (its 500s, with its X-App-Version) and every other failure (resets, timeouts, nginx's 502/504, the old version's errors): the second is what the rollout caused. "time to roll back" runs to the last answer the bad version gave, from the deploy's start and from its first 500; "in traffic" from its first answer to its last. A strategy that completed left the bad version serving everything. "access log" is nginx's own count over the deploy window (the deploy's health numbers), where the probes' count also covers the load before and after it.`,
     });
     b.push(badVersionTable(summary));
   }
@@ -469,25 +512,7 @@ export function buildDocument(summary: ExperimentSummary, runs: readonly RunOutc
   }
 
   b.push({ kind: 'h3', text: 'Configurations' });
-  b.push({
-    kind: 'table',
-    head: ['configuration', 'strategy', 'analysis gate', 'replicas', 'drain (s)', 'warm-up (s)', 'minReady (s)', 'prestop (s)', 'GET/s', 'POST streams', 'POST (ms)', 'connections'],
-    align: ['l', 'l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
-    rows: summary.cells.map((c) => [
-      c.label,
-      strategyText(c),
-      gateText(c),
-      String(c.params.replicas),
-      String(c.params.drainSeconds),
-      String(c.params.warmupSeconds),
-      String(c.params.minReadySeconds),
-      String(c.params.prestopSeconds),
-      String(c.params.getPerSecond),
-      String(c.params.postConcurrency),
-      String(c.params.postDurationMs),
-      c.params.keepAlive ? 'keep-alive (resend once on a reused connection)' : 'new connection per request',
-    ]),
-  });
+  b.push(configurationsTable(summary));
 
   b.push({ kind: 'h2', text: 'Failed requests by deploy phase' });
   const withFailures = summary.cells.filter((c) => c.aggregate.failuresByPhase.some((f) => f.failed.max > 0));

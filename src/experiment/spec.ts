@@ -1,8 +1,8 @@
 /**
  * The experiment spec: a matrix of rollouts to run on a local fleet under load.
  *
- *   strategies × every list-valued setting of `fleet` and `load`, each run
- *   `repetitions` times.
+ *   strategies × every list-valued setting of `fleet`, `load` and `badVersion`,
+ *   each run `repetitions` times.
  *
  * A setting given as a list (`replicas: [3, 6]`) is a dimension of the
  * matrix; a single value applies to every run. Each combination is a "cell"
@@ -15,7 +15,8 @@
  * beside RollingUpdate, an `analysis:` block (the gate of the fleet file)
  * for the whole spec and per strategy (merged field by field; `false` turns
  * the gate off), and `badVersion:` to make the new version subtly bad (a
- * share of 500s and/or added latency, readiness still passing). Nobody runs
+ * share of 500s and/or added latency, readiness still passing; a list of
+ * either is a dimension, to find how bad a version the gate catches). Nobody runs
  * `fleetroll promote`, `resume` or `abort` during a run, so whatever would
  * wait for them (a pause without a duration, autoPromote: false,
  * onInconclusive: pause) is refused.
@@ -159,10 +160,11 @@ export const experimentSchema = z
     /**
      * The new version (`to`) is subtly bad: the example app's BAD_ERROR_RATE
      * (a share of its /api/* answers are 500s) and BAD_LATENCY_MS (added to
-     * each); readiness and the version probe are not affected.
+     * each); readiness and the version probe are not affected. Either may be
+     * a list: a dimension of the matrix, like the fleet and load settings.
      */
     badVersion: z
-      .object({ errorRate: share.optional(), latencyMs: integer(0, 10_000).optional() }, msg('a mapping: { errorRate: "20%", latencyMs: 0 }'))
+      .object({ errorRate: oneOrMany(share).optional(), latencyMs: oneOrMany(integer(0, 10_000)).optional() }, msg('a mapping: { errorRate: "20%", latencyMs: 0 }, each one value or a list'))
       .strict()
       .optional(),
     /** Formats for the per-request recordings. */
@@ -175,7 +177,7 @@ export type ExperimentSpec = zod.output<typeof experimentSchema>;
 export type StrategySpec = zod.output<typeof strategySchema>;
 
 /** The dimensions a cell can vary along, in the order their values appear in labels. */
-export const DIMENSIONS = ['replicas', 'drainSeconds', 'warmupSeconds', 'minReadySeconds', 'prestopSeconds', 'getPerSecond', 'postConcurrency', 'postDurationMs', 'keepAlive'] as const;
+export const DIMENSIONS = ['replicas', 'drainSeconds', 'warmupSeconds', 'minReadySeconds', 'prestopSeconds', 'getPerSecond', 'postConcurrency', 'postDurationMs', 'keepAlive', 'badErrorRate', 'badLatencyMs'] as const;
 export type Dimension = (typeof DIMENSIONS)[number];
 
 export interface CellParams {
@@ -188,6 +190,10 @@ export interface CellParams {
   postConcurrency: number;
   postDurationMs: number;
   keepAlive: boolean;
+  /** badVersion.errorRate, a share from 0 to 1 (0 without badVersion). */
+  badErrorRate: number;
+  /** badVersion.latencyMs (0 without badVersion). */
+  badLatencyMs: number;
 }
 
 export interface Cell {
@@ -273,6 +279,9 @@ const slug = (s: string) =>
     .slice(0, 40)
     .replace(/^-+|-+$/g, '') || 'x';
 
+/** 0.2 → "20%": a share as labels and the report print it; the duplicate check compares these, so two listed values never share a label. */
+export const percentText = (share: number) => `${+(share * 100).toFixed(4)}%`;
+
 function describeDim(d: Dimension, v: number | boolean): string {
   switch (d) {
     case 'replicas':
@@ -293,6 +302,10 @@ function describeDim(d: Dimension, v: number | boolean): string {
       return `POST ${v} ms`;
     case 'keepAlive':
       return v ? 'keep-alive' : 'new connections';
+    case 'badErrorRate':
+      return `bad ${percentText(Number(v))} 5xx`;
+    case 'badLatencyMs':
+      return `bad +${v} ms`;
   }
 }
 
@@ -484,19 +497,53 @@ function strategyIssues(spec: ExperimentSpec): FieldIssue[] {
   if (spec.analysis !== undefined && !specAnalysisUsed) {
     add({ path: 'analysis', message: 'no strategy uses it: it gates RollingUpdate (after the first wave), BlueGreen (after the switch) and a Canary\'s analysis steps, unless the strategy says analysis: false' });
   }
-  if (spec.badVersion !== undefined && !((spec.badVersion.errorRate ?? 0) > 0 || (spec.badVersion.latencyMs ?? 0) > 0)) {
-    add({ path: 'badVersion', message: 'must make the new version bad: errorRate above 0 (e.g. "20%") and/or latencyMs above 0' });
-  }
   return issues;
 }
 
-/** The environment that makes `to` the bad version (the example app's BAD_ERROR_RATE, BAD_LATENCY_MS); empty without badVersion. */
-export function badVersionEnv(spec: Pick<ExperimentSpec, 'badVersion'>): Record<string, string> {
-  const b = spec.badVersion;
-  if (!b) return {};
+/**
+ * badVersion must make the new version bad in every cell: no combination of
+ * errorRate 0 and latencyMs 0 (that cell would run a good version, which is
+ * what leaving badVersion out is for, and its expectStopped would mean
+ * something else). A 0 in one list is fine when the other field is above 0
+ * everywhere. A value listed twice ("20%" and 0.2) would make two cells with
+ * one label, which the charts would merge.
+ */
+function badVersionIssues(b: ExperimentSpec['badVersion']): FieldIssue[] {
+  if (b === undefined) return [];
+  const issues: FieldIssue[] = [];
+  const field = (name: 'errorRate' | 'latencyMs', value: number | number[] | undefined, text: (v: number) => string) => ({ name, value, zero: value === undefined ? 0 : list(value).indexOf(0), text });
+  const rate = field('errorRate', b.errorRate, percentText);
+  const latency = field('latencyMs', b.latencyMs, (ms) => `${ms} ms`);
+  for (const { name, value, text } of [rate, latency]) {
+    if (!Array.isArray(value)) continue;
+    value.forEach((v, k) => {
+      const first = value.findIndex((w) => text(w) === text(v));
+      if (first < k) issues.push({ path: `badVersion/${name}/${k}`, message: `repeats ${text(v)} (badVersion/${name}/${first}): each value is a configuration of its own, list it once` });
+    });
+  }
+  if (rate.zero < 0 || latency.zero < 0) return issues;
+  if (!Array.isArray(rate.value) && !Array.isArray(latency.value)) {
+    issues.push({ path: 'badVersion', message: 'must make the new version bad: errorRate above 0 (e.g. "20%") and/or latencyMs above 0' });
+    return issues;
+  }
+  // Named at the list that holds the 0 (errorRate when both do): there a value goes, or the other field changes.
+  const [mine, other] = Array.isArray(rate.value) ? [rate, latency] : [latency, rate];
+  const otherText = other.value === undefined ? `${other.name} unset (0)` : Array.isArray(other.value) ? `${other.name} 0 (badVersion/${other.name}/${other.zero})` : `${other.name} 0`;
+  issues.push({
+    path: `badVersion/${mine.name}/${mine.zero}`,
+    message: `0 with ${otherText} would run a good version: every combination must make it bad (errorRate above 0 and/or latencyMs above 0), so ${mine.name} may list 0 only when every ${other.name} is above 0`,
+  });
+  return issues;
+}
+
+/** Whether a cell's new version is bad: in every cell of a spec with badVersion, in none without. */
+export const isBadVersion = (p: Pick<CellParams, 'badErrorRate' | 'badLatencyMs'>) => p.badErrorRate > 0 || p.badLatencyMs > 0;
+
+/** The environment that makes `to` the cell's bad version (the example app's BAD_ERROR_RATE, BAD_LATENCY_MS); empty for a good version. */
+export function badVersionEnv(p: Pick<CellParams, 'badErrorRate' | 'badLatencyMs'>): Record<string, string> {
   return {
-    ...(b.errorRate !== undefined && b.errorRate > 0 ? { BAD_ERROR_RATE: String(b.errorRate) } : {}),
-    ...(b.latencyMs !== undefined && b.latencyMs > 0 ? { BAD_LATENCY_MS: String(b.latencyMs) } : {}),
+    ...(p.badErrorRate > 0 ? { BAD_ERROR_RATE: String(p.badErrorRate) } : {}),
+    ...(p.badLatencyMs > 0 ? { BAD_LATENCY_MS: String(p.badLatencyMs) } : {}),
   };
 }
 
@@ -509,8 +556,8 @@ function issuesOf(error: zod.ZodError, raw: unknown): FieldIssue[] {
   const at = (path: readonly PropertyKey[]) => path.reduce<unknown>((v, k) => (v !== null && typeof v === 'object' ? (v as Record<PropertyKey, unknown>)[k] : undefined), raw);
   const flat: zod.core.$ZodIssue[] = [];
   for (const issue of error.issues) {
-    // Only fleet and load settings are "one value or a list".
-    if (issue.code === 'invalid_union' && issue.errors.length === 2 && (issue.path[0] === 'fleet' || issue.path[0] === 'load')) {
+    // Only fleet, load and badVersion settings are "one value or a list".
+    if (issue.code === 'invalid_union' && issue.errors.length === 2 && (issue.path[0] === 'fleet' || issue.path[0] === 'load' || issue.path[0] === 'badVersion')) {
       const [single, many] = issue.errors;
       const pick = Array.isArray(at(issue.path)) ? many : single;
       if (pick && pick.length > 0) {
@@ -527,7 +574,7 @@ function issuesOf(error: zod.ZodError, raw: unknown): FieldIssue[] {
 export function parseExperimentSpec(raw: unknown, source: string): ExperimentSpec {
   const parsed = experimentSchema.safeParse(raw);
   if (!parsed.success) throw new ValidationError(issuesOf(parsed.error, raw), { source });
-  const issues = strategyIssues(parsed.data);
+  const issues = [...strategyIssues(parsed.data), ...badVersionIssues(parsed.data.badVersion)];
   if (issues.length > 0) throw new ValidationError(issues, { source });
   return parsed.data;
 }
@@ -548,6 +595,9 @@ export function expandCells(spec: ExperimentSpec): Cell[] {
     postConcurrency: list(spec.load.postConcurrency),
     postDurationMs: list(spec.load.postDurationMs),
     keepAlive: list(spec.load.keepAlive),
+    // Without badVersion every cell runs a good version: 0 and 0.
+    badErrorRate: list(spec.badVersion?.errorRate ?? 0),
+    badLatencyMs: list(spec.badVersion?.latencyMs ?? 0),
   };
   const varying = DIMENSIONS.filter((d) => values[d].length > 1);
   let combos: Partial<Record<Dimension, number | boolean>>[] = [{}];

@@ -15,7 +15,9 @@ import type { CellAggregate, RunMetrics, Stat } from '../../src/experiment/analy
 import { stoppedByAnalysisGate } from '../../src/experiment/rehearse.js';
 import {
   badVersionTable,
+  badVersionText,
   checkTargets,
+  configurationsTable,
   fmtStat,
   scriptComparison,
   scriptComparisonTable,
@@ -25,7 +27,7 @@ import {
   type ScriptComparisonRow,
   type TargetCheck,
 } from '../../src/experiment/report.js';
-import { parseExperimentSpec, type Cell, type CellParams } from '../../src/experiment/spec.js';
+import { expandCells, parseExperimentSpec, type Cell, type CellParams } from '../../src/experiment/spec.js';
 
 describe('fmtStat', () => {
   const rows: { name: string; args: Parameters<typeof fmtStat>; want: string }[] = [
@@ -114,7 +116,7 @@ describe('charts render to SVG with Vega-Lite + Vega, headless', () => {
 
 describe('scriptComparison: the script control beside fleetroll with the same batch', () => {
   const st = (median: number, min = median, max = median): Stat => ({ median, min, max, n: 1 });
-  const PARAMS: CellParams = { replicas: 6, drainSeconds: 2, warmupSeconds: 3, minReadySeconds: 0, prestopSeconds: 2, getPerSecond: 20, postConcurrency: 2, postDurationMs: 200, keepAlive: false };
+  const PARAMS: CellParams = { replicas: 6, drainSeconds: 2, warmupSeconds: 3, minReadySeconds: 0, prestopSeconds: 2, getPerSecond: 20, postConcurrency: 2, postDurationMs: 200, keepAlive: false, badErrorRate: 0, badLatencyMs: 0 };
   function cell(
     label: string,
     strategy: CellSummary['strategy'],
@@ -166,12 +168,13 @@ describe('scriptComparison: the script control beside fleetroll with the same ba
       ],
     },
     {
-      name: 'no pair: surge above 0, another batch, other settings, Recreate, naive',
+      name: 'no pair: surge above 0, another batch, other settings (a worse bad version too), Recreate, naive',
       cells: [
         script(2, { durationMs: 20_000, windowMs: 14_000, reloads: 6 }),
         rolling('1/2', 1, 2, { durationMs: 9_000, windowMs: 9_000, reloads: 4 }),
         rolling('0/3', 0, 3, { durationMs: 9_000, windowMs: 9_000, reloads: 3 }),
         rolling('0/2 drain 1', 0, 2, { durationMs: 9_000, windowMs: 9_000, reloads: 4 }, undefined, { drainSeconds: 1 }),
+        rolling('0/2 bad 5% 5xx', 0, 2, { durationMs: 9_000, windowMs: 9_000, reloads: 4 }, undefined, { badErrorRate: 0.05 }),
         cell('Recreate', { name: 'Recreate', type: 'Recreate' }, { maxSurge: 0, maxUnavailable: 6 }, { durationMs: 5_000, windowMs: 1_000, reloads: 2 }),
         cell('naive', { name: 'naive', type: 'naive' }, null, { durationMs: 5_000, windowMs: 1_000, reloads: 6 }),
       ],
@@ -238,7 +241,10 @@ describe('scriptComparison: the script control beside fleetroll with the same ba
 });
 
 describe('strategies against a bad version: what counts as a problem, and the table', () => {
-  const spec = (bad: boolean) => parseExperimentSpec({ name: 'x', strategies: [{}], ...(bad ? { badVersion: { errorRate: '20%' } } : {}) }, 'spec.yaml');
+  /** The cell's bad version: good, 20% 500s, or only slower. */
+  const GOOD = { badErrorRate: 0, badLatencyMs: 0 };
+  const BAD = { badErrorRate: 0.2, badLatencyMs: 0 };
+  const SLOW = { badErrorRate: 0, badLatencyMs: 300 };
   /** A run with the figures cellProblems reads. */
   function run(outcome: RunMetrics['outcome'], o: { failed?: number; own?: number; wrong?: boolean; expected?: string } = {}): RunOutcome {
     const failed = o.failed ?? 0;
@@ -250,19 +256,21 @@ describe('strategies against a bad version: what counts as a problem, and the ta
     return { metrics, wrongVersions: o.wrong ? ['web-1: 1.1.0'] : [], expectedVersion: o.expected ?? '1.1.0' } as unknown as RunOutcome;
   }
   const cell = (strategy: Partial<Cell['strategy']>) => ({ label: 'c', strategy: { type: 'RollingUpdate', name: 'c', ...strategy } as Cell['strategy'] });
-  const rows: { name: string; cell: ReturnType<typeof cell>; runs: RunOutcome[]; bad: boolean; want: string[] }[] = [
-    { name: 'a good version, every deploy completed: none', cell: cell({}), runs: [run('completed')], bad: false, want: [] },
-    { name: 'a good version stopped by the analysis: a false alarm', cell: cell({}), runs: [run('stopped', { expected: '1.0.0' })], bad: false, want: ['c: the analysis stopped 1 deploy(s) of a good version'] },
-    { name: 'a bad version stopped, and expected to be: none', cell: cell({ expectStopped: true }), runs: [run('stopped', { expected: '1.0.0', failed: 5, own: 5 })], bad: true, want: [] },
-    { name: 'a bad version completed where it should have been stopped', cell: cell({ expectStopped: true }), runs: [run('completed'), run('stopped')], bad: true, want: ['c: 1 deploy(s) completed; the analysis was expected to stop the new version'] },
-    { name: 'expectStopped false, but the analysis stopped it', cell: cell({ expectStopped: false }), runs: [run('stopped')], bad: true, want: ['c: the analysis stopped 1 deploy(s) of the new version'] },
-    { name: 'a deploy that failed for another reason', cell: cell({}), runs: [run('failed')], bad: true, want: ['c: 1 deploy(s) failed'] },
-    { name: 'instances left on the wrong version, named by what was expected', cell: cell({}), runs: [run('stopped', { wrong: true, expected: '1.0.0' })], bad: true, want: ['c: 1 run(s) ended with instances not serving 1.0.0'] },
-    { name: 'expectZeroFailures with a bad version: its own 500s do not count', cell: cell({ expectZeroFailures: true }), runs: [run('completed', { failed: 30, own: 30 })], bad: true, want: [] },
-    { name: 'expectZeroFailures with a bad version: any other failure does', cell: cell({ expectZeroFailures: true }), runs: [run('completed', { failed: 31, own: 30 })], bad: true, want: ["c: expected zero failed requests other than the bad version's own, got 1 in the worst run"] },
-    { name: 'expectZeroFailures with a good version: every failure counts', cell: cell({ expectZeroFailures: true }), runs: [run('completed', { failed: 2, own: 2 })], bad: false, want: ['c: expected zero failed requests, got 2 in the worst run'] },
+  const rows: { name: string; cell: ReturnType<typeof cell>; runs: RunOutcome[]; bad: typeof GOOD; want: string[] }[] = [
+    { name: 'a good version, every deploy completed: none', cell: cell({}), runs: [run('completed')], bad: GOOD, want: [] },
+    { name: 'a good version stopped by the analysis: a false alarm', cell: cell({}), runs: [run('stopped', { expected: '1.0.0' })], bad: GOOD, want: ['c: the analysis stopped 1 deploy(s) of a good version'] },
+    { name: 'a bad version stopped, and expected to be: none', cell: cell({ expectStopped: true }), runs: [run('stopped', { expected: '1.0.0', failed: 5, own: 5 })], bad: BAD, want: [] },
+    { name: 'a bad version completed where it should have been stopped', cell: cell({ expectStopped: true }), runs: [run('completed'), run('stopped')], bad: BAD, want: ['c: 1 deploy(s) completed; the analysis was expected to stop the new version'] },
+    { name: 'expectStopped false, but the analysis stopped it', cell: cell({ expectStopped: false }), runs: [run('stopped')], bad: BAD, want: ['c: the analysis stopped 1 deploy(s) of the new version'] },
+    { name: 'a deploy that failed for another reason', cell: cell({}), runs: [run('failed')], bad: BAD, want: ['c: 1 deploy(s) failed'] },
+    { name: 'instances left on the wrong version, named by what was expected', cell: cell({}), runs: [run('stopped', { wrong: true, expected: '1.0.0' })], bad: BAD, want: ['c: 1 run(s) ended with instances not serving 1.0.0'] },
+    { name: 'expectZeroFailures with a bad version: its own 500s do not count', cell: cell({ expectZeroFailures: true }), runs: [run('completed', { failed: 30, own: 30 })], bad: BAD, want: [] },
+    { name: 'expectZeroFailures with a bad version: any other failure does', cell: cell({ expectZeroFailures: true }), runs: [run('completed', { failed: 31, own: 30 })], bad: BAD, want: ["c: expected zero failed requests other than the bad version's own, got 1 in the worst run"] },
+    { name: 'expectZeroFailures with a good version: every failure counts', cell: cell({ expectZeroFailures: true }), runs: [run('completed', { failed: 2, own: 2 })], bad: GOOD, want: ['c: expected zero failed requests, got 2 in the worst run'] },
+    { name: 'a bad version that is only slower: a stop is no false alarm', cell: cell({}), runs: [run('stopped', { expected: '1.0.0' })], bad: SLOW, want: [] },
+    { name: 'a bad version that is only slower: expectZeroFailures counts what it did not answer itself', cell: cell({ expectZeroFailures: true }), runs: [run('completed', { failed: 3, own: 1 })], bad: SLOW, want: ["c: expected zero failed requests other than the bad version's own, got 2 in the worst run"] },
   ];
-  for (const row of rows) it(`cellProblems: ${row.name}`, () => assert.deepEqual(cellProblems(row.cell, row.runs, spec(row.bad)), row.want));
+  for (const row of rows) it(`cellProblems: ${row.name}`, () => assert.deepEqual(cellProblems({ ...row.cell, params: row.bad }, row.runs), row.want));
 
   it('stoppedByAnalysisGate reads the engine\'s stoppedBy (every strategy sets it: test/unit/controller.test.ts), never the message', () => {
     assert.equal(stoppedByAnalysisGate(new RolloutFailedError('analysis after the first wave: analysis failed\nrolled back', '', { analysisFailed: true, stoppedBy: 'analysis', rolledBackTo: 'abc' })), true);
@@ -293,5 +301,41 @@ describe('strategies against a bad version: what counts as a problem, and the ta
       ['rolling + gate', 'after the first wave: error rate ≤ 5%, measured every 4s, at least 10 requests', 'stopped by the analysis', '350', '5 / 0', '3.90 (3.80–4.00)', '25 of 250 (10%)', '6.1 / 3.3', '4.0', '5 / 0'],
       ['rolling, no gate', 'none', 'completed', '350', '32 / 0', '3.90 (3.80–4.00)', '137 of 259 (53%), then all', 'not stopped', 'not stopped', 'n/a'],
     ]);
+  });
+});
+
+describe('a swept bad version in the report', () => {
+  const texts: { name: string; badVersion: NonNullable<ExperimentSummary['experiment']['badVersion']>; want: string }[] = [
+    { name: 'one error rate', badVersion: { errorRate: 0.2, latencyMs: 0 }, want: '20% of its API answers are 500s' },
+    { name: 'an error rate and latency', badVersion: { errorRate: 0.05, latencyMs: 300 }, want: '5% of its API answers are 500s, 300 ms added to each' },
+    { name: 'latency only', badVersion: { errorRate: 0, latencyMs: 250 }, want: '250 ms added to each' },
+    { name: 'a list of error rates', badVersion: { errorRate: [0.02, 0.1, 0.3], latencyMs: 0 }, want: '2%, 10% or 30% of its API answers are 500s, one configuration per value' },
+    { name: 'a list of latencies with 0', badVersion: { errorRate: 0.05, latencyMs: [0, 300] }, want: '5% of its API answers are 500s, 0 or 300 ms added to each, one configuration per value' },
+  ];
+  for (const t of texts) it(`badVersionText: ${t.name}`, () => assert.equal(badVersionText(t.badVersion), t.want));
+
+  /** The configurations table of a spec, from its cells as the runner summarises them. */
+  function configurations(raw: Record<string, unknown>): { head: string[]; rows: string[][] } {
+    const spec = parseExperimentSpec(raw, 'spec.yaml');
+    const cells = expandCells(spec).map((c) => ({ label: c.label, strategy: { ...c.strategy, gate: c.gate ?? null }, resolved: c.resolved ?? null, params: c.params }));
+    const badVersion = spec.badVersion ? { errorRate: spec.badVersion.errorRate ?? 0, latencyMs: spec.badVersion.latencyMs ?? 0 } : null;
+    const table = configurationsTable({ experiment: { badVersion }, cells } as unknown as ExperimentSummary);
+    assert.equal(table.kind, 'table');
+    return table.kind === 'table' ? { head: table.head, rows: table.rows } : { head: [], rows: [] };
+  }
+
+  it('configurations: each cell\'s bad version in two columns, the share as a percent', () => {
+    const t = configurations({ name: 'x', strategies: [{ name: 'r', maxSurge: 1, maxUnavailable: 0 }], badVersion: { errorRate: ['2%', '12.5%'], latencyMs: 300 } });
+    assert.deepEqual(t.head.slice(-2), ['bad version: 500s', 'bad version: added (ms)']);
+    assert.deepEqual(t.rows.map((r) => [r[0], ...r.slice(-2)]), [
+      ['r, bad 2% 5xx', '2%', '300'],
+      ['r, bad 12.5% 5xx', '12.5%', '300'],
+    ]);
+  });
+
+  it('configurations: no bad version columns for a good version', () => {
+    const t = configurations({ name: 'x', strategies: [{ name: 'r', maxSurge: 1, maxUnavailable: 0 }] });
+    assert.equal(t.head.at(-1), 'connections');
+    assert.equal(t.rows[0]?.length, t.head.length);
   });
 });

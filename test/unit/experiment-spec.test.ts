@@ -55,6 +55,43 @@ describe('experiment spec: defaults and the matrix', () => {
       labels: ['script b=2', 'script b=3', '0/2', '0/2 TerminationComplete', '1/0 TerminationStarted'],
       ids: ['c01-script-b-2', 'c02-script-b-3', 'c03-0-2', 'c04-0-2-terminationcomplete', 'c05-1-0-terminationstarted'],
     },
+    {
+      name: 'badVersion lists are dimensions too: errorRate × latencyMs after the load settings, "bad 2% 5xx" and "bad +300 ms"',
+      raw: { name: 'x', strategies: [{ name: 'r', maxSurge: 1, maxUnavailable: 0 }], load: { keepAlive: [false, true] }, badVersion: { errorRate: ['2%', 0.1], latencyMs: [0, 300] } },
+      labels: [
+        'r, new connections, bad 2% 5xx, bad +0 ms',
+        'r, new connections, bad 2% 5xx, bad +300 ms',
+        'r, new connections, bad 10% 5xx, bad +0 ms',
+        'r, new connections, bad 10% 5xx, bad +300 ms',
+        'r, keep-alive, bad 2% 5xx, bad +0 ms',
+        'r, keep-alive, bad 2% 5xx, bad +300 ms',
+        'r, keep-alive, bad 10% 5xx, bad +0 ms',
+        'r, keep-alive, bad 10% 5xx, bad +300 ms',
+      ],
+      ids: [
+        'c01-r-new-connections-bad-2pct-5xx-bad-0-ms',
+        // Cut at 40 characters after the index; the cut never leaves a trailing dash.
+        'c02-r-new-connections-bad-2pct-5xx-bad-300-m',
+        'c03-r-new-connections-bad-10pct-5xx-bad-0-ms',
+        'c04-r-new-connections-bad-10pct-5xx-bad-300',
+        'c05-r-keep-alive-bad-2pct-5xx-bad-0-ms',
+        'c06-r-keep-alive-bad-2pct-5xx-bad-300-ms',
+        'c07-r-keep-alive-bad-10pct-5xx-bad-0-ms',
+        'c08-r-keep-alive-bad-10pct-5xx-bad-300-ms',
+      ],
+    },
+    {
+      name: 'a fraction of a percent stays file-name safe; single badVersion values are not named',
+      raw: { name: 'x', strategies: [{ name: 'r' }], badVersion: { errorRate: ['0.5%', '12.25%'], latencyMs: 300 } },
+      labels: ['r, bad 0.5% 5xx', 'r, bad 12.25% 5xx'],
+      ids: ['c01-r-bad-0-5pct-5xx', 'c02-r-bad-12-25pct-5xx'],
+    },
+    {
+      name: 'a single errorRate and a list of latencies',
+      raw: { name: 'x', strategies: [{ name: 'r' }], badVersion: { errorRate: '20%', latencyMs: [0, 250] } },
+      labels: ['r, bad +0 ms', 'r, bad +250 ms'],
+      ids: ['c01-r-bad-0-ms', 'c02-r-bad-250-ms'],
+    },
   ];
   for (const row of rows) {
     it(row.name, () => {
@@ -78,6 +115,19 @@ describe('experiment spec: defaults and the matrix', () => {
       ],
     );
     assert.deepEqual(cells[0]!.varying, { replicas: 4 });
+  });
+
+  it('the bad version in each cell\'s params (a share, 0 and 0 without badVersion) and in varying only when listed', () => {
+    const good = expandCells(parseExperimentSpec({ name: 'x', strategies: [{}] }, 'spec.yaml'));
+    assert.deepEqual(good.map((c) => [c.params.badErrorRate, c.params.badLatencyMs, c.varying]), [[0, 0, {}]]);
+    const swept = expandCells(parseExperimentSpec({ name: 'x', strategies: [{}], badVersion: { errorRate: ['2%', '30%'], latencyMs: 100 } }, 'spec.yaml'));
+    assert.deepEqual(
+      swept.map((c) => [c.params.badErrorRate, c.params.badLatencyMs, c.varying]),
+      [
+        [0.02, 100, { badErrorRate: 0.02 }],
+        [0.3, 100, { badErrorRate: 0.3 }],
+      ],
+    );
   });
 
   it('runs go repetition by repetition through every cell', () => {
@@ -234,16 +284,26 @@ describe('experiment spec: BlueGreen, Canary, the analysis gate and a bad versio
     });
   }
 
-  const envRows: { name: string; badVersion: unknown; env: Record<string, string> }[] = [
-    { name: 'a percentage', badVersion: { errorRate: '20%' }, env: { BAD_ERROR_RATE: '0.2' } },
-    { name: 'a fraction and added latency', badVersion: { errorRate: 0.05, latencyMs: 300 }, env: { BAD_ERROR_RATE: '0.05', BAD_LATENCY_MS: '300' } },
-    { name: 'latency only', badVersion: { latencyMs: 250 }, env: { BAD_LATENCY_MS: '250' } },
-    { name: 'no badVersion: a good version, no env', badVersion: undefined, env: {} },
+  const envRows: { name: string; badVersion: unknown; env: Record<string, string>[] }[] = [
+    { name: 'a percentage', badVersion: { errorRate: '20%' }, env: [{ BAD_ERROR_RATE: '0.2' }] },
+    { name: 'a fraction and added latency', badVersion: { errorRate: 0.05, latencyMs: 300 }, env: [{ BAD_ERROR_RATE: '0.05', BAD_LATENCY_MS: '300' }] },
+    { name: 'latency only', badVersion: { latencyMs: 250 }, env: [{ BAD_LATENCY_MS: '250' }] },
+    { name: 'no badVersion: a good version, no env', badVersion: undefined, env: [{}] },
+    {
+      name: 'a list of error rates: each cell its own, the single latency in every one',
+      badVersion: { errorRate: ['2%', '10%', '30%'], latencyMs: 300 },
+      env: [
+        { BAD_ERROR_RATE: '0.02', BAD_LATENCY_MS: '300' },
+        { BAD_ERROR_RATE: '0.1', BAD_LATENCY_MS: '300' },
+        { BAD_ERROR_RATE: '0.3', BAD_LATENCY_MS: '300' },
+      ],
+    },
+    { name: 'a list of latencies with 0: that cell only has the error rate', badVersion: { errorRate: '20%', latencyMs: [0, 250] }, env: [{ BAD_ERROR_RATE: '0.2' }, { BAD_ERROR_RATE: '0.2', BAD_LATENCY_MS: '250' }] },
   ];
   for (const row of envRows) {
-    it(`badVersion → the new version's env: ${row.name}`, () => {
+    it(`badVersion → the new version's env, per cell: ${row.name}`, () => {
       const spec = parseExperimentSpec({ name: 'x', strategies: [{}], ...(row.badVersion ? { badVersion: row.badVersion } : {}) }, 'spec.yaml');
-      assert.deepEqual(badVersionEnv(spec), row.env);
+      assert.deepEqual(expandCells(spec).map((c) => badVersionEnv(c.params)), row.env);
     });
   }
 
@@ -358,6 +418,42 @@ describe('experiment spec: BlueGreen, Canary, analysis and badVersion problems, 
       want: ['badVersion/errorRate: must be a share from 0 to 1 like "20%" or 0.2, got "120%"', 'badVersion/latencyMs: must be an integer from 0 to 10000, got -5', 'badVersion: unknown field "extra"'],
     },
     { name: 'badVersion that is not bad', raw: { name: 'x', strategies: [{}], badVersion: { errorRate: 0, latencyMs: 0 } }, want: ['badVersion: must make the new version bad: errorRate above 0 (e.g. "20%") and/or latencyMs above 0'] },
+    { name: 'badVersion with neither field', raw: { name: 'x', strategies: [{}], badVersion: {} }, want: ['badVersion: must make the new version bad: errorRate above 0 (e.g. "20%") and/or latencyMs above 0'] },
+    {
+      name: 'badVersion lists: every bad element named by its index',
+      raw: { name: 'x', strategies: [{}], badVersion: { errorRate: ['2%', '150%', 'x'], latencyMs: [100, 2.5] } },
+      want: [
+        'badVersion/errorRate/1: must be a share from 0 to 1 like "20%" or 0.2, got "150%"',
+        'badVersion/errorRate/2: must be a share from 0 to 1 like "20%" or 0.2, got "x"',
+        'badVersion/latencyMs/1: must be an integer from 0 to 10000, got 2.5',
+      ],
+    },
+    { name: 'badVersion: a single value of the wrong type', raw: { name: 'x', strategies: [{}], badVersion: { errorRate: true } }, want: ['badVersion/errorRate: must be a share like "20%" or 0.2, got true'] },
+    { name: 'badVersion: an empty list', raw: { name: 'x', strategies: [{}], badVersion: { latencyMs: [] } }, want: ['badVersion/latencyMs: must list at least one value'] },
+    {
+      name: 'badVersion: a 0 in the errorRate list without latency is a good version',
+      raw: { name: 'x', strategies: [{}], badVersion: { errorRate: [0, '5%'] } },
+      want: ['badVersion/errorRate/0: 0 with latencyMs unset (0) would run a good version: every combination must make it bad (errorRate above 0 and/or latencyMs above 0), so errorRate may list 0 only when every latencyMs is above 0'],
+    },
+    {
+      name: 'badVersion: both lists hold 0: named at errorRate, pointing at the latency',
+      raw: { name: 'x', strategies: [{}], badVersion: { errorRate: ['5%', 0], latencyMs: [300, 0] } },
+      want: ['badVersion/errorRate/1: 0 with latencyMs 0 (badVersion/latencyMs/1) would run a good version: every combination must make it bad (errorRate above 0 and/or latencyMs above 0), so errorRate may list 0 only when every latencyMs is above 0'],
+    },
+    {
+      name: 'badVersion: a 0 in the latency list with errorRate 0',
+      raw: { name: 'x', strategies: [{}], badVersion: { errorRate: 0, latencyMs: [0, 100] } },
+      want: ['badVersion/latencyMs/0: 0 with errorRate 0 would run a good version: every combination must make it bad (errorRate above 0 and/or latencyMs above 0), so latencyMs may list 0 only when every errorRate is above 0'],
+    },
+    { name: 'badVersion: a 0 in a list is fine when the other field is above 0 everywhere', raw: { name: 'x', strategies: [{}], badVersion: { errorRate: [0, '5%'], latencyMs: [100, 300] } }, want: [] },
+    {
+      name: 'badVersion: the same value twice, however written, would make two cells with one label',
+      raw: { name: 'x', strategies: [{}], badVersion: { errorRate: ['20%', 0.2], latencyMs: [5, 10, 5] } },
+      want: [
+        'badVersion/errorRate/1: repeats 20% (badVersion/errorRate/0): each value is a configuration of its own, list it once',
+        'badVersion/latencyMs/2: repeats 5 ms (badVersion/latencyMs/0): each value is a configuration of its own, list it once',
+      ],
+    },
     { name: 'load.users: at least one', raw: { name: 'x', strategies: [{}], load: { users: 0 } }, want: ['load/users: must be an integer from 1 to 100000, got 0'] },
     { name: 'a strategy\'s analysis must be a mapping or a boolean', raw: { name: 'x', strategies: [{ analysis: 'yes' }] }, want: ['strategies/0/analysis: must be a mapping of analysis settings, true (the spec\'s analysis) or false (no analysis gate), got "yes"'] },
   ];
