@@ -473,4 +473,18 @@ describe('shipped experiment specs', () => {
       assert.ok(expandCells(spec).length >= 1);
     });
   }
+  it('06-bad-version-sweep.yaml sweeps the error rate: one configuration per strategy and value, each with its env', async () => {
+    const cells = expandCells(await loadExperimentSpec(join(examples, '06-bad-version-sweep.yaml')));
+    assert.deepEqual(
+      cells.map((c) => [c.label, c.gate, badVersionEnv(c.params).BAD_ERROR_RATE]),
+      [
+        ['rolling + gate, bad 2% 5xx', 'after the first wave', '0.02'],
+        ['rolling + gate, bad 10% 5xx', 'after the first wave', '0.1'],
+        ['rolling + gate, bad 30% 5xx', 'after the first wave', '0.3'],
+        ['canary 25% + analysis, bad 2% 5xx', 'at canary step 2', '0.02'],
+        ['canary 25% + analysis, bad 10% 5xx', 'at canary step 2', '0.1'],
+        ['canary 25% + analysis, bad 30% 5xx', 'at canary step 2', '0.3'],
+      ],
+    );
+  });
 });
