@@ -38,6 +38,8 @@ export interface SimulationTimings {
 }
 
 export interface SimulationResult {
+  /** The strategy simulated (its type decides what peakInstances is made of). */
+  strategyType: ResolvedStrategy['type'];
   replicas: number;
   maxSurge: number;
   maxUnavailable: number;
@@ -210,6 +212,7 @@ export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings,
   // From the first new server in nginx to the reload that took the last old one out.
   const mixed = firstNewUp === undefined || oldGoneAt === undefined ? 0 : Math.max(0, oldGoneAt - firstNewUp);
   return {
+    strategyType: s.type,
     replicas: s.replicas,
     maxSurge: s.maxSurge,
     maxUnavailable: s.maxUnavailable,

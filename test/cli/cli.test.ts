@@ -134,6 +134,19 @@ describe('fleetroll CLI', () => {
     );
   });
 
+  it('simulate says what a peak is made of, per strategy', () => {
+    const rows: [string, RegExp][] = [
+      ['examples/fleet.yaml', /peak instances\s+\d+ containers alive \(replicas \d+ \+ surge \d+/],
+      ['examples/canary.yaml', /peak instances\s+\d+ containers alive \(replicas 10 \+ the canary instances of the steps, then the rolling update's surge 2/],
+      ['examples/bluegreen.yaml', /peak instances\s+\d+ containers alive \(replicas \d+ \+ the whole new set beside them/],
+    ];
+    for (const [file, peak] of rows) {
+      const r = fleetroll('simulate', '-f', file, '--startup', '2');
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, peak, file);
+    }
+  });
+
   it('simulate prints a readable summary', () => {
     const r = fleetroll('simulate', '-f', 'examples/fleet.yaml', '--startup', '5');
     assert.equal(r.code, 0, r.stderr);

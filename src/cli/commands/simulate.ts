@@ -8,6 +8,13 @@ import { explainStrategy, strategyFromOptions, withStrategyOptions } from '../st
 const s2ms = (s: number) => Math.round(s * 1000);
 const fmtS = (ms: number) => `${(ms / 1000).toFixed(ms % 1000 === 0 ? 0 : 1)} s`;
 
+/** What the peak is made of: surge means a different thing per strategy. */
+function peakParts(r: SimulationResult): string {
+  if (r.strategyType === 'BlueGreen') return `replicas ${r.replicas} + the whole new set beside them`;
+  if (r.strategyType === 'Canary') return `replicas ${r.replicas} + the canary instances of the steps, then the rolling update's surge ${r.maxSurge}`;
+  return `replicas ${r.replicas} + surge ${r.maxSurge}`;
+}
+
 function printSimulation(r: SimulationResult, out: Out): void {
   out.line('');
   out.line(
@@ -16,7 +23,7 @@ function printSimulation(r: SimulationResult, out: Out): void {
       [
         ['duration', fmtS(r.durationMs)],
         ['waves', String(r.waves)],
-        ['peak instances', `${r.peakInstances} containers alive (replicas ${r.replicas} + surge ${r.maxSurge}${r.replacementPolicy === 'TerminationStarted' ? ', plus those still draining: TerminationStarted' : ''})`],
+        ['peak instances', `${r.peakInstances} containers alive (${peakParts(r)}${r.replacementPolicy === 'TerminationStarted' ? ', plus those still draining: TerminationStarted' : ''})`],
         ['lowest capacity', `${r.lowestCapacity} of ${r.replicas} in service`],
         ['mixed-version window', fmtS(r.mixedVersionWindowMs)],
         ['load-balancer reloads', String(r.reloads)],
