@@ -209,13 +209,17 @@ export function parsePauseDuration(raw: unknown): number | { error: string } {
  * Canary instances at a weight: the fixed canaryReplicas when set, else as
  * many as the weight's share of replicas needs, rounded up, and never fewer
  * than one (the canary set exists from the first step on), never more than
- * replicas.
+ * replicas. At 100% the canary takes every request, so it is the whole set
+ * whatever canaryReplicas says: fewer would serve the fleet's traffic below
+ * its capacity.
  *
  *   replicas 10, weight 5%  → 1        replicas 10, weight 50% → 5
  *   replicas 3,  weight 34% → 2        replicas 10, weight 0%  → 1
+ *   replicas 10, weight 100%, canaryReplicas 2 → 10
  */
 export function canaryInstancesFor(weightPercent: number, replicas: number, fixed?: number): number {
   if (replicas <= 0) return 0;
+  if (weightPercent >= 100) return replicas;
   if (fixed !== undefined) return Math.min(fixed, replicas);
   return Math.min(replicas, Math.max(1, Math.ceil((weightPercent * replicas) / 100)));
 }

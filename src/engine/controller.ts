@@ -663,7 +663,7 @@ export class Controller {
         this.view.setPhase(inst, 'draining');
         this.readiness.unwatch(inst.id);
         inst.routed = this.traffic.routes(inst.address);
-        if (!inst.routed && inst.dockerId !== undefined) inst.stopAt = now;
+        if (!inst.routed && inst.dockerId !== undefined) inst.stopAt = this.unroutedStopAt(inst, now);
       }
     }
     this.d.emit({ type: 'info', message: `switching back (${error ? 'the analysis failed' : 'fleetroll undo'}): the old set in, the new set down, in one reload` });
@@ -715,8 +715,11 @@ export class Controller {
           for (const extra of fresh.sort((a, b) => b.created - a.created).slice(0, fresh.length - k)) this.terminate(extra.id);
           return;
         }
-        // Done once the canary set is up and nginx has the weight in force.
-        if (fresh.length < k || fresh.some((i) => i.phase !== 'available') || cn.inForceWeight !== step.weight) return;
+        // Done once the canary set is up and nginx has the weight in force. Weight 0 is in force
+        // once nginx routes to no canary: a write that changes nothing reloads nothing, so no
+        // reload would ever confirm it (a first step of setWeight 0 waited for one for ever).
+        const inForce = step.weight === 0 && !fresh.some((i) => this.traffic.routes(i.address)) ? 0 : cn.inForceWeight;
+        if (fresh.length < k || fresh.some((i) => i.phase !== 'available') || inForce !== step.weight) return;
       } else if (step.kind === 'pause') {
         cn.stepSince ??= now;
         if (step.seconds === undefined && this.d.skipOpenPauses) {
@@ -785,7 +788,7 @@ export class Controller {
       this.view.setPhase(inst, 'draining');
       this.readiness.unwatch(inst.id);
       inst.routed = this.traffic.routes(inst.address);
-      if (!inst.routed && inst.dockerId !== undefined) inst.stopAt = now;
+      if (!inst.routed && inst.dockerId !== undefined) inst.stopAt = this.unroutedStopAt(inst, now);
     }
     this.d.emit({ type: 'info', message: `aborting the canary (${reason}): all traffic back to stable in one reload; the canary instances are removed` });
     this.d.journal('abort', 'begin', { reason });
@@ -875,10 +878,16 @@ export class Controller {
         return;
       }
     }
-    // Out of traffic since a weight of 0 took it out: the rest of a drain from then.
-    // Otherwise nginx never sent it traffic: nothing to drain.
-    const now = this.d.clock.now();
-    inst.stopAt = inst.leftTrafficAt !== undefined ? Math.max(now, inst.leftTrafficAt + this.drainMs) : now;
+    inst.stopAt = this.unroutedStopAt(inst, this.d.clock.now());
+  }
+
+  /**
+   * When an instance nginx no longer routes to may stop: once the rest of a
+   * drain has passed since a weight of 0 took it out of traffic (leftTrafficAt),
+   * else now (nginx never sent it traffic: nothing to drain).
+   */
+  private unroutedStopAt(inst: Instance, now: number): number {
+    return inst.leftTrafficAt !== undefined ? Math.max(now, inst.leftTrafficAt + this.drainMs) : now;
   }
 
   private stopInstance(id: string): void {
@@ -958,9 +967,16 @@ export class Controller {
     const weight = complete ? cn.weight : (cn.inForceWeight ?? 0);
     cn.writingWeight = weight;
     cn.writingHash = weight > 0 && canary.length > 0 && stable.some((e) => !e.down);
-    // Weight 0: the canary is simply not listed (it never took traffic, so there is nothing to drain).
-    if (!cn.writingHash) return weight === 0 || canary.length === 0 ? [...stable, ...out.filter((e) => fresh.has(e.address) && e.down)] : out;
-    return splitTraffic(stable, canary, weight);
+    // Canaries being drained (a lower weight needs fewer) stay listed, down, like any drain.
+    const draining = out.filter((e) => fresh.has(e.address) && e.down);
+    if (!cn.writingHash) {
+      if (weight !== 0 && canary.length > 0) return out;
+      // Weight 0: a canary nginx never sent traffic is not listed; one that had some (0 after a
+      // higher weight) is marked down, as a drain is, for as long as the weight holds.
+      const hadTraffic = canary.filter((e) => this.traffic.routes(e.address) || this.traffic.markedDown(e.address)).map((e) => ({ ...e, down: true }));
+      return [...stable, ...hadTraffic, ...draining];
+    }
+    return [...splitTraffic(stable, canary, weight), ...draining];
   }
 
   // --- endings ---------------------------------------------------------------------

@@ -640,6 +640,123 @@ describe('controller: canary', () => {
   });
 });
 
+describe('controller: random canaries (property)', () => {
+  type Step = { setWeight: number } | { pause: { duration: number } };
+  /**
+   * A canary of random steps (weights 0 and 100 included: they mark a side
+   * down rather than drain it) on random timings, sometimes aborted part-way:
+   * every invariant holds after every event (a canary's own surge aside, which
+   * the steps add to replicas on purpose), and the fleet ends all new, or, when
+   * aborted, all old.
+   */
+  async function canaryCase(replicas: number, steps: Step[], fixed: number | undefined, seed: number, jitter: number, abortAtMs: number | undefined) {
+    const s = resolveStrategy({
+      replicas,
+      strategy: { type: 'Canary', canary: { steps, stickyKey: 'header:X-User', ...(fixed !== undefined && fixed <= replicas ? { canaryReplicas: fixed } : {}) }, rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } as never,
+    });
+    const t = { ...T, jitter, seed, startupMs: 500 + (seed % 7) * 400, drainMs: (seed % 3) * 700, stopMs: 200 + (seed % 5) * 300 };
+    const inv = invariants(s, t);
+    let clock: { now(): number } | undefined;
+    let world: SimWorld | undefined;
+    const r = await simulateRollout(s, t, {
+      ...inv.setup,
+      progressDeadlineSeconds: 120,
+      world: (w, c) => {
+        inv.setup.world?.(w, c);
+        clock = c;
+        world = w;
+      },
+      ...(abortAtMs !== undefined ? { aborted: async () => clock!.now() >= abortAtMs } : {}),
+    }).then(
+      (x) => x,
+      (e: unknown) => e,
+    );
+    const what = `replicas ${replicas}, steps ${JSON.stringify(steps)}, canaryReplicas ${fixed}, seed ${seed}, jitter ${jitter}, abort at ${abortAtMs}`;
+    assert.deepEqual(inv.checked.violations.filter((v) => !/counted > replicas/.test(v)), [], what);
+    const alive = [...world!.containers.values()].filter((c) => c.state === 'running').map((c) => c.labels[LABELS.version]).sort();
+    if (r instanceof Error) {
+      assert.ok(r instanceof RolloutFailedError && /canary aborted \(fleetroll abort\)/.test(r.message), `${what}: ${String(r)}`);
+      assert.deepEqual(alive, Array(replicas).fill('old'), what);
+    } else assert.deepEqual(alive, Array(replicas).fill('new'), what);
+  }
+
+  it('a first step of setWeight 0 (found by the property test: it waited for a reload that never came)', () => canaryCase(1, [{ setWeight: 0 }, { setWeight: 1 }], undefined, 1, 0, undefined));
+  it('setWeight 100, then down to 1 (found by the property test)', () => canaryCase(2, [{ setWeight: 100 }, { setWeight: 1 }], undefined, 1, 0, undefined));
+  it('setWeight 100, then 0 with canaryReplicas 1 (found by the property test)', () => canaryCase(2, [{ setWeight: 100 }, { setWeight: 0 }], 1, 1, 0, undefined));
+  it('aborted at 1 s on one replica (found by the property test)', () => canaryCase(1, [{ setWeight: 100 }, { setWeight: 0 }, { pause: { duration: 1 } }, { setWeight: 1 }], undefined, 1, 0, 1001));
+
+  it('keeps every invariant and ends all new, or all old when aborted', async () => {
+    const step = fc.oneof(
+      fc.constantFrom(0, 100).map((w): Step => ({ setWeight: w })),
+      fc.integer({ min: 1, max: 99 }).map((w): Step => ({ setWeight: w })),
+      fc.integer({ min: 1, max: 20 }).map((d): Step => ({ pause: { duration: d } })),
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 6 }),
+        fc.array(step, { minLength: 1, maxLength: 5 }),
+        fc.option(fc.integer({ min: 1, max: 6 }), { nil: undefined }),
+        fc.integer({ min: 1, max: 1000 }),
+        fc.double({ min: 0, max: 0.8, noNaN: true }),
+        fc.option(fc.integer({ min: 0, max: 40_000 }), { nil: undefined }),
+        canaryCase,
+      ),
+      { numRuns: 80 },
+    );
+  });
+});
+
+describe('controller: random blue-green rollouts (property)', () => {
+  /**
+   * Blue-green on random timings, with or without a preview upstream,
+   * sometimes undone (switch back) at a random time: every invariant holds
+   * after every event (the whole new set beside the old one is its surge),
+   * and the fleet ends all new, or, when switched back, all old.
+   */
+  async function blueGreenCase(replicas: number, delaySeconds: number, preview: boolean, seed: number, jitter: number, undoAtMs: number | undefined) {
+    const s = resolveStrategy({ replicas, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: delaySeconds, ...(preview ? { previewUpstream: 'preview_1' } : {}) } } });
+    const t = { ...T, jitter, seed, startupMs: 500 + (seed % 7) * 400, drainMs: (seed % 3) * 700, stopMs: 200 + (seed % 5) * 300 };
+    const inv = invariants(s, t);
+    let clock: { now(): number } | undefined;
+    let world: SimWorld | undefined;
+    const r = await simulateRollout(s, t, {
+      ...inv.setup,
+      progressDeadlineSeconds: 120,
+      world: (w, c) => {
+        inv.setup.world?.(w, c);
+        clock = c;
+        world = w;
+      },
+      ...(undoAtMs !== undefined ? { switchBack: async () => clock!.now() >= undoAtMs } : {}),
+    }).then(
+      (x) => x,
+      (e: unknown) => e,
+    );
+    const what = `replicas ${replicas}, delay ${delaySeconds} s, preview ${preview}, seed ${seed}, jitter ${jitter}, undo at ${undoAtMs}`;
+    assert.deepEqual(inv.checked.violations, [], what);
+    const alive = [...world!.containers.values()].filter((c) => c.state === 'running').map((c) => c.labels[LABELS.version]).sort();
+    if (r instanceof Error) {
+      assert.ok(r instanceof RolloutFailedError && /rolled back \(undo\)/.test(r.message), `${what}: ${String(r)}`);
+      assert.deepEqual(alive, Array(replicas).fill('old'), what);
+    } else assert.deepEqual(alive, Array(replicas).fill('new'), what);
+  }
+
+  it('keeps every invariant and ends all new, or all old when switched back', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 6 }),
+        fc.integer({ min: 0, max: 20 }),
+        fc.boolean(),
+        fc.integer({ min: 1, max: 1000 }),
+        fc.double({ min: 0, max: 0.8, noNaN: true }),
+        fc.option(fc.integer({ min: 0, max: 30_000 }), { nil: undefined }),
+        blueGreenCase,
+      ),
+      { numRuns: 80 },
+    );
+  });
+});
+
 describe('controller: the analysis gate', () => {
   const spec = { interval: 10, minRequests: 20, maxErrorRate: 0.05, failureLimit: 0, onInconclusive: 'pause' as const, latencyFloorMs: 10, inconclusiveLimit: 0, successCount: 1 };
   const stats = (label: string, requests: number, errors: number) => ({

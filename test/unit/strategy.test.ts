@@ -331,7 +331,8 @@ describe('canaryInstancesFor: as many as the weight needs, at least one', () => 
     ['34% of 3 rounds up to 2', 34, 3, undefined, 2],
     ['0% still keeps one canary', 0, 10, undefined, 1],
     ['100% of 4 is all 4', 100, 4, undefined, 4],
-    ['a fixed count whatever the weight', 90, 10, 2, 2],
+    ['a fixed count whatever the weight below 100%', 90, 10, 2, 2],
+    ['100% is the whole set even with a fixed count (it takes every request)', 100, 10, 2, 10],
     ['0 replicas: no canary', 50, 0, undefined, 0],
   ];
   for (const [name, weight, replicas, fixed, want] of rows) it(name, () => assert.equal(canaryInstancesFor(weight, replicas, fixed), want));
