@@ -650,11 +650,12 @@ describe('controller: random canaries (property)', () => {
    * the steps add to replicas on purpose), and the fleet ends all new, or, when
    * aborted, all old.
    */
-  async function canaryCase(replicas: number, steps: Step[], fixed: number | undefined, seed: number, jitter: number, abortAtMs: number | undefined) {
+  async function canaryCase(replicas: number, steps: Step[], fixed: number | undefined, seed: number, jitter: number, abortAtMs: number | undefined, force = false) {
     const s = resolveStrategy({
       replicas,
-      strategy: { type: 'Canary', canary: { steps, stickyKey: 'header:X-User', ...(fixed !== undefined && fixed <= replicas ? { canaryReplicas: fixed } : {}) }, rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } as never,
+      strategy: { type: 'Canary', canary: { steps, stickyKey: 'header:X-User', ...(fixed !== undefined && fixed <= replicas ? { canaryReplicas: fixed } : {}), ...(force ? { force: 'cookie:canary' } : {}) }, rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } as never,
     });
+    const forced: string[] = [];
     const t = { ...T, jitter, seed, startupMs: 500 + (seed % 7) * 400, drainMs: (seed % 3) * 700, stopMs: 200 + (seed % 5) * 300 };
     const inv = invariants(s, t);
     let clock: { now(): number } | undefined;
@@ -666,14 +667,28 @@ describe('controller: random canaries (property)', () => {
         inv.setup.world?.(w, c);
         clock = c;
         world = w;
+        if (!force) return;
+        // canary.force: each side's block lists exactly that side's servers up in the main upstream.
+        const user = w.onEvent;
+        w.onEvent = (e) => {
+          user?.(e);
+          if (e.kind !== 'reloaded') return;
+          const file = e.lb.inForce ?? '';
+          const up = (name: string) => parseUpstreamServers(file, name).filter((x) => !x.down).map((x) => x.address).sort().join(',');
+          const version = (a: string) => w.byAddress(a)?.labels[LABELS.version];
+          const main = parseUpstreamServers(file, 'simulated_1').filter((x) => !x.down).map((x) => x.address);
+          const side = (v: string) => main.filter((a) => version(a) === v).sort().join(',');
+          if (up('fleetroll_simulated_1_canary') !== side('new') || up('fleetroll_simulated_1_stable') !== side('old')) forced.push(`t=${c.now()}: forced blocks ${up('fleetroll_simulated_1_canary')} / ${up('fleetroll_simulated_1_stable')} vs main ${side('new')} / ${side('old')}`);
+        };
       },
       ...(abortAtMs !== undefined ? { aborted: async () => clock!.now() >= abortAtMs } : {}),
     }).then(
       (x) => x,
       (e: unknown) => e,
     );
-    const what = `replicas ${replicas}, steps ${JSON.stringify(steps)}, canaryReplicas ${fixed}, seed ${seed}, jitter ${jitter}, abort at ${abortAtMs}`;
+    const what = `replicas ${replicas}, steps ${JSON.stringify(steps)}, canaryReplicas ${fixed}, seed ${seed}, jitter ${jitter}, abort at ${abortAtMs}, force ${force}`;
     assert.deepEqual(inv.checked.violations.filter((v) => !/counted > replicas/.test(v)), [], what);
+    assert.deepEqual(forced, [], what);
     const alive = [...world!.containers.values()].filter((c) => c.state === 'running').map((c) => c.labels[LABELS.version]).sort();
     if (r instanceof Error) {
       assert.ok(r instanceof RolloutFailedError && /canary aborted \(fleetroll abort\)/.test(r.message), `${what}: ${String(r)}`);
@@ -700,6 +715,7 @@ describe('controller: random canaries (property)', () => {
         fc.integer({ min: 1, max: 1000 }),
         fc.double({ min: 0, max: 0.8, noNaN: true }),
         fc.option(fc.integer({ min: 0, max: 40_000 }), { nil: undefined }),
+        fc.boolean(),
         canaryCase,
       ),
       { numRuns: 80 },
