@@ -331,16 +331,49 @@ describe('controller: failures leave the fleet serving and say what happened', (
   });
 });
 
-async function randomCase(replicas: number, surge: number, unav: number, complete: boolean, seed: number, jitter: number, hosts: number, failStops: number) {
-  if (surge === 0 && unav === 0) surge = 1;
-  const s = strategy(replicas, surge, unav, complete ? 'TerminationComplete' : undefined);
-  const t = { ...T, jitter, seed, startupMs: 500 + (seed % 7) * 400, drainMs: (seed % 3) * 700, stopMs: 200 + (seed % 5) * 300 };
+/** Timings a property test draws from its seed: startup, drain and stop vary with it, jitter as given. */
+function randomTimings(seed: number, jitter: number): SimulationTimings {
+  return { ...T, jitter, seed, startupMs: 500 + (seed % 7) * 400, drainMs: (seed % 3) * 700, stopMs: 200 + (seed % 5) * 300 };
+}
+
+/**
+ * One property-test rollout on random timings, with the invariants checked
+ * after every event. `more` adds to the setup and may read the virtual clock
+ * (to abort or undo at a time); `watch` sees the world first. Returns the
+ * outcome (the result, or what it threw), the world and the violations.
+ */
+async function checkedRollout(s: ResolvedStrategy, seed: number, jitter: number, more: (now: () => number) => Partial<SimulationSetup> = () => ({}), watch?: (w: SimWorld, clock: { now(): number }) => void) {
+  const t = randomTimings(seed, jitter);
   const inv = invariants(s, t);
-  const r = await simulateRollout(s, t, { hosts, faults: { failStops }, progressDeadlineSeconds: 120, ...inv.setup }).then(
+  let clock: { now(): number } | undefined;
+  let world: SimWorld | undefined;
+  const outcome = await simulateRollout(s, t, {
+    ...inv.setup,
+    progressDeadlineSeconds: 120,
+    world: (w, c) => {
+      inv.setup.world?.(w, c);
+      clock = c;
+      world = w;
+      watch?.(w, c);
+    },
+    ...more(() => clock!.now()),
+  }).then(
     (x) => x,
     (e: unknown) => e,
   );
-  assert.deepEqual(inv.checked.violations, []);
+  return { outcome, world: world!, violations: inv.checked.violations };
+}
+
+/** The version label of every running container of the simulated world. */
+function runningVersions(world: SimWorld): (string | undefined)[] {
+  return [...world.containers.values()].filter((c) => c.state === 'running').map((c) => c.labels[LABELS.version]);
+}
+
+async function randomCase(replicas: number, surge: number, unav: number, complete: boolean, seed: number, jitter: number, hosts: number, failStops: number) {
+  if (surge === 0 && unav === 0) surge = 1;
+  const s = strategy(replicas, surge, unav, complete ? 'TerminationComplete' : undefined);
+  const { outcome: r, violations } = await checkedRollout(s, seed, jitter, () => ({ hosts, faults: { failStops } }));
+  assert.deepEqual(violations, []);
   if (failStops === 0) assert.ok(!(r instanceof Error), String(r));
   else if (r instanceof Error) assert.ok(r instanceof RolloutFailedError, String(r));
 }
@@ -572,7 +605,7 @@ describe('controller: canary', () => {
     assert.match(err.message, /canary aborted \(fleetroll abort\): all traffic is back on the stable revision/);
     assert.equal(err.details.stoppedBy, undefined, 'a user abort is not a stop by the analysis');
     assert.deepEqual(r.seen.map((x) => [x.hash, x.stable, x.canary]), [[true, 3, 1], [false, 3, 0]]);
-    const alive = [...world!.containers.values()].filter((c) => c.state === 'running').map((c) => c.labels[LABELS.version]);
+    const alive = runningVersions(world!);
     assert.deepEqual(alive, ['old', 'old', 'old']);
     assert.deepEqual(inv.checked.violations.filter((v) => !/counted > replicas/.test(v)), []);
   });
@@ -656,17 +689,12 @@ describe('controller: random canaries (property)', () => {
       strategy: { type: 'Canary', canary: { steps, stickyKey: 'header:X-User', ...(fixed !== undefined && fixed <= replicas ? { canaryReplicas: fixed } : {}), ...(force ? { force: 'cookie:canary' } : {}) }, rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } as never,
     });
     const forced: string[] = [];
-    const t = { ...T, jitter, seed, startupMs: 500 + (seed % 7) * 400, drainMs: (seed % 3) * 700, stopMs: 200 + (seed % 5) * 300 };
-    const inv = invariants(s, t);
-    let clock: { now(): number } | undefined;
-    let world: SimWorld | undefined;
-    const r = await simulateRollout(s, t, {
-      ...inv.setup,
-      progressDeadlineSeconds: 120,
-      world: (w, c) => {
-        inv.setup.world?.(w, c);
-        clock = c;
-        world = w;
+    const { outcome: r, world, violations } = await checkedRollout(
+      s,
+      seed,
+      jitter,
+      (now) => (abortAtMs !== undefined ? { aborted: async () => now() >= abortAtMs } : {}),
+      (w, c) => {
         if (!force) return;
         // canary.force: each side's block lists exactly that side's servers up in the main upstream.
         const user = w.onEvent;
@@ -681,15 +709,11 @@ describe('controller: random canaries (property)', () => {
           if (up('fleetroll_simulated_1_canary') !== side('new') || up('fleetroll_simulated_1_stable') !== side('old')) forced.push(`t=${c.now()}: forced blocks ${up('fleetroll_simulated_1_canary')} / ${up('fleetroll_simulated_1_stable')} vs main ${side('new')} / ${side('old')}`);
         };
       },
-      ...(abortAtMs !== undefined ? { aborted: async () => clock!.now() >= abortAtMs } : {}),
-    }).then(
-      (x) => x,
-      (e: unknown) => e,
     );
     const what = `replicas ${replicas}, steps ${JSON.stringify(steps)}, canaryReplicas ${fixed}, seed ${seed}, jitter ${jitter}, abort at ${abortAtMs}, force ${force}`;
-    assert.deepEqual(inv.checked.violations.filter((v) => !/counted > replicas/.test(v)), [], what);
+    assert.deepEqual(violations.filter((v) => !/counted > replicas/.test(v)), [], what);
     assert.deepEqual(forced, [], what);
-    const alive = [...world!.containers.values()].filter((c) => c.state === 'running').map((c) => c.labels[LABELS.version]).sort();
+    const alive = runningVersions(world).sort();
     if (r instanceof Error) {
       assert.ok(r instanceof RolloutFailedError && /canary aborted \(fleetroll abort\)/.test(r.message), `${what}: ${String(r)}`);
       assert.deepEqual(alive, Array(replicas).fill('old'), what);
@@ -732,26 +756,10 @@ describe('controller: random blue-green rollouts (property)', () => {
    */
   async function blueGreenCase(replicas: number, delaySeconds: number, preview: boolean, seed: number, jitter: number, undoAtMs: number | undefined) {
     const s = resolveStrategy({ replicas, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: delaySeconds, ...(preview ? { previewUpstream: 'preview_1' } : {}) } } });
-    const t = { ...T, jitter, seed, startupMs: 500 + (seed % 7) * 400, drainMs: (seed % 3) * 700, stopMs: 200 + (seed % 5) * 300 };
-    const inv = invariants(s, t);
-    let clock: { now(): number } | undefined;
-    let world: SimWorld | undefined;
-    const r = await simulateRollout(s, t, {
-      ...inv.setup,
-      progressDeadlineSeconds: 120,
-      world: (w, c) => {
-        inv.setup.world?.(w, c);
-        clock = c;
-        world = w;
-      },
-      ...(undoAtMs !== undefined ? { switchBack: async () => clock!.now() >= undoAtMs } : {}),
-    }).then(
-      (x) => x,
-      (e: unknown) => e,
-    );
+    const { outcome: r, world, violations } = await checkedRollout(s, seed, jitter, (now) => (undoAtMs !== undefined ? { switchBack: async () => now() >= undoAtMs } : {}));
     const what = `replicas ${replicas}, delay ${delaySeconds} s, preview ${preview}, seed ${seed}, jitter ${jitter}, undo at ${undoAtMs}`;
-    assert.deepEqual(inv.checked.violations, [], what);
-    const alive = [...world!.containers.values()].filter((c) => c.state === 'running').map((c) => c.labels[LABELS.version]).sort();
+    assert.deepEqual(violations, [], what);
+    const alive = runningVersions(world).sort();
     if (r instanceof Error) {
       assert.ok(r instanceof RolloutFailedError && /rolled back \(undo\)/.test(r.message), `${what}: ${String(r)}`);
       assert.deepEqual(alive, Array(replicas).fill('old'), what);
@@ -807,7 +815,7 @@ describe('controller: the analysis gate', () => {
     assert.equal(err.details.stoppedBy, 'analysis', 'said the same way for every strategy');
     assert.match(err.message, /error rate 10(\.0)?% on \S+ over 10 s \(10 of 100 requests\), limit 5%/);
     assert.deepEqual(logs.asked, [10_000], 'one measurement of one interval decided it');
-    const alive = [...world!.containers.values()].filter((c) => c.state === 'running').map((c) => c.labels[LABELS.version]);
+    const alive = runningVersions(world!);
     assert.deepEqual(alive, ['old', 'old', 'old', 'old']);
   });
 
@@ -832,7 +840,7 @@ describe('controller: the analysis gate', () => {
     assert.match(err.message, /analysis after the first wave: analysis failed: 1 of 1 measurement failed/);
     assert.equal(err.details.stoppedBy, 'analysis');
     assert.deepEqual(logs.asked, [10_000]);
-    const running = [...world!.containers.values()].filter((c) => c.state === 'running').map((c) => c.labels[LABELS.version]);
+    const running = runningVersions(world!);
     assert.ok(running.filter((v) => v === 'new').length <= 1, `the bad version did not spread past the first wave: ${running.join(' ')}`);
   });
 
@@ -855,27 +863,11 @@ describe('controller: the analysis gate', () => {
         async (replicas, surge, unav, failing, seed, jitter) => {
           if (surge === 0 && unav === 0) surge = 1;
           const s = strategy(replicas, surge, unav);
-          const t = { ...T, jitter, seed, startupMs: 500 + (seed % 7) * 400, drainMs: (seed % 3) * 700, stopMs: 200 + (seed % 5) * 300 };
-          const inv = invariants(s, t);
           const logs = logsSaying(failing ? 10 : 0);
-          let world: SimWorld | undefined;
-          const r = await simulateRollout(s, t, {
-            ...inv.setup,
-            analysis: spec,
-            trafficWindow: logs.trafficWindow,
-            progressDeadlineSeconds: 120,
-            world: (w, c) => {
-              inv.setup.world?.(w, c);
-              logs.world(w);
-              world = w;
-            },
-          }).then(
-            (x) => x,
-            (e: unknown) => e,
-          );
+          const { outcome: r, world, violations } = await checkedRollout(s, seed, jitter, () => ({ analysis: spec, trafficWindow: logs.trafficWindow }), (w) => logs.world(w));
           const what = `replicas ${replicas}, ${surge}/${unav}, ${failing ? 'failing' : 'passing'}, seed ${seed}, jitter ${jitter}`;
-          assert.deepEqual(inv.checked.violations, [], what);
-          const fresh = [...world!.containers.values()].filter((c) => c.state === 'running' && c.labels[LABELS.version] === 'new').length;
+          assert.deepEqual(violations, [], what);
+          const fresh = runningVersions(world).filter((v) => v === 'new').length;
           if (failing) {
             // The simulation keeps no earlier spec to roll back to: what is checked is that the gate stopped it where it should.
             assert.ok(r instanceof RolloutFailedError && r.details.stoppedBy === 'analysis', `${what}: ${String(r)}`);
@@ -900,7 +892,7 @@ describe('controller: the analysis gate', () => {
     assert.match(err.message, /rolled back \(the analysis failed\): traffic switched back to the old set in one reload/);
     assert.match(err.message, /analysis after the switch: analysis failed/);
     assert.equal(err.details.stoppedBy, 'analysis');
-    const alive = [...world!.containers.values()].filter((c) => c.state === 'running').map((c) => c.labels[LABELS.version]);
+    const alive = runningVersions(world!);
     assert.deepEqual(alive, ['old', 'old', 'old']);
   });
 });

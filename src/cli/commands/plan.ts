@@ -35,36 +35,29 @@ export function actionText(step: PlannedStep, replicas: number): string {
   }
 }
 
-export function printBlueGreenPlan(p: BlueGreenPlan, delaySeconds: number, out: Out): void {
+/**
+ * The steps table of a blue-green or canary plan: its columns name the two
+ * sides as that strategy does. False when there is nothing to do.
+ */
+function printSteps(p: BlueGreenPlan | CanaryPlan, headers: [string, string, string], row: (s: PlannedStep) => [string, string, string], out: Out): boolean {
   if (p.steps.length === 0) {
     out.line('nothing to do: 0 replicas');
-    return;
+    return false;
   }
   out.line('');
-  out.line(
-    table(
-      ['step', 'action', 'old', 'new', 'traffic old/new', 'alive'],
-      p.steps.map((s) => [String(s.index), actionText(s, p.replicas), String(s.old), String(s.new), `${100 - s.trafficNewPercent}% / ${s.trafficNewPercent}%`, String(s.alive)]),
-    ),
-  );
+  out.line(table(['step', 'action', ...headers, 'alive'], p.steps.map((s) => [String(s.index), actionText(s, p.replicas), ...row(s), String(s.alive)])));
   out.line('');
+  return true;
+}
+
+export function printBlueGreenPlan(p: BlueGreenPlan, delaySeconds: number, out: Out): void {
+  if (!printSteps(p, ['old', 'new', 'traffic old/new'], (s) => [String(s.old), String(s.new), `${100 - s.trafficNewPercent}% / ${s.trafficNewPercent}%`], out)) return;
   out.line(`peak alive: ${p.peakAlive} containers (the whole new set beside the old one)`);
   out.line(`mixed-version window: one reload (the switch); rollback: \`fleetroll undo\` ${delaySeconds > 0 ? `within ${secondsText(delaySeconds)} of the switch` : 'before the old set is removed'} is one reload back`);
 }
 
 export function printCanaryPlan(p: CanaryPlan, out: Out): void {
-  if (p.steps.length === 0) {
-    out.line('nothing to do: 0 replicas');
-    return;
-  }
-  out.line('');
-  out.line(
-    table(
-      ['step', 'action', 'canary', 'stable', 'canary traffic', 'alive'],
-      p.steps.map((s) => [String(s.index), actionText(s, p.replicas), String(s.new), String(s.old), `${s.trafficNewPercent}%`, String(s.alive)]),
-    ),
-  );
-  out.line('');
+  if (!printSteps(p, ['canary', 'stable', 'canary traffic'], (s) => [String(s.new), String(s.old), `${s.trafficNewPercent}%`], out)) return;
   const r = p.rolling;
   const [stable, canary] = r.waves[0] ?? [p.replicas, 0];
   out.line(`then a rolling update (maxSurge ${r.maxSurge}, maxUnavailable ${r.maxUnavailable}) from ${stable} stable and ${canary} canary instances; traffic follows the instances in service:`);
