@@ -4,6 +4,8 @@
  * dockerode, nginx and HTTP. Keeping them small is what lets one engine serve
  * real deploys and rehearsals alike.
  */
+import type { ContainerConfig } from './core/container.js';
+import type { SecretRef } from './config/secrets.js';
 import type { DeployHealthReport } from './core/deployHealth.js';
 
 /**
@@ -38,6 +40,8 @@ export const LABELS = {
   image: 'fleetroll.image',
   /** On app images: hash of (context files, base image id, version); a mismatch triggers a rebuild. */
   contextHash: 'fleetroll.context-hash',
+  /** On named volumes fleetroll created for a fleet (value: the service); it never removes them. */
+  volume: 'fleetroll.volume',
 } as const;
 
 /** What to run for one instance. */
@@ -56,6 +60,10 @@ export interface InstanceSpec {
   stopTimeoutSeconds: number;
   /** Publish the app port on this host address; the instance's address is then addr:hostPort. */
   publishAddress?: string | undefined;
+  /** Every other container field (command, mounts, limits, restart policy, ...). */
+  container?: ContainerConfig | undefined;
+  /** Secret files to mount under /run/secrets, by secret name: absolute paths on the host. */
+  secretSources?: Record<string, string> | undefined;
 }
 
 /** One container as Docker reports it. */
@@ -71,6 +79,8 @@ export interface InstanceInfo {
   exitCode?: number | undefined;
   /** Address nginx and the prober use, "ip:port"; undefined when not running. */
   address?: string | undefined;
+  /** How often the engine restarted it (its restart policy); only from inspect. A growing count is a crash loop. */
+  restartCount?: number | undefined;
 }
 
 /** One Docker host ("VM"). Every call is idempotent where Docker allows. */
@@ -96,6 +106,10 @@ export interface Runtime {
   /** `docker pull` on the engine: undefined when the image is there after it, else the engine's reason. */
   pullImage(image: string): Promise<string | undefined>;
   loadImage(tar: NodeJS.ReadableStream): Promise<void>;
+  /** Creates a named volume unless it exists; fleetroll never removes one. Optional: a runtime without volumes skips it. */
+  ensureVolume?(name: string, labels: Record<string, string>): Promise<void>;
+  /** The given bind sources that do not exist on the host (checked with `image`, which the host has). */
+  missingBindSources?(image: string, paths: readonly string[]): Promise<string[]>;
   /** Last lines of a container's output, for failure reports. */
   logs(id: string, tail: number): Promise<string>;
   /**
@@ -167,8 +181,14 @@ export interface RevisionRecord {
   image: string;
   version: string;
   port: number;
-  /** Kept so that undo can recreate the revision; shown by name only. */
+  /** The env entries written literally in the fleet file (undo recreates the revision from them); shown by name only. */
   env: Record<string, string>;
+  /** The secret env entries (from a variable or an env file): where each came from and a digest, never the value. */
+  envSecrets?: Record<string, SecretRef> | undefined;
+  /** The container fields of the revision (core/container.ts), for undo and for `plan`'s field-by-field diff. */
+  container?: ContainerConfig | undefined;
+  /** Secret files: the path mounted and a digest of its content, by secret name. */
+  secretFiles?: Record<string, { path: string; digest: string }> | undefined;
   restartedAt?: string | undefined;
   changeCause: string;
   who: string;
@@ -195,6 +215,8 @@ export interface AdoptedInstance {
 
 export interface FleetState {
   service: string;
+  /** Random, made on the first rollout: keys the revision hash of a spec with secrets (engine/revision.ts). Never in a label or output. */
+  revisionKey?: string | undefined;
   nextRevision: number;
   revisions: RevisionRecord[];
   /** Set by `fleetroll restart`: part of the spec hash, so changing it replaces every instance. */

@@ -20,6 +20,7 @@ import { posix } from 'node:path';
 import { Readable } from 'node:stream';
 import type Dockerode from 'dockerode';
 import { ExitCode, FleetrollError } from '../errors.js';
+import { dockerCreateBody } from '../core/container.js';
 import { LABELS, type InstanceInfo, type InstanceSpec, type Runtime } from '../ports.js';
 import { engineMessage, retryTransient, statusOf, type RetryOptions } from './dockerRetry.js';
 import { SshDockerAgent } from './ssh.js';
@@ -266,6 +267,7 @@ export class DockerRuntime implements Runtime {
     const labels: Record<string, string> = { ...(info.Config?.Labels ?? {}), ...(port !== undefined && !info.Config?.Labels?.[LABELS.port] ? { [LABELS.port]: String(port) } : {}) };
     const running = info.State?.Running === true;
     return {
+      restartCount: info.RestartCount ?? 0,
       id: info.Id,
       name: cleanName(info.Name),
       host: this.host,
@@ -351,22 +353,12 @@ export class DockerRuntime implements Runtime {
         `creating container ${spec.name} (image ${spec.image}) on ${this.where}`,
         async (attempt) => {
           try {
-            return await this.docker.createContainer({
-              name: spec.name,
-              Image: spec.image,
-              Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
-              Labels: labels,
-              ExposedPorts: { [`${spec.port}/tcp`]: {} },
-              StopTimeout: spec.stopTimeoutSeconds,
-              HostConfig: {
-                Init: true,
-                NetworkMode: network,
-                RestartPolicy: { Name: 'no' },
-                // On another machine nginx cannot reach container IPs: publish the
-                // app port on the host's address (a free port Docker picks).
-                ...(spec.publishAddress ? { PortBindings: { [`${spec.port}/tcp`]: [{ HostIp: spec.publishAddress, HostPort: '' }] } } : {}),
-              },
-            });
+            return await this.docker.createContainer(
+              dockerCreateBody(
+                { name: spec.name, image: spec.image, env: spec.env, labels, port: spec.port, network, stopTimeoutSeconds: spec.stopTimeoutSeconds, publishAddress: spec.publishAddress, secretSources: spec.secretSources },
+                spec.container,
+              ) as Dockerode.ContainerCreateOptions,
+            );
           } catch (err) {
             // An earlier attempt whose answer was lost may have created it: then the name holds this very spec.
             const mine = attempt > 1 && statusOf(err) === 409 ? await this.createdAs(spec.name, spec.image, labels) : undefined;
@@ -399,6 +391,17 @@ export class DockerRuntime implements Runtime {
         );
       }
       throw runtimeError('E_DOCKER', `creating container ${spec.name} (image ${spec.image}) on ${this.where}: ${msg}`, err);
+    }
+    // Networks beyond the first are joined between create and start (older engines take one network at create).
+    for (const n of spec.container?.networks ?? []) {
+      if (n.name === network) continue;
+      try {
+        await this.docker.getNetwork(n.name).connect({ Container: container.id, EndpointConfig: n.aliases.length ? { Aliases: n.aliases } : {} });
+      } catch (err) {
+        await container.remove({ force: true, v: true }).catch(() => {});
+        const missing = statusOf(err) === 404;
+        throw runtimeError(missing ? 'E_NETWORK_MISSING' : 'E_DOCKER', `connecting container ${spec.name} to network ${n.name} on ${this.where}: ${missing ? 'no such network' : engineMessage(err)}`, err, missing ? `create it on that host: docker network create ${n.name}` : undefined);
+      }
     }
     try {
       await retryTransient(
@@ -477,6 +480,50 @@ export class DockerRuntime implements Runtime {
 
   imageExists(image: string): Promise<boolean> {
     return this.present(`image ${image}`, () => this.docker.getImage(image).inspect());
+  }
+
+  /** Creates the named volume unless it exists (labelled as fleetroll's, never removed by it). */
+  async ensureVolume(name: string, labels: Record<string, string>): Promise<void> {
+    if (await this.present(`volume ${name}`, () => this.docker.getVolume(name).inspect())) return;
+    try {
+      await this.docker.createVolume({ Name: name, Labels: labels });
+    } catch (err) {
+      // Created meanwhile by a concurrent deploy: the same outcome.
+      if (await this.present(`volume ${name}`, () => this.docker.getVolume(name).inspect()).catch(() => false)) return;
+      throw runtimeError('E_DOCKER', `creating volume ${name} on ${this.where}: ${engineMessage(err)}`, err);
+    }
+  }
+
+  /**
+   * The bind sources among `paths` that do not exist on this host. The engine
+   * is the only one that can tell for a remote host, and it does so exactly
+   * when asked to create a container that mounts them: one is created (never
+   * started) from `image`, and removed at once.
+   */
+  async missingBindSources(image: string, paths: readonly string[]): Promise<string[]> {
+    const missing: string[] = [];
+    let left = [...paths];
+    // The engine names the first missing source only: ask again without it.
+    for (let round = 0; round <= paths.length && left.length > 0; round++) {
+      let created: Dockerode.Container | undefined;
+      try {
+        created = await this.docker.createContainer({
+          Image: image,
+          Labels: { [LABELS.managed]: 'probe' },
+          HostConfig: { NetworkMode: 'none', Mounts: left.map((p, i) => ({ Type: 'bind' as const, Source: p, Target: `/fleetroll-bind-check/${i}`, ReadOnly: true })) },
+        });
+        return missing;
+      } catch (err) {
+        const msg = engineMessage(err);
+        const named = left.find((p) => msg.includes(p));
+        if (!/does not exist|no such file/i.test(msg) || named === undefined) throw runtimeError('E_DOCKER', `checking bind sources on ${this.where}: ${msg}`, err);
+        missing.push(named);
+        left = left.filter((p) => p !== named);
+      } finally {
+        await created?.remove({ force: true }).catch(() => {});
+      }
+    }
+    return missing;
   }
 
   async logs(id: string, tail: number): Promise<string> {

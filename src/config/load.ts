@@ -4,11 +4,15 @@
  * reported with its field path; nothing here touches Docker or nginx.
  */
 import { analysisSchema } from './analysis.js';
+import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { dirname, resolve as resolvePath } from 'node:path';
 import { parseDocument } from 'yaml';
 import { FleetrollError, ValidationError, type FieldIssue, ExitCode } from '../errors.js';
 import { BUILTIN_DEFAULTS, resolveStrategy, type ResolvedStrategy, type RollingUpdateInput } from '../core/strategy.js';
+import type { ContainerConfig } from '../core/container.js';
+import { containerConfigOf } from './container.js';
+import { interpolateTree, parseDotenv } from './interpolate.js';
 import { defaultsSchema, fleetSchema, strategySchema, zodIssues, type DefaultsParsed, type FleetFileParsed } from './schema.js';
 
 export interface CliOverrides {
@@ -40,6 +44,144 @@ export interface Fleet extends Omit<FleetFileParsed, 'defaults' | 'strategy' | '
   timingSources: Record<TimingField, 'cli' | 'fleet' | 'defaults' | 'builtin'>;
   /** The file it was loaded from, and the defaults file if any. */
   source: { file: string; defaultsFile?: string | undefined };
+  /** The container fields, normalized for Docker (core/container.ts). */
+  container: ContainerConfig;
+  /**
+   * Env entries whose value is a secret, and where it came from as written:
+   * a reference such as "${DB_PASSWORD}" (or "postgres://app:${DB_PASSWORD}@db")
+   * or "envFile:./api.env". The state keeps these and a digest, never the value.
+   */
+  envSources: Record<string, string>;
+  /** Secret files (secretFiles) by name: the absolute path bind-mounted under /run/secrets. */
+  secretSources: Record<string, string>;
+  /** sha256 of each secret file's content, by name: a rotated secret is a new revision. */
+  secretDigests: Record<string, string>;
+  /** The fleet's random key from its state (engine/session.ts): keys the revision hash. */
+  revisionKey?: string | undefined;
+}
+
+/** Where variables in a fleet file come from: fleetroll's environment, unless a caller says otherwise. */
+export type VariableLookup = (name: string) => string | undefined;
+
+/** Fields never interpolated: hooks run with fleetroll's environment and read variables themselves, so their argv never holds a resolved secret. */
+const NOT_INTERPOLATED = new Set(['hooks']);
+
+/** A relative bind source, env file or secret file is relative to the fleet file, as compose's are to the compose file. */
+const isRelative = (p: string) => p === '.' || p === '..' || p.startsWith('./') || p.startsWith('../');
+
+interface Prepared {
+  raw: unknown;
+  envSources: Record<string, string>;
+  secretSources: Record<string, string>;
+  secretDigests: Record<string, string>;
+  issues: FieldIssue[];
+}
+
+/**
+ * What happens to a fleet file before its schema sees it: compose
+ * interpolation of every string (values from `lookup`), env files merged
+ * under env, relative paths made absolute against the fleet file. Records
+ * which env entries are secrets (came from a variable or an env file).
+ * Messages name fields and variables, never a value.
+ */
+async function prepare(raw: unknown, file: string, lookup: VariableLookup): Promise<Prepared> {
+  const out: Prepared = { raw, envSources: {}, secretSources: {}, secretDigests: {}, issues: [] };
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return out;
+  const dir = dirname(file);
+  const src = raw as Record<string, unknown>;
+  const obj: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(src)) {
+    if (NOT_INTERPOLATED.has(k)) {
+      obj[k] = v;
+      continue;
+    }
+    try {
+      const r = interpolateTree(v, lookup, k);
+      obj[k] = r.value;
+      for (const [path, vars] of r.variables) {
+        const m = /^env\/([^/]+)$/.exec(path);
+        const written = m ? (src.env as Record<string, unknown> | undefined)?.[m[1]!] : undefined;
+        if (m && vars.length > 0 && typeof written === 'string') out.envSources[m[1]!] = written;
+      }
+    } catch (err) {
+      if (!(err instanceof ValidationError)) throw err;
+      out.issues.push(...err.issues);
+      obj[k] = v;
+    }
+  }
+  // env files: their values join env (env's own entries win) and are secrets.
+  const envFile = obj.envFile;
+  const files = typeof envFile === 'string' ? [envFile] : Array.isArray(envFile) ? envFile.filter((f): f is string => typeof f === 'string') : [];
+  if (files.length > 0) {
+    const env: Record<string, unknown> = obj.env !== null && typeof obj.env === 'object' && !Array.isArray(obj.env) ? { ...(obj.env as Record<string, unknown>) } : {};
+    const own = new Set(Object.keys(env));
+    for (const [i, f] of files.entries()) {
+      const path = resolvePath(dir, f);
+      const at = typeof envFile === 'string' ? 'envFile' : `envFile/${i}`;
+      let text: string;
+      try {
+        text = await readFile(path, 'utf8');
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        out.issues.push({ path: at, message: `cannot read ${path}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : (code ?? 'unreadable')}` });
+        continue;
+      }
+      try {
+        for (const [k, v] of Object.entries(parseDotenv(text, path))) {
+          if (own.has(k)) continue;
+          env[k] = v;
+          out.envSources[k] = `envFile:${f}`;
+        }
+      } catch (err) {
+        if (!(err instanceof ValidationError)) throw err;
+        out.issues.push(...err.issues.map((x) => ({ path: at, message: `${x.path}: ${x.message}` })));
+      }
+    }
+    obj.env = env;
+  }
+  // Relative bind sources, against the fleet file's directory.
+  if (Array.isArray(obj.volumes)) {
+    obj.volumes = obj.volumes.map((v: unknown) => {
+      if (typeof v === 'string') {
+        const colon = v.indexOf(':');
+        const source = colon < 0 ? v : v.slice(0, colon);
+        return colon > 0 && isRelative(source) ? `${resolvePath(dir, source)}${v.slice(colon)}` : v;
+      }
+      if (v !== null && typeof v === 'object' && (v as { type?: unknown }).type === 'bind' && typeof (v as { source?: unknown }).source === 'string' && isRelative((v as { source: string }).source)) {
+        return { ...(v as object), source: resolvePath(dir, (v as { source: string }).source) };
+      }
+      return v;
+    });
+  }
+  // Secret files: absolute, read here for the revision hash (their content never leaves this process but for the mount).
+  if (obj.secretFiles !== null && typeof obj.secretFiles === 'object' && !Array.isArray(obj.secretFiles)) {
+    const defs: Record<string, unknown> = {};
+    for (const [name, d] of Object.entries(obj.secretFiles as Record<string, unknown>)) {
+      const f = d !== null && typeof d === 'object' ? (d as { file?: unknown }).file : undefined;
+      if (typeof f !== 'string') {
+        defs[name] = d;
+        continue;
+      }
+      const path = resolvePath(dir, f);
+      defs[name] = { ...(d as object), file: path };
+      try {
+        out.secretDigests[name] = createHash('sha256').update(await readFile(path)).digest('hex');
+        out.secretSources[name] = path;
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        out.issues.push({ path: `secretFiles/${name}/file`, message: `cannot read ${path}: ${code === 'ENOENT' ? 'no such file' : (code ?? 'unreadable')}` });
+      }
+    }
+    obj.secretFiles = defs;
+  }
+  out.raw = obj;
+  return out;
+}
+
+/** secrets/N must name a secretFiles entry; a secret file needs a path that exists. */
+function secretIssues(f: FleetFileParsed): FieldIssue[] {
+  const defined = new Set(Object.keys(f.secretFiles ?? {}));
+  return (f.secrets ?? []).flatMap((s, i) => (defined.has(s.name) ? [] : [{ path: `secrets/${i}`, message: `names no entry of secretFiles (${[...defined].join(', ') || 'none defined'}): define it as secretFiles: { ${s.name}: { file: ./path } }` }]));
 }
 
 const TIMING_FIELDS = ['minReadySeconds', 'progressDeadlineSeconds', 'drainSeconds', 'terminationGracePeriodSeconds', 'revisionHistoryLimit', 'hostParallelism'] as const;
@@ -162,8 +304,8 @@ function strategyIssuesOf(raw: Record<string, unknown>): FieldIssue[] {
  * Loads a fleet file. Throws ValidationError (exit 2) listing every problem
  * found, with paths relative to the file, e.g. `strategy/rollingUpdate/maxSurge`.
  */
-export async function loadFleet(file: string, cli: CliOverrides = {}): Promise<Fleet> {
-  return fleetFromObject(await readDocument(file, 'fleet file'), file, cli);
+export async function loadFleet(file: string, cli: CliOverrides = {}, lookup?: VariableLookup): Promise<Fleet> {
+  return fleetFromObject(await readDocument(file, 'fleet file'), file, cli, lookup);
 }
 
 /**
@@ -188,11 +330,13 @@ function analysisStepIssues(s: Extract<ResolvedStrategy, { type: 'Canary' }>, to
   return issues;
 }
 
-export async function fleetFromObject(raw: unknown, file: string, cli: CliOverrides = {}): Promise<Fleet> {
+export async function fleetFromObject(rawIn: unknown, file: string, cli: CliOverrides = {}, lookup: VariableLookup = (name) => process.env[name]): Promise<Fleet> {
+  const prepared = await prepare(rawIn, file, lookup);
+  const raw = prepared.raw;
   const parsed = fleetSchema.safeParse(raw);
-  if (!parsed.success) {
+  if (!parsed.success || prepared.issues.length > 0) {
     // Report strategy value problems alongside schema problems, so one pass fixes the file.
-    throw new ValidationError([...zodIssues(parsed.error), ...strategyIssuesOf(raw as Record<string, unknown>)], { source: file });
+    throw new ValidationError([...prepared.issues, ...(parsed.success ? [] : zodIssues(parsed.error)), ...strategyIssuesOf(raw as Record<string, unknown>)], { source: file });
   }
   const f = cli.replicas !== undefined ? { ...parsed.data, replicas: cli.replicas } : parsed.data;
 
@@ -221,7 +365,7 @@ export async function fleetFromObject(raw: unknown, file: string, cli: CliOverri
     timingSources[k] = flag !== undefined ? 'cli' : own !== undefined ? 'fleet' : shared !== undefined ? 'defaults' : 'builtin';
   }
 
-  const issues = crossFieldIssues(f, timings);
+  const issues = [...crossFieldIssues(f, timings), ...secretIssues(f)];
   let strategy: ResolvedStrategy | undefined;
   const defaultsStrategyPath = typeof f.defaults === 'string' ? `${defaultsPrefix}strategy` : 'defaults/strategy';
   try {
@@ -259,5 +403,9 @@ export async function fleetFromObject(raw: unknown, file: string, cli: CliOverri
     strategy,
     timingSources,
     source: { file, defaultsFile },
+    container: containerConfigOf(f),
+    envSources: prepared.envSources,
+    secretSources: Object.fromEntries(Object.entries(prepared.secretSources).filter(([name]) => (f.secrets ?? []).some((s) => s.name === name))),
+    secretDigests: Object.fromEntries(Object.entries(prepared.secretDigests).filter(([name]) => (f.secrets ?? []).some((s) => s.name === name))),
   };
 }

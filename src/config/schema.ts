@@ -7,6 +7,7 @@
 import type * as zod from 'zod';
 import * as z from './zod.js';
 import { analysisSchema } from './analysis.js';
+import { containerFields } from './container.js';
 
 export const SERVICE_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
 const HOST_NAME_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
@@ -190,6 +191,17 @@ export const fleetSchema = z
         z.union([z.string(), z.number(), z.boolean()], { error: 'env values must be strings, numbers or booleans' }),
       )
       .optional(),
+    /** dotenv files (relative to the fleet file) whose values join env; env's own entries win. Values are secrets. */
+    envFile: z
+      .union([z.string().min(1), z.array(z.string().min(1))], { error: (i) => `must be a path or a list of paths to dotenv files, got ${JSON.stringify(i.input)}` })
+      .transform((v) => (Array.isArray(v) ? v : [v]))
+      .optional(),
+    /** Take the container from a service of the team's compose file; the fleet file's own fields win. */
+    compose: z
+      .object({ file: z.string().min(1), service: z.string().regex(/^[a-zA-Z0-9._-]{1,63}$/, { error: (i) => `must be a compose service name, got ${JSON.stringify(i.input)}` }) }, { error: 'must be { file: ./docker-compose.yml, service: NAME }' })
+      .strict()
+      .optional(),
+    ...containerFields,
     hosts: z.array(hostSchema).min(1, { error: 'must list at least one Docker host' }).default([{ name: 'local', docker: 'unix:///var/run/docker.sock' }]),
     probes: z
       .object({

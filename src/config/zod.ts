@@ -10,4 +10,4 @@
  *
  * A schema that needs another zod function adds it to this list.
  */
-export { array, boolean, enum, NEVER, number, object, record, string, union, unknown, ZodError } from 'zod';
+export { array, boolean, enum, literal, NEVER, number, object, record, string, union, unknown, ZodError } from 'zod';

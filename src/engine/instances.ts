@@ -15,6 +15,8 @@ export function instanceSpec(fleet: Fleet, revision: string, suffix: string, net
     port: fleet.port,
     network,
     labels: {
+      // The team's own labels first: fleetroll's cannot be overridden (config/container.ts refuses fleetroll.*).
+      ...(fleet.container?.labels ?? {}),
       [LABELS.managed]: 'true',
       [LABELS.service]: fleet.service,
       [LABELS.revision]: revision,
@@ -25,6 +27,8 @@ export function instanceSpec(fleet: Fleet, revision: string, suffix: string, net
       ...(changeCause ? { [LABELS.changeCause]: changeCause.slice(0, 256) } : {}),
     },
     stopTimeoutSeconds: fleet.terminationGracePeriodSeconds,
+    container: fleet.container,
+    ...(fleet.secretSources && Object.keys(fleet.secretSources).length ? { secretSources: fleet.secretSources } : {}),
   };
 }
 

@@ -5,9 +5,10 @@
  * rollout with nothing changed, listing all of them.
  */
 import type { Fleet } from '../config/load.js';
+import { bindSources, namedVolumes } from '../core/container.js';
 import { forceRoute } from '../core/upstream.js';
 import { RolloutFailedError } from '../errors.js';
-import type { Router, Runtime } from '../ports.js';
+import { LABELS, type Router, type Runtime } from '../ports.js';
 import type { HostWork } from './hostWork.js';
 import { copyImage, pullImage, type ImageSources } from './images.js';
 import type { LoadBalancer } from './traffic.js';
@@ -28,6 +29,15 @@ export async function preflight(fleet: Fleet, balancers: readonly LoadBalancer[]
           if (!present) found.push(`image ${fleet.image} is not present on host ${name}`);
           const network = fleet.hosts.find((h) => h.name === name)?.network;
           if (network && !(await rt.networkExists(network))) found.push(`network ${network} does not exist on host ${name} (docker network create ${network})`);
+          for (const n of fleet.container?.networks ?? []) {
+            if (n.name !== network && !(await rt.networkExists(n.name))) found.push(`network ${n.name} (networks) does not exist on host ${name} (docker network create ${n.name})`);
+          }
+          // Mount sources: a missing bind source fails here, on its host, before anything is touched.
+          const binds = [...bindSources(fleet.container), ...Object.values(fleet.secretSources ?? {})];
+          if (present && binds.length > 0 && rt.missingBindSources) {
+            for (const p of await rt.missingBindSources(fleet.image, binds)) found.push(`bind source ${p} does not exist on host ${name} (create it there, or fix volumes / secretFiles)`);
+          }
+          if (found.length === 0) for (const v of namedVolumes(fleet.container)) await rt.ensureVolume?.(v, { [LABELS.volume]: fleet.service });
         } catch (err) {
           found.push((err as Error).message);
         }

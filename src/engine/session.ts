@@ -11,7 +11,8 @@ import { journalWriter } from './journal.js';
 import { ExitCode, FleetrollError } from '../errors.js';
 import type { DeployHealthReport } from '../core/deployHealth.js';
 import { deploy, healthOf, InterruptedError, PausedError, RolloutFailedError, type DeployDeps, type DeployOptions, type DeployResult } from './rollout.js';
-import { envOf, revisionOf } from './revision.js';
+import { envOf, revisionOf, secretDigest } from './revision.js';
+import { NOT_KEPT, resolveSecretRefs, type SecretRef } from '../config/secrets.js';
 import { renderUpstream } from '../core/upstream.js';
 
 export interface ManagedOptions extends DeployOptions {
@@ -34,14 +35,73 @@ export interface ManagedResult extends DeployResult {
   revisionNumber: number;
 }
 
-/** Applies the fleet's recorded restart marker, so a plain deploy does not undo a restart. */
+/** Applies the fleet's recorded restart marker (so a plain deploy does not undo a restart) and its revision key. */
 export function withState(fleet: Fleet, state: FleetState | undefined): Fleet {
-  return state?.restartedAt ? { ...fleet, restartedAt: state.restartedAt } : fleet;
+  return {
+    ...fleet,
+    ...(state?.restartedAt ? { restartedAt: state.restartedAt } : {}),
+    ...(state?.revisionKey ? { revisionKey: state.revisionKey } : {}),
+  };
 }
 
-/** The fleet file's settings with the spec of a recorded revision (undo, resume). */
-export function fleetForRecord(fleet: Fleet, r: RevisionRecord): Fleet {
-  return { ...fleet, image: r.image, version: r.version, port: r.port, env: { ...r.env }, restartedAt: r.restartedAt };
+/**
+ * The fleet file's settings with the spec of a recorded revision (undo,
+ * resume, restart): its literal env, its secrets resolved again from their
+ * references (`strict`: a reference that cannot be resolved is exit 2 naming
+ * it; otherwise, for status, it is left out), its container fields.
+ */
+export function fleetForRecord(fleet: Fleet, r: RevisionRecord, o: { strict?: boolean; lookup?: (name: string) => string | undefined; state?: FleetState | undefined } = {}): Fleet {
+  const secrets = resolveSecretRefs(r.envSecrets ?? {}, { lookup: o.lookup ?? ((n) => process.env[n]), fleetFile: fleet.source.file, what: `revision ${r.number}`, strict: o.strict ?? true });
+  const files = r.secretFiles ?? {};
+  return {
+    ...fleet,
+    image: r.image,
+    version: r.version,
+    port: r.port,
+    env: { ...r.env, ...secrets },
+    envSources: Object.fromEntries(Object.entries(r.envSecrets ?? {}).map(([k, ref]) => [k, ref.source])),
+    restartedAt: r.restartedAt,
+    // A revision recorded before container fields were kept had none.
+    container: r.container ?? {},
+    secretSources: Object.fromEntries(Object.entries(files).map(([k, f]) => [k, f.path])),
+    secretDigests: Object.fromEntries(Object.entries(files).map(([k, f]) => [k, f.digest])),
+    ...(o.state?.revisionKey ? { revisionKey: o.state.revisionKey } : {}),
+  };
+}
+
+/** What the state keeps of a revision's env and secret files: literals as written, secrets as references and digests. */
+export function recordSpec(fleet: Fleet, key: string | undefined): Pick<RevisionRecord, 'env' | 'envSecrets' | 'container' | 'secretFiles'> {
+  const env: Record<string, string> = {};
+  const envSecrets: Record<string, SecretRef> = {};
+  for (const [k, v] of Object.entries(envOf(fleet))) {
+    const source = fleet.envSources?.[k];
+    if (source === undefined) env[k] = v;
+    else envSecrets[k] = { source, digest: secretDigest(v, key) };
+  }
+  const secretFiles = Object.fromEntries(Object.entries(fleet.secretSources ?? {}).map(([k, path]) => [k, { path, digest: fleet.secretDigests?.[k] ?? '' }]));
+  return {
+    env,
+    ...(Object.keys(envSecrets).length ? { envSecrets } : {}),
+    ...(fleet.container && Object.keys(fleet.container).length ? { container: fleet.container } : {}),
+    ...(Object.keys(secretFiles).length ? { secretFiles } : {}),
+  };
+}
+
+/**
+ * State written before secrets were kept as references holds env values in
+ * plaintext, and nothing says which were secret: every value of such a
+ * record is replaced by a digest on the next write (undo to it then says
+ * the value was not kept). Returns whether anything changed.
+ */
+export function scrubLegacySecrets(state: FleetState): boolean {
+  let changed = false;
+  for (const r of state.revisions) {
+    if (r.envSecrets !== undefined || r.container !== undefined || Object.keys(r.env ?? {}).length === 0) continue;
+    r.envSecrets = Object.fromEntries(Object.entries(r.env).map(([k, v]) => [k, { source: NOT_KEPT, digest: secretDigest(v, state.revisionKey) }]));
+    r.env = {};
+    changed = true;
+  }
+  return changed;
 }
 
 function outcomeOf(err: unknown): { outcome: RolloutOutcome; message: string } {
@@ -135,6 +195,9 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     if (state.paused && o.continueRevision === undefined) {
       throw new FleetrollError('E_PAUSED', ExitCode.paused, `fleet ${fleetIn.service} is paused (fleetroll pause)`, { hint: 'continue the paused rollout with `fleetroll resume -f <fleet>`' });
     }
+    // The key of the revision hash: made once, kept in the state, never shown.
+    state.revisionKey ??= randomBytes(16).toString('hex');
+    scrubLegacySecrets(state);
     const fleet = withState(fleetIn, state);
     const hash = revisionOf(fleet);
     const rollout = `${new Date().toISOString()}-${randomBytes(3).toString('hex')}`;
@@ -168,7 +231,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
           image: fleet.image,
           version: fleet.version,
           port: fleet.port,
-          env: envOf(fleet),
+          ...recordSpec(fleet, state.revisionKey),
           restartedAt: fleet.restartedAt,
           changeCause: o.changeCause ?? o.command,
           who: h.who,

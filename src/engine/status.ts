@@ -22,7 +22,12 @@ export interface StatusHandles {
 type RevisionRecord = NonNullable<Awaited<ReturnType<StatusHandles['store']['read']>>>['revisions'][number];
 
 /** Env values may be secrets: outside the state they travel by name only. */
-export const publicRecord = (r: RevisionRecord) => ({ ...r, env: Object.keys(r.env).sort() });
+export const publicRecord = ({ envSecrets, secretFiles, ...r }: RevisionRecord) => ({
+  ...r,
+  env: [...Object.keys(r.env), ...Object.keys(envSecrets ?? {})].sort(),
+  ...(envSecrets ? { secrets: Object.fromEntries(Object.entries(envSecrets).map(([k, s]) => [k, s.source])) } : {}),
+  ...(secretFiles ? { secretFiles: Object.fromEntries(Object.entries(secretFiles).map(([k, f]) => [k, f.path])) } : {}),
+});
 
 export interface InstanceStatus {
   name: string;
@@ -38,8 +43,9 @@ export interface InstanceStatus {
 export async function statusReport(fleetIn: Fleet, deps: Pick<DeployDeps, 'runtimes' | 'routers' | 'prober'>, h: StatusHandles) {
   const state = await h.store.read();
   const latest = state?.revisions[state.revisions.length - 1];
-  const fleet = latest ? fleetForRecord(fleetIn, latest) : withState(fleetIn, state);
-  const desired = revisionOf(fleet);
+  const fleet = latest ? fleetForRecord(fleetIn, latest, { strict: false, state }) : withState(fleetIn, state);
+  // The latest rollout's own hash: its secrets need not be resolvable here to say what it aimed at.
+  const desired = latest?.hash ?? revisionOf(fleet);
   const labels = { [LABELS.service]: fleet.service, [LABELS.managed]: 'true' };
   const adoptedRev = state?.revisions.find((r) => r.hash.startsWith(ADOPTED_PREFIX));
   const adopted = await Promise.all(

@@ -26,6 +26,7 @@ describe('Docker labels', () => {
       demo: 'fleetroll.demo',
       image: 'fleetroll.image',
       contextHash: 'fleetroll.context-hash',
+      volume: 'fleetroll.volume',
     });
   });
 
