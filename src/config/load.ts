@@ -4,6 +4,7 @@
  * reported with its field path; nothing here touches Docker or nginx.
  */
 import { analysisSchema } from './analysis.js';
+import { deployChecks } from './checks.js';
 import { readFile } from 'node:fs/promises';
 import { dirname, resolve as resolvePath } from 'node:path';
 import { parseDocument } from 'yaml';
@@ -246,10 +247,10 @@ export async function fleetFromObject(raw: unknown, file: string, cli: CliOverri
     const r = fleetSchema.shape.image.safeParse(cli.image);
     if (!r.success) issues.push({ path: '--image', message: r.error.issues[0]?.message ?? 'invalid image' });
   }
-  if (issues.length > 0 || !strategy) throw new ValidationError(issues, { source: file });
+  if (!strategy) throw new ValidationError(issues, { source: file });
 
   const { defaults: _d, strategy: _s, replacementPolicy: _p, ...rest } = f;
-  return {
+  const fleet: Fleet = {
     ...rest,
     image,
     // An explicit version in the file describes the file's image; an --image override brings its own tag.
@@ -260,4 +261,7 @@ export async function fleetFromObject(raw: unknown, file: string, cli: CliOverri
     timingSources,
     source: { file, defaultsFile },
   };
+  issues.push(...(await deployChecks(fleet, { imageField: cli.image !== undefined ? '--image' : 'image' })));
+  if (issues.length > 0) throw new ValidationError(issues, { source: file });
+  return fleet;
 }
