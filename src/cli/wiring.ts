@@ -15,15 +15,15 @@ import { NginxContainerRouter, NginxExecRouter } from '../adapters/nginx.js';
 import type { AccessLogOpener, DeployDeps, LoadBalancer } from '../engine/rollout.js';
 import type { EventSink } from '../engine/events.js';
 import { ExitCode, FleetrollError } from '../errors.js';
+import { upstreamTemplateProblem } from '../core/upstream.js';
 
 const DEFAULT_TEMPLATE = new URL('../../templates/upstream.conf.tmpl', import.meta.url);
 
 async function readTemplate(path: string | URL, where: string): Promise<string> {
   try {
     const text = await readFile(path, 'utf8');
-    if (!/\{\{\s*servers\s*\}\}/.test(text)) {
-      throw new FleetrollError('E_INVALID', ExitCode.invalidInput, `${where}: the upstream template must contain {{servers}}`);
-    }
+    const problem = upstreamTemplateProblem(text);
+    if (problem !== undefined) throw new FleetrollError('E_INVALID', ExitCode.invalidInput, `${where}: ${problem}`);
     return text;
   } catch (err) {
     if (err instanceof FleetrollError) throw err;

@@ -5,6 +5,7 @@
  */
 import { analysisSchema } from './analysis.js';
 import { createHash } from 'node:crypto';
+import { deployChecks } from './checks.js';
 import { readFile } from 'node:fs/promises';
 import { dirname, resolve as resolvePath } from 'node:path';
 import { parseDocument } from 'yaml';
@@ -390,10 +391,10 @@ export async function fleetFromObject(rawIn: unknown, file: string, cli: CliOver
     const r = fleetSchema.shape.image.safeParse(cli.image);
     if (!r.success) issues.push({ path: '--image', message: r.error.issues[0]?.message ?? 'invalid image' });
   }
-  if (issues.length > 0 || !strategy) throw new ValidationError(issues, { source: file });
+  if (!strategy) throw new ValidationError(issues, { source: file });
 
   const { defaults: _d, strategy: _s, replacementPolicy: _p, ...rest } = f;
-  return {
+  const fleet: Fleet = {
     ...rest,
     image,
     // An explicit version in the file describes the file's image; an --image override brings its own tag.
@@ -408,4 +409,7 @@ export async function fleetFromObject(rawIn: unknown, file: string, cli: CliOver
     secretSources: Object.fromEntries(Object.entries(prepared.secretSources).filter(([name]) => (f.secrets ?? []).some((s) => s.name === name))),
     secretDigests: Object.fromEntries(Object.entries(prepared.secretDigests).filter(([name]) => (f.secrets ?? []).some((s) => s.name === name))),
   };
+  issues.push(...(await deployChecks(fleet, { imageField: cli.image !== undefined ? '--image' : 'image' })));
+  if (issues.length > 0) throw new ValidationError(issues, { source: file });
+  return fleet;
 }

@@ -16,7 +16,7 @@ const DOCKER_NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/;
 /** nginx upstream names: an identifier, nothing nginx could read as syntax. */
 const UPSTREAM_RE = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 /** An image reference: [registry/]name[:tag][@digest], no whitespace or quotes. */
-const IMAGE_RE = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]{0,254}$/;
+export const IMAGE_RE = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]{0,254}$/;
 /** Absolute file paths for upstream files. */
 const ABS_PATH_RE = /^\/[A-Za-z0-9._\-/]+$/;
 /** loadBalancers[].nginx.accessLog: an absolute file path, or "stdout" (the container's log stream). */

@@ -256,6 +256,41 @@ export function renderUpstreamParts(input: UpstreamInput): { servers: string; bl
   return { servers: body, blocks: blocks.join('\n') };
 }
 
+const SERVERS_RE = /\{\{\s*servers\s*\}\}/;
+
+/** What is wrong with an upstream template's text, if anything: without {{servers}} no instance would ever reach the file. */
+export function upstreamTemplateProblem(text: string): string | undefined {
+  return SERVERS_RE.test(text) ? undefined : 'the upstream template must contain {{servers}}';
+}
+
+/**
+ * The longest variable name (without "$") a `map` may define under nginx's
+ * default `variables_hash_bucket_size` 64. nginx keeps every variable a map
+ * defines in one hash; an entry takes a pointer (8 bytes) plus the name and 2
+ * bytes rounded up to 8, and a bucket ends with an 8-byte marker, so one
+ * name fills a 64-byte bucket at 46 characters. Measured on nginx 1.22.1
+ * (64-bit): a 46-character name passes `nginx -t`, 47 fails with "could not
+ * build variables_hash, you should increase variables_hash_bucket_size: 64".
+ * $cookie_NAME and $http_NAME are prefix variables, not in that hash: no limit
+ * there below the 64 characters a NAME may have.
+ */
+export const NGINX_MAP_VARIABLE_MAX = 46;
+
+/**
+ * The variables the rendered file defines with `map` (spelled with "$") for
+ * an upstream under a canary's sticky key and force key: the names that must
+ * fit nginx's variables hash (NGINX_MAP_VARIABLE_MAX).
+ */
+export function mapVariables(upstream: string, o: { hash?: StickyKey | undefined; force?: ForceKey | undefined }): { variable: string; from: 'hash' | 'force' }[] {
+  const out: { variable: string; from: 'hash' | 'force' }[] = [];
+  if (o.hash !== undefined) {
+    const s = stickyVariable(o.hash, upstream);
+    if (s.map !== undefined) out.push({ variable: s.variable, from: 'hash' });
+  }
+  if (o.force !== undefined) out.push({ variable: forceRoute(upstream).variable, from: 'force' });
+  return out;
+}
+
 const BLOCKS_RE = /\{\{\s*blocks\s*\}\}/;
 
 /**

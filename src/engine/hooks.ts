@@ -10,7 +10,7 @@ export type HookName = 'preDeploy' | 'prePromotion' | 'postWave' | 'postDeploy';
 
 export interface HookResult {
   ok: boolean;
-  /** "exited with 3", "timed out after 60 s", "could not start: ENOENT" */
+  /** "exited with 3", "timed out after 60 s", "was killed by SIGKILL", "could not start: ENOENT" */
   outcome: string;
   output: string;
 }
@@ -28,24 +28,41 @@ export async function runHook(
   const [file, ...args] = argv;
   if (!file) return { ok: true, outcome: 'nothing to run', output: '' };
   emit({ type: 'info', message: `hook ${name}: running ${argv.map((a) => (/\s/.test(a) ? JSON.stringify(a) : a)).join(' ')}` });
-  const { execa } = await import('execa');
-  const r = await execa(file, args, {
-    reject: false,
-    stdin: 'ignore',
-    all: true,
-    timeout: timeoutMs,
-    env: context,
-    // The hook inherits the environment it was started from (PATH, HOME, ...).
-    extendEnv: true,
-  });
+  let r: Awaited<ReturnType<typeof import('execa').execa>>;
+  try {
+    const { execa } = await import('execa');
+    r = await execa(file, args, {
+      reject: false,
+      stdin: 'ignore',
+      all: true,
+      timeout: timeoutMs,
+      env: context,
+      // The hook inherits the environment it was started from (PATH, HOME, ...).
+      extendEnv: true,
+    });
+  } catch (err) {
+    // execa throws, despite reject: false, for what it checks before spawning
+    // (a NUL byte in an argument is a TypeError); a hook that cannot run is a
+    // failed hook like one that exits non-zero, never an error out of the rollout.
+    const e = err as NodeJS.ErrnoException;
+    const outcome = `could not start: ${e.code ?? e.name}: ${firstLine(e.message)}`;
+    emit({ type: 'info', message: `hook ${name}: ${outcome}` });
+    return { ok: false, outcome, output: '' };
+  }
   const lines = String(r.all ?? '').split('\n').filter((l) => l.trim() !== '');
   const output = lines.slice(-MAX_OUTPUT_LINES).join('\n');
   for (const l of lines.slice(-MAX_OUTPUT_LINES)) emit({ type: 'info', message: `hook ${name}| ${l}` });
   let outcome: string;
   if (r.timedOut) outcome = `timed out after ${timeoutMs / 1000} s`;
-  else if (r.exitCode === undefined) outcome = `could not start: ${(r.cause as NodeJS.ErrnoException | undefined)?.code ?? r.shortMessage}`;
-  else outcome = `exited with ${r.exitCode}`;
+  else if (r.exitCode !== undefined) outcome = `exited with ${r.exitCode}`;
+  else if (r.signal !== undefined) outcome = `was killed by ${r.signal}`;
+  else outcome = `could not start: ${(r.cause as NodeJS.ErrnoException | undefined)?.code ?? firstLine(r.shortMessage ?? 'no reason given')}`;
   const ok = !r.failed && r.exitCode === 0;
   emit({ type: 'info', message: `hook ${name}: ${ok ? 'ok' : outcome}` });
   return { ok, outcome, output };
+}
+
+/** The first line of a message, control characters escaped (the message may quote a bad argument). */
+function firstLine(text: string): string {
+  return (text.split('\n')[0] ?? text).replace(/[\u0000-\u001f\u007f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
