@@ -6,7 +6,7 @@
  */
 import { Option, type Command, type OptionValues } from '@commander-js/extra-typings';
 import type { Fleet } from '../config/load.js';
-import { MODE_DESCRIPTION, SOURCE_LABEL, resolveStrategy, type CanaryStep, type ResolvedStrategy } from '../core/strategy.js';
+import { MAX_REPLICAS, MODE_DESCRIPTION, SOURCE_LABEL, resolveStrategy, type CanaryStep, type ResolvedStrategy } from '../core/strategy.js';
 import { ValidationError } from '../errors.js';
 import { parseCount } from './args.js';
 import { maxSurgeOption, maxUnavailableOption, optionalFleetFileOption, replacementPolicyOption } from './options.js';
@@ -16,7 +16,7 @@ import { table, type Out } from './output.js';
 export function withStrategyOptions<A extends unknown[], O extends OptionValues, G extends OptionValues>(cmd: Command<A, O, G>) {
   return cmd
     .addOption(optionalFleetFileOption('fleet file to read replicas and strategy from'))
-    .addOption(new Option('--replicas <n>', 'number of instances (without -f, or to override the file)').argParser(parseCount('--replicas', 0, 100000)))
+    .addOption(new Option('--replicas <n>', 'number of instances (without -f, or to override the file)').argParser(parseCount('--replicas', 0, MAX_REPLICAS)))
     .addOption(maxSurgeOption('instances allowed above replicas, e.g. 1 or 25% (overrides the file)'))
     .addOption(maxUnavailableOption('instances allowed to be unavailable, e.g. 0 or 25% (overrides the file)'))
     .addOption(replacementPolicyOption('TerminationStarted (a replacement starts as soon as an instance is marked down) or TerminationComplete (only once its container is gone)'));

@@ -8,6 +8,7 @@ import type * as zod from 'zod';
 import * as z from './zod.js';
 import { analysisSchema } from './analysis.js';
 import { containerFields } from './container.js';
+import { MAX_REPLICAS } from '../core/strategy.js';
 
 export const SERVICE_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
 const HOST_NAME_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
@@ -183,7 +184,7 @@ export const fleetSchema = z
   .object({
     service: pattern(SERVICE_RE, 'lowercase letters, digits and dashes, starting with a letter or digit (max 63)'),
     image: pattern(IMAGE_RE, 'a Docker image reference like "name:tag"'),
-    replicas: int(0, 10000),
+    replicas: int(0, MAX_REPLICAS),
     port: int(1, 65535, 'a port'),
     env: z
       .record(

@@ -102,6 +102,15 @@ export const SOURCE_LABEL: Record<ValueSource, string> = {
   builtin: 'built-in default',
 };
 
+/**
+ * Most replicas a fleet (the file's `replicas`, and plan's and simulate's
+ * --replicas) may have: where the engine is measured to stay tractable.
+ * simulate compresses a rollout's events into CPU time, and its cost per
+ * event grows with the fleet (every reload renders the whole upstream), so
+ * above this a 1/0 rollout would not finish in reasonable time.
+ */
+export const MAX_REPLICAS = 10_000;
+
 export const BUILTIN_DEFAULTS = {
   maxSurge: '25%',
   maxUnavailable: '25%',

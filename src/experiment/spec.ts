@@ -85,7 +85,7 @@ const strategySchema = z
         {
           canaryReplicas: integer(1, 20).optional(),
           stickyKey: z.unknown().optional(),
-          steps: z.array(z.unknown(), msg('a list of steps like [{ setWeight: 25 }, { analysis: {} }]')).optional(),
+          steps: z.array(z.unknown(), msg('a list of steps like [{ setWeight: 25 }, { analysis: {} }]')).max(50, 'must list at most 50 steps').optional(),
         },
         msg('a mapping: { steps, canaryReplicas }'),
       )
@@ -168,7 +168,7 @@ export const experimentSchema = z
       .strict()
       .optional(),
     /** Formats for the per-request recordings. */
-    records: z.array(z.enum(['ndjson', 'csv'], msg('"ndjson" or "csv"'))).min(1).default(['ndjson']),
+    records: z.array(z.enum(['ndjson', 'csv'], msg('"ndjson" or "csv"'))).min(1).max(2, 'must list at most 2 formats (ndjson, csv)').default(['ndjson']),
   })
   .strict();
 
@@ -570,22 +570,33 @@ function issuesOf(error: zod.ZodError, raw: unknown): FieldIssue[] {
   return zodIssues(new z.ZodError(flat));
 }
 
-/** Validates a parsed document; throws ValidationError listing every problem. */
-export function parseExperimentSpec(raw: unknown, source: string): ExperimentSpec {
-  const parsed = experimentSchema.safeParse(raw);
-  if (!parsed.success) throw new ValidationError(issuesOf(parsed.error, raw), { source });
-  const issues = [...strategyIssues(parsed.data), ...badVersionIssues(parsed.data.badVersion)];
-  if (issues.length > 0) throw new ValidationError(issues, { source });
-  return parsed.data;
-}
+/**
+ * Most runs one experiment may plan. Each run rolls a real local fleet under
+ * load (tens of seconds), so 1,000 runs is already most of a day; and the
+ * matrix is a product, so three 12-value lists with 20 strategies and 50
+ * repetitions would plan 1.7 million runs, whose cells alone take gigabytes
+ * to expand. The size is computed from the list lengths before anything is
+ * expanded.
+ */
+export const MAX_PLANNED_RUNS = 1000;
 
-export async function loadExperimentSpec(file: string): Promise<ExperimentSpec> {
-  return parseExperimentSpec(await readDocument(file, 'experiment spec'), file);
-}
+/** Where each dimension's values come from in the spec (the paths an issue names). */
+const DIMENSION_PATHS: Record<Dimension, string> = {
+  replicas: 'fleet/replicas',
+  drainSeconds: 'fleet/drainSeconds',
+  warmupSeconds: 'fleet/warmupSeconds',
+  minReadySeconds: 'fleet/minReadySeconds',
+  prestopSeconds: 'fleet/prestopSeconds',
+  getPerSecond: 'load/getPerSecond',
+  postConcurrency: 'load/postConcurrency',
+  postDurationMs: 'load/postDurationMs',
+  keepAlive: 'load/keepAlive',
+  badErrorRate: 'badVersion/errorRate',
+  badLatencyMs: 'badVersion/latencyMs',
+};
 
-/** The matrix: one cell per strategy and combination of list-valued settings, in spec order. */
-export function expandCells(spec: ExperimentSpec): Cell[] {
-  const values: Record<Dimension, (number | boolean)[]> = {
+function dimensionValues(spec: ExperimentSpec): Record<Dimension, (number | boolean)[]> {
+  return {
     replicas: list(spec.fleet.replicas),
     drainSeconds: list(spec.fleet.drainSeconds),
     warmupSeconds: list(spec.fleet.warmupSeconds),
@@ -599,6 +610,71 @@ export function expandCells(spec: ExperimentSpec): Cell[] {
     badErrorRate: list(spec.badVersion?.errorRate ?? 0),
     badLatencyMs: list(spec.badVersion?.latencyMs ?? 0),
   };
+}
+
+export interface MatrixSize {
+  /** strategies × the product of the value counts × repetitions. */
+  runs: number;
+  cells: number;
+  /** The lists of more than one value, with their value counts, in DIMENSIONS order. */
+  lists: { path: string; values: number }[];
+  strategies: number;
+  repetitions: number;
+}
+
+/** The size of the matrix, by arithmetic on the list lengths (nothing is expanded). */
+export function matrixSize(spec: ExperimentSpec): MatrixSize {
+  const values = dimensionValues(spec);
+  const lists = DIMENSIONS.filter((d) => values[d].length > 1).map((d) => ({ path: DIMENSION_PATHS[d], values: values[d].length }));
+  const cells = lists.reduce((n, l) => n * l.values, spec.strategies.length);
+  return { runs: cells * spec.repetitions, cells, lists, strategies: spec.strategies.length, repetitions: spec.repetitions };
+}
+
+const count = (n: number, one: string, many = `${one}s`) => `${n.toLocaleString('en-US')} ${n === 1 ? one : many}`;
+
+/**
+ * The issue when the spec plans more than MAX_PLANNED_RUNS runs, or
+ * undefined; `repetitionsFrom` says where repetitions came from when not the
+ * spec (the command's --repetitions).
+ */
+export function matrixIssue(spec: ExperimentSpec, repetitionsFrom?: string): FieldIssue | undefined {
+  const m = matrixSize(spec);
+  if (m.runs <= MAX_PLANNED_RUNS) return undefined;
+  const values = m.lists.length === 0 ? [] : [`${m.lists.map((l) => l.values).join(' × ')} values`];
+  const factors = [...values, count(m.strategies, 'strategy', 'strategies'), `${count(m.repetitions, 'repetition')}${repetitionsFrom ? ` (${repetitionsFrom})` : ''}`];
+  const lists = m.lists.length === 0 ? '' : `; the lists: ${m.lists.map((l) => `${l.path} (${l.values})`).join(', ')}`;
+  return {
+    path: 'matrix',
+    message: `${count(m.runs, 'run')} planned (${factors.join(' × ')}), more than the ${MAX_PLANNED_RUNS.toLocaleString('en-US')} an experiment may plan${lists}: list fewer values, strategies or repetitions, or split the spec`,
+  };
+}
+
+/** Throws ValidationError when the spec plans more runs than MAX_PLANNED_RUNS (see matrixIssue). */
+export function assertPlannable(spec: ExperimentSpec, source?: string, repetitionsFrom?: string): void {
+  const issue = matrixIssue(spec, repetitionsFrom);
+  if (issue) throw new ValidationError([issue], source === undefined ? {} : { source });
+}
+
+/** Validates a parsed document; throws ValidationError listing every problem. */
+export function parseExperimentSpec(raw: unknown, source: string): ExperimentSpec {
+  const parsed = experimentSchema.safeParse(raw);
+  if (!parsed.success) throw new ValidationError(issuesOf(parsed.error, raw), { source });
+  // First, by arithmetic: the checks below are bounded by the list caps, but nothing may expand an oversized matrix.
+  const matrix = matrixIssue(parsed.data);
+  const issues = [...(matrix ? [matrix] : []), ...strategyIssues(parsed.data), ...badVersionIssues(parsed.data.badVersion)];
+  if (issues.length > 0) throw new ValidationError(issues, { source });
+  return parsed.data;
+}
+
+export async function loadExperimentSpec(file: string): Promise<ExperimentSpec> {
+  return parseExperimentSpec(await readDocument(file, 'experiment spec'), file);
+}
+
+/** The matrix: one cell per strategy and combination of list-valued settings, in spec order. */
+export function expandCells(spec: ExperimentSpec): Cell[] {
+  // Again here: a caller may have changed the spec after parsing it (the command's --repetitions).
+  assertPlannable(spec);
+  const values = dimensionValues(spec);
   const varying = DIMENSIONS.filter((d) => values[d].length > 1);
   let combos: Partial<Record<Dimension, number | boolean>>[] = [{}];
   for (const d of DIMENSIONS) combos = combos.flatMap((c) => values[d].map((v) => ({ ...c, [d]: v })));

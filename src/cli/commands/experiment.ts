@@ -4,7 +4,7 @@ import { SERVICE_RE } from '../../config/schema.js';
 import { fieldError, ReportedFailure } from '../../errors.js';
 import { runExperiment } from '../../experiment/experiment.js';
 import { fmtStat, type ExperimentSummary } from '../../experiment/report.js';
-import { loadExperimentSpec } from '../../experiment/spec.js';
+import { assertPlannable, loadExperimentSpec } from '../../experiment/spec.js';
 import { parseCount } from '../args.js';
 import { dockerEndpointOption, jsonOption } from '../options.js';
 import { table, type Out } from '../output.js';
@@ -118,7 +118,10 @@ Examples:
         throw fieldError('--name', `must be lowercase letters, digits and dashes (at most 50), got ${JSON.stringify(o.name)}`);
       }
       const spec = await loadExperimentSpec(o.file);
-      if (o.repetitions !== undefined) spec.repetitions = o.repetitions;
+      if (o.repetitions !== undefined) {
+        spec.repetitions = o.repetitions;
+        assertPlannable(spec, o.file, '--repetitions');
+      }
       const progress = o.json ? process.stderr : process.stdout;
       const log = (line: string) => progress.write(`${line}\n`);
 
