@@ -14,6 +14,7 @@ import { deploy, healthOf, InterruptedError, PausedError, RolloutFailedError, ty
 import { envOf, revisionOf, secretDigest } from './revision.js';
 import { NOT_KEPT, resolveSecretRefs, type SecretRef } from '../config/secrets.js';
 import { renderUpstream } from '../core/upstream.js';
+import { diffLines, diffSpecs } from '../core/specDiff.js';
 
 export interface ManagedOptions extends DeployOptions {
   /** The command line, recorded with the lock. */
@@ -85,6 +86,19 @@ export function recordSpec(fleet: Fleet, key: string | undefined): Pick<Revision
     ...(fleet.container && Object.keys(fleet.container).length ? { container: fleet.container } : {}),
     ...(Object.keys(secretFiles).length ? { secretFiles } : {}),
   };
+}
+
+/**
+ * What changes from the fleet's running revision (the latest in its
+ * history) to `fleet`, as lines for people; undefined when there is no
+ * history yet. Secret values are compared by digest only.
+ */
+export function changesFromRunning(fleet: Fleet, state: FleetState | undefined): { from: RevisionRecord; lines: string[] } | undefined {
+  const from = state?.revisions[state.revisions.length - 1];
+  if (!from || from.hash.startsWith(ADOPTED_PREFIX)) return undefined;
+  const f = withState(fleet, state);
+  const to = { image: f.image, version: f.version, port: f.port, restartedAt: f.restartedAt, ...recordSpec(f, state?.revisionKey) };
+  return { from, lines: diffLines(diffSpecs(from, to)) };
 }
 
 /**
@@ -200,6 +214,10 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     scrubLegacySecrets(state);
     const fleet = withState(fleetIn, state);
     const hash = revisionOf(fleet);
+    const changes = changesFromRunning(fleetIn, state);
+    if (changes && changes.from.hash !== hash) {
+      emit({ type: 'info', message: changes.lines.length ? `changes from revision ${changes.from.number} (${changes.from.hash}):\n  ${changes.lines.join('\n  ')}` : `revision ${changes.from.number} (${changes.from.hash}) differs only in what it was recorded with (the revision key)` });
+    }
     const rollout = `${new Date().toISOString()}-${randomBytes(3).toString('hex')}`;
 
     const journal = await h.store.journal();

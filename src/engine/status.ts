@@ -36,6 +36,8 @@ export interface InstanceStatus {
   version: string;
   state: string;
   ready: boolean;
+  /** How often Docker restarted it (its restart policy); CRASH_LOOP_RESTARTS or more is reported as a crash loop. */
+  restarts: number;
   /** Per load balancer (by its name): the instance's server line. */
   upstreams: Record<string, 'up' | 'down' | 'absent'>;
 }
@@ -66,6 +68,8 @@ export async function statusReport(fleetIn: Fleet, deps: Pick<DeployDeps, 'runti
       version: i.labels[LABELS.version] ?? '?',
       state: i.state,
       ready: i.running && i.address ? await deps.prober.ready(i.address) : false,
+      // Only inspect says how often the engine restarted a container.
+      restarts: i.restartCount ?? (await deps.runtimes.get(i.host)?.inspect(i.id).catch(() => undefined))?.restartCount ?? 0,
       upstreams: Object.fromEntries(
         upstreams.map((u) => {
           const s = u.servers.find((x) => x.name === i.name);
@@ -92,6 +96,14 @@ export async function statusReport(fleetIn: Fleet, deps: Pick<DeployDeps, 'runti
     lock: (await h.lock.info()) ?? null,
   };
 }
+
+/**
+ * Restarts from which `status` calls an instance crash-looping. Like
+ * Kubernetes' CrashLoopBackOff, restarts are a failure signal, not a fix:
+ * the rollout already keeps such an instance out of traffic (it is not ready
+ * while it restarts) and fails at the progress deadline.
+ */
+export const CRASH_LOOP_RESTARTS = 3;
 
 export type StatusReport = Awaited<ReturnType<typeof statusReport>>;
 

@@ -7,7 +7,7 @@ import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { loadFleet } from '../../config/load.js';
 import { findAdoptable, parseAdoptMatch } from '../../engine/adopt.js';
 import { adoptFleet, fleetForRecord, requestSwitchBack } from '../../engine/session.js';
-import { publicRecord, statusReport, watchRollout, type StatusReport } from '../../engine/status.js';
+import { CRASH_LOOP_RESTARTS, publicRecord, statusReport, watchRollout, type StatusReport } from '../../engine/status.js';
 import { ExitCode, FleetrollError, fieldError } from '../../errors.js';
 import type { RevisionRecord } from '../../ports.js';
 import { parseCount, parseDuration } from '../args.js';
@@ -274,8 +274,17 @@ function printStatus(r: StatusReport, out: Out): void {
     const lbs = Object.keys(r.instances[0]?.upstreams ?? {});
     out.line(
       table(
-        ['NAME', 'HOST', 'REVISION', 'VERSION', 'STATE', 'READY', ...lbs.map((_, i) => `LB${i + 1}`)],
-        r.instances.map((i) => [i.name, i.host, `${i.revision}${i.revision === r.desired.revision ? '*' : ''}`, i.version, i.state, i.ready ? 'yes' : 'no', ...lbs.map((l) => i.upstreams[l] ?? '')]),
+        ['NAME', 'HOST', 'REVISION', 'VERSION', 'STATE', 'READY', 'RESTARTS', ...lbs.map((_, i) => `LB${i + 1}`)],
+        r.instances.map((i) => [
+          i.name,
+          i.host,
+          `${i.revision}${i.revision === r.desired.revision ? '*' : ''}`,
+          i.version,
+          i.state,
+          i.ready ? 'yes' : 'no',
+          `${i.restarts}${i.restarts >= CRASH_LOOP_RESTARTS ? ' (crash loop?)' : ''}`,
+          ...lbs.map((l) => i.upstreams[l] ?? ''),
+        ]),
         '  ',
       ),
     );
@@ -283,6 +292,8 @@ function printStatus(r: StatusReport, out: Out): void {
   }
   const l = r.lastRollout;
   out.line(l ? `last rollout: revision ${l.number} (${l.image}) ${l.outcome}, started ${when(l.when)} by ${l.who}${l.message ? `: ${l.message}` : ''}` : 'last rollout: none recorded');
+  const looping = r.instances.filter((i) => i.restarts >= CRASH_LOOP_RESTARTS);
+  if (looping.length > 0) out.line(`crash loop: ${looping.map((i) => `${i.name} (${i.restarts} restarts)`).join(', ')} keep${looping.length === 1 ? 's' : ''} being restarted by Docker; see docker logs ${looping[0]!.name}`);
   if (r.paused) out.line('PAUSED: a rollout stops before its next wave; fleetroll resume continues it');
   if (r.lock) out.line(`locked by ${r.lock.holder} (pid ${r.lock.pid}) since ${r.lock.started}${r.lock.stale ? ' (stale)' : ''}`);
 }
