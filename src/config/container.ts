@@ -323,6 +323,7 @@ const healthcheck = z
       timeout: duration('a timeout').optional(),
       retries: z.number().int().min(0).max(1000).optional(),
       startPeriod: duration('a start period').optional(),
+      startInterval: duration('a start interval').optional(),
       disable: z.boolean().optional(),
     },
     { error: (i) => `must be a mapping { test, interval, timeout, retries, startPeriod } or { disable: true }, ${got(i.input)}` },
@@ -344,6 +345,7 @@ const healthcheck = z
       ...(v.timeout !== undefined ? { timeoutMs: v.timeout } : {}),
       ...(v.retries !== undefined ? { retries: v.retries } : {}),
       ...(v.startPeriod !== undefined ? { startPeriodMs: v.startPeriod } : {}),
+      ...(v.startInterval !== undefined ? { startIntervalMs: v.startInterval } : {}),
     };
   });
 

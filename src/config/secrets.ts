@@ -40,6 +40,10 @@ export function resolveSecretRefs(
       issues.push({ path, message: `${o.what} was recorded before fleetroll kept secrets as references: its value is not in the state; deploy it from its fleet file instead` });
       continue;
     }
+    if (ref.source.startsWith('compose:')) {
+      issues.push({ path, message: `${o.what} took it from ${ref.source.slice('compose:'.length)} through more than one variable: deploy that revision from its compose file instead` });
+      continue;
+    }
     if (ref.source.startsWith('envFile:')) {
       const file = resolvePath(dirname(o.fleetFile), ref.source.slice('envFile:'.length));
       let parsed = files.get(file);

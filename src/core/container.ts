@@ -37,6 +37,8 @@ export interface HealthcheckSpec {
   timeoutMs?: number | undefined;
   retries?: number | undefined;
   startPeriodMs?: number | undefined;
+  /** Probe interval during the start period (Docker API 1.44+; older engines ignore it). */
+  startIntervalMs?: number | undefined;
 }
 
 /** A secret file mounted read-only at /run/secrets/<target>. */
@@ -187,6 +189,7 @@ export function dockerCreateBody(base: CreateBase, c: ContainerConfig = {}): Rec
               ...(hc.timeoutMs !== undefined ? { Timeout: ms(hc.timeoutMs) } : {}),
               ...(hc.retries !== undefined ? { Retries: hc.retries } : {}),
               ...(hc.startPeriodMs !== undefined ? { StartPeriod: ms(hc.startPeriodMs) } : {}),
+              ...(hc.startIntervalMs !== undefined ? { StartInterval: ms(hc.startIntervalMs) } : {}),
             },
           }),
     HostConfig: hostConfig,

@@ -3,7 +3,7 @@ import { dirname, resolve } from 'node:path';
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { loadFleet, type Fleet } from '../../config/load.js';
 import { forceRoute, stickyVariable } from '../../core/upstream.js';
-import { fleetFileOption, jsonOption } from '../options.js';
+import { composeServiceOption, fleetFileOption, jsonOption } from '../options.js';
 import type { Out } from '../output.js';
 import { explainStrategy } from '../strategy.js';
 
@@ -90,10 +90,11 @@ export function registerValidate(program: CommandUnknownOpts, out: Out): void {
     .command('validate')
     .description('check a fleet file (and its shared defaults) without touching anything')
     .addOption(fleetFileOption())
+    .addOption(composeServiceOption())
     .addOption(jsonOption('print the effective fleet as JSON'))
     .addHelpText('after', '\nExit status: 0 valid, 2 invalid (every problem is listed with its field path).\n\nExample:\n  $ fleetroll validate -f examples/fleet.yaml')
     .action(async (o) => {
-      const fleet = await loadFleet(o.file);
+      const fleet = await loadFleet(o.file, { service: o.service });
       const nginx = await nginxNotes(fleet);
       const logs = accessLogNotes(fleet);
       nginx.lines.push(...logs.lines);
