@@ -746,7 +746,7 @@ function labelMap(c: Ctx, v: unknown, path: string): Json {
   return out;
 }
 
-function mapService(doc: Json, name: string, dir: string, project: string, lookup: Lookup): { fields: Json; warnings: string[]; issues: FieldIssue[] } {
+function mapService(doc: Json, name: string, dir: string, project: string, lookup: Lookup, ignore: ReadonlySet<string> = new Set()): { fields: Json; warnings: string[]; issues: FieldIssue[] } {
   const services = doc.services as Json;
   const svc = services[name];
   if (!isObj(svc)) {
@@ -761,7 +761,8 @@ function mapService(doc: Json, name: string, dir: string, project: string, looku
     if (key.startsWith('x-')) continue;
     const rule = COMPOSE_FIELD_RULES.get(key);
     if (!rule) refuse(c, key, 'not a compose-spec service field');
-    else if (rule.status === 'refused') refuse(c, key, rule.why);
+    else if (rule.status === 'refused' && ignore.has(key)) warn(c, key, 'left out, as compose.ignore asks');
+    else if (rule.status === 'refused') refuse(c, key, `${rule.why}${ADOPT_IGNORABLE.has(key) ? ` (for a compose file that also starts the service itself, as before adopt, leave it out with compose: { ignore: [${key}] })` : ''}`);
     else if (rule.status === 'ignored') warn(c, key, `ignored: ${rule.why}`);
     else MAPPERS[key]!(c, svc[key], svc, res);
   }
@@ -792,9 +793,17 @@ function mapService(doc: Json, name: string, dir: string, project: string, looku
  * interpolating the fleet file, and do not interpolate them again (a `$$` in
  * the compose file is already a single `$`).
  */
-export async function composeService(file: string, service: string, env: NodeJS.ProcessEnv): Promise<ComposeServiceResult> {
+/**
+ * Refused fields a fleet file may leave out by name (`compose.ignore`): the
+ * ones that say how compose itself starts the service (builds it, names its
+ * one container, orders it after others), which fleetroll replaces. A
+ * compose file a team keeps using beside fleetroll (until `adopt`) has them.
+ */
+export const ADOPT_IGNORABLE: ReadonlySet<string> = new Set(['build', 'container_name', 'depends_on']);
+
+export async function composeService(file: string, service: string, env: NodeJS.ProcessEnv, o: { ignore?: readonly string[] } = {}): Promise<ComposeServiceResult> {
   const loaded = await loadCompose(file, env);
-  const r = mapService(loaded.doc, service, loaded.dir, loaded.project, loaded.lookup);
+  const r = mapService(loaded.doc, service, loaded.dir, loaded.project, loaded.lookup, new Set(o.ignore ?? []));
   if (r.issues.length > 0) throw new ValidationError(r.issues, { source: file });
   return { fields: r.fields, warnings: r.warnings, composeDir: loaded.dir, project: loaded.project, variables: loaded.variables };
 }

@@ -14,7 +14,7 @@ import { BUILTIN_DEFAULTS, resolveStrategy, type ResolvedStrategy, type RollingU
 import type { ContainerConfig } from '../core/container.js';
 import { containerConfigOf } from './container.js';
 import { interpolateTree, parseDotenv } from './interpolate.js';
-import { composeService, fleetFromCompose, isComposeDocument } from './compose.js';
+import { ADOPT_IGNORABLE, composeService, fleetFromCompose, isComposeDocument } from './compose.js';
 import { defaultsSchema, fleetSchema, strategySchema, zodIssues, type DefaultsParsed, type FleetFileParsed } from './schema.js';
 
 export interface CliOverrides {
@@ -131,11 +131,12 @@ async function prepare(raw: unknown, file: string, lookup: VariableLookup, compo
   }
   // compose: { file, service }: the container from the team's compose file; the fleet file's fields win.
   let composed = composedIn;
-  const ref = obj.compose as { file?: unknown; service?: unknown } | undefined;
+  const ref = obj.compose as { file?: unknown; service?: unknown; ignore?: unknown } | undefined;
   if (!composed && ref !== null && typeof ref === 'object' && typeof ref.file === 'string' && typeof ref.service === 'string') {
     const composeFile = resolvePath(dir, ref.file);
     try {
-      const r = await composeService(composeFile, ref.service, lookupEnv(lookup));
+      const ignore = Array.isArray(ref.ignore) ? ref.ignore.filter((x): x is string => typeof x === 'string' && ADOPT_IGNORABLE.has(x)) : [];
+      const r = await composeService(composeFile, ref.service, lookupEnv(lookup), { ignore });
       composed = { ...r, file: composeFile, service: ref.service };
       const own = obj;
       const merged: Record<string, unknown> = { ...r.fields, ...own };
@@ -145,14 +146,15 @@ async function prepare(raw: unknown, file: string, lookup: VariableLookup, compo
         const b = own[m];
         if (a && typeof a === 'object' && !Array.isArray(a) && b && typeof b === 'object' && !Array.isArray(b)) merged[m] = { ...(a as object), ...(b as object) };
       }
-      delete merged.compose;
+      // Kept for the schema, which checks it (ignore's names); dropped after.
+      merged.compose = own.compose;
       for (const k of Object.keys(merged)) delete obj[k];
       Object.assign(obj, merged);
     } catch (err) {
       if (!(err instanceof ValidationError)) throw err;
       out.issues.push(...err.issues.map((i) => ({ path: `compose (${composeFile})${i.path ? `: ${i.path}` : ''}`, message: i.message })));
     }
-  } else if (!composed) delete obj.compose;
+  }
   if (composed) {
     out.notes.push(...composed.warnings.map((w) => `compose: ${w}`));
     // An env value compose interpolated is a secret: kept as its variable when it is exactly one.
@@ -163,7 +165,6 @@ async function prepare(raw: unknown, file: string, lookup: VariableLookup, compo
       if (key === undefined || env?.[key] === undefined || out.envSources[key] !== undefined) continue;
       out.envSources[key] = vars.length === 1 && lookup(vars[0]!) === String(env[key]) ? `\${${vars[0]}}` : `compose:${composed.file}`;
     }
-    delete obj.compose;
   }
   // env files: their values join env (env's own entries win) and are secrets.
   const envFile = obj.envFile;

@@ -199,7 +199,15 @@ export const fleetSchema = z
       .optional(),
     /** Take the container from a service of the team's compose file; the fleet file's own fields win. */
     compose: z
-      .object({ file: z.string().min(1), service: z.string().regex(/^[a-zA-Z0-9._-]{1,63}$/, { error: (i) => `must be a compose service name, got ${JSON.stringify(i.input)}` }) }, { error: 'must be { file: ./docker-compose.yml, service: NAME }' })
+      .object(
+        {
+          file: z.string().min(1),
+          service: z.string().regex(/^[a-zA-Z0-9._-]{1,63}$/, { error: (i) => `must be a compose service name, got ${JSON.stringify(i.input)}` }),
+          /** Compose fields to leave out by name: only build, container_name and depends_on (how compose itself starts the service). */
+          ignore: z.array(z.enum(['build', 'container_name', 'depends_on'], { error: (i) => `may name build, container_name or depends_on (what compose itself uses to start the service), got ${JSON.stringify(i.input)}` })).optional(),
+        },
+        { error: 'must be { file: ./docker-compose.yml, service: NAME, ignore: [...] }' },
+      )
       .strict()
       .optional(),
     ...containerFields,
