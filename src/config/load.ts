@@ -14,6 +14,7 @@ import { BUILTIN_DEFAULTS, resolveStrategy, type ResolvedStrategy, type RollingU
 import type { ContainerConfig } from '../core/container.js';
 import { containerConfigOf } from './container.js';
 import { interpolateTree, parseDotenv } from './interpolate.js';
+import { digestSecretFiles } from './secrets.js';
 import { ADOPT_IGNORABLE, composeService, fleetFromCompose, isComposeDocument } from './compose.js';
 import { defaultsSchema, fleetSchema, strategySchema, zodIssues, type DefaultsParsed, type FleetFileParsed } from './schema.js';
 
@@ -221,12 +222,11 @@ async function prepare(raw: unknown, file: string, lookup: VariableLookup, compo
       }
       const path = resolvePath(dir, f);
       defs[name] = { ...(d as object), file: path };
-      try {
-        out.secretDigests[name] = createHash('sha256').update(await readFile(path)).digest('hex');
+      const r = digestSecretFiles({ [name]: path }, (n) => `secretFiles/${n}/file`);
+      out.issues.push(...r.issues);
+      if (r.digests[name] !== undefined) {
+        out.secretDigests[name] = r.digests[name];
         out.secretSources[name] = path;
-      } catch (err) {
-        const code = (err as NodeJS.ErrnoException).code;
-        out.issues.push({ path: `secretFiles/${name}/file`, message: `cannot read ${path}: ${code === 'ENOENT' ? 'no such file' : (code ?? 'unreadable')}` });
       }
     }
     obj.secretFiles = defs;

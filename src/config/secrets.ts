@@ -6,6 +6,7 @@
  * change detection, never the value. Getting it back means resolving the
  * reference again, in the environment of whoever runs the command.
  */
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname, resolve as resolvePath } from 'node:path';
 import { ValidationError } from '../errors.js';
@@ -72,4 +73,23 @@ export function resolveSecretRefs(
   }
   if (issues.length > 0 && o.strict) throw new ValidationError(issues);
   return out;
+}
+
+/**
+ * sha256 of each secret file's content, by name (it joins the revision hash,
+ * so a rotated secret file rolls the fleet). The content itself goes no
+ * further than the bind mount. Unreadable files are listed by name.
+ */
+export function digestSecretFiles(paths: Record<string, string>, pathOf: (name: string) => string): { digests: Record<string, string>; issues: { path: string; message: string }[] } {
+  const digests: Record<string, string> = {};
+  const issues: { path: string; message: string }[] = [];
+  for (const [name, file] of Object.entries(paths)) {
+    try {
+      digests[name] = createHash('sha256').update(readFileSync(file)).digest('hex');
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      issues.push({ path: pathOf(name), message: `cannot read ${file}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : (code ?? 'unreadable')}` });
+    }
+  }
+  return { digests, issues };
 }

@@ -8,11 +8,11 @@ import { randomBytes } from 'node:crypto';
 import type { Fleet } from '../config/load.js';
 import type { FleetLockPort, FleetState, JournalEntry, RevisionRecord, RolloutOutcome, StateStore } from '../ports.js';
 import { journalWriter } from './journal.js';
-import { ExitCode, FleetrollError } from '../errors.js';
+import { ExitCode, FleetrollError, ValidationError } from '../errors.js';
 import type { DeployHealthReport } from '../core/deployHealth.js';
 import { deploy, healthOf, InterruptedError, PausedError, RolloutFailedError, type DeployDeps, type DeployOptions, type DeployResult } from './rollout.js';
 import { envOf, revisionOf, secretDigest } from './revision.js';
-import { NOT_KEPT, resolveSecretRefs, type SecretRef } from '../config/secrets.js';
+import { digestSecretFiles, NOT_KEPT, resolveSecretRefs, type SecretRef } from '../config/secrets.js';
 import { renderUpstream } from '../core/upstream.js';
 import { diffLines, diffSpecs } from '../core/specDiff.js';
 
@@ -54,6 +54,10 @@ export function withState(fleet: Fleet, state: FleetState | undefined): Fleet {
 export function fleetForRecord(fleet: Fleet, r: RevisionRecord, o: { strict?: boolean; lookup?: (name: string) => string | undefined; state?: FleetState | undefined } = {}): Fleet {
   const secrets = resolveSecretRefs(r.envSecrets ?? {}, { lookup: o.lookup ?? ((n) => process.env[n]), fleetFile: fleet.source.file, what: `revision ${r.number}`, strict: o.strict ?? true });
   const files = r.secretFiles ?? {};
+  // The files as they are now: their content is read again, as a deploy of the revision would mount it.
+  const sources = Object.fromEntries(Object.entries(files).map(([k, f]) => [k, f.path]));
+  const digested = digestSecretFiles(sources, (name) => `secretFiles/${name}`);
+  if (digested.issues.length > 0 && (o.strict ?? true)) throw new ValidationError(digested.issues.map((i) => ({ ...i, message: `revision ${r.number}: ${i.message}` })));
   return {
     ...fleet,
     image: r.image,
@@ -64,8 +68,8 @@ export function fleetForRecord(fleet: Fleet, r: RevisionRecord, o: { strict?: bo
     restartedAt: r.restartedAt,
     // A revision recorded before container fields were kept had none.
     container: r.container ?? {},
-    secretSources: Object.fromEntries(Object.entries(files).map(([k, f]) => [k, f.path])),
-    secretDigests: Object.fromEntries(Object.entries(files).map(([k, f]) => [k, f.digest])),
+    secretSources: sources,
+    secretDigests: digested.digests,
     ...(o.state?.revisionKey ? { revisionKey: o.state.revisionKey } : {}),
   };
 }
@@ -79,7 +83,8 @@ export function recordSpec(fleet: Fleet, key: string | undefined): Pick<Revision
     if (source === undefined) env[k] = v;
     else envSecrets[k] = { source, digest: secretDigest(v, key) };
   }
-  const secretFiles = Object.fromEntries(Object.entries(fleet.secretSources ?? {}).map(([k, path]) => [k, { path, digest: fleet.secretDigests?.[k] ?? '' }]));
+  // The content's sha256 is keyed once more: a plain digest of a short secret could be guessed.
+  const secretFiles = Object.fromEntries(Object.entries(fleet.secretSources ?? {}).map(([k, path]) => [k, { path, digest: secretDigest(fleet.secretDigests?.[k] ?? '', key) }]));
   return {
     env,
     ...(Object.keys(envSecrets).length ? { envSecrets } : {}),

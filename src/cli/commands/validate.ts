@@ -85,6 +85,35 @@ function accessLogNotes(fleet: Fleet): { lines: string[]; warnings: string[] } {
   return { lines, warnings };
 }
 
+/**
+ * The fleet as `validate --json` prints it: env by name (values may be
+ * secrets; the secret ones with where they come from), no digest of a
+ * secret, no password.
+ */
+export function publicFleet(fleet: Fleet): Record<string, unknown> {
+  const { secretDigests: _d, revisionKey: _k, ...rest } = fleet;
+  const registry = (rest as { registry?: Record<string, unknown> }).registry;
+  return {
+    ...rest,
+    env: Object.keys(fleet.env ?? {}),
+    ...(registry && 'password' in registry ? { registry: { ...registry, password: '(secret)' } } : {}),
+  };
+}
+
+/** What validate says of the container beyond image and port: env by kind, then each container field set. */
+function containerLines(fleet: Fleet): string[] {
+  const keys = Object.keys(fleet.env ?? {}).sort();
+  const literal = keys.filter((k) => fleet.envSources[k] === undefined);
+  const secret = keys.filter((k) => fleet.envSources[k] !== undefined).map((k) => `${k} (${fleet.envSources[k]})`);
+  const lines: string[] = [];
+  if (keys.length) lines.push(`env: ${[...literal, ...secret.map((s) => `secret ${s}`)].join(', ')}`);
+  const c = fleet.container;
+  const set = Object.entries(c).map(([k, v]) => `${k} ${JSON.stringify(v)}`);
+  if (set.length) lines.push(`container: ${set.join('; ')}`);
+  if (Object.keys(fleet.secretSources).length) lines.push(`secret files: ${Object.entries(fleet.secretSources).map(([k, p]) => `${k} (${p})`).join(', ')}`);
+  return lines;
+}
+
 export function registerValidate(program: CommandUnknownOpts, out: Out): void {
   program
     .command('validate')
@@ -101,8 +130,7 @@ export function registerValidate(program: CommandUnknownOpts, out: Out): void {
       nginx.warnings.push(...logs.warnings);
       if (o.json) {
         for (const w of nginx.warnings) out.warn(w);
-        // env values may be secrets: show their names only.
-        out.json({ ...fleet, env: Object.keys(fleet.env ?? {}) });
+        out.json(publicFleet(fleet));
         return;
       }
       out.line(`${o.file}: valid`);
@@ -112,6 +140,7 @@ export function registerValidate(program: CommandUnknownOpts, out: Out): void {
       out.line(
         `timings: minReadySeconds ${fleet.minReadySeconds} (${t.minReadySeconds}), progressDeadlineSeconds ${fleet.progressDeadlineSeconds} (${t.progressDeadlineSeconds}), drainSeconds ${fleet.drainSeconds} (${t.drainSeconds}), terminationGracePeriodSeconds ${fleet.terminationGracePeriodSeconds} (${t.terminationGracePeriodSeconds}), hostParallelism ${fleet.hostParallelism} (${t.hostParallelism})`,
       );
+      for (const l of containerLines(fleet)) out.line(l);
       for (const l of nginx.lines) out.line(l);
       for (const w of nginx.warnings) out.warn(w);
     });
