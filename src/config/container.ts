@@ -283,7 +283,7 @@ const ulimits = z
       if (!ULIMIT_RE.test(name)) issue(ctx, `must be a ulimit name like nofile or nproc, ${got(name)}`, [name]);
       const soft = typeof l === 'number' ? l : l.soft;
       const hard = typeof l === 'number' ? l : l.hard;
-      if (!Number.isInteger(soft) || !Number.isInteger(hard) || soft < -1 || hard < -1 || (hard !== -1 && soft > hard)) issue(ctx, `soft and hard must be integers (-1: unlimited) with soft at most hard, ${got(l)}`, [name]);
+      if (!Number.isInteger(soft) || !Number.isInteger(hard) || soft < -1 || hard < -1 || (hard !== -1 && (soft === -1 || soft > hard))) issue(ctx, `soft and hard must be integers (-1: unlimited) with soft at most hard, ${got(l)}`, [name]);
       return { name, soft, hard };
     }),
   );
@@ -375,15 +375,19 @@ const secretsList = z
   .array(z.union([z.string(), z.object({ source: z.string(), target: z.string().optional() }).strict()], { error: (i) => `must be a secret name or { source, target }, ${got(i.input)}` }), {
     error: (i) => `must be a list of secret names (defined under secretFiles), ${got(i.input)}`,
   })
-  .transform((list, ctx) =>
-    list.map((s, i) => {
+  .transform((list, ctx) => {
+    const targets = new Map<string, number>();
+    return list.map((s, i) => {
       const name = typeof s === 'string' ? s : s.source;
       const target = typeof s === 'string' ? s : (s.target ?? s.source);
       if (!SECRET_NAME_RE.test(name)) issue(ctx, `must be a secret name (letters, digits, "_", ".", "-"), ${got(name)}`, [i]);
       if (!SECRET_NAME_RE.test(target)) issue(ctx, `target must be a file name under /run/secrets (letters, digits, "_", ".", "-"), ${got(target)}`, [i, 'target']);
+      // Docker refuses two mounts at one path only when the container is created, on the host: say it here.
+      const seen = targets.get(target);
+      if (seen !== undefined) issue(ctx, `target /run/secrets/${target} is already mounted by secrets/${seen}`, typeof s === 'string' ? [i] : [i, 'target']);
+      targets.set(target, i);
       return { name, target };
-    }),
-  );
+    });
   });
 
 /** compose's top-level `secrets:` definitions: a file on this machine (absolute after loading). */
