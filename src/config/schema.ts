@@ -249,6 +249,8 @@ export function zodIssues(error: zod.ZodError, prefix = ''): { path: string; mes
   return error.issues.map((i) => {
     const path = [prefix, ...i.path.map(String)].filter((s) => s !== '').join('/');
     if (i.code === 'invalid_key') {
+      // Other mappings' key schemas (secretFiles, ...) say what their keys must be.
+      if (i.path[0] !== 'env' && i.issues[0] !== undefined) return { path, message: i.issues[0].message };
       return { path, message: 'env names must be letters, digits and "_", not starting with a digit' };
     }
     if (i.code === 'unrecognized_keys') {

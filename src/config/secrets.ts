@@ -64,8 +64,9 @@ export function resolveSecretRefs(
     try {
       const r = interpolateString(ref.source, o.lookup, path);
       const unset = r.variables.filter((v) => o.lookup(v) === undefined);
-      if (unset.length > 0 && o.strict) issues.push({ path, message: `${o.what} references ${unset.map((v) => `\${${v}}`).join(', ')}, not set in this environment: set ${unset.length > 1 ? 'them' : 'it'} and run the command again` });
-      else out[key] = r.value;
+      if (unset.length === 0) out[key] = r.value;
+      // Leniently (status, history) an entry that cannot be resolved is left out, not filled with empty strings.
+      else if (o.strict) issues.push({ path, message: `${o.what} references ${unset.map((v) => `\${${v}}`).join(', ')}, not set in this environment: set ${unset.length > 1 ? 'them' : 'it'} and run the command again` });
     } catch (err) {
       if (!(err instanceof ValidationError)) throw err;
       issues.push(...err.issues.map((i) => ({ path, message: `${o.what}: ${i.message}` })));

@@ -193,8 +193,9 @@ export function dockerCreateBody(base: CreateBase, c: ContainerConfig = {}): Rec
             },
           }),
     HostConfig: hostConfig,
-    // Extra networks are joined at create time (API 1.44+ takes several; older
-    // engines take one here, the runtime connects the rest after create).
+    // Not here: `networks`. Engines before API 1.44 take one network at
+    // create, so the runtime connects each extra one (with its aliases)
+    // between create and start (adapters/docker.ts).
   };
   return mergeCreateOptions(body, c.createOptions);
 }

@@ -87,7 +87,8 @@ export function recordSpec(fleet: Fleet, key: string | undefined): Pick<Revision
   const secretFiles = Object.fromEntries(Object.entries(fleet.secretSources ?? {}).map(([k, path]) => [k, { path, digest: secretDigest(fleet.secretDigests?.[k] ?? '', key) }]));
   return {
     env,
-    ...(Object.keys(envSecrets).length ? { envSecrets } : {}),
+    // Always written, even empty: it marks the record as kept by reference, so scrubLegacySecrets leaves its literal env alone.
+    envSecrets,
     ...(fleet.container && Object.keys(fleet.container).length ? { container: fleet.container } : {}),
     ...(Object.keys(secretFiles).length ? { secretFiles } : {}),
   };
@@ -110,7 +111,9 @@ export function changesFromRunning(fleet: Fleet, state: FleetState | undefined):
  * State written before secrets were kept as references holds env values in
  * plaintext, and nothing says which were secret: every value of such a
  * record is replaced by a digest on the next write (undo to it then says
- * the value was not kept). Returns whether anything changed.
+ * the value was not kept). A record recordSpec wrote always has envSecrets
+ * (maybe empty), so its literal env is never mistaken for a legacy one.
+ * Returns whether anything changed.
  */
 export function scrubLegacySecrets(state: FleetState): boolean {
   let changed = false;

@@ -25,7 +25,7 @@ type RevisionRecord = NonNullable<Awaited<ReturnType<StatusHandles['store']['rea
 export const publicRecord = ({ envSecrets, secretFiles, ...r }: RevisionRecord) => ({
   ...r,
   env: [...Object.keys(r.env), ...Object.keys(envSecrets ?? {})].sort(),
-  ...(envSecrets ? { secrets: Object.fromEntries(Object.entries(envSecrets).map(([k, s]) => [k, s.source])) } : {}),
+  ...(envSecrets && Object.keys(envSecrets).length > 0 ? { secrets: Object.fromEntries(Object.entries(envSecrets).map(([k, s]) => [k, s.source])) } : {}),
   ...(secretFiles ? { secretFiles: Object.fromEntries(Object.entries(secretFiles).map(([k, f]) => [k, f.path])) } : {}),
 });
 
