@@ -257,7 +257,9 @@ const logging = z
       if (!/^[a-z0-9][a-z0-9_.-]{0,63}$/.test(k)) issue(ctx, `option names are lowercase letters, digits, "_", ".", "-", ${got(k)}`, ['options', k]);
       if (!ARG_RE.test(x)) issue(ctx, 'must not contain a NUL byte or a line break', ['options', k]);
     }
-    return { driver: v.driver, options };
+    // Naming the driver alone keeps the size cap: without options a json-file or local log grows until the disk is full.
+    const capped = (v.driver === 'json-file' || v.driver === 'local') && Object.keys(options).length === 0 ? { 'max-size': '10m', 'max-file': '3' } : options;
+    return { driver: v.driver, options: capped };
   });
 
 const extraHosts = z

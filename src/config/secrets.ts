@@ -30,7 +30,7 @@ export const NOT_KEPT = '(not kept)';
  */
 export function resolveSecretRefs(
   refs: Record<string, SecretRef>,
-  o: { lookup: (name: string) => string | undefined; fleetFile: string; what: string; strict: boolean },
+  o: { lookup: (name: string) => string | undefined; fleetFile: string; what: string; strict: boolean; digestOf?: (value: string) => string },
 ): Record<string, string> {
   const out: Record<string, string> = {};
   const issues: { path: string; message: string }[] = [];
@@ -64,7 +64,9 @@ export function resolveSecretRefs(
     try {
       const r = interpolateString(ref.source, o.lookup, path);
       const unset = r.variables.filter((v) => o.lookup(v) === undefined);
-      if (unset.length === 0) out[key] = r.value;
+      // An unset variable is fine where the reference gives the recorded value anyway (a ${VAR:-default}).
+      const asRecorded = o.digestOf !== undefined && o.digestOf(r.value) === ref.digest;
+      if (unset.length === 0 || asRecorded) out[key] = r.value;
       // Leniently (status, history) an entry that cannot be resolved is left out, not filled with empty strings.
       else if (o.strict) issues.push({ path, message: `${o.what} references ${unset.map((v) => `\${${v}}`).join(', ')}, not set in this environment: set ${unset.length > 1 ? 'them' : 'it'} and run the command again` });
     } catch (err) {

@@ -52,7 +52,8 @@ export function withState(fleet: Fleet, state: FleetState | undefined): Fleet {
  * it; otherwise, for status, it is left out), its container fields.
  */
 export function fleetForRecord(fleet: Fleet, r: RevisionRecord, o: { strict?: boolean; lookup?: (name: string) => string | undefined; state?: FleetState | undefined } = {}): Fleet {
-  const secrets = resolveSecretRefs(r.envSecrets ?? {}, { lookup: o.lookup ?? ((n) => process.env[n]), fleetFile: fleet.source.file, what: `revision ${r.number}`, strict: o.strict ?? true });
+  const key = o.state?.revisionKey;
+  const secrets = resolveSecretRefs(r.envSecrets ?? {}, { lookup: o.lookup ?? ((n) => process.env[n]), fleetFile: fleet.source.file, what: `revision ${r.number}`, strict: o.strict ?? true, digestOf: (v) => secretDigest(v, key) });
   const files = r.secretFiles ?? {};
   // The files as they are now: their content is read again, as a deploy of the revision would mount it.
   const sources = Object.fromEntries(Object.entries(files).map(([k, f]) => [k, f.path]));

@@ -485,7 +485,7 @@ describe('fleetFromObject: interpolation, env files, relative paths', () => {
     const issues = await refusal({ envFile: './bad.env' });
     assert.equal(issues.length, 1);
     assert.equal(issues[0]!.path, 'envFile');
-    assert.match(issues[0]!.message, /bad\.env: line 2: must be KEY=VALUE/);
+    assert.match(issues[0]!.message, /bad\.env: line 2: expected KEY=VALUE/);
     assert.ok(!issues[0]!.message.includes('secret line'));
   });
 

@@ -233,7 +233,7 @@ describe('recordSpec: the state keeps references and digests, never a secret val
       API_TOKEN: { source: 'envFile:./api.env', digest: secretDigest(MARKERS.token, KEY) },
     });
     assert.deepEqual(r.container, { command: ['node', 'server.mjs'], secrets: [{ name: 'db', target: 'db' }] });
-    assert.deepEqual(r.secretFiles, { db: { path: join(dir, 'secrets', 'db.txt'), digest: createHash('sha256').update(`${MARKERS.file}\n`).digest('hex') } });
+    assert.deepEqual(r.secretFiles, { db: { path: join(dir, 'secrets', 'db.txt'), digest: secretDigest(createHash('sha256').update(`${MARKERS.file}\n`).digest('hex'), KEY) } });
   });
 
   it('a fleet with only literal env is still marked as kept by reference (envSecrets: {})', async () => {

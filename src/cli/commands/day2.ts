@@ -102,7 +102,8 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
       }
       if (back?.outcome === 'too late') out.line('the blue-green rollout had already finished: undoing with a new rollout');
     }
-    const revisions = (await store.read())?.revisions ?? [];
+    const stateNow = await store.read();
+    const revisions = stateNow?.revisions ?? [];
     const current = revisions[revisions.length - 1];
     let target: RevisionRecord | undefined;
     if (o.toRevision !== undefined) {
@@ -112,7 +113,7 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
       target = [...revisions].reverse().find((r) => r.hash !== current?.hash && r.outcome === 'complete');
       if (!target) throw new FleetrollError('E_NO_PREVIOUS', ExitCode.rolloutFailed, `nothing to undo: ${fleet.service} has no earlier completed revision`, { hint: 'see fleetroll history' });
     }
-    await executeRollout(fleetForRecord(fleet, target), out, o, { verb: `undo to revision ${target.number}:`, changeCause: `undo to revision ${target.number}` });
+    await executeRollout(fleetForRecord(fleet, target, { state: stateNow }), out, o, { verb: `undo to revision ${target.number}:`, changeCause: `undo to revision ${target.number}` });
   });
 
   withRolloutOptions(
@@ -129,7 +130,7 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
     });
     // Restart what runs now: the latest revision's spec (deploy --image or undo may differ from the file).
     const latest = state.revisions[state.revisions.length - 1];
-    const current = latest ? fleetForRecord(fleet, latest) : fleet;
+    const current = latest ? fleetForRecord(fleet, latest, { state }) : fleet;
     await executeRollout({ ...current, restartedAt }, out, o, { verb: 'restarting', changeCause: `restart at ${restartedAt}` });
   });
 
@@ -186,7 +187,7 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
       out.line(`resumed ${fleet.service}: nothing in progress to continue${latest ? ` (revision ${latest.number} is ${latest.outcome})` : ''}`);
       return;
     }
-    await executeRollout(fleetForRecord(fleet, latest), out, o, { verb: `resuming revision ${latest.number}:`, continueRevision: latest.number });
+    await executeRollout(fleetForRecord(fleet, latest, { state }), out, o, { verb: `resuming revision ${latest.number}:`, continueRevision: latest.number });
   });
 
   program
