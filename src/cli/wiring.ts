@@ -4,8 +4,9 @@
  * place that knows which adapter serves which port.
  */
 import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { readTextFile } from '../config/document.js';
 import type { Fleet } from '../config/load.js';
 import { ContainerLogStreamAccessLog, LocalFileAccessLog, containerFileAccessLog } from '../adapters/accessLog.js';
 import { DockerRuntime } from '../adapters/docker.js';
@@ -20,15 +21,16 @@ import { upstreamTemplateProblem } from '../core/upstream.js';
 const DEFAULT_TEMPLATE = new URL('../../templates/upstream.conf.tmpl', import.meta.url);
 
 async function readTemplate(path: string | URL, where: string): Promise<string> {
+  let text: string;
   try {
-    const text = await readFile(path, 'utf8');
-    const problem = upstreamTemplateProblem(text);
-    if (problem !== undefined) throw new FleetrollError('E_INVALID', ExitCode.invalidInput, `${where}: ${problem}`);
-    return text;
+    text = await readTextFile(typeof path === 'string' ? path : fileURLToPath(path), 'upstream template');
   } catch (err) {
-    if (err instanceof FleetrollError) throw err;
-    throw new FleetrollError('E_INVALID', ExitCode.invalidInput, `${where}: cannot read upstream template ${String(path)}: ${(err as Error).message}`);
+    if (!(err instanceof FleetrollError)) throw err;
+    throw new FleetrollError(err.code, err.exitCode, `${where}: ${err.message}`, { cause: err });
   }
+  const problem = upstreamTemplateProblem(text);
+  if (problem !== undefined) throw new FleetrollError('E_INVALID', ExitCode.invalidInput, `${where}: ${problem}`);
+  return text;
 }
 
 export function readDefaultTemplate(): Promise<string> {

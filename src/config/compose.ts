@@ -104,7 +104,7 @@ interface LoadedCompose {
 
 async function loadCompose(file: string, env: NodeJS.ProcessEnv): Promise<LoadedCompose> {
   const dir = dirname(resolvePath(file));
-  const raw = applyMergeKeys(await readDocument(file, 'compose file'));
+  const raw = applyMergeKeys(await readDocument(file, 'compose file', { aliases: true }));
   if (!isComposeDocument(raw)) {
     throw new ValidationError([{ path: 'services', message: 'a compose file needs a services: mapping' }], { source: file });
   }

@@ -4,12 +4,10 @@
  * reported with its field path; nothing here touches Docker or nginx.
  */
 import { analysisSchema } from './analysis.js';
-import { createHash } from 'node:crypto';
 import { deployChecks } from './checks.js';
-import { readFile } from 'node:fs/promises';
 import { dirname, resolve as resolvePath } from 'node:path';
-import { parseDocument } from 'yaml';
-import { FleetrollError, ValidationError, type FieldIssue, ExitCode } from '../errors.js';
+import { readDocument, readFleetOrComposeDocument, readTextFile } from './document.js';
+import { FleetrollError, ValidationError, type FieldIssue } from '../errors.js';
 import { BUILTIN_DEFAULTS, resolveStrategy, type ResolvedStrategy, type RollingUpdateInput } from '../core/strategy.js';
 import type { ContainerConfig } from '../core/container.js';
 import { containerConfigOf } from './container.js';
@@ -178,10 +176,10 @@ async function prepare(raw: unknown, file: string, lookup: VariableLookup, compo
       const at = typeof envFile === 'string' ? 'envFile' : `envFile/${i}`;
       let text: string;
       try {
-        text = await readFile(path, 'utf8');
+        text = await readTextFile(path, 'env file');
       } catch (err) {
-        const code = (err as NodeJS.ErrnoException).code;
-        out.issues.push({ path: at, message: `cannot read ${path}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : (code ?? 'unreadable')}` });
+        if (!(err instanceof FleetrollError)) throw err;
+        out.issues.push({ path: at, message: err.message });
         continue;
       }
       try {
@@ -255,8 +253,8 @@ const TIMING_BUILTIN: Record<TimingField, number> = {
   hostParallelism: 8,
 };
 
-export { readDocument } from './document.js';
-import { readDocument } from './document.js';
+// Re-exported: the experiment spec and older callers read documents through this module.
+export { readDocument };
 
 function defaultVersion(image: string): string {
   const noDigest = image.split('@')[0] ?? image;
@@ -340,7 +338,7 @@ function strategyIssuesOf(raw: Record<string, unknown>): FieldIssue[] {
  * found, with paths relative to the file, e.g. `strategy/rollingUpdate/maxSurge`.
  */
 export async function loadFleet(file: string, cli: CliOverrides = {}, lookup?: VariableLookup): Promise<Fleet> {
-  const doc = await readDocument(file, 'fleet file');
+  const doc = await readFleetOrComposeDocument(file);
   if (isComposeDocument(doc)) {
     // The reverse form: a compose file whose x-fleetroll: blocks hold the fleet settings.
     const env = lookupEnv(lookup);

@@ -7,7 +7,7 @@
  * reference again, in the environment of whoever runs the command.
  */
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { dirname, resolve as resolvePath } from 'node:path';
 import { ValidationError } from '../errors.js';
 import { interpolateString, parseDotenv } from './interpolate.js';
@@ -19,6 +19,9 @@ export interface SecretRef {
   /** Keyed digest of the value (engine/revision.ts secretDigest). */
   digest: string;
 }
+
+/** Docker Swarm's limit for a secret, kept for secret files too. */
+export const MAX_SECRET_FILE_BYTES = 500 * 1024;
 
 /** The source of a value fleetroll did not keep (state written before secrets were kept as references). */
 export const NOT_KEPT = '(not kept)';
@@ -88,6 +91,16 @@ export function digestSecretFiles(paths: Record<string, string>, pathOf: (name: 
   const issues: { path: string; message: string }[] = [];
   for (const [name, file] of Object.entries(paths)) {
     try {
+      // A secret is a small regular file: a FIFO or a device would block or never end.
+      const st = statSync(file);
+      if (!st.isFile()) {
+        issues.push({ path: pathOf(name), message: `${file} is not a regular file` });
+        continue;
+      }
+      if (st.size > MAX_SECRET_FILE_BYTES) {
+        issues.push({ path: pathOf(name), message: `${file} is ${st.size} bytes, larger than the ${MAX_SECRET_FILE_BYTES} a secret file may be` });
+        continue;
+      }
       digests[name] = createHash('sha256').update(readFileSync(file)).digest('hex');
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;

@@ -477,7 +477,7 @@ describe('fleetFromObject: interpolation, env files, relative paths', () => {
 
   it('envFile: a missing file is refused at its path', async () => {
     const issues = await refusal({ envFile: ['./api.env', './nope.env'] });
-    assert.deepEqual(issues, [{ path: 'envFile/1', message: `cannot read ${join(dir, 'nope.env')}: no such file` }]);
+    assert.deepEqual(issues, [{ path: 'envFile/1', message: `cannot read env file ${join(dir, 'nope.env')}: no such file` }]);
   });
 
   it('envFile: a malformed line is refused naming the file and line, not its content', async () => {

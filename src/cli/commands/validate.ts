@@ -1,6 +1,6 @@
-import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
+import { readTextFile } from '../../config/document.js';
 import { loadFleet, type Fleet } from '../../config/load.js';
 import { forceRoute, stickyVariable } from '../../core/upstream.js';
 import { composeServiceOption, fleetFileOption, jsonOption } from '../options.js';
@@ -51,8 +51,8 @@ async function nginxNotes(fleet: Fleet): Promise<{ lines: string[]; warnings: st
     }
     if (lb.template !== undefined) {
       const path = resolve(dirname(fleet.source.file), lb.template);
-      const text = await readFile(path, 'utf8').catch((err: unknown) => {
-        warnings.push(`loadBalancers/${i}/nginx/template: cannot read ${path}: ${(err as Error).message}`);
+      const text = await readTextFile(path, 'upstream template').catch((err: unknown) => {
+        warnings.push(`loadBalancers/${i}/nginx/template: ${(err as Error).message}`);
         return undefined;
       });
       const own = text === undefined ? undefined : BALANCING_RE.exec(text)?.[1];
