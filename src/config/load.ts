@@ -4,6 +4,7 @@
  * reported with its field path; nothing here touches Docker or nginx.
  */
 import { analysisSchema } from './analysis.js';
+import { probeIssues, portIssues } from './probes.js';
 import { readFile } from 'node:fs/promises';
 import { dirname, resolve as resolvePath } from 'node:path';
 import { parseDocument } from 'yaml';
@@ -90,7 +91,7 @@ function defaultVersion(image: string): string {
 
 /** Cross-field rules that a per-field schema cannot express. */
 function crossFieldIssues(f: FleetFileParsed, timings: Record<TimingField, number>): FieldIssue[] {
-  const issues: FieldIssue[] = [];
+  const issues: FieldIssue[] = [...portIssues(f), ...probeIssues(f)];
   const hostNames = new Set<string>();
   f.hosts.forEach((h, i) => {
     if (hostNames.has(h.name)) issues.push({ path: `hosts/${i}/name`, message: `duplicate host name ${JSON.stringify(h.name)}` });
