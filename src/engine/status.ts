@@ -59,7 +59,7 @@ export async function statusReport(fleetIn: Fleet, deps: Pick<DeployDeps, 'runti
       revision: i.labels[LABELS.revision] ?? '?',
       version: i.labels[LABELS.version] ?? '?',
       state: i.state,
-      ready: i.running && i.address ? await deps.prober.ready(i.address) : false,
+      ready: i.running ? await deps.prober.ready({ id: i.id, host: i.host, address: i.address }).catch(() => false) : false,
       upstreams: Object.fromEntries(
         upstreams.map((u) => {
           const s = u.servers.find((x) => x.name === i.name);

@@ -34,7 +34,7 @@ function describeRecord(r: RevisionRecord): string[][] {
     ['hash', r.hash],
     ['image', r.image],
     ['version', r.version],
-    ['port', String(r.port)],
+    ['port', r.port === undefined ? '(none)' : String(r.port)],
     ['env', Object.keys(r.env).join(', ') || '(none)'],
     ...(r.restartedAt ? [['restarted at', r.restartedAt]] : []),
     ['change cause', r.changeCause],
