@@ -51,8 +51,8 @@ export interface InstanceSpec {
   image: string;
   /** Environment for the container. Values are secrets as far as logs go. */
   env: Record<string, string>;
-  /** The app's port inside the container. */
-  port: number;
+  /** The app's port inside the container; undefined for a service nothing connects to (a worker). */
+  port?: number | undefined;
   /** Docker network to join (must exist); undefined = the default bridge. */
   network?: string | undefined;
   labels: Record<string, string>;
@@ -118,7 +118,24 @@ export interface Runtime {
    * The env holds secrets: never log it.
    */
   specOf(id: string): Promise<{ image: string; env: Record<string, string> } | undefined>;
+  /**
+   * The container's health as Docker reports it (State.Health.Status); "none"
+   * when it has no healthcheck. Throws when the container is gone.
+   */
+  health(id: string): Promise<ContainerHealth>;
+  /**
+   * Runs an argument array (no shell) inside the running container and
+   * resolves to its exit code; rejects when it does not finish within
+   * timeoutMs or the container is gone.
+   */
+  exec(id: string, cmd: readonly string[], timeoutMs: number): Promise<number>;
+  /** The engine's ID of an image reference and whether the image defines a HEALTHCHECK; undefined when the engine lacks it. */
+  imageInfo(image: string): Promise<{ id: string; healthcheck: boolean } | undefined>;
+  /** The image ID a container was created from; undefined when it is gone. */
+  containerImage(id: string): Promise<string | undefined>;
 }
+
+export type ContainerHealth = 'healthy' | 'unhealthy' | 'starting' | 'none';
 
 /** One nginx load balancer. */
 export interface Router {
@@ -143,11 +160,20 @@ export interface Router {
   config?(): Promise<string>;
 }
 
-/** HTTP probes against an instance's address. */
+/** The instance a readiness probe looks at: a healthcheck or exec probe reaches the container through its host's Runtime. */
+export interface ProbeTarget {
+  /** Docker's container id (or its name: both are unique on the host). */
+  id: string;
+  host: string;
+  /** "ip:port" for HTTP and TCP probes; undefined for a container without a port or network address. */
+  address?: string | undefined;
+}
+
+/** Readiness and version probes (HTTP, TCP, Docker healthcheck or exec: adapters/probes.ts). */
 export interface Prober {
-  /** True when the readiness path answers 2xx within the timeout. */
-  ready(address: string): Promise<boolean>;
-  /** The version the instance reports (trimmed body of the version path). */
+  /** True when the readiness probe passes now (HTTP 2xx, a TCP connect, Docker's "healthy", exit code 0) within the timeout. */
+  ready(target: ProbeTarget): Promise<boolean>;
+  /** The version the instance reports (trimmed body of the version path); throws when the fleet has no version endpoint. */
   version(address: string): Promise<string>;
 }
 
@@ -180,7 +206,8 @@ export interface RevisionRecord {
   hash: string;
   image: string;
   version: string;
-  port: number;
+  /** The app port; absent for a worker without one. */
+  port?: number | undefined;
   /** The env entries written literally in the fleet file (undo recreates the revision from them); shown by name only. */
   env: Record<string, string>;
   /** The secret env entries (from a variable or an env file): where each came from and a digest, never the value. */

@@ -1,6 +1,6 @@
 /**
  * Builds the engine's dependencies from a fleet: one Docker runtime per host,
- * one router per nginx, the HTTP prober and the upstream templates. The only
+ * one router per nginx, the prober (HTTP, TCP, healthcheck or exec) and the upstream templates. The only
  * place that knows which adapter serves which port.
  */
 import { existsSync } from 'node:fs';
@@ -11,8 +11,8 @@ import type { Fleet } from '../config/load.js';
 import { ContainerLogStreamAccessLog, LocalFileAccessLog, containerFileAccessLog } from '../adapters/accessLog.js';
 import { DockerRuntime } from '../adapters/docker.js';
 import { FleetLock, FleetStateStore, whoAmI } from '../adapters/fleetState.js';
-import { HttpProber } from '../adapters/http.js';
 import { NginxContainerRouter, NginxExecRouter } from '../adapters/nginx.js';
+import { buildProber } from '../adapters/probes.js';
 import type { AccessLogOpener, DeployDeps, LoadBalancer } from '../engine/rollout.js';
 import type { EventSink } from '../engine/events.js';
 import { ExitCode, FleetrollError } from '../errors.js';
@@ -52,11 +52,7 @@ export async function buildDeps(fleet: Fleet, events?: EventSink): Promise<Deplo
         : new NginxExecRouter({ upstreamFile: lb.upstreamFile, prefixArgs: lb.config ? ['-c', lb.config] : [] });
     routers.push({ router, template, upstream: lb.upstream });
   }
-  const prober = new HttpProber({
-    readinessPath: fleet.probes.readiness.path,
-    versionPath: fleet.probes.version.path,
-    timeoutMs: fleet.probes.readiness.timeoutMs,
-  });
+  const prober = buildProber(fleet.probes, runtimes);
   // A host without the image gets it copied from the engine on this machine
   // when that engine is not one of the fleet's hosts already.
   const local = 'unix:///var/run/docker.sock';

@@ -5,6 +5,7 @@
  */
 import { analysisSchema } from './analysis.js';
 import { deployChecks } from './checks.js';
+import { probeIssues, portIssues } from './probes.js';
 import { dirname, resolve as resolvePath } from 'node:path';
 import { readDocument, readFleetOrComposeDocument, readTextFile } from './document.js';
 import { FleetrollError, ValidationError, type FieldIssue } from '../errors.js';
@@ -265,7 +266,7 @@ function defaultVersion(image: string): string {
 
 /** Cross-field rules that a per-field schema cannot express. */
 function crossFieldIssues(f: FleetFileParsed, timings: Record<TimingField, number>): FieldIssue[] {
-  const issues: FieldIssue[] = [];
+  const issues: FieldIssue[] = [...portIssues(f), ...probeIssues(f)];
   const hostNames = new Set<string>();
   f.hosts.forEach((h, i) => {
     if (hostNames.has(h.name)) issues.push({ path: `hosts/${i}/name`, message: `duplicate host name ${JSON.stringify(h.name)}` });

@@ -9,6 +9,7 @@ import * as z from './zod.js';
 import { analysisSchema } from './analysis.js';
 import { containerFields } from './container.js';
 import { MAX_REPLICAS } from '../core/strategy.js';
+import { probesSchema } from './probes.js';
 
 export const SERVICE_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
 const HOST_NAME_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
@@ -22,8 +23,6 @@ export const IMAGE_RE = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]{0,254}$/;
 const ABS_PATH_RE = /^\/[A-Za-z0-9._\-/]+$/;
 /** loadBalancers[].nginx.accessLog: an absolute file path, or "stdout" (the container's log stream). */
 const ACCESS_LOG_RE = /^(?:stdout|\/[A-Za-z0-9._\-/]+)$/;
-/** HTTP paths for probes. */
-const HTTP_PATH_RE = /^\/[A-Za-z0-9._~\-/%?=&]*$/;
 const ENV_KEY_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 export const VERSION_RE = /^[A-Za-z0-9][A-Za-z0-9._+\-]{0,127}$/;
 const DOCKER_ENDPOINT_RE = /^(unix:\/\/\/[A-Za-z0-9._\-/]+|tcp:\/\/[A-Za-z0-9.\-]+:[0-9]{1,5}|ssh:\/\/([A-Za-z0-9._\-]+@)?[A-Za-z0-9.\-]+(:[0-9]{1,5})?)$/;
@@ -178,14 +177,13 @@ const hookCommand = z
   .array(z.string().min(1, { error: 'hook arguments must not be empty' }), { error: 'must be an argument array like ["./check.sh", "--max-errors", "0"] (no shell string)' })
   .min(1, { error: 'must name a program to run' });
 
-const probePath = (dflt: string) => pattern(HTTP_PATH_RE, 'an HTTP path starting with "/"').default(dflt);
-
 export const fleetSchema = z
   .object({
     service: pattern(SERVICE_RE, 'lowercase letters, digits and dashes, starting with a letter or digit (max 63)'),
     image: pattern(IMAGE_RE, 'a Docker image reference like "name:tag"'),
     replicas: int(0, MAX_REPLICAS),
-    port: int(1, 65535, 'a port'),
+    /** Required only where something reaches the app over the network (config/probes.ts portIssues). */
+    port: int(1, 65535, 'a port').optional(),
     env: z
       .record(
         z.string().regex(ENV_KEY_RE),
@@ -212,13 +210,7 @@ export const fleetSchema = z
       .optional(),
     ...containerFields,
     hosts: z.array(hostSchema).min(1, { error: 'must list at least one Docker host' }).default([{ name: 'local', docker: 'unix:///var/run/docker.sock' }]),
-    probes: z
-      .object({
-        readiness: z.object({ path: probePath('/health/ready'), periodMs: int(10, 60000).default(250), timeoutMs: int(10, 60000).default(1000) }).strict().default({ path: '/health/ready', periodMs: 250, timeoutMs: 1000 }),
-        version: z.object({ path: probePath('/api/version') }).strict().default({ path: '/api/version' }),
-      })
-      .strict()
-      .default({ readiness: { path: '/health/ready', periodMs: 250, timeoutMs: 1000 }, version: { path: '/api/version' } }),
+    probes: probesSchema,
     version: pattern(VERSION_RE, 'a version string of letters, digits, ".", "_", "+", "-"').optional(),
     group: z.boolean().default(false),
     defaults: z.union([z.string().min(1), defaultsSchema], { error: 'must be a path to a defaults file or an inline mapping' }).optional(),

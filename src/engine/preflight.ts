@@ -6,6 +6,7 @@
  */
 import type { Fleet } from '../config/load.js';
 import { bindSources, namedVolumes } from '../core/container.js';
+import { fleetHealthcheckTest, readinessKind } from '../config/probes.js';
 import { forceRoute } from '../core/upstream.js';
 import { RolloutFailedError } from '../errors.js';
 import { LABELS, type Router, type Runtime } from '../ports.js';
@@ -14,6 +15,9 @@ import { copyImage, pullImage, type ImageSources } from './images.js';
 import type { LoadBalancer } from './traffic.js';
 
 export async function preflight(fleet: Fleet, balancers: readonly LoadBalancer[], work: HostWork, s: ImageSources & { copyImages: boolean }): Promise<void> {
+  // Docker's healthcheck as readiness: the fleet's own, or else the image must bring one.
+  const readiness = fleet.probes?.readiness;
+  const needsImageHealthcheck = readiness !== undefined && readinessKind(readiness) === 'healthcheck' && fleetHealthcheckTest(fleet) === undefined;
   // Hosts are checked (and sent the image) in parallel, so a slow link to
   // one host does not hold up the others; problems are listed in host order.
   const perHost = await Promise.all(
@@ -27,6 +31,14 @@ export async function preflight(fleet: Fleet, balancers: readonly LoadBalancer[]
             (s.copyImages && (await copyImage(fleet.image, name, rt, s))) ||
             (await pullImage(fleet.image, name, rt, s.emit));
           if (!present) found.push(`image ${fleet.image} is not present on host ${name}`);
+          else if (needsImageHealthcheck) {
+            const image = await rt.imageInfo(fleet.image);
+            if (image && !image.healthcheck) {
+              found.push(
+                `probes.readiness is { healthcheck: true }, but image ${fleet.image} on host ${name} defines no HEALTHCHECK and the fleet sets no healthcheck: add a HEALTHCHECK to the image, set healthcheck: { test: [...] } in the fleet file, or choose another readiness (path, tcp or exec)`,
+              );
+            }
+          }
           const network = fleet.hosts.find((h) => h.name === name)?.network;
           if (network && !(await rt.networkExists(network))) found.push(`network ${network} does not exist on host ${name} (docker network create ${network})`);
           for (const n of fleet.container?.networks ?? []) {

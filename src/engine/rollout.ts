@@ -22,7 +22,7 @@ import { listFleet } from './observe.js';
 import { preflight } from './preflight.js';
 import { revisionOf } from './revision.js';
 import { rollBack } from './rollback.js';
-import { verifyVersions } from './verify.js';
+import { verify } from './verify.js';
 
 export type { LoadBalancer } from './traffic.js';
 export { instanceSpec, randomSuffix } from './instances.js';
@@ -98,7 +98,7 @@ class Rollout {
     await this.hook('preDeploy', this.contextOf(infos, 0), 'preDeploy');
     if (await this.removeOrphans(infos)) infos = await this.list();
     // Found ready: it has been serving, so it counts as available (Kubernetes does the same for a pod it finds ready).
-    const found = await Promise.all(infos.map(async (info) => ({ info, ready: info.running && info.address !== undefined && (await this.deps.prober.ready(info.address).catch(() => false)) })));
+    const found = await Promise.all(infos.map(async (info) => ({ info, ready: info.running && (await this.deps.prober.ready({ id: info.id, host: info.host, address: info.address }).catch(() => false)) })));
 
     const controller = new Controller({
       fleet: this.fleet,
@@ -139,7 +139,7 @@ class Rollout {
     this.controllerEnded = true;
     const instances = this.deps.simulated
       ? result.instances.map((i) => ({ name: i.id, host: i.host, address: i.address, version: this.fleet.version }))
-      : await verifyVersions(this.fleet, result.instances, this.deps.prober, this.emit);
+      : await verify(this.fleet, this.revision, result.instances, this.deps, this.emit);
     await this.hook('postDeploy', this.contextOfInstances(result.instances, result.waves));
     this.emit({ type: 'complete', revision: this.revision, version: this.fleet.version });
     this.journal('complete', 'end', { waves: result.waves, reloads: result.reloads });

@@ -346,6 +346,9 @@ export async function adoptFleet(
   o: { command: string; match: string },
 ): Promise<AdoptResult> {
   if (found.length === 0) throw new FleetrollError('E_ADOPT', ExitCode.rolloutFailed, `no running container matches ${o.match}`, { hint: 'match a label (key=value) or a name pattern (api-*) of the running containers' });
+  // Adopting reads each container's version over HTTP and puts its address in nginx.
+  const port = fleet.port;
+  if (port === undefined) throw new FleetrollError('E_ADOPT', ExitCode.invalidInput, 'port: is required to adopt running containers (their address and version endpoint are reached through it)');
   let image = await h.store.image();
   if (!image) {
     image = found[0]?.image ?? fleet.image;
@@ -361,7 +364,7 @@ export async function adoptFleet(
     for (const c of found) {
       const info = await deps.runtimes.get(c.host)?.inspect(c.id, fleet.port);
       if (!info?.address) throw new FleetrollError('E_ADOPT', ExitCode.rolloutFailed, `${c.name} on ${c.host} has no address on a Docker network fleetroll can reach`);
-      const ready = await deps.prober.ready(info.address);
+      const ready = await deps.prober.ready({ id: info.id, host: c.host, address: info.address });
       const version = await deps.prober.version(info.address).catch(() => '');
       instances.push({ name: info.name, host: c.host, address: info.address, version, ready, id: info.id });
     }
@@ -384,7 +387,7 @@ export async function adoptFleet(
       finishedAt: new Date().toISOString(),
     };
     state.revisions.push(record);
-    state.adopted = instances.map((i) => ({ id: i.id, name: i.name, host: i.host, port: fleet.port }));
+    state.adopted = instances.map((i) => ({ id: i.id, name: i.name, host: i.host, port }));
     await h.store.write(state);
 
     // Write every upstream from the ready ones: check all, then reload all.

@@ -67,7 +67,7 @@ export async function statusReport(fleetIn: Fleet, deps: Pick<DeployDeps, 'runti
       revision: i.labels[LABELS.revision] ?? '?',
       version: i.labels[LABELS.version] ?? '?',
       state: i.state,
-      ready: i.running && i.address ? await deps.prober.ready(i.address) : false,
+      ready: i.running ? await deps.prober.ready({ id: i.id, host: i.host, address: i.address }).catch(() => false) : false,
       // Only inspect says how often the engine restarted a container.
       restarts: i.restartCount ?? (await deps.runtimes.get(i.host)?.inspect(i.id).catch(() => undefined))?.restartCount ?? 0,
       upstreams: Object.fromEntries(

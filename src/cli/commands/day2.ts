@@ -34,7 +34,7 @@ function describeRecord(r: RevisionRecord): string[][] {
     ['hash', r.hash],
     ['image', r.image],
     ['version', r.version],
-    ['port', String(r.port)],
+    ['port', r.port === undefined ? '(none)' : String(r.port)],
     ['env', [...Object.keys(r.env), ...Object.keys(r.envSecrets ?? {}).map((k) => `${k} (secret: ${r.envSecrets?.[k]?.source})`)].join(', ') || '(none)'],
     ...(r.secretFiles ? [['secret files', Object.entries(r.secretFiles).map(([k, f]) => `${k} (${f.path})`).join(', ')]] : []),
     ...(r.restartedAt ? [['restarted at', r.restartedAt]] : []),
