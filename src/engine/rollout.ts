@@ -313,6 +313,8 @@ class Rollout {
     const keys = (sample.labels[LABELS.envKeys] ?? '').split(',').filter(Boolean);
     const env = Object.fromEntries(keys.filter((k) => k in spec.env).map((k) => [k, spec.env[k] ?? '']));
     const port = Number(sample.labels[LABELS.port] ?? this.fleet.port) || this.fleet.port;
-    return { ...this.fleet, image: spec.image, env, port, version: sample.labels[LABELS.version] ?? this.fleet.version, hooks: undefined };
+    // The failed spec's container fields would bring its breakage (a bad command, a missing mount) back into the rollback.
+    const recorded = this.deps.recordedSpec?.(sample.labels[LABELS.revision] ?? '');
+    return { ...this.fleet, image: spec.image, env, port, version: sample.labels[LABELS.version] ?? this.fleet.version, hooks: undefined, ...recorded };
   }
 }

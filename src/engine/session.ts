@@ -11,6 +11,7 @@ import { journalWriter } from './journal.js';
 import { ExitCode, FleetrollError, ValidationError } from '../errors.js';
 import type { DeployHealthReport } from '../core/deployHealth.js';
 import { deploy, healthOf, InterruptedError, PausedError, RolloutFailedError, type DeployDeps, type DeployOptions, type DeployResult } from './rollout.js';
+import type { RecordedSpec } from './types.js';
 import { envOf, revisionOf, secretDigest } from './revision.js';
 import { digestSecretFiles, NOT_KEPT, resolveSecretRefs, type SecretRef } from '../config/secrets.js';
 import { renderUpstream } from '../core/upstream.js';
@@ -54,24 +55,37 @@ export function withState(fleet: Fleet, state: FleetState | undefined): Fleet {
 export function fleetForRecord(fleet: Fleet, r: RevisionRecord, o: { strict?: boolean; lookup?: (name: string) => string | undefined; state?: FleetState | undefined } = {}): Fleet {
   const key = o.state?.revisionKey;
   const secrets = resolveSecretRefs(r.envSecrets ?? {}, { lookup: o.lookup ?? ((n) => process.env[n]), fleetFile: fleet.source.file, what: `revision ${r.number}`, strict: o.strict ?? true, digestOf: (v) => secretDigest(v, key) });
-  const files = r.secretFiles ?? {};
-  // The files as they are now: their content is read again, as a deploy of the revision would mount it.
-  const sources = Object.fromEntries(Object.entries(files).map(([k, f]) => [k, f.path]));
-  const digested = digestSecretFiles(sources, (name) => `secretFiles/${name}`);
-  if (digested.issues.length > 0 && (o.strict ?? true)) throw new ValidationError(digested.issues.map((i) => ({ ...i, message: `revision ${r.number}: ${i.message}` })));
+  const spec = recordedSpecOf(r);
+  if (spec.secretIssues.length > 0 && (o.strict ?? true)) throw new ValidationError(spec.secretIssues.map((i) => ({ ...i, message: `revision ${r.number}: ${i.message}` })));
+  const { secretIssues: _i, ...recorded } = spec;
   return {
     ...fleet,
     image: r.image,
     version: r.version,
     port: r.port,
     env: { ...r.env, ...secrets },
+    ...recorded,
+    ...(o.state?.revisionKey ? { revisionKey: o.state.revisionKey } : {}),
+  };
+}
+
+/**
+ * What a revision's record holds beyond image, version, port and env values
+ * (a rollback takes those from its containers). Secret files are read again,
+ * as a deploy of the revision would mount them; those that cannot be read
+ * are in `secretIssues`.
+ */
+export function recordedSpecOf(r: RevisionRecord): RecordedSpec & { secretIssues: { path: string; message: string }[] } {
+  const sources = Object.fromEntries(Object.entries(r.secretFiles ?? {}).map(([k, f]) => [k, f.path]));
+  const digested = digestSecretFiles(sources, (name) => `secretFiles/${name}`);
+  return {
     envSources: Object.fromEntries(Object.entries(r.envSecrets ?? {}).map(([k, ref]) => [k, ref.source])),
     restartedAt: r.restartedAt,
     // A revision recorded before container fields were kept had none.
     container: r.container ?? {},
     secretSources: sources,
     secretDigests: digested.digests,
-    ...(o.state?.revisionKey ? { revisionKey: o.state.revisionKey } : {}),
+    secretIssues: digested.issues,
   };
 }
 
@@ -287,7 +301,14 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
       const switchBack = async () => (await h.store.read())?.switchBack === true;
       const promoted = async () => (await h.store.read())?.promote === true;
       const aborted = async () => (await h.store.read())?.abort === true;
-      const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, aborted, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, o);
+      // A rollback rebuilds the revision the fleet ran from its record (engine/rollout.ts previousFleet).
+      const recordedSpec = (revision: string) => {
+        const r = state.revisions.findLast((x) => x.hash === revision);
+        if (!r) return undefined;
+        const { secretIssues: _i, ...spec } = recordedSpecOf(r);
+        return spec;
+      };
+      const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, aborted, recordedSpec, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, o);
       await write.flush();
       await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`, result.health, result.switchedAt);
       return { ...result, revisionNumber: record.number };

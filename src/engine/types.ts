@@ -1,4 +1,5 @@
 /** The engine's inputs and outputs: ports, options and results of a rollout. */
+import type { Fleet } from '../config/load.js';
 import type { DeployHealthReport } from '../core/deployHealth.js';
 import type { AccessLogSource, Clock, Journal, Prober, Runtime } from '../ports.js';
 import type { Controller, ControllerTiming } from './controller.js';
@@ -47,7 +48,16 @@ export interface DeployDeps {
   accessLogs?: readonly AccessLogOpener[];
   /** Per-revision figures from the access logs for [from, to) (set by deploy() from accessLogs; the analysis gate reads it). */
   trafficWindow?: (fromMs: number, toMs: number) => Promise<import('../core/logStats.js').WindowStats | undefined>;
+  /**
+   * What the fleet's state recorded of a revision (by hash) that its containers
+   * do not say: container fields, secret references, the restart marker. A
+   * rollback rebuilds the previous revision from it; without it (no state) the
+   * rollback can only reuse the failed spec's container fields.
+   */
+  recordedSpec?: (revision: string) => RecordedSpec | undefined;
 }
+
+export type RecordedSpec = Pick<Fleet, 'container' | 'envSources' | 'secretSources' | 'secretDigests' | 'restartedAt'>;
 
 /** Opens one load balancer's access log; the source's first read() starts at the log's current end. */
 export interface AccessLogOpener {
