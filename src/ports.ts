@@ -38,7 +38,35 @@ export const LABELS = {
   image: 'fleetroll.image',
   /** On app images: hash of (context files, base image id, version); a mismatch triggers a rebuild. */
   contextHash: 'fleetroll.context-hash',
+  /** On instances: the image as the fleet file wrote it (the container itself runs the pinned build). */
+  imageRef: 'fleetroll.image-ref',
+  /** On instances: the digest the image was pinned to (Fleet.digest), to rebuild the revision for a rollback. */
+  digest: 'fleetroll.digest',
 } as const;
+
+/**
+ * Credentials for one registry, as the Docker engine takes them
+ * (X-Registry-Auth). The password is a secret: never in a message or an event.
+ */
+export interface RegistryAuth {
+  /** The registry host[:port] the credentials belong to. */
+  serveraddress: string;
+  username?: string | undefined;
+  password?: string | undefined;
+  /** An OAuth refresh token (docker login against some registries stores one instead of a password). */
+  identitytoken?: string | undefined;
+}
+
+/** Looks up the credentials for a registry host (~/.docker/config.json); undefined when there are none. */
+export type RegistryCredentials = (server: string) => Promise<RegistryAuth | undefined>;
+
+/** What the engine knows of one image reference. */
+export interface ImageInfo {
+  /** The image ID, "sha256:..." (the same on every engine that has this build, pulled or loaded). */
+  id: string;
+  /** "repo@sha256:..." for each registry the engine pulled it from or pushed it to. */
+  repoDigests: string[];
+}
 
 /** What to run for one instance. */
 export interface InstanceSpec {
@@ -92,9 +120,10 @@ export interface Runtime {
   networkExists(name: string): Promise<boolean>;
   /** `docker save` / `docker load` through the API: how an image reaches a host without a registry. */
   saveImage(image: string): Promise<NodeJS.ReadableStream>;
-  /** `docker pull` where the host reaches a registry; false when it cannot. */
-  /** `docker pull` on the engine: undefined when the image is there after it, else the engine's reason. */
-  pullImage(image: string): Promise<string | undefined>;
+  /** `docker pull` on the engine (with `auth` for a private registry): undefined when the image is there after it, else the engine's reason. */
+  pullImage(image: string, auth?: RegistryAuth): Promise<string | undefined>;
+  /** The image ID and registry digests of a reference (tag, digest or ID); undefined when the engine does not have it. Runtimes without it are not pinned. */
+  imageInfo?(ref: string): Promise<ImageInfo | undefined>;
   loadImage(tar: NodeJS.ReadableStream): Promise<void>;
   /** Last lines of a container's output, for failure reports. */
   logs(id: string, tail: number): Promise<string>;
@@ -165,6 +194,8 @@ export interface RevisionRecord {
   /** The spec hash (the instances' fleetroll.revision label). */
   hash: string;
   image: string;
+  /** The build `image` resolved to when the revision was deployed (repo@sha256:... or sha256:...); undo runs exactly it. */
+  digest?: string | undefined;
   version: string;
   port: number;
   /** Kept so that undo can recreate the revision; shown by name only. */

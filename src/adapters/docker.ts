@@ -20,7 +20,7 @@ import { posix } from 'node:path';
 import { Readable } from 'node:stream';
 import type Dockerode from 'dockerode';
 import { ExitCode, FleetrollError } from '../errors.js';
-import { LABELS, type InstanceInfo, type InstanceSpec, type Runtime } from '../ports.js';
+import { LABELS, type ImageInfo, type InstanceInfo, type InstanceSpec, type RegistryAuth, type Runtime } from '../ports.js';
 import { engineMessage, retryTransient, statusOf, type RetryOptions } from './dockerRetry.js';
 import { SshDockerAgent } from './ssh.js';
 import { createTar, readTar, type TarEntry } from './tar.js';
@@ -292,10 +292,15 @@ export class DockerRuntime implements Runtime {
     }
   }
 
-  /** `docker pull`; resolves true when the engine has the image afterwards, false when no registry gave it. */
-  async pullImage(image: string): Promise<string | undefined> {
+  /**
+   * `docker pull`, with `auth` as the engine's X-Registry-Auth header for a
+   * private registry; undefined when the engine has the image afterwards,
+   * else its reason. The reason is the engine's message, which names the
+   * registry and never the credentials.
+   */
+  async pullImage(image: string, auth?: RegistryAuth): Promise<string | undefined> {
     try {
-      const stream = await this.docker.pull(image);
+      const stream = (await this.docker.pull(image, auth ? { authconfig: { ...auth } } : {})) as NodeJS.ReadableStream;
       await new Promise<void>((resolve, reject) => this.docker.modem.followProgress(stream, (err: unknown) => (err ? reject(err) : resolve())));
     } catch (err) {
       return engineMessage(err);
@@ -472,6 +477,16 @@ export class DockerRuntime implements Runtime {
       // Another removal of it was still under way after the retries: it is going away, as asked.
       if (statusOf(err) === 409 && /already in progress/i.test(msg)) return;
       throw runtimeError('E_DOCKER', `${doing}: ${msg}`, err);
+    }
+  }
+
+  async imageInfo(ref: string): Promise<ImageInfo | undefined> {
+    try {
+      const info = await this.docker.getImage(ref).inspect();
+      return { id: info.Id, repoDigests: info.RepoDigests ?? [] };
+    } catch (err) {
+      if (statusOf(err) === 404) return undefined;
+      throw runtimeError('E_DOCKER', `inspecting image ${ref} on ${this.where}: ${engineMessage(err)}`, err);
     }
   }
 

@@ -7,6 +7,7 @@
 import type * as zod from 'zod';
 import * as z from './zod.js';
 import { analysisSchema } from './analysis.js';
+import { imageFields } from './images.js';
 
 export const SERVICE_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
 const HOST_NAME_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
@@ -217,6 +218,8 @@ export const fleetSchema = z
     /** The analysis gate (core/gate.ts): a canary's analysis steps, and RollingUpdate after its first wave. */
     analysis: analysisSchema.optional(),
     loadBalancers: z.array(z.object({ nginx: nginxSchema }).strict()).default([]),
+    // registry, pull (config/images.ts).
+    ...imageFields,
   })
   .strict();
 

@@ -1,18 +1,35 @@
 /**
  * Before a rollout touches anything: every host answers, the image is on
- * every host (copied or pulled where missing), every network exists, and
+ * every host (by the fleet's `pull:` policy: pulled on every host, copied or
+ * pulled where missing, or required to be there), every network exists, and
  * every nginx has a config that passes `nginx -t`. Any problem fails the
  * rollout with nothing changed, listing all of them.
  */
 import type { Fleet } from '../config/load.js';
+import { isImageId } from '../core/imageRef.js';
 import { forceRoute } from '../core/upstream.js';
 import { RolloutFailedError } from '../errors.js';
 import type { Router, Runtime } from '../ports.js';
 import type { HostWork } from './hostWork.js';
-import { copyImage, pullImage, type ImageSources } from './images.js';
+import { copyImage, pullAuthFor, pullImage, redact, type ImageSources, type PullAuth } from './images.js';
 import type { LoadBalancer } from './traffic.js';
 
 export async function preflight(fleet: Fleet, balancers: readonly LoadBalancer[], work: HostWork, s: ImageSources & { copyImages: boolean }): Promise<void> {
+  // A recorded build (undo, resume) is wanted exactly: its digest, not what the tag names now.
+  const wanted = fleet.digest ?? fleet.image;
+  const policy = fleet.pull ?? 'missing';
+  // Resolved once for every host; a lookup that fails (a credential helper) is one problem, not one per host.
+  let login: PullAuth | undefined;
+  const problems: string[] = [];
+  if (policy !== 'never' && !isImageId(wanted)) {
+    try {
+      login = await pullAuthFor(wanted, fleet.registry, s.credentials);
+    } catch (err) {
+      problems.push((err as Error).message);
+    }
+  }
+  const secrets = login?.secrets ?? (fleet.registry ? [fleet.registry.password] : []);
+  const pull = (name: string, rt: Runtime) => (login ? pullImage(wanted, name, rt, s.emit, login) : Promise.resolve(`image ${wanted} was not pulled on host ${name}: no credentials for its registry (see above)`));
   // Hosts are checked (and sent the image) in parallel, so a slow link to
   // one host does not hold up the others; problems are listed in host order.
   const perHost = await Promise.all(
@@ -21,21 +38,27 @@ export async function preflight(fleet: Fleet, balancers: readonly LoadBalancer[]
         const found: string[] = [];
         try {
           await rt.ping();
-          const present =
-            (await rt.imageExists(fleet.image)) ||
-            (s.copyImages && (await copyImage(fleet.image, name, rt, s))) ||
-            (await pullImage(fleet.image, name, rt, s.emit));
-          if (!present) found.push(`image ${fleet.image} is not present on host ${name}`);
+          if (policy === 'always' && !isImageId(wanted)) {
+            // compose's pull_policy: always: pulled even when present, and a failed pull fails (no copy instead).
+            const failed = await pull(name, rt);
+            if (failed !== undefined) found.push(failed);
+          } else if (policy === 'never') {
+            if (!(await rt.imageExists(wanted))) found.push(`image ${wanted} is not present on host ${name}, and pull: never neither pulls nor copies it (load or build it there, or use pull: missing)`);
+          } else if (!(await rt.imageExists(wanted))) {
+            const copied = s.copyImages && (await copyImage(wanted, name, rt, s));
+            const failed = copied ? undefined : isImageId(wanted) ? `no host has it to copy from` : await pull(name, rt);
+            if (failed !== undefined) found.push(`image ${wanted} is not present on host ${name} (${failed})`);
+          }
           const network = fleet.hosts.find((h) => h.name === name)?.network;
           if (network && !(await rt.networkExists(network))) found.push(`network ${network} does not exist on host ${name} (docker network create ${network})`);
         } catch (err) {
-          found.push((err as Error).message);
+          found.push(redact((err as Error).message, secrets));
         }
         return found;
       }),
     ),
   );
-  const problems = perHost.flat();
+  problems.push(...perHost.flat());
   for (const { router: r } of balancers) {
     try {
       await r.check();

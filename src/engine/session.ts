@@ -10,7 +10,7 @@ import type { FleetLockPort, FleetState, JournalEntry, RevisionRecord, RolloutOu
 import { journalWriter } from './journal.js';
 import { ExitCode, FleetrollError } from '../errors.js';
 import type { DeployHealthReport } from '../core/deployHealth.js';
-import { deploy, healthOf, InterruptedError, PausedError, RolloutFailedError, type DeployDeps, type DeployOptions, type DeployResult } from './rollout.js';
+import { deploy, healthOf, InterruptedError, prepare, PausedError, RolloutFailedError, type DeployDeps, type DeployOptions, type DeployResult } from './rollout.js';
 import { envOf, revisionOf } from './revision.js';
 import { renderUpstream } from '../core/upstream.js';
 
@@ -41,7 +41,7 @@ export function withState(fleet: Fleet, state: FleetState | undefined): Fleet {
 
 /** The fleet file's settings with the spec of a recorded revision (undo, resume). */
 export function fleetForRecord(fleet: Fleet, r: RevisionRecord): Fleet {
-  return { ...fleet, image: r.image, version: r.version, port: r.port, env: { ...r.env }, restartedAt: r.restartedAt };
+  return { ...fleet, image: r.image, digest: r.digest, pinnedImage: undefined, version: r.version, port: r.port, env: { ...r.env }, restartedAt: r.restartedAt };
 }
 
 function outcomeOf(err: unknown): { outcome: RolloutOutcome; message: string } {
@@ -135,7 +135,8 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     if (state.paused && o.continueRevision === undefined) {
       throw new FleetrollError('E_PAUSED', ExitCode.paused, `fleet ${fleetIn.service} is paused (fleetroll pause)`, { hint: 'continue the paused rollout with `fleetroll resume -f <fleet>`' });
     }
-    const fleet = withState(fleetIn, state);
+    // Preflight and pinning first: the digest the image resolves to is part of the revision recorded below.
+    const fleet = await prepare(withState(fleetIn, state), deps, o);
     const hash = revisionOf(fleet);
     const rollout = `${new Date().toISOString()}-${randomBytes(3).toString('hex')}`;
 
@@ -166,6 +167,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
           number: state.nextRevision++,
           hash,
           image: fleet.image,
+          digest: fleet.digest,
           version: fleet.version,
           port: fleet.port,
           env: envOf(fleet),
@@ -197,7 +199,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
       const switchBack = async () => (await h.store.read())?.switchBack === true;
       const promoted = async () => (await h.store.read())?.promote === true;
       const aborted = async () => (await h.store.read())?.abort === true;
-      const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, aborted, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, o);
+      const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, aborted, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, { ...o, prepared: true });
       await write.flush();
       await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`, result.health, result.switchedAt);
       return { ...result, revisionNumber: record.number };

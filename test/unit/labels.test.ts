@@ -26,6 +26,8 @@ describe('Docker labels', () => {
       demo: 'fleetroll.demo',
       image: 'fleetroll.image',
       contextHash: 'fleetroll.context-hash',
+      imageRef: 'fleetroll.image-ref',
+      digest: 'fleetroll.digest',
     });
   });
 

@@ -101,7 +101,7 @@ export function registerValidate(program: CommandUnknownOpts, out: Out): void {
       if (o.json) {
         for (const w of nginx.warnings) out.warn(w);
         // env values may be secrets: show their names only.
-        out.json({ ...fleet, env: Object.keys(fleet.env ?? {}) });
+        out.json({ ...fleet, env: Object.keys(fleet.env ?? {}), ...(fleet.registry ? { registry: { ...fleet.registry, password: '***' } } : {}) });
         return;
       }
       out.line(`${o.file}: valid`);
