@@ -18,18 +18,22 @@ export async function preflight(fleet: Fleet, balancers: readonly LoadBalancer[]
   // A recorded build (undo, resume) is wanted exactly: its digest, not what the tag names now.
   const wanted = fleet.digest ?? fleet.image;
   const policy = fleet.pull ?? 'missing';
-  // Resolved once for every host; a lookup that fails (a credential helper) is one problem, not one per host.
-  let login: PullAuth | undefined;
+  // Looked up once, on the first pull (a present image needs no credentials); a
+  // lookup that fails (a credential helper, a registry mismatch) is one problem.
+  let login: Promise<PullAuth> | undefined;
   const problems: string[] = [];
-  if (policy !== 'never' && !isImageId(wanted)) {
+  const secrets = fleet.registry ? [fleet.registry.password] : [];
+  const pull = async (name: string, rt: Runtime): Promise<string | undefined> => {
+    login ??= pullAuthFor(wanted, fleet.registry, s.credentials);
+    let l: PullAuth;
     try {
-      login = await pullAuthFor(wanted, fleet.registry, s.credentials);
+      l = await login;
     } catch (err) {
-      problems.push((err as Error).message);
+      return (err as Error).message;
     }
-  }
-  const secrets = login?.secrets ?? (fleet.registry ? [fleet.registry.password] : []);
-  const pull = (name: string, rt: Runtime) => (login ? pullImage(wanted, name, rt, s.emit, login) : Promise.resolve(`image ${wanted} was not pulled on host ${name}: no credentials for its registry (see above)`));
+    secrets.push(...l.secrets);
+    return pullImage(wanted, name, rt, s.emit, l);
+  };
   // Hosts are checked (and sent the image) in parallel, so a slow link to
   // one host does not hold up the others; problems are listed in host order.
   const perHost = await Promise.all(
@@ -43,11 +47,11 @@ export async function preflight(fleet: Fleet, balancers: readonly LoadBalancer[]
             const failed = await pull(name, rt);
             if (failed !== undefined) found.push(failed);
           } else if (policy === 'never') {
-            if (!(await rt.imageExists(wanted))) found.push(`image ${wanted} is not present on host ${name}, and pull: never neither pulls nor copies it (load or build it there, or use pull: missing)`);
+            if (!(await rt.imageExists(wanted))) found.push(`image ${fleet.image} is not present on host ${name}${fleet.digest ? ` as the recorded build ${fleet.digest}` : ''}, and pull: never neither pulls nor copies it (load or build it there, or use pull: missing)`);
           } else if (!(await rt.imageExists(wanted))) {
             const copied = s.copyImages && (await copyImage(wanted, name, rt, s));
             const failed = copied ? undefined : isImageId(wanted) ? `no host has it to copy from` : await pull(name, rt);
-            if (failed !== undefined) found.push(`image ${wanted} is not present on host ${name} (${failed})`);
+            if (failed !== undefined) found.push(`image ${fleet.image} is not present on host ${name}${fleet.digest ? ` as the recorded build ${fleet.digest}` : ''} (${failed})`);
           }
           const network = fleet.hosts.find((h) => h.name === name)?.network;
           if (network && !(await rt.networkExists(network))) found.push(`network ${network} does not exist on host ${name} (docker network create ${network})`);
@@ -58,7 +62,7 @@ export async function preflight(fleet: Fleet, balancers: readonly LoadBalancer[]
       }),
     ),
   );
-  problems.push(...perHost.flat());
+  problems.push(...new Set(perHost.flat()));
   for (const { router: r } of balancers) {
     try {
       await r.check();
