@@ -39,8 +39,10 @@ export type { AccessLogOpener, DeployDeps, DeployOptions, DeployResult } from '.
  * the error it throws (`healthOf(err)`).
  */
 export async function deploy(fleetIn: Fleet, deps: DeployDeps, options: DeployOptions = {}): Promise<DeployResult> {
+  const clock = deps.clock ?? systemClock;
+  const t0 = clock.now();
   const fleet = await prepare(fleetIn, deps, options);
-  options = { ...options, prepared: true };
+  if (!options.prepared) options = { ...options, prepared: true, preparedMs: clock.now() - t0 };
   if (!deps.accessLogs) return deployOnce(fleet, deps, options);
   const watch = await HealthWatch.start(fleet, revisionOf(fleet), deps.clock ?? systemClock, deps.accessLogs, () => listFleet(fleet.service, deps.runtimes, fleet.hostParallelism, deps.adopted));
   let result: DeployResult;
@@ -166,7 +168,7 @@ class Rollout {
       revision: this.revision,
       version: this.fleet.version,
       ...(this.fleet.digest ? { digest: this.fleet.digest } : {}),
-      durationMs: this.clock.now() - t0,
+      durationMs: this.clock.now() - t0 + (this.options.prepared ? (this.options.preparedMs ?? 0) : 0),
       waves: result.waves,
       reloads: result.reloads,
       instances,

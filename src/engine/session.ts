@@ -136,7 +136,9 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
       throw new FleetrollError('E_PAUSED', ExitCode.paused, `fleet ${fleetIn.service} is paused (fleetroll pause)`, { hint: 'continue the paused rollout with `fleetroll resume -f <fleet>`' });
     }
     // Preflight and pinning first: the digest the image resolves to is part of the revision recorded below.
+    const t0 = Date.now();
     const fleet = await prepare(withState(fleetIn, state), deps, o);
+    const preparedMs = Date.now() - t0;
     const hash = revisionOf(fleet);
     const rollout = `${new Date().toISOString()}-${randomBytes(3).toString('hex')}`;
 
@@ -199,7 +201,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
       const switchBack = async () => (await h.store.read())?.switchBack === true;
       const promoted = async () => (await h.store.read())?.promote === true;
       const aborted = async () => (await h.store.read())?.abort === true;
-      const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, aborted, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, { ...o, prepared: true });
+      const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, aborted, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, { ...o, prepared: true, preparedMs });
       await write.flush();
       await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`, result.health, result.switchedAt);
       return { ...result, revisionNumber: record.number };

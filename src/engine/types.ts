@@ -99,5 +99,7 @@ export interface DeployOptions {
   copyImages?: boolean | undefined;
   /** Preflight has run and the fleet's image is pinned (`prepare` in rollout.ts): the deploy skips both. */
   prepared?: boolean | undefined;
+  /** How long that took (ms): counted in the result's durationMs, which covers preflight as it always did. */
+  preparedMs?: number | undefined;
 }
 
