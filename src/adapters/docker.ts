@@ -21,7 +21,7 @@ import { Readable } from 'node:stream';
 import type Dockerode from 'dockerode';
 import { ExitCode, FleetrollError } from '../errors.js';
 import { dockerCreateBody } from '../core/container.js';
-import { LABELS, type ContainerHealth, type InstanceInfo, type InstanceSpec, type Runtime } from '../ports.js';
+import { LABELS, type ContainerHealth, type ImageInfo, type InstanceInfo, type InstanceSpec, type RegistryAuth, type Runtime } from '../ports.js';
 import { engineMessage, retryTransient, statusOf, type RetryOptions } from './dockerRetry.js';
 import { SshDockerAgent } from './ssh.js';
 import { createTar, readTar, type TarEntry } from './tar.js';
@@ -294,10 +294,15 @@ export class DockerRuntime implements Runtime {
     }
   }
 
-  /** `docker pull`; resolves true when the engine has the image afterwards, false when no registry gave it. */
-  async pullImage(image: string): Promise<string | undefined> {
+  /**
+   * `docker pull`, with `auth` as the engine's X-Registry-Auth header for a
+   * private registry; undefined when the engine has the image afterwards,
+   * else its reason. The reason is the engine's message, which names the
+   * registry and never the credentials.
+   */
+  async pullImage(image: string, auth?: RegistryAuth): Promise<string | undefined> {
     try {
-      const stream = await this.docker.pull(image);
+      const stream = (await this.docker.pull(image, auth ? { authconfig: { ...auth } } : {})) as NodeJS.ReadableStream;
       await new Promise<void>((resolve, reject) => this.docker.modem.followProgress(stream, (err: unknown) => (err ? reject(err) : resolve())));
     } catch (err) {
       return engineMessage(err);
@@ -478,6 +483,17 @@ export class DockerRuntime implements Runtime {
     }
   }
 
+  async imageInfo(ref: string): Promise<ImageInfo | undefined> {
+    try {
+      const info = await this.docker.getImage(ref).inspect();
+      const test = (info.Config as { Healthcheck?: { Test?: string[] } } | undefined)?.Healthcheck?.Test;
+      return { id: info.Id, repoDigests: info.RepoDigests ?? [], healthcheck: Array.isArray(test) && test.length > 0 && test[0] !== 'NONE' };
+    } catch (err) {
+      if (statusOf(err) === 404) return undefined;
+      throw runtimeError('E_DOCKER', `inspecting image ${ref} on ${this.where}: ${engineMessage(err)}`, err);
+    }
+  }
+
   imageExists(image: string): Promise<boolean> {
     return this.present(`image ${image}`, () => this.docker.getImage(image).inspect());
   }
@@ -563,18 +579,6 @@ export class DockerRuntime implements Runtime {
     } finally {
       clearTimeout(timer);
     }
-  }
-
-  async imageInfo(image: string): Promise<{ id: string; healthcheck: boolean } | undefined> {
-    let info: Dockerode.ImageInspectInfo;
-    try {
-      info = await this.docker.getImage(image).inspect();
-    } catch (err) {
-      if (statusOf(err) === 404) return undefined;
-      throw runtimeError('E_DOCKER', `inspecting image ${image} on ${this.where}: ${engineMessage(err)}`, err);
-    }
-    const test = (info.Config as { Healthcheck?: { Test?: string[] } } | undefined)?.Healthcheck?.Test;
-    return { id: info.Id, healthcheck: Array.isArray(test) && test.length > 0 && test[0] !== 'NONE' };
   }
 
   async containerImage(id: string): Promise<string | undefined> {

@@ -43,6 +43,14 @@ export interface Fleet extends Omit<FleetFileParsed, 'defaults' | 'strategy' | '
   onFailure: 'pause' | 'rollback';
   /** Set from the fleet's state by `fleetroll restart`; part of the revision hash. */
   restartedAt?: string | undefined;
+  /**
+   * The build the image resolved to at the start of the deploy (engine/pin.ts):
+   * `repo@sha256:...` (its registry digest) or `sha256:...` (its image ID);
+   * part of the revision hash. Unset where no host was asked (plan, simulate, validate).
+   */
+  digest?: string | undefined;
+  /** The reference every container of the deploy is created with: the digest, or the image ID where a host has no digest for it. */
+  pinnedImage?: string | undefined;
   strategy: ResolvedStrategy;
   /** Where each timing value came from, for `validate` to explain. */
   timingSources: Record<TimingField, 'cli' | 'fleet' | 'defaults' | 'builtin'>;

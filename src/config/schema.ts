@@ -10,6 +10,7 @@ import { analysisSchema } from './analysis.js';
 import { containerFields } from './container.js';
 import { MAX_REPLICAS } from '../core/strategy.js';
 import { probesSchema } from './probes.js';
+import { imageFields } from './images.js';
 
 export const SERVICE_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
 const HOST_NAME_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
@@ -230,6 +231,8 @@ export const fleetSchema = z
     /** The analysis gate (core/gate.ts): a canary's analysis steps, and RollingUpdate after its first wave. */
     analysis: analysisSchema.optional(),
     loadBalancers: z.array(z.object({ nginx: nginxSchema }).strict()).default([]),
+    // registry, pull (config/images.ts).
+    ...imageFields,
   })
   .strict();
 

@@ -10,7 +10,7 @@ import type { FleetLockPort, FleetState, JournalEntry, RevisionRecord, RolloutOu
 import { journalWriter } from './journal.js';
 import { ExitCode, FleetrollError, ValidationError } from '../errors.js';
 import type { DeployHealthReport } from '../core/deployHealth.js';
-import { deploy, healthOf, InterruptedError, PausedError, RolloutFailedError, type DeployDeps, type DeployOptions, type DeployResult } from './rollout.js';
+import { deploy, healthOf, InterruptedError, prepare, PausedError, RolloutFailedError, type DeployDeps, type DeployOptions, type DeployResult } from './rollout.js';
 import type { RecordedSpec } from './types.js';
 import { envOf, revisionOf, secretDigest } from './revision.js';
 import { digestSecretFiles, NOT_KEPT, resolveSecretRefs, type SecretRef } from '../config/secrets.js';
@@ -61,6 +61,9 @@ export function fleetForRecord(fleet: Fleet, r: RevisionRecord, o: { strict?: bo
   return {
     ...fleet,
     image: r.image,
+    // Exactly the recorded build: undo, resume and restart run it, not what the tag names now.
+    digest: r.digest,
+    pinnedImage: undefined,
     version: r.version,
     port: r.port,
     env: { ...r.env, ...secrets },
@@ -235,7 +238,10 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     // The key of the revision hash: made once, kept in the state, never shown.
     state.revisionKey ??= randomBytes(16).toString('hex');
     scrubLegacySecrets(state);
-    const fleet = withState(fleetIn, state);
+    // Preflight and pinning first: the digest the image resolves to is part of the revision recorded below.
+    const t0 = Date.now();
+    const fleet = await prepare(withState(fleetIn, state), deps, o);
+    const preparedMs = Date.now() - t0;
     const hash = revisionOf(fleet);
     const changes = changesFromRunning(fleetIn, state);
     if (changes && changes.from.hash !== hash) {
@@ -270,6 +276,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
           number: state.nextRevision++,
           hash,
           image: fleet.image,
+          digest: fleet.digest,
           version: fleet.version,
           port: fleet.port,
           ...recordSpec(fleet, state.revisionKey),
@@ -308,7 +315,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
         const { secretIssues: _i, ...spec } = recordedSpecOf(r);
         return spec;
       };
-      const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, aborted, recordedSpec, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, o);
+      const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, aborted, recordedSpec, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, { ...o, prepared: true, preparedMs });
       await write.flush();
       await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`, result.health, result.switchedAt);
       return { ...result, revisionNumber: record.number };

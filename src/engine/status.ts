@@ -82,7 +82,7 @@ export async function statusReport(fleetIn: Fleet, deps: Pick<DeployDeps, 'runti
   const current = instances.filter((i) => i.revision === desired);
   return {
     service: fleet.service,
-    desired: { replicas: fleet.replicas, revision: desired, image: fleet.image, version: fleet.version },
+    desired: { replicas: fleet.replicas, revision: desired, image: fleet.image, ...(fleet.digest ? { digest: fleet.digest } : {}), version: fleet.version },
     observed: {
       instances: instances.length,
       current: current.length,

@@ -1,7 +1,7 @@
 /** The engine's inputs and outputs: ports, options and results of a rollout. */
 import type { Fleet } from '../config/load.js';
 import type { DeployHealthReport } from '../core/deployHealth.js';
-import type { AccessLogSource, Clock, Journal, Prober, Runtime } from '../ports.js';
+import type { AccessLogSource, Clock, Journal, Prober, RegistryCredentials, Runtime } from '../ports.js';
 import type { Controller, ControllerTiming } from './controller.js';
 import type { EventSink } from './events.js';
 import type { Adopted } from './observe.js';
@@ -31,6 +31,8 @@ export interface DeployDeps {
   recovering?: boolean;
   /** Where to copy a missing image from besides the fleet's hosts: the local engine. */
   imageSource?: Runtime;
+  /** Registry credentials for fleets without `registry:` (adapters/registryAuth.ts: docker login's config.json). */
+  credentials?: RegistryCredentials;
   /** Containers taken over with `fleetroll adopt`: they carry no fleetroll labels. */
   adopted?: Adopted;
   /** The controller's own timings (simulate and the tests shorten or lengthen them). */
@@ -77,6 +79,8 @@ export interface DeployResult {
   service: string;
   revision: string;
   version: string;
+  /** The build the image was pinned to for this deploy (engine/pin.ts); absent where no host was asked (simulate). */
+  digest?: string | undefined;
   durationMs: number;
   /** Decisions that started or terminated instances. */
   waves: number;
@@ -103,5 +107,9 @@ export interface DeployOptions {
   signal?: AbortSignal | undefined;
   /** Copy the image to hosts that lack it (default true). */
   copyImages?: boolean | undefined;
+  /** Preflight has run and the fleet's image is pinned (`prepare` in rollout.ts): the deploy skips both. */
+  prepared?: boolean | undefined;
+  /** How long that took (ms): counted in the result's durationMs, which covers preflight as it always did. */
+  preparedMs?: number | undefined;
 }
 

@@ -83,7 +83,7 @@ export async function verifyRevision(fleet: Fleet, revision: string, instances: 
   const wanted = (host: string) => {
     let p = byHost.get(host);
     if (!p) {
-      p = deps.runtimes.get(host)?.imageInfo(fleet.image).then((x) => x?.id) ?? Promise.resolve(undefined);
+      p = deps.runtimes.get(host)?.imageInfo?.(fleet.image).then((x) => x?.id) ?? Promise.resolve(undefined);
       byHost.set(host, p);
     }
     return p;

@@ -10,7 +10,7 @@
  */
 import { parseUpstreamServers } from '../core/upstream.js';
 import { FleetrollError } from '../errors.js';
-import { LABELS, type Clock, type ContainerHealth, type InstanceInfo, type InstanceSpec, type ProbeTarget, type Prober, type Router, type Runtime } from '../ports.js';
+import { LABELS, type Clock, type ContainerHealth, type ImageInfo, type InstanceInfo, type InstanceSpec, type ProbeTarget, type Prober, type Router, type Runtime } from '../ports.js';
 
 export interface SimTimings {
   /** From container start to readiness passing, ms. */
@@ -158,7 +158,8 @@ function info(c: SimContainer): InstanceInfo {
 
 /** The image ID a simulated engine has for an image reference. */
 export function simImageId(image: string): string {
-  return `sha256:sim-${image}`;
+  // A container created from an image ID (a pinned build) runs that very ID.
+  return image.startsWith('sha256:') ? image : `sha256:sim-${image}`;
 }
 
 /** Readiness as the simulated app has it: running, not stopping, past its startup. */
@@ -281,9 +282,9 @@ export class SimRuntime implements Runtime {
     return isReady(this.w, c) ? 0 : 1;
   }
 
-  async imageInfo(image: string): Promise<{ id: string; healthcheck: boolean }> {
+  async imageInfo(image: string): Promise<ImageInfo> {
     this.check();
-    return { id: simImageId(image), healthcheck: true };
+    return { id: simImageId(image), repoDigests: [], healthcheck: true };
   }
 
   async containerImage(id: string): Promise<string | undefined> {

@@ -311,12 +311,12 @@ describe('parseDocumentText: duplicate keys in linear time (issue 23 item 8)', (
   // One-line flow style (minified JSON) caught a per-key scan back to the line start.
   const flow = (count: number): string => `${BASE}env: {${Array.from({ length: count }, (_, i) => `K${i}: v`).join(', ')}}\n`;
   for (const [style, make] of [['block', env], ['one-line flow', flow]] as const) {
-    it(`${style}: 100k keys take less than 20 times as long as 10k (quadratic would be 100; was 251 s)`, () => {
+    it(`${style}: 100k keys take less than 40 times as long as 10k (quadratic would be 100; was 251 s)`, () => {
       const small = make(10_000);
       const large = make(100_000);
       best(small); // warm the JIT so the ratio compares steady states
       const ratio = best(large) / best(small);
-      assert.ok(ratio < 20, `time(100k) / time(10k) = ${ratio.toFixed(1)}`);
+      assert.ok(ratio < 40, `time(100k) / time(10k) = ${ratio.toFixed(1)}`);
     });
   }
 });

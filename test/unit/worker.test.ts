@@ -17,7 +17,7 @@ import type { RolloutEvent } from '../../src/engine/events.js';
 import { RolloutFailedError, ValidationError } from '../../src/errors.js';
 import { LABELS, type ProbeTarget, type Runtime } from '../../src/ports.js';
 import { VirtualClock } from '../../src/sim/clock.js';
-import { SimRuntime, SimWorld } from '../../src/sim/ports.js';
+import { SimRuntime, SimWorld, simImageId } from '../../src/sim/ports.js';
 
 const OLD_REVISION = 'worker-old';
 
@@ -68,6 +68,9 @@ class CountingRuntime extends SimRuntime {
     super(host, world);
   }
 }
+
+/** The revision a deploy records: the image is pinned to the build the simulated engine has (its ID, no registry digest). */
+const pinnedRevision = (fleet: Fleet) => revisionOf({ ...fleet, digest: simImageId(fleet.image) });
 
 async function rollWorker(fleet: Fleet, o: { stale?: string; noImageHealthcheck?: boolean; initial?: number } = {}) {
   const clock = new VirtualClock();
@@ -122,7 +125,7 @@ describe('a worker with no port and no load balancer rolls with every strategy',
       assert.equal(fleet.port, undefined);
       const { result, world, runtimes, events, lowestReady } = await rollWorker(fleet);
       assert.ok(result.ok, result.ok ? '' : String((result.err as Error).message));
-      const revision = revisionOf(fleet);
+      const revision = pinnedRevision(fleet);
       const left = [...world.containers.values()];
       assert.equal(left.length, 4, 'replicas containers left');
       assert.ok(left.every((c) => c.labels[LABELS.revision] === revision && c.state === 'running'), 'only the new revision runs');
@@ -161,7 +164,7 @@ describe('a worker with no port and no load balancer rolls with every strategy',
 describe('version: false verifies image ID, revision label and readiness', () => {
   it('an instance running a stale build of the tag fails the rollout, named with both image IDs', async () => {
     const fleet = await workerFleet();
-    const name = `queue-worker-${revisionOf(fleet).slice(0, 7)}-00002`;
+    const name = `queue-worker-${pinnedRevision(fleet).slice(0, 7)}-00002`;
     const { result } = await rollWorker(fleet, { stale: name });
     assert.equal(result.ok, false);
     const err = (result as { err: unknown }).err;

@@ -14,6 +14,7 @@ import { parseCount, parseDuration } from '../args.js';
 import { fleetFileOption, jsonOption, withRolloutOptions } from '../options.js';
 import { healthRows } from '../health.js';
 import { table, type Out } from '../output.js';
+import { shortDigest } from '../../core/imageRef.js';
 import { buildDeps, fleetHandles } from '../wiring.js';
 import { executeRollout } from './deploy.js';
 
@@ -33,6 +34,7 @@ function describeRecord(r: RevisionRecord): string[][] {
     ['revision', String(r.number)],
     ['hash', r.hash],
     ['image', r.image],
+    ['digest', r.digest ?? '(not pinned)'],
     ['version', r.version],
     ['port', r.port === undefined ? '(none)' : String(r.port)],
     ['env', [...Object.keys(r.env), ...Object.keys(r.envSecrets ?? {}).map((k) => `${k} (secret: ${r.envSecrets?.[k]?.source})`)].join(', ') || '(none)'],
@@ -78,8 +80,8 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
       }
       out.line(
         table(
-          ['REVISION', 'IMAGE', 'VERSION', 'OUTCOME', 'WHEN', 'BY', 'CHANGE-CAUSE'],
-          revisions.map((r) => [String(r.number), r.image, r.version, r.outcome, when(r.when), r.who, r.changeCause]),
+          ['REVISION', 'IMAGE', 'DIGEST', 'VERSION', 'OUTCOME', 'WHEN', 'BY', 'CHANGE-CAUSE'],
+          revisions.map((r) => [String(r.number), r.image, r.digest ? shortDigest(r.digest) : '-', r.version, r.outcome, when(r.when), r.who, r.changeCause]),
         ),
       );
     });
@@ -270,6 +272,7 @@ Example (the compose demo):
 
 function printStatus(r: StatusReport, out: Out): void {
   out.line(`service ${r.service}: desired ${r.desired.replicas} × ${r.desired.image} (version ${r.desired.version}, revision ${r.desired.revision})`);
+  if (r.desired.digest) out.line(`image pinned to ${r.desired.digest}`);
   out.line(`observed: ${r.observed.instances} instance(s), ${r.observed.current} of the desired revision, ${r.observed.ready} ready${r.upToDate ? ' — up to date' : ''}`);
   if (r.instances.length > 0) {
     const lbs = Object.keys(r.instances[0]?.upstreams ?? {});
