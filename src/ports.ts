@@ -7,6 +7,7 @@
 import type { ContainerConfig } from './core/container.js';
 import type { SecretRef } from './config/secrets.js';
 import type { DeployHealthReport } from './core/deployHealth.js';
+import type { UpstreamEntry } from './core/upstream.js';
 
 /**
  * Every Docker label fleetroll sets or reads, one constant each: on instance
@@ -120,6 +121,12 @@ export interface Runtime {
   specOf(id: string): Promise<{ image: string; env: Record<string, string> } | undefined>;
 }
 
+/** An upstream file as the engine writes it: its text, rendered when first asked, and the servers it lists. */
+export interface UpstreamFile {
+  text(): string;
+  servers: readonly UpstreamEntry[];
+}
+
 /** One nginx load balancer. */
 export interface Router {
   /** Human name for messages, e.g. "nginx fleetroll-demo-nginx on local". */
@@ -133,6 +140,14 @@ export interface Router {
    * On failure, put the previous content back and throw with nginx's own message.
    */
   writeAndTest(content: string): Promise<void>;
+  /**
+   * Optional, in place of writeAndTest: the same file as the servers it lists
+   * (every one, in order: core/upstream listedServers) and its text on demand,
+   * for a router that reads servers rather than nginx config. The simulated
+   * nginx has it, so a reload per instance costs neither rendering nor parsing
+   * the whole fleet's file; a real nginx needs the text and leaves it out.
+   */
+  writeServers?(file: UpstreamFile): Promise<void>;
   /** `nginx -s reload`: new workers take the new config, old ones finish in-flight requests. */
   reload(): Promise<void>;
   /**

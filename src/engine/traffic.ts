@@ -14,9 +14,9 @@
  * is "routed" (`routes`): the engine never stops an instance nginx may still
  * send requests to.
  */
-import { parseUpstreamServers, renderUpstream, type ForceKey, type StickyKey, type UpstreamEntry, type UpstreamInput } from '../core/upstream.js';
+import { listedServers, parseUpstreamServers, renderUpstream, type ForceKey, type StickyKey, type UpstreamEntry, type UpstreamInput } from '../core/upstream.js';
 import { RolloutFailedError } from '../errors.js';
-import type { Clock, Journal, Router } from '../ports.js';
+import type { Clock, Journal, Router, UpstreamFile } from '../ports.js';
 import type { EventSink } from './events.js';
 import { faultPoint } from './faults.js';
 
@@ -36,7 +36,7 @@ export interface TrafficOptions {
   journal: Journal;
   /** How long a change waits for others to share its reload. */
   coalesceMs: number;
-  /** The servers every upstream should list now (up and down), read when a write begins. */
+  /** The servers every upstream should list now (up and down), read when a write begins: a new list each time (the last written one is kept to compare with). */
   desired: () => UpstreamEntry[];
   /** After every reload: what nginx now has in force. */
   applied: (up: ReadonlySet<string>, down: ReadonlySet<string>) => void;
@@ -68,8 +68,39 @@ function splitSignature(hash: StickyKey | undefined, servers: readonly UpstreamE
   return `${hash ?? ''}|${weights.sort().join(',')}|${forced.join(',')}`;
 }
 
+/** A file written (or read at the start): its text on demand, and for a router that reads servers, what it lists. */
+interface WrittenFile extends Partial<UpstreamFile> {
+  text(): string;
+  hash?: StickyKey | undefined;
+}
+
+function put(r: Router, f: WrittenFile): Promise<void> {
+  return r.writeServers && f.servers ? r.writeServers({ text: f.text, servers: f.servers }) : r.writeAndTest(f.text());
+}
+
+function sameEntry(a: UpstreamEntry, b: UpstreamEntry): boolean {
+  return a.address === b.address && a.down === b.down && a.name === b.name && a.weight === b.weight;
+}
+
+/**
+ * Whether two files have the same text. Two lists of servers under the same
+ * template and hash line render alike exactly when their entries are equal
+ * (every field reaches the file), so those are compared without rendering.
+ */
+function sameFile(a: WrittenFile, b: WrittenFile | undefined): boolean {
+  if (b === undefined) return false;
+  if (a.servers && b.servers && a.hash === b.hash) {
+    if (a.servers.length !== b.servers.length) return false;
+    for (let i = 0; i < a.servers.length; i++) if (!sameEntry(a.servers[i]!, b.servers[i]!)) return false;
+    return true;
+  }
+  return a.text() === b.text();
+}
+
 export class Traffic {
   private readonly lastContent: (string | undefined)[] = [];
+  /** What each file holds, as far as the engine knows: what it read at the start, then what it wrote. */
+  private readonly lastFile: (WrittenFile | undefined)[] = [];
   private inForceUp = new Set<string>();
   private inForceDown = new Set<string>();
   private inForcePreview = new Set<string>();
@@ -95,7 +126,11 @@ export class Traffic {
    * older than its file: `recovering` reloads every nginx once.
    */
   async load(recovering: boolean): Promise<void> {
-    for (const lb of this.o.balancers) this.lastContent.push(await lb.router.read());
+    for (const lb of this.o.balancers) {
+      const content = await lb.router.read();
+      this.lastContent.push(content);
+      this.lastFile.push(content === undefined ? undefined : { text: () => content });
+    }
     // Only the main upstream's block: a preview block's servers take no traffic.
     const first = this.lastContent.findIndex((c) => c !== undefined);
     const current = parseUpstreamServers(this.lastContent[first] ?? '', this.o.balancers[first]?.upstream);
@@ -248,17 +283,19 @@ export class Traffic {
   /** Writes and checks every changed file; on a failed check restores the ones written and throws. Returns the indexes written. */
   private async writeAll(parts: Pick<UpstreamInput, 'servers' | 'preview' | 'hash' | 'force'>): Promise<number[]> {
     const lbs = this.o.balancers;
-    const contents = lbs.map((lb) => renderUpstream(lb.template, { service: this.o.service, upstream: lb.upstream, ...parts }));
+    const files = lbs.map((lb) => this.file(lb, parts));
     const written: number[] = [];
     for (const [i, { router: r }] of lbs.entries()) {
-      if (contents[i] === this.lastContent[i]) continue;
+      const file = files[i]!;
+      if (sameFile(file, this.lastFile[i])) continue;
       try {
-        await r.writeAndTest(contents[i] ?? '');
+        await put(r, file);
         written.push(i);
       } catch (err) {
         for (const j of written) {
-          const prev = this.lastContent[j];
-          if (prev !== undefined) await lbs[j]?.router.writeAndTest(prev).catch(() => {});
+          const prev = this.lastFile[j];
+          const lb = lbs[j];
+          if (prev !== undefined && lb) await put(lb.router, prev).catch(() => {});
         }
         this.o.emit({ type: 'upstream', action: 'restore', down: [], up: [], reloads: this.reloads });
         throw new RolloutFailedError(
@@ -267,7 +304,19 @@ export class Traffic {
         );
       }
     }
-    for (const i of written) this.lastContent[i] = contents[i];
+    for (const i of written) this.lastFile[i] = files[i];
     return written;
+  }
+
+  /** A load balancer's file for these parts: rendered now for a real nginx, on demand for one that reads servers. */
+  private file(lb: LoadBalancer, parts: Pick<UpstreamInput, 'servers' | 'preview' | 'hash' | 'force'>): WrittenFile {
+    const input = { service: this.o.service, upstream: lb.upstream, ...parts };
+    const servers = lb.router.writeServers ? listedServers(lb.template, parts) : undefined;
+    if (servers === undefined) {
+      const text = renderUpstream(lb.template, input);
+      return { text: () => text };
+    }
+    let text: string | undefined;
+    return { text: () => (text ??= renderUpstream(lb.template, input)), servers, hash: parts.hash };
   }
 }
