@@ -125,6 +125,13 @@ export interface Runtime {
 export interface UpstreamFile {
   text(): string;
   servers: readonly UpstreamEntry[];
+  /**
+   * What changed since an earlier file of the same writer, in order (the last
+   * change of an address wins: its entry after it, none = no longer listed),
+   * or undefined when the writer cannot say. For a reader whose addresses are
+   * each listed once (the simulated world's), so a reload costs its changes.
+   */
+  changesSince?(earlier: UpstreamFile): Iterable<{ address: string; after: UpstreamEntry | undefined }> | undefined;
 }
 
 /** One nginx load balancer. */

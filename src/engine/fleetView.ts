@@ -26,6 +26,8 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
   private readonly phases = new Map<Phase, number>();
   /** Per host: containers alive, and non-terminating instances per revision. */
   private readonly hosts = new Map<string, { total: number; terminating: number; byRevision: Map<string, number> }>();
+  /** Ids added, removed or changed since each reader last asked (see `touched`). */
+  private readonly touchLogs: Set<string>[] = [];
 
   get(id: string): Instance | undefined {
     return this.byId.get(id);
@@ -44,7 +46,29 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
     return this.phases.get(phase) ?? 0;
   }
 
+  /**
+   * A reader of what changes: each call of the function returned gives the
+   * ids added, removed, given a phase or `touch`ed since its previous call,
+   * so a reader keeps its own answer up to date without a pass over the fleet.
+   */
+  touched(): () => Set<string> {
+    let log = new Set<string>();
+    const i = this.touchLogs.push(log) - 1;
+    return () => {
+      const out = log;
+      log = new Set();
+      this.touchLogs[i] = log;
+      return out;
+    };
+  }
+
+  /** Something a reader of `touched` may care about changed (an address). */
+  touch(i: Instance): void {
+    for (const log of this.touchLogs) log.add(i.id);
+  }
+
   add(i: Instance): void {
+    this.touch(i);
     this.byId.set(i.id, i);
     const h = this.host(i.host);
     h.total++;
@@ -54,12 +78,14 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
   remove(id: string): void {
     const i = this.byId.get(id);
     if (!i) return;
+    this.touch(i);
     this.leave(i);
     this.byId.delete(id);
     this.host(i.host).total--;
   }
 
   setPhase(i: Instance, phase: Phase): void {
+    this.touch(i);
     if (i.phase === phase || !this.byId.has(i.id)) {
       i.phase = phase;
       return;

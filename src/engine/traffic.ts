@@ -19,6 +19,7 @@ import { RolloutFailedError } from '../errors.js';
 import type { Clock, Journal, Router, UpstreamFile } from '../ports.js';
 import type { EventSink } from './events.js';
 import { faultPoint } from './faults.js';
+import { sameEntry, UpstreamList } from './upstreamList.js';
 
 /** A load balancer: how to reach it, and what to write into its upstream file. */
 export interface LoadBalancer {
@@ -36,8 +37,12 @@ export interface TrafficOptions {
   journal: Journal;
   /** How long a change waits for others to share its reload. */
   coalesceMs: number;
-  /** The servers every upstream should list now (up and down), read when a write begins: a new list each time (the last written one is kept to compare with). */
-  desired: () => UpstreamEntry[];
+  /**
+   * The servers every upstream should list now (up and down), read when a
+   * write begins: the controller's list (compared by its changes), or a new
+   * plain list each time (compared whole).
+   */
+  desired: () => UpstreamList | readonly UpstreamEntry[];
   /** After every reload: what nginx now has in force. */
   applied: (up: ReadonlySet<string>, down: ReadonlySet<string>) => void;
   /** A write or reload failed: the rollout cannot go on. */
@@ -72,23 +77,53 @@ function splitSignature(hash: StickyKey | undefined, servers: readonly UpstreamE
 interface WrittenFile extends Partial<UpstreamFile> {
   text(): string;
   hash?: StickyKey | undefined;
+  /** The controller's list the servers are a version of. */
+  list?: UpstreamList | undefined;
+  version?: number | undefined;
+}
+
+const UP = 1;
+const DOWN = 2;
+
+interface Diff {
+  /** Addresses to change in force, and what they become (UP | DOWN bits). */
+  target: Map<string, number>;
+  upAdded: string[];
+  upRemoved: number;
+  /** Entries down that are not down in force, and entries up at addresses not up in force. */
+  newDown: UpstreamEntry[];
+  newUp: UpstreamEntry[];
+}
+
+/** The names of the servers up (or down), for the journal: only spelled out when the journal is written. */
+class Names {
+  constructor(
+    private readonly servers: readonly UpstreamEntry[],
+    private readonly down: boolean,
+  ) {}
+
+  toJSON(): string[] {
+    return this.servers.filter((e) => e.down === this.down).map((e) => e.name);
+  }
 }
 
 function put(r: Router, f: WrittenFile): Promise<void> {
-  return r.writeServers && f.servers ? r.writeServers({ text: f.text, servers: f.servers }) : r.writeAndTest(f.text());
-}
-
-function sameEntry(a: UpstreamEntry, b: UpstreamEntry): boolean {
-  return a.address === b.address && a.down === b.down && a.name === b.name && a.weight === b.weight;
+  return r.writeServers && f.servers ? r.writeServers(f as UpstreamFile) : r.writeAndTest(f.text());
 }
 
 /**
  * Whether two files have the same text. Two lists of servers under the same
  * template and hash line render alike exactly when their entries are equal
- * (every field reaches the file), so those are compared without rendering.
+ * (every field reaches the file), so those are compared without rendering;
+ * two versions of the controller's list, by version, unless a server's state
+ * is known to have changed (`changed`: then they differ).
  */
-function sameFile(a: WrittenFile, b: WrittenFile | undefined): boolean {
+function sameFile(a: WrittenFile, b: WrittenFile | undefined, changed: boolean): boolean {
   if (b === undefined) return false;
+  if (a.list !== undefined && a.list === b.list && a.hash === b.hash) {
+    if (a.version === b.version) return true;
+    if (changed) return false;
+  }
   if (a.servers && b.servers && a.hash === b.hash) {
     if (a.servers.length !== b.servers.length) return false;
     for (let i = 0; i < a.servers.length; i++) if (!sameEntry(a.servers[i]!, b.servers[i]!)) return false;
@@ -105,6 +140,10 @@ export class Traffic {
   private inForceDown = new Set<string>();
   private inForcePreview = new Set<string>();
   private inForceSplit = '||';
+  /** The controller's list as last compared, and its version then. */
+  private seen: { list: UpstreamList; version: number } | undefined;
+  /** Addresses whose servers differed from those in force when last compared (compared again next time). */
+  private unsettled = new Set<string>();
   private writingUp: Set<string> | undefined;
   private dirty = false;
   private timer: { cancel(): void } | undefined;
@@ -137,6 +176,9 @@ export class Traffic {
     if (this.o.preview) this.inForcePreview = new Set(parseUpstreamServers(this.lastContent[first] ?? '', this.o.preview.upstream).filter((e) => !e.down).map((e) => e.address));
     this.inForceUp = new Set(current.filter((e) => !e.down).map((e) => e.address));
     this.inForceDown = new Set(current.filter((e) => e.down).map((e) => e.address));
+    // What nginx lists that the fleet may not: compared on the first write.
+    for (const a of this.inForceUp) this.unsettled.add(a);
+    for (const a of this.inForceDown) this.unsettled.add(a);
     this.recoveryReload = recovering;
   }
 
@@ -232,25 +274,24 @@ export class Traffic {
   }
 
   private async apply(final: boolean): Promise<void> {
-    const servers = this.o.desired();
-    const up = servers.filter((e) => !e.down);
-    const down = servers.filter((e) => e.down);
-    const upSet = new Set(up.map((e) => e.address));
-    const downSet = new Set(down.map((e) => e.address));
-    const upChanged = upSet.size !== this.inForceUp.size || [...upSet].some((a) => !this.inForceUp.has(a));
-    const newDown = down.filter((e) => !this.inForceDown.has(e.address));
+    const desired = this.o.desired();
+    const list = desired instanceof UpstreamList ? desired : undefined;
+    const servers = list ? list.entries() : (desired as readonly UpstreamEntry[]);
+    const d = this.diff(desired, servers);
     const preview = this.o.preview ? { upstream: this.o.preview.upstream, servers: this.o.preview.servers() } : undefined;
     const previewSet = new Set((preview?.servers ?? []).filter((e) => !e.down).map((e) => e.address));
     const previewChanged = preview !== undefined && (previewSet.size !== this.inForcePreview.size || [...previewSet].some((a) => !this.inForcePreview.has(a)));
     const hash = this.o.hash?.();
     const f = this.o.force;
+    const up = f ? servers.filter((e) => !e.down) : [];
     const force = f ? { key: f.key, canary: up.filter((e) => f.canary(e.address)), stable: up.filter((e) => !f.canary(e.address)) } : undefined;
-    const split = splitSignature(hash, servers, force);
-    const reload = upChanged || newDown.length > 0 || previewChanged || split !== this.inForceSplit || this.recoveryReload;
+    const split = splitSignature(hash, list && list.weighted === 0 ? [] : servers, force);
+    const upChanged = d.upAdded.length + d.upRemoved > 0;
+    const reload = upChanged || d.newDown.length > 0 || previewChanged || split !== this.inForceSplit || this.recoveryReload;
     if (!reload && !final) return;
-    this.writingUp = upSet;
+    this.writingUp = new Set(d.upAdded);
     try {
-      const written = await this.writeAll({ servers, preview, hash, force });
+      const written = await this.writeAll({ servers, preview, hash, force }, list, upChanged || d.newDown.length > 0);
       if (!reload) return;
       const toReload = this.recoveryReload ? this.o.balancers.map((_, i) => i) : written;
       this.recoveryReload = false;
@@ -260,34 +301,96 @@ export class Traffic {
         await this.o.balancers[i]?.router.reload();
         this.reloads++;
       }
-      const prevUp = this.inForceUp;
       this.reloadIssuedAt = issuedAt;
-      this.inForceUp = upSet;
-      this.inForceDown = downSet;
+      for (const [a, st] of d.target) {
+        if (st & UP) this.inForceUp.add(a);
+        else this.inForceUp.delete(a);
+        if (st & DOWN) this.inForceDown.add(a);
+        else this.inForceDown.delete(a);
+      }
+      this.unsettled.clear();
       this.inForcePreview = previewSet;
       this.inForceSplit = split;
       this.o.emit({
         type: 'upstream',
-        action: newDown.length > 0 ? 'drain' : final ? 'final' : 'enable',
-        down: newDown.map((e) => e.name),
-        up: up.filter((e) => !prevUp.has(e.address)).map((e) => e.name),
+        action: d.newDown.length > 0 ? 'drain' : final ? 'final' : 'enable',
+        down: d.newDown.map((e) => e.name),
+        up: d.newUp.map((e) => e.name),
         reloads: this.reloads,
       });
-      this.o.journal('reload', 'end', { up: up.map((e) => e.name), down: down.map((e) => e.name) });
+      this.o.journal('reload', 'end', { up: new Names(servers, false), down: new Names(servers, true) });
       this.o.applied(this.inForceUp, this.inForceDown);
     } finally {
       this.writingUp = undefined;
     }
   }
 
+  /**
+   * How the servers wanted now differ from those in force, address by
+   * address. From the list the controller keeps, only the addresses changed
+   * since the last look (and those left different then) are compared; a
+   * plain list (a canary's weighted split) is compared whole.
+   */
+  private diff(desired: UpstreamList | readonly UpstreamEntry[], servers: readonly UpstreamEntry[]): Diff {
+    const list = desired instanceof UpstreamList ? desired : undefined;
+    let at: (address: string) => readonly UpstreamEntry[];
+    const candidates = new Set<string>(this.unsettled);
+    if (list && this.seen?.list === list) {
+      for (const c of list.changes(this.seen.version)) candidates.add(c.address);
+      at = (a) => list.at(a);
+    } else {
+      const byAddress = new Map<string, UpstreamEntry[]>();
+      for (const e of servers) {
+        const same = byAddress.get(e.address);
+        if (same) same.push(e);
+        else byAddress.set(e.address, [e]);
+      }
+      for (const a of byAddress.keys()) candidates.add(a);
+      for (const a of this.inForceUp) candidates.add(a);
+      for (const a of this.inForceDown) candidates.add(a);
+      at = (a) => byAddress.get(a) ?? [];
+    }
+    this.seen = list ? { list, version: list.version } : undefined;
+    const out: Diff = { target: new Map(), upAdded: [], upRemoved: 0, newDown: [], newUp: [] };
+    for (const a of candidates) {
+      const entries = at(a);
+      let st = 0;
+      for (const e of entries) st |= e.down ? DOWN : UP;
+      const inUp = this.inForceUp.has(a);
+      const inDown = this.inForceDown.has(a);
+      if (((st & UP) !== 0) === inUp && ((st & DOWN) !== 0) === inDown) continue;
+      out.target.set(a, st);
+      if (st & UP && !inUp) out.upAdded.push(a);
+      if (!(st & UP) && inUp) out.upRemoved++;
+      for (const e of entries) {
+        if (e.down && !inDown) out.newDown.push(e);
+        if (!e.down && !inUp) out.newUp.push(e);
+      }
+    }
+    // Servers that differ but need no reload (a gone server's down line) are compared again next time.
+    this.unsettled = new Set(out.target.keys());
+    // In the file's order: the list's is by name; a plain list's is its own.
+    if (list) {
+      const byName = (x: UpstreamEntry, y: UpstreamEntry) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0);
+      out.newDown.sort(byName);
+      out.newUp.sort(byName);
+    } else {
+      const down = new Set(out.newDown);
+      const up = new Set(out.newUp);
+      out.newDown = servers.filter((e) => down.has(e));
+      out.newUp = servers.filter((e) => up.has(e));
+    }
+    return out;
+  }
+
   /** Writes and checks every changed file; on a failed check restores the ones written and throws. Returns the indexes written. */
-  private async writeAll(parts: Pick<UpstreamInput, 'servers' | 'preview' | 'hash' | 'force'>): Promise<number[]> {
+  private async writeAll(parts: Pick<UpstreamInput, 'servers' | 'preview' | 'hash' | 'force'>, list: UpstreamList | undefined, changed: boolean): Promise<number[]> {
     const lbs = this.o.balancers;
-    const files = lbs.map((lb) => this.file(lb, parts));
+    const files = lbs.map((lb) => this.file(lb, parts, list));
     const written: number[] = [];
     for (const [i, { router: r }] of lbs.entries()) {
       const file = files[i]!;
-      if (sameFile(file, this.lastFile[i])) continue;
+      if (sameFile(file, this.lastFile[i], changed)) continue;
       try {
         await put(r, file);
         written.push(i);
@@ -309,7 +412,7 @@ export class Traffic {
   }
 
   /** A load balancer's file for these parts: rendered now for a real nginx, on demand for one that reads servers. */
-  private file(lb: LoadBalancer, parts: Pick<UpstreamInput, 'servers' | 'preview' | 'hash' | 'force'>): WrittenFile {
+  private file(lb: LoadBalancer, parts: Pick<UpstreamInput, 'servers' | 'preview' | 'hash' | 'force'>, list: UpstreamList | undefined): WrittenFile {
     const input = { service: this.o.service, upstream: lb.upstream, ...parts };
     const servers = lb.router.writeServers ? listedServers(lb.template, parts) : undefined;
     if (servers === undefined) {
@@ -317,6 +420,19 @@ export class Traffic {
       return { text: () => text };
     }
     let text: string | undefined;
-    return { text: () => (text ??= renderUpstream(lb.template, input)), servers, hash: parts.hash };
+    const version = list?.version;
+    const file: WrittenFile = {
+      text: () => (text ??= renderUpstream(lb.template, input)),
+      servers,
+      hash: parts.hash,
+      list,
+      version,
+      changesSince: (earlier) => {
+        const e = earlier as WrittenFile;
+        if (list === undefined || e.list !== list || e.version === undefined || version === undefined || e.version > version) return undefined;
+        return list.changes(e.version, version);
+      },
+    };
+    return file;
   }
 }

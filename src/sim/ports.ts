@@ -249,6 +249,8 @@ interface SimFile {
   text(): string;
   /** Every server it lists (core/upstream listedServers), when known without parsing the text. */
   servers?: readonly UpstreamEntry[] | undefined;
+  /** As the engine wrote it (for its changes since the file in force). */
+  written?: UpstreamFile | undefined;
 }
 
 /** An nginx: a file, `nginx -t`, and a reload that puts the file in force after reloadMs. */
@@ -294,7 +296,7 @@ export class SimRouter implements Router {
 
   async writeServers(file: UpstreamFile): Promise<void> {
     let text: string | undefined;
-    await this.write({ text: () => (text ??= file.text()), servers: file.servers });
+    await this.write({ text: () => (text ??= file.text()), servers: file.servers, written: file });
   }
 
   private async write(f: SimFile): Promise<void> {
@@ -317,9 +319,10 @@ export class SimRouter implements Router {
       throw new FleetrollError('E_NGINX', 1, `${this.name}: reload failed (simulated)`);
     }
     if (this.w.timings.reloadMs > 0) await this.w.clock.sleep(this.w.timings.reloadMs);
+    const previous = this.loaded;
     this.loaded = this.written;
     this.reloads++;
-    this.parse();
+    this.parse(previous);
     this.w.emit({ kind: 'reloaded', lb: this });
     if (this.w.faults.exitWhenMarkedDown) {
       for (const a of this.downSince.keys()) {
@@ -329,8 +332,28 @@ export class SimRouter implements Router {
     }
   }
 
-  private parse(): void {
+  private parse(previous?: SimFile): void {
     const now = this.w.clock.now();
+    const changes = previous?.written && this.loaded?.written?.changesSince?.(previous.written);
+    if (changes) {
+      // Only what changed since the file in force before: a reload per instance costs its change, not the fleet.
+      const last = new Map<string, UpstreamEntry | undefined>();
+      for (const c of changes) last.set(c.address, c.after);
+      for (const [a, e] of last) {
+        if (a === PLACEHOLDER_ADDRESS) continue;
+        if (e === undefined) {
+          this.up.delete(a);
+          this.downSince.delete(a);
+        } else if (e.down) {
+          this.up.delete(a);
+          if (!this.downSince.has(a)) this.downSince.set(a, now);
+        } else {
+          this.downSince.delete(a);
+          this.up.add(a);
+        }
+      }
+      return;
+    }
     const up = new Set<string>();
     const down = new Map<string, number>();
     for (const s of this.loaded ? servers(this.loaded) : []) {
