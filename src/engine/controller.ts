@@ -131,6 +131,9 @@ export class Controller {
   private readonly upstream = new UpstreamList();
   private readonly upstreamTouched = this.view.touched();
   private upstreamWhole = true;
+  /** What reloaded() looks at: instances changed since the last reload, and instances by address. */
+  private readonly reloadTouched = this.view.touched();
+  private readonly atAddress = new Map<string, Instance[]>();
   private readonly traffic: Traffic;
   private readonly readiness: Readiness;
   private readonly timing: ControllerTiming;
@@ -216,7 +219,7 @@ export class Controller {
       journal: d.journal,
       coalesceMs: this.timing.coalesceMs,
       desired: () => this.desiredUpstream(),
-      applied: () => this.reloaded(),
+      applied: (_up, _down, changed) => this.reloaded(changed),
       failed: (err) => this.fail(err),
       idle: () => this.schedule(),
       preview: strategy.type === 'BlueGreen' && strategy.blueGreen.previewUpstream !== undefined ? { upstream: strategy.blueGreen.previewUpstream, servers: () => this.previewServers() } : undefined,
@@ -471,8 +474,35 @@ export class Controller {
     this.progress();
   }
 
+  /**
+   * The instances a reload may concern, in the fleet's order: those at an
+   * address nginx routes to otherwise now, those changed since the last
+   * reload (an address given), and draining ones still waiting for nginx.
+   * Every other instance's `routed` already says what nginx does.
+   */
+  private reloadedToVisit(changed: readonly string[]): Instance[] {
+    const visit = new Set<Instance>();
+    for (const id of this.reloadTouched()) {
+      const i = this.view.get(id);
+      if (!i) continue;
+      visit.add(i);
+      if (i.address === undefined) continue;
+      const same = this.atAddress.get(i.address);
+      if (!same) this.atAddress.set(i.address, [i]);
+      else if (!same.includes(i)) same.push(i);
+    }
+    for (const a of changed) {
+      const same = this.atAddress.get(a)?.filter((i) => i.address === a && this.view.get(i.id) === i);
+      if (same?.length) this.atAddress.set(a, same);
+      else this.atAddress.delete(a);
+      for (const i of same ?? []) visit.add(i);
+    }
+    for (const i of this.view.terminating()) if (i.phase === 'draining' && i.stopAt === undefined) visit.add(i);
+    return [...visit].sort((a, b) => this.view.ordinal(a) - this.view.ordinal(b));
+  }
+
   /** A reload is in force: draining instances nginx no longer routes to start their drain. */
-  private reloaded(): void {
+  private reloaded(changed: readonly string[]): void {
     const now = this.d.clock.now();
     if (this.cn) this.cn.inForceWeight = this.cn.writingWeight;
     // Blue-green: the reload that puts the new set in is the switch users see; it is recorded
@@ -481,7 +511,7 @@ export class Controller {
       this.bg.switchInForceAt = this.traffic.reloadIssuedAt ?? now;
     }
     const drained: string[] = [];
-    for (const inst of this.view.values()) {
+    for (const inst of this.reloadedToVisit(changed)) {
       const was = inst.routed;
       inst.routed = this.traffic.routes(inst.address);
       if (inst.routed) inst.leftTrafficAt = undefined;

@@ -26,6 +26,9 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
   private readonly phases = new Map<Phase, number>();
   /** Per host: containers alive, and non-terminating instances per revision. */
   private readonly hosts = new Map<string, { total: number; terminating: number; byRevision: Map<string, number> }>();
+  /** Each instance's place in `values()` order. */
+  private readonly order = new Map<string, number>();
+  private nextOrder = 0;
   /** Ids added, removed or changed since each reader last asked (see `touched`). */
   private readonly touchLogs: Set<string>[] = [];
 
@@ -67,8 +70,14 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
     for (const log of this.touchLogs) log.add(i.id);
   }
 
+  /** Where an instance comes in `values()`: sorting by it gives their order there. */
+  ordinal(i: Instance): number {
+    return this.order.get(i.id) ?? Number.POSITIVE_INFINITY;
+  }
+
   add(i: Instance): void {
     this.touch(i);
+    if (!this.order.has(i.id)) this.order.set(i.id, this.nextOrder++);
     this.byId.set(i.id, i);
     const h = this.host(i.host);
     h.total++;
@@ -81,6 +90,7 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
     this.touch(i);
     this.leave(i);
     this.byId.delete(id);
+    this.order.delete(id);
     this.host(i.host).total--;
   }
 

@@ -43,8 +43,8 @@ export interface TrafficOptions {
    * plain list each time (compared whole).
    */
   desired: () => UpstreamList | readonly UpstreamEntry[];
-  /** After every reload: what nginx now has in force. */
-  applied: (up: ReadonlySet<string>, down: ReadonlySet<string>) => void;
+  /** After every reload: what nginx now has in force, and the addresses `routes` now answers otherwise than after the previous reload. */
+  applied: (up: ReadonlySet<string>, down: ReadonlySet<string>, changed: readonly string[]) => void;
   /** A write or reload failed: the rollout cannot go on. */
   failed: (err: unknown) => void;
   /** Nothing is waiting or being written any more. */
@@ -89,7 +89,7 @@ interface Diff {
   /** Addresses to change in force, and what they become (UP | DOWN bits). */
   target: Map<string, number>;
   upAdded: string[];
-  upRemoved: number;
+  upRemoved: string[];
   /** Entries down that are not down in force, and entries up at addresses not up in force. */
   newDown: UpstreamEntry[];
   newUp: UpstreamEntry[];
@@ -286,7 +286,7 @@ export class Traffic {
     const up = f ? servers.filter((e) => !e.down) : [];
     const force = f ? { key: f.key, canary: up.filter((e) => f.canary(e.address)), stable: up.filter((e) => !f.canary(e.address)) } : undefined;
     const split = splitSignature(hash, list && list.weighted === 0 ? [] : servers, force);
-    const upChanged = d.upAdded.length + d.upRemoved > 0;
+    const upChanged = d.upAdded.length + d.upRemoved.length > 0;
     const reload = upChanged || d.newDown.length > 0 || previewChanged || split !== this.inForceSplit || this.recoveryReload;
     if (!reload && !final) return;
     this.writingUp = new Set(d.upAdded);
@@ -319,7 +319,7 @@ export class Traffic {
         reloads: this.reloads,
       });
       this.o.journal('reload', 'end', { up: new Names(servers, false), down: new Names(servers, true) });
-      this.o.applied(this.inForceUp, this.inForceDown);
+      this.o.applied(this.inForceUp, this.inForceDown, [...d.upAdded, ...d.upRemoved]);
     } finally {
       this.writingUp = undefined;
     }
@@ -335,7 +335,8 @@ export class Traffic {
     const list = desired instanceof UpstreamList ? desired : undefined;
     let at: (address: string) => readonly UpstreamEntry[];
     const candidates = new Set<string>(this.unsettled);
-    if (list && this.seen?.list === list) {
+    const incremental = list !== undefined && this.seen?.list === list;
+    if (list && incremental) {
       for (const c of list.changes(this.seen.version)) candidates.add(c.address);
       at = (a) => list.at(a);
     } else {
@@ -351,7 +352,7 @@ export class Traffic {
       at = (a) => byAddress.get(a) ?? [];
     }
     this.seen = list ? { list, version: list.version } : undefined;
-    const out: Diff = { target: new Map(), upAdded: [], upRemoved: 0, newDown: [], newUp: [] };
+    const out: Diff = { target: new Map(), upAdded: [], upRemoved: [], newDown: [], newUp: [] };
     for (const a of candidates) {
       const entries = at(a);
       let st = 0;
@@ -361,7 +362,7 @@ export class Traffic {
       if (((st & UP) !== 0) === inUp && ((st & DOWN) !== 0) === inDown) continue;
       out.target.set(a, st);
       if (st & UP && !inUp) out.upAdded.push(a);
-      if (!(st & UP) && inUp) out.upRemoved++;
+      if (!(st & UP) && inUp) out.upRemoved.push(a);
       for (const e of entries) {
         if (e.down && !inDown) out.newDown.push(e);
         if (!e.down && !inUp) out.newUp.push(e);
