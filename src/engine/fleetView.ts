@@ -7,7 +7,7 @@
  * phase goes through `setPhase`, `add` and `remove` here, and the tallies
  * move with it.
  */
-import { isTerminating, type FleetSnapshot, type InstanceView, type Phase } from '../core/decide.js';
+import { compareViewsForStop, isTerminating, type FleetSnapshot, type InstanceView, type Phase } from '../core/decide.js';
 import type { HostLoad } from '../core/placement.js';
 import type { FleetCounts } from '../core/rolling.js';
 
@@ -17,6 +17,20 @@ interface Tally<Instance> {
   /** The earliest creation time seen in the revision: orders revisions, oldest first. */
   oldest: number;
   members: Set<Instance>;
+  /** The members in pickForStop's plain order (compareViewsForStop). */
+  ranked: Instance[];
+}
+
+/** Where `i` is or would go in `xs`, sorted by compareViewsForStop (a total order: ids differ). */
+function rankOf<I extends InstanceView>(xs: readonly I[], i: I): number {
+  let lo = 0;
+  let hi = xs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (compareViewsForStop(xs[mid]!, i) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
@@ -133,6 +147,13 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
     return this.revisions.get(revision)?.members ?? [];
   }
 
+  leastUseful(revision: string, n: number): Instance[] | undefined {
+    let hosts = 0;
+    for (const h of this.hosts.values()) if ((h.byRevision.get(revision) ?? 0) > 0) hosts++;
+    if (hosts > 1) return undefined;
+    return (this.revisions.get(revision)?.ranked ?? []).slice(0, n);
+  }
+
   loads(revision: string): Map<string, HostLoad> {
     const out = new Map<string, HostLoad>();
     for (const [name, h] of this.hosts) out.set(name, { total: h.total, fresh: h.byRevision.get(revision) ?? 0, terminating: h.terminating });
@@ -159,13 +180,14 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
     }
     let t = this.revisions.get(i.revision);
     if (!t) {
-      t = { total: 0, available: 0, oldest: i.created, members: new Set() };
+      t = { total: 0, available: 0, oldest: i.created, members: new Set(), ranked: [] };
       this.revisions.set(i.revision, t);
     }
     if (i.created < t.oldest) t.oldest = i.created;
     t.total++;
     if (i.phase === 'available') t.available++;
     t.members.add(i);
+    t.ranked.splice(rankOf(t.ranked, i), 0, i);
     const h = this.host(i.host);
     h.byRevision.set(i.revision, (h.byRevision.get(i.revision) ?? 0) + 1);
   }
@@ -182,6 +204,12 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
       t.total--;
       if (i.phase === 'available') t.available--;
       t.members.delete(i);
+      const at = rankOf(t.ranked, i);
+      if (t.ranked[at] === i) t.ranked.splice(at, 1);
+      else {
+        const j = t.ranked.indexOf(i);
+        if (j >= 0) t.ranked.splice(j, 1);
+      }
     }
     const h = this.host(i.host);
     h.byRevision.set(i.revision, (h.byRevision.get(i.revision) ?? 1) - 1);
