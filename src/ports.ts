@@ -121,10 +121,10 @@ export interface Runtime {
   specOf(id: string): Promise<{ image: string; env: Record<string, string> } | undefined>;
 }
 
-/** An upstream file as the engine writes it: its text, rendered when first asked, and the servers it lists. */
+/** An upstream file as the engine writes it: its text and the servers it lists, each spelled out when first asked. */
 export interface UpstreamFile {
   text(): string;
-  servers: readonly UpstreamEntry[];
+  servers(): readonly UpstreamEntry[];
   /**
    * What changed since an earlier file of the same writer, in order (the last
    * change of an address wins: its entry after it, none = no longer listed),
@@ -149,7 +149,7 @@ export interface Router {
   writeAndTest(content: string): Promise<void>;
   /**
    * Optional, in place of writeAndTest: the same file as the servers it lists
-   * (every one, in order: core/upstream listedServers) and its text on demand,
+   * (every one, in order: core/upstream listsOnlyServers) and its text, both on demand,
    * for a router that reads servers rather than nginx config. The simulated
    * nginx has it, so a reload per instance costs neither rendering nor parsing
    * the whole fleet's file; a real nginx needs the text and leaves it out.

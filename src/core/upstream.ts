@@ -407,18 +407,16 @@ const SERVER_LINE_RE = /^\s*server\s+(\S+?)((?:\s+(?:weight=[0-9]+|down))*)\s*;\
 const TEMPLATE_SERVER_RE = new RegExp(SERVER_LINE_RE.source, 'm');
 
 /**
- * The servers `parseUpstreamServers(renderUpstream(template, input))` would
- * read back (before its de-duplication), known without rendering: the input's
- * servers when nothing else in the file lists one (no preview or forced-route
- * block, no server line of the template's own). Undefined otherwise. A
+ * Whether the servers `parseUpstreamServers(renderUpstream(template, input))`
+ * reads back are just the input's servers (before its de-duplication): no
+ * preview or forced-route block and no server line of the template's own. A
  * router that reads servers rather than nginx config (the simulated nginx)
- * takes these instead of parsing the text again, so a reload per instance
- * does not cost a parse of the whole fleet's file.
+ * then takes them instead of parsing the text again, so a reload per
+ * instance does not cost a parse of the whole fleet's file.
  */
-export function listedServers(template: string, input: Pick<UpstreamInput, 'servers' | 'preview' | 'force'>): readonly UpstreamEntry[] | undefined {
-  if (input.preview !== undefined || input.force !== undefined) return undefined;
+export function listsOnlyServers(template: string, input: Pick<UpstreamInput, 'preview' | 'force'>): boolean {
   // A template is a few lines: testing it each time costs nothing beside the servers.
-  return TEMPLATE_SERVER_RE.test(template) ? undefined : input.servers;
+  return input.preview === undefined && input.force === undefined && !TEMPLATE_SERVER_RE.test(template);
 }
 
 /**

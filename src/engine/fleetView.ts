@@ -17,17 +17,20 @@ interface Tally<Instance> {
   /** The earliest creation time seen in the revision: orders revisions, oldest first. */
   oldest: number;
   members: Set<Instance>;
-  /** The members in pickForStop's plain order (compareViewsForStop). */
+  /**
+   * The members in pickForStop's plain order (compareViewsForStop), last
+   * first: the next to terminate is at the end, so taking it moves nothing.
+   */
   ranked: Instance[];
 }
 
-/** Where `i` is or would go in `xs`, sorted by compareViewsForStop (a total order: ids differ). */
+/** Where `i` is or would go in `xs`, sorted by compareViewsForStop from last to first (a total order: ids differ). */
 function rankOf<I extends InstanceView>(xs: readonly I[], i: I): number {
   let lo = 0;
   let hi = xs.length;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
-    if (compareViewsForStop(xs[mid]!, i) < 0) lo = mid + 1;
+    if (compareViewsForStop(xs[mid]!, i) > 0) lo = mid + 1;
     else hi = mid;
   }
   return lo;
@@ -151,7 +154,8 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
     let hosts = 0;
     for (const h of this.hosts.values()) if ((h.byRevision.get(revision) ?? 0) > 0) hosts++;
     if (hosts > 1) return undefined;
-    return (this.revisions.get(revision)?.ranked ?? []).slice(0, n);
+    const ranked = this.revisions.get(revision)?.ranked ?? [];
+    return ranked.slice(Math.max(0, ranked.length - n)).reverse();
   }
 
   loads(revision: string): Map<string, HostLoad> {

@@ -14,7 +14,7 @@
  * is "routed" (`routes`): the engine never stops an instance nginx may still
  * send requests to.
  */
-import { listedServers, parseUpstreamServers, renderUpstream, type ForceKey, type StickyKey, type UpstreamEntry, type UpstreamInput } from '../core/upstream.js';
+import { listsOnlyServers, parseUpstreamServers, renderUpstream, type ForceKey, type StickyKey, type UpstreamEntry, type UpstreamInput } from '../core/upstream.js';
 import { RolloutFailedError } from '../errors.js';
 import type { Clock, Journal, Router, UpstreamFile } from '../ports.js';
 import type { EventSink } from './events.js';
@@ -98,12 +98,14 @@ interface Diff {
 /** The names of the servers up (or down), for the journal: only spelled out when the journal is written. */
 class Names {
   constructor(
-    private readonly servers: readonly UpstreamEntry[],
+    private readonly servers: () => readonly UpstreamEntry[],
     private readonly down: boolean,
   ) {}
 
   toJSON(): string[] {
-    return this.servers.filter((e) => e.down === this.down).map((e) => e.name);
+    return this.servers()
+      .filter((e) => e.down === this.down)
+      .map((e) => e.name);
   }
 }
 
@@ -125,8 +127,9 @@ function sameFile(a: WrittenFile, b: WrittenFile | undefined, changed: boolean):
     if (changed) return false;
   }
   if (a.servers && b.servers && a.hash === b.hash) {
-    if (a.servers.length !== b.servers.length) return false;
-    for (let i = 0; i < a.servers.length; i++) if (!sameEntry(a.servers[i]!, b.servers[i]!)) return false;
+    const [x, y] = [a.servers(), b.servers()];
+    if (x.length !== y.length) return false;
+    for (let i = 0; i < x.length; i++) if (!sameEntry(x[i]!, y[i]!)) return false;
     return true;
   }
   return a.text() === b.text();
@@ -276,22 +279,24 @@ export class Traffic {
   private async apply(final: boolean): Promise<void> {
     const desired = this.o.desired();
     const list = desired instanceof UpstreamList ? desired : undefined;
-    const servers = list ? list.entries() : (desired as readonly UpstreamEntry[]);
+    // The controller's list as it is now, spelled out only where needed (a real nginx's file, a canary's split).
+    const version = list?.version ?? 0;
+    const servers = list ? () => list.entriesAt(version) : () => desired as readonly UpstreamEntry[];
     const d = this.diff(desired, servers);
     const preview = this.o.preview ? { upstream: this.o.preview.upstream, servers: this.o.preview.servers() } : undefined;
     const previewSet = new Set((preview?.servers ?? []).filter((e) => !e.down).map((e) => e.address));
     const previewChanged = preview !== undefined && (previewSet.size !== this.inForcePreview.size || [...previewSet].some((a) => !this.inForcePreview.has(a)));
     const hash = this.o.hash?.();
     const f = this.o.force;
-    const up = f ? servers.filter((e) => !e.down) : [];
+    const up = f ? servers().filter((e) => !e.down) : [];
     const force = f ? { key: f.key, canary: up.filter((e) => f.canary(e.address)), stable: up.filter((e) => !f.canary(e.address)) } : undefined;
-    const split = splitSignature(hash, list && list.weighted === 0 ? [] : servers, force);
+    const split = splitSignature(hash, list && list.weighted === 0 ? [] : servers(), force);
     const upChanged = d.upAdded.length + d.upRemoved.length > 0;
     const reload = upChanged || d.newDown.length > 0 || previewChanged || split !== this.inForceSplit || this.recoveryReload;
     if (!reload && !final) return;
     this.writingUp = new Set(d.upAdded);
     try {
-      const written = await this.writeAll({ servers, preview, hash, force }, list, upChanged || d.newDown.length > 0);
+      const written = await this.writeAll(servers, { preview, hash, force }, list && { list, version }, upChanged || d.newDown.length > 0);
       if (!reload) return;
       const toReload = this.recoveryReload ? this.o.balancers.map((_, i) => i) : written;
       this.recoveryReload = false;
@@ -331,17 +336,17 @@ export class Traffic {
    * since the last look (and those left different then) are compared; a
    * plain list (a canary's weighted split) is compared whole.
    */
-  private diff(desired: UpstreamList | readonly UpstreamEntry[], servers: readonly UpstreamEntry[]): Diff {
+  private diff(desired: UpstreamList | readonly UpstreamEntry[], servers: () => readonly UpstreamEntry[]): Diff {
     const list = desired instanceof UpstreamList ? desired : undefined;
     let at: (address: string) => readonly UpstreamEntry[];
     const candidates = new Set<string>(this.unsettled);
-    const incremental = list !== undefined && this.seen?.list === list;
-    if (list && incremental) {
-      for (const c of list.changes(this.seen.version)) candidates.add(c.address);
+    const seen = this.seen;
+    if (list && seen?.list === list) {
+      for (const c of list.changes(seen.version)) candidates.add(c.address);
       at = (a) => list.at(a);
     } else {
       const byAddress = new Map<string, UpstreamEntry[]>();
-      for (const e of servers) {
+      for (const e of servers()) {
         const same = byAddress.get(e.address);
         if (same) same.push(e);
         else byAddress.set(e.address, [e]);
@@ -378,16 +383,16 @@ export class Traffic {
     } else {
       const down = new Set(out.newDown);
       const up = new Set(out.newUp);
-      out.newDown = servers.filter((e) => down.has(e));
-      out.newUp = servers.filter((e) => up.has(e));
+      out.newDown = servers().filter((e) => down.has(e));
+      out.newUp = servers().filter((e) => up.has(e));
     }
     return out;
   }
 
   /** Writes and checks every changed file; on a failed check restores the ones written and throws. Returns the indexes written. */
-  private async writeAll(parts: Pick<UpstreamInput, 'servers' | 'preview' | 'hash' | 'force'>, list: UpstreamList | undefined, changed: boolean): Promise<number[]> {
+  private async writeAll(servers: () => readonly UpstreamEntry[], parts: Pick<UpstreamInput, 'preview' | 'hash' | 'force'>, of: { list: UpstreamList; version: number } | undefined, changed: boolean): Promise<number[]> {
     const lbs = this.o.balancers;
-    const files = lbs.map((lb) => this.file(lb, parts, list));
+    const files = lbs.map((lb) => this.file(lb, servers, parts, of));
     const written: number[] = [];
     for (const [i, { router: r }] of lbs.entries()) {
       const file = files[i]!;
@@ -413,27 +418,24 @@ export class Traffic {
   }
 
   /** A load balancer's file for these parts: rendered now for a real nginx, on demand for one that reads servers. */
-  private file(lb: LoadBalancer, parts: Pick<UpstreamInput, 'servers' | 'preview' | 'hash' | 'force'>, list: UpstreamList | undefined): WrittenFile {
-    const input = { service: this.o.service, upstream: lb.upstream, ...parts };
-    const servers = lb.router.writeServers ? listedServers(lb.template, parts) : undefined;
-    if (servers === undefined) {
-      const text = renderUpstream(lb.template, input);
+  private file(lb: LoadBalancer, servers: () => readonly UpstreamEntry[], parts: Pick<UpstreamInput, 'preview' | 'hash' | 'force'>, of: { list: UpstreamList; version: number } | undefined): WrittenFile {
+    const render = () => renderUpstream(lb.template, { service: this.o.service, upstream: lb.upstream, servers: servers(), ...parts });
+    if (!lb.router.writeServers || !listsOnlyServers(lb.template, parts)) {
+      const text = render();
       return { text: () => text };
     }
     let text: string | undefined;
-    const version = list?.version;
-    const file: WrittenFile = {
-      text: () => (text ??= renderUpstream(lb.template, input)),
+    return {
+      text: () => (text ??= render()),
       servers,
       hash: parts.hash,
-      list,
-      version,
+      list: of?.list,
+      version: of?.version,
       changesSince: (earlier) => {
         const e = earlier as WrittenFile;
-        if (list === undefined || e.list !== list || e.version === undefined || version === undefined || e.version > version) return undefined;
-        return list.changes(e.version, version);
+        if (of === undefined || e.list !== of.list || e.version === undefined || e.version > of.version) return undefined;
+        return of.list.changes(e.version, of.version);
       },
     };
-    return file;
   }
 }

@@ -247,8 +247,8 @@ export class SimRuntime implements Runtime {
 /** A file as the simulated nginx holds it: its text rendered only if someone reads it. */
 interface SimFile {
   text(): string;
-  /** Every server it lists (core/upstream listedServers), when known without parsing the text. */
-  servers?: readonly UpstreamEntry[] | undefined;
+  /** Every server it lists (core/upstream listsOnlyServers), when known without parsing the text. */
+  servers?: (() => readonly UpstreamEntry[]) | undefined;
   /** As the engine wrote it (for its changes since the file in force). */
   written?: UpstreamFile | undefined;
 }
@@ -296,7 +296,7 @@ export class SimRouter implements Router {
 
   async writeServers(file: UpstreamFile): Promise<void> {
     let text: string | undefined;
-    await this.write({ text: () => (text ??= file.text()), servers: file.servers, written: file });
+    await this.write({ text: () => (text ??= file.text()), servers: () => file.servers(), written: file });
   }
 
   private async write(f: SimFile): Promise<void> {
@@ -370,7 +370,7 @@ function servers(f: SimFile): UpstreamEntry[] {
   if (!f.servers) return parseUpstreamServers(f.text());
   const seen = new Set<string>();
   const out: UpstreamEntry[] = [];
-  for (const s of f.servers) {
+  for (const s of f.servers()) {
     if (s.address === PLACEHOLDER_ADDRESS || seen.has(s.address)) continue;
     seen.add(s.address);
     out.push(s);
