@@ -7,6 +7,7 @@
 import type { ContainerConfig } from './core/container.js';
 import type { SecretRef } from './config/secrets.js';
 import type { DeployHealthReport } from './core/deployHealth.js';
+import type { UpstreamEntry } from './core/upstream.js';
 
 /**
  * Every Docker label fleetroll sets or reads, one constant each: on instance
@@ -167,6 +168,19 @@ export interface Runtime {
 
 export type ContainerHealth = 'healthy' | 'unhealthy' | 'starting' | 'none';
 
+/** An upstream file as the engine writes it: its text and the servers it lists, each spelled out when first asked. */
+export interface UpstreamFile {
+  text(): string;
+  servers(): readonly UpstreamEntry[];
+  /**
+   * What changed since an earlier file of the same writer, in order (the last
+   * change of an address wins: its entry after it, none = no longer listed),
+   * or undefined when the writer cannot say. For a reader whose addresses are
+   * each listed once (the simulated world's), so a reload costs its changes.
+   */
+  changesSince?(earlier: UpstreamFile): Iterable<{ address: string; after: UpstreamEntry | undefined }> | undefined;
+}
+
 /** One nginx load balancer. */
 export interface Router {
   /** Human name for messages, e.g. "nginx fleetroll-demo-nginx on local". */
@@ -180,6 +194,14 @@ export interface Router {
    * On failure, put the previous content back and throw with nginx's own message.
    */
   writeAndTest(content: string): Promise<void>;
+  /**
+   * Optional, in place of writeAndTest: the same file as the servers it lists
+   * (every one, in order: core/upstream listsOnlyServers) and its text, both on demand,
+   * for a router that reads servers rather than nginx config. The simulated
+   * nginx has it, so a reload per instance costs neither rendering nor parsing
+   * the whole fleet's file; a real nginx needs the text and leaves it out.
+   */
+  writeServers?(file: UpstreamFile): Promise<void>;
   /** `nginx -s reload`: new workers take the new config, old ones finish in-flight requests. */
   reload(): Promise<void>;
   /**

@@ -46,7 +46,7 @@
  *
  * PURE: no I/O, no clock (the time is an input), no randomness.
  */
-import { countFleet, pickForStop, type ObservedInstance } from './fleet.js';
+import { compareForStop, countFleet, pickForStop, type ObservedInstance } from './fleet.js';
 import { placeMany, type HostLoad, type HostSlot } from './placement.js';
 import { isComplete, planWave, type FleetCounts } from './rolling.js';
 import type { ResolvedStrategy } from './strategy.js';
@@ -124,6 +124,18 @@ export interface FleetSnapshot {
   candidates(revision: string): Iterable<InstanceView>;
   /** Per host: containers alive (any revision, terminating included), the terminating ones, and non-terminating instances of `revision`. */
   loads(revision: string): Map<string, HostLoad>;
+  /**
+   * Optional: the first n candidates of a revision in pickForStop's order
+   * when that is the plain order (compareViewsForStop: the revision is on one
+   * host), kept sorted so a termination costs no sort of the fleet;
+   * undefined otherwise.
+   */
+  leastUseful?(revision: string, n: number): InstanceView[] | undefined;
+}
+
+/** pickForStop's plain order (one host) for instances as decide() sees them. */
+export function compareViewsForStop(a: InstanceView, b: InstanceView): number {
+  return compareForStop(observed(a), observed(b));
 }
 
 export function listSnapshot(instances: readonly InstanceView[]): FleetSnapshot {
@@ -200,7 +212,7 @@ export function decide(fleet: FleetSnapshot | readonly InstanceView[], ctx: Deci
   }
   const pick = (revision: string, n: number, prefer?: string[]) => {
     if (n <= 0) return;
-    const picked = pickForStop(Array.from(view.candidates(revision), observed), n, prefer);
+    const picked = view.leastUseful?.(revision, n) ?? pickForStop(Array.from(view.candidates(revision), observed), n, prefer);
     terminate.push(...picked.map((o) => o.id));
     prefer?.splice(0, picked.length);
   };

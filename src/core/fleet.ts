@@ -38,7 +38,8 @@ function stopRank(i: ObservedInstance): number {
   return 3;
 }
 
-function compareForStop(a: ObservedInstance, b: ObservedInstance): number {
+/** The plain stop order within a revision (one host): least useful first. */
+export function compareForStop(a: ObservedInstance, b: ObservedInstance): number {
   return stopRank(a) - stopRank(b) || b.created - a.created || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 }
 

@@ -87,12 +87,14 @@ const STICKY_KEY_RE = /^(?:remote_addr|(cookie|header):([A-Za-z0-9_-]{1,64}))$/;
 export const MIN_WEIGHT = 1;
 export const MAX_WEIGHT = 1000;
 
+/** The address of the placeholder server below (nothing listens on the discard port). */
+export const PLACEHOLDER_ADDRESS = '127.0.0.1:9';
 /**
  * nginx rejects an upstream without servers, and a reload with a failing
  * config keeps the old one: so an empty fleet gets a placeholder that is
  * always down (requests get a 502 from nginx instead of an old backend).
  */
-export const PLACEHOLDER_SERVER = '    server 127.0.0.1:9 down; # no instance in service';
+export const PLACEHOLDER_SERVER = `    server ${PLACEHOLDER_ADDRESS} down; # no instance in service`;
 
 export class UnsafeUpstreamValueError extends Error {}
 
@@ -401,6 +403,22 @@ export function splitTraffic(stable: readonly UpstreamEntry[], canary: readonly 
   return [...weigh(stable, w.stable), ...weigh(canary, w.canary)];
 }
 
+const SERVER_LINE_RE = /^\s*server\s+(\S+?)((?:\s+(?:weight=[0-9]+|down))*)\s*;\s*(?:#\s*(\S+))?/gm;
+const TEMPLATE_SERVER_RE = new RegExp(SERVER_LINE_RE.source, 'm');
+
+/**
+ * Whether the servers `parseUpstreamServers(renderUpstream(template, input))`
+ * reads back are just the input's servers (before its de-duplication): no
+ * preview or forced-route block and no server line of the template's own. A
+ * router that reads servers rather than nginx config (the simulated nginx)
+ * then takes them instead of parsing the text again, so a reload per
+ * instance does not cost a parse of the whole fleet's file.
+ */
+export function listsOnlyServers(template: string, input: Pick<UpstreamInput, 'preview' | 'force'>): boolean {
+  // A template is a few lines: testing it each time costs nothing beside the servers.
+  return input.preview === undefined && input.force === undefined && !TEMPLATE_SERVER_RE.test(template);
+}
+
 /**
  * Parses server lines back out of a file fleetroll wrote (for status and
  * tests). With `upstream`, only that block's servers (the main upstream,
@@ -414,9 +432,9 @@ export function parseUpstreamServers(content: string, upstream?: string): Upstre
   }
   const out: UpstreamEntry[] = [];
   const seen = new Set<string>();
-  for (const m of text.matchAll(/^\s*server\s+(\S+?)((?:\s+(?:weight=[0-9]+|down))*)\s*;\s*(?:#\s*(\S+))?/gm)) {
+  for (const m of text.matchAll(SERVER_LINE_RE)) {
     // A canary's forced-route upstreams repeat servers of the main one (which comes first): each counts once.
-    if (m[1] === '127.0.0.1:9' || seen.has(m[1] ?? '')) continue;
+    if (m[1] === PLACEHOLDER_ADDRESS || seen.has(m[1] ?? '')) continue;
     seen.add(m[1] ?? '');
     const params = m[2] ?? '';
     const weight = /weight=([0-9]+)/.exec(params)?.[1];

@@ -33,6 +33,7 @@ import type { HostWork } from './hostWork.js';
 import { instanceSpec } from './instances.js';
 import { Readiness } from './readiness.js';
 import { Traffic, type LoadBalancer } from './traffic.js';
+import { UpstreamList } from './upstreamList.js';
 
 /** One instance as the controller tracks it. */
 export interface Instance extends InstanceView {
@@ -126,6 +127,13 @@ type Ending = { kind: 'interrupted' } | { kind: 'paused' } | { kind: 'failed'; e
 
 export class Controller {
   private readonly view = new FleetView<Instance>();
+  /** The servers every upstream should list (desiredUpstream), and the instances changed since it was last brought up to date. */
+  private readonly upstream = new UpstreamList();
+  private readonly upstreamTouched = this.view.touched();
+  private upstreamWhole = true;
+  /** What reloaded() looks at: instances changed since the last reload, and instances by address. */
+  private readonly reloadTouched = this.view.touched();
+  private readonly atAddress = new Map<string, Instance[]>();
   private readonly traffic: Traffic;
   private readonly readiness: Readiness;
   private readonly timing: ControllerTiming;
@@ -211,7 +219,7 @@ export class Controller {
       journal: d.journal,
       coalesceMs: this.timing.coalesceMs,
       desired: () => this.desiredUpstream(),
-      applied: () => this.reloaded(),
+      applied: (_up, _down, changed) => this.reloaded(changed),
       failed: (err) => this.fail(err),
       idle: () => this.schedule(),
       preview: strategy.type === 'BlueGreen' && strategy.blueGreen.previewUpstream !== undefined ? { upstream: strategy.blueGreen.previewUpstream, servers: () => this.previewServers() } : undefined,
@@ -466,8 +474,35 @@ export class Controller {
     this.progress();
   }
 
+  /**
+   * The instances a reload may concern, in the fleet's order: those at an
+   * address nginx routes to otherwise now, those changed since the last
+   * reload (an address given), and draining ones still waiting for nginx.
+   * Every other instance's `routed` already says what nginx does.
+   */
+  private reloadedToVisit(changed: readonly string[]): Instance[] {
+    const visit = new Set<Instance>();
+    for (const id of this.reloadTouched()) {
+      const i = this.view.get(id);
+      if (!i) continue;
+      visit.add(i);
+      if (i.address === undefined) continue;
+      const same = this.atAddress.get(i.address);
+      if (!same) this.atAddress.set(i.address, [i]);
+      else if (!same.includes(i)) same.push(i);
+    }
+    for (const a of changed) {
+      const same = this.atAddress.get(a)?.filter((i) => i.address === a && this.view.get(i.id) === i);
+      if (same?.length) this.atAddress.set(a, same);
+      else this.atAddress.delete(a);
+      for (const i of same ?? []) visit.add(i);
+    }
+    for (const i of this.view.terminating()) if (i.phase === 'draining' && i.stopAt === undefined) visit.add(i);
+    return [...visit].sort((a, b) => this.view.ordinal(a) - this.view.ordinal(b));
+  }
+
   /** A reload is in force: draining instances nginx no longer routes to start their drain. */
-  private reloaded(): void {
+  private reloaded(changed: readonly string[]): void {
     const now = this.d.clock.now();
     if (this.cn) this.cn.inForceWeight = this.cn.writingWeight;
     // Blue-green: the reload that puts the new set in is the switch users see; it is recorded
@@ -476,7 +511,7 @@ export class Controller {
       this.bg.switchInForceAt = this.traffic.reloadIssuedAt ?? now;
     }
     const drained: string[] = [];
-    for (const inst of this.view.values()) {
+    for (const inst of this.reloadedToVisit(changed)) {
       const was = inst.routed;
       inst.routed = this.traffic.routes(inst.address);
       if (inst.routed) inst.leftTrafficAt = undefined;
@@ -844,6 +879,7 @@ export class Controller {
         (info) => {
           inst.dockerId = info.id;
           inst.address = info.address;
+          this.view.touch(inst);
           inst.runningSince = this.d.clock.now();
           this.d.emit({ type: 'started', name: inst.id, host, address: info.address });
           this.d.journal('start', 'end', { name: inst.id, host, address: info.address });
@@ -936,26 +972,46 @@ export class Controller {
     return false;
   }
 
-  /** The servers every upstream should list: ready instances up; terminating ones nginx knows, down. */
-  private desiredUpstream(): UpstreamEntry[] {
-    const out: UpstreamEntry[] = [];
+  /** An instance's line in every upstream: ready instances up; terminating ones nginx knows, down. */
+  private upstreamEntry(i: Instance, hideNew: boolean): UpstreamEntry | undefined {
+    if (!i.address) return undefined;
+    if (hideNew && i.revision === this.d.revision && !this.traffic.routes(i.address)) return undefined;
+    if (i.phase === 'ready' || i.phase === 'available') return { address: i.address, down: false, name: i.id };
+    if (isTerminating(i.phase) && (this.traffic.routes(i.address) || this.traffic.markedDown(i.address))) return { address: i.address, down: true, name: i.id };
+    return undefined;
+  }
+
+  /**
+   * The servers every upstream should list (upstreamEntry of every instance,
+   * by name), kept in `upstream`: only instances changed since the last call
+   * are looked at again. What nginx has in force moves an entry only with a
+   * change of the instance (a terminating one listed down stays listed down
+   * until it is gone), except under blue-green before the switch: then
+   * every instance is looked at again.
+   */
+  private desiredUpstream(): UpstreamList | readonly UpstreamEntry[] {
     // Blue-green: the new set stays out of nginx until the switch.
     const hideNew = this.bg !== undefined && this.bg.state !== 'switched';
-    for (const i of this.view.values()) {
-      if (!i.address) continue;
-      if (hideNew && i.revision === this.d.revision && !this.traffic.routes(i.address)) continue;
-      if (i.phase === 'ready' || i.phase === 'available') out.push({ address: i.address, down: false, name: i.id });
-      else if (isTerminating(i.phase) && (this.traffic.routes(i.address) || this.traffic.markedDown(i.address))) out.push({ address: i.address, down: true, name: i.id });
+    const touched = this.upstreamTouched();
+    if (this.bg !== undefined || this.upstreamWhole) {
+      this.upstreamWhole = false;
+      for (const e of this.upstream.entries()) if (!this.view.get(e.name)) this.upstream.set(e.name, undefined);
+      for (const i of this.view.values()) this.upstream.set(i.id, this.upstreamEntry(i, hideNew));
+    } else {
+      for (const id of touched) {
+        const i = this.view.get(id);
+        this.upstream.set(id, i ? this.upstreamEntry(i, hideNew) : undefined);
+      }
     }
-    out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     const cn = this.cn;
     if (!cn || cn.final || this.ending !== undefined) {
       if (cn) {
         cn.writingWeight = undefined;
         cn.writingHash = false;
       }
-      return out;
+      return this.upstream;
     }
+    const out = this.upstream.entries();
     // Canary steps: the weights that give the canary its share of the hash ring. A new weight
     // goes out once the canary set it needs is available (one reload per step, and no canary
     // carries a share meant for more); until then the weight in force holds.
@@ -970,7 +1026,7 @@ export class Controller {
     // Canaries being drained (a lower weight needs fewer) stay listed, down, like any drain.
     const draining = out.filter((e) => fresh.has(e.address) && e.down);
     if (!cn.writingHash) {
-      if (weight !== 0 && canary.length > 0) return out;
+      if (weight !== 0 && canary.length > 0) return this.upstream;
       // Weight 0: a canary nginx never sent traffic is not listed; one that had some (0 after a
       // higher weight) is marked down, as a drain is, for as long as the weight holds.
       const hadTraffic = canary.filter((e) => this.traffic.routes(e.address) || this.traffic.markedDown(e.address)).map((e) => ({ ...e, down: true }));

@@ -7,7 +7,7 @@
  * phase goes through `setPhase`, `add` and `remove` here, and the tallies
  * move with it.
  */
-import { isTerminating, type FleetSnapshot, type InstanceView, type Phase } from '../core/decide.js';
+import { compareViewsForStop, isTerminating, type FleetSnapshot, type InstanceView, type Phase } from '../core/decide.js';
 import type { HostLoad } from '../core/placement.js';
 import type { FleetCounts } from '../core/rolling.js';
 
@@ -17,6 +17,23 @@ interface Tally<Instance> {
   /** The earliest creation time seen in the revision: orders revisions, oldest first. */
   oldest: number;
   members: Set<Instance>;
+  /**
+   * The members in pickForStop's plain order (compareViewsForStop), last
+   * first: the next to terminate is at the end, so taking it moves nothing.
+   */
+  ranked: Instance[];
+}
+
+/** Where `i` is or would go in `xs`, sorted by compareViewsForStop from last to first (a total order: ids differ). */
+function rankOf<I extends InstanceView>(xs: readonly I[], i: I): number {
+  let lo = 0;
+  let hi = xs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (compareViewsForStop(xs[mid]!, i) > 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
@@ -26,6 +43,11 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
   private readonly phases = new Map<Phase, number>();
   /** Per host: containers alive, and non-terminating instances per revision. */
   private readonly hosts = new Map<string, { total: number; terminating: number; byRevision: Map<string, number> }>();
+  /** Each instance's place in `values()` order. */
+  private readonly order = new Map<string, number>();
+  private nextOrder = 0;
+  /** Ids added, removed or changed since each reader last asked (see `touched`). */
+  private readonly touchLogs: Set<string>[] = [];
 
   get(id: string): Instance | undefined {
     return this.byId.get(id);
@@ -44,7 +66,35 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
     return this.phases.get(phase) ?? 0;
   }
 
+  /**
+   * A reader of what changes: each call of the function returned gives the
+   * ids added, removed, given a phase or `touch`ed since its previous call,
+   * so a reader keeps its own answer up to date without a pass over the fleet.
+   */
+  touched(): () => Set<string> {
+    let log = new Set<string>();
+    const i = this.touchLogs.push(log) - 1;
+    return () => {
+      const out = log;
+      log = new Set();
+      this.touchLogs[i] = log;
+      return out;
+    };
+  }
+
+  /** Something a reader of `touched` may care about changed (an address). */
+  touch(i: Instance): void {
+    for (const log of this.touchLogs) log.add(i.id);
+  }
+
+  /** Where an instance comes in `values()`: sorting by it gives their order there. */
+  ordinal(i: Instance): number {
+    return this.order.get(i.id) ?? Number.POSITIVE_INFINITY;
+  }
+
   add(i: Instance): void {
+    this.touch(i);
+    if (!this.order.has(i.id)) this.order.set(i.id, this.nextOrder++);
     this.byId.set(i.id, i);
     const h = this.host(i.host);
     h.total++;
@@ -54,12 +104,15 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
   remove(id: string): void {
     const i = this.byId.get(id);
     if (!i) return;
+    this.touch(i);
     this.leave(i);
     this.byId.delete(id);
+    this.order.delete(id);
     this.host(i.host).total--;
   }
 
   setPhase(i: Instance, phase: Phase): void {
+    this.touch(i);
     if (i.phase === phase || !this.byId.has(i.id)) {
       i.phase = phase;
       return;
@@ -97,6 +150,14 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
     return this.revisions.get(revision)?.members ?? [];
   }
 
+  leastUseful(revision: string, n: number): Instance[] | undefined {
+    let hosts = 0;
+    for (const h of this.hosts.values()) if ((h.byRevision.get(revision) ?? 0) > 0) hosts++;
+    if (hosts > 1) return undefined;
+    const ranked = this.revisions.get(revision)?.ranked ?? [];
+    return ranked.slice(Math.max(0, ranked.length - n)).reverse();
+  }
+
   loads(revision: string): Map<string, HostLoad> {
     const out = new Map<string, HostLoad>();
     for (const [name, h] of this.hosts) out.set(name, { total: h.total, fresh: h.byRevision.get(revision) ?? 0, terminating: h.terminating });
@@ -123,13 +184,14 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
     }
     let t = this.revisions.get(i.revision);
     if (!t) {
-      t = { total: 0, available: 0, oldest: i.created, members: new Set() };
+      t = { total: 0, available: 0, oldest: i.created, members: new Set(), ranked: [] };
       this.revisions.set(i.revision, t);
     }
     if (i.created < t.oldest) t.oldest = i.created;
     t.total++;
     if (i.phase === 'available') t.available++;
     t.members.add(i);
+    t.ranked.splice(rankOf(t.ranked, i), 0, i);
     const h = this.host(i.host);
     h.byRevision.set(i.revision, (h.byRevision.get(i.revision) ?? 0) + 1);
   }
@@ -146,6 +208,12 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
       t.total--;
       if (i.phase === 'available') t.available--;
       t.members.delete(i);
+      const at = rankOf(t.ranked, i);
+      if (t.ranked[at] === i) t.ranked.splice(at, 1);
+      else {
+        const j = t.ranked.indexOf(i);
+        if (j >= 0) t.ranked.splice(j, 1);
+      }
     }
     const h = this.host(i.host);
     h.byRevision.set(i.revision, (h.byRevision.get(i.revision) ?? 1) - 1);

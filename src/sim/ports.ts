@@ -8,9 +8,9 @@
  * Each container has a readiness time (start + startup, jittered) and a stop
  * duration (jittered); nginx configs take effect when a reload finishes.
  */
-import { parseUpstreamServers } from '../core/upstream.js';
+import { parseUpstreamServers, PLACEHOLDER_ADDRESS, type UpstreamEntry } from '../core/upstream.js';
 import { FleetrollError } from '../errors.js';
-import { LABELS, type Clock, type ContainerHealth, type ImageInfo, type InstanceInfo, type InstanceSpec, type ProbeTarget, type Prober, type Router, type Runtime } from '../ports.js';
+import { LABELS, type Clock, type ContainerHealth, type ImageInfo, type InstanceInfo, type InstanceSpec, type ProbeTarget, type Prober, type Router, type Runtime, type UpstreamFile } from '../ports.js';
 
 export interface SimTimings {
   /** From container start to readiness passing, ms. */
@@ -293,11 +293,19 @@ export class SimRuntime implements Runtime {
   }
 }
 
+/** A file as the simulated nginx holds it: its text rendered only if someone reads it. */
+interface SimFile {
+  text(): string;
+  /** Every server it lists (core/upstream listsOnlyServers), when known without parsing the text. */
+  servers?: (() => readonly UpstreamEntry[]) | undefined;
+  /** As the engine wrote it (for its changes since the file in force). */
+  written?: UpstreamFile | undefined;
+}
+
 /** An nginx: a file, `nginx -t`, and a reload that puts the file in force after reloadMs. */
 export class SimRouter implements Router {
-  file: string | undefined;
-  /** The config nginx serves with. */
-  inForce: string | undefined;
+  private written: SimFile | undefined;
+  private loaded: SimFile | undefined;
   /** Addresses listed up in the config in force. */
   up = new Set<string>();
   /** Addresses listed down in the config in force, with the time that took effect. */
@@ -309,10 +317,20 @@ export class SimRouter implements Router {
     private readonly w: SimWorld,
     initial?: string,
   ) {
-    this.file = initial;
-    this.inForce = initial;
+    this.written = initial === undefined ? undefined : { text: () => initial };
+    this.loaded = this.written;
     this.parse();
     w.routers.push(this);
+  }
+
+  /** The upstream file. */
+  get file(): string | undefined {
+    return this.written?.text();
+  }
+
+  /** The config nginx serves with. */
+  get inForce(): string | undefined {
+    return this.loaded?.text();
   }
 
   async check(): Promise<void> {}
@@ -322,6 +340,15 @@ export class SimRouter implements Router {
   }
 
   async writeAndTest(content: string): Promise<void> {
+    await this.write({ text: () => content });
+  }
+
+  async writeServers(file: UpstreamFile): Promise<void> {
+    let text: string | undefined;
+    await this.write({ text: () => (text ??= file.text()), servers: () => file.servers(), written: file });
+  }
+
+  private async write(f: SimFile): Promise<void> {
     const testMs = this.w.timings.testMs ?? 0;
     if (testMs > 0) await this.w.clock.sleep(testMs);
     const refuse = this.w.faults.refuseTest?.get(this.name) ?? 0;
@@ -329,9 +356,9 @@ export class SimRouter implements Router {
       this.w.faults.refuseTest?.set(this.name, refuse - 1);
       throw new Error(`nginx: [emerg] invalid config (simulated) in ${this.name}`);
     }
-    this.file = content;
-    // Parsed only if a listener asks (the invariant checks do; simulate does not).
-    this.w.emit({ kind: 'written', lb: this, up: () => parseUpstreamServers(content).filter((x) => !x.down).map((x) => x.address) });
+    this.written = f;
+    // Read only if a listener asks (the invariant checks do; simulate does not).
+    this.w.emit({ kind: 'written', lb: this, up: () => servers(f).filter((x) => !x.down).map((x) => x.address) });
   }
 
   async reload(): Promise<void> {
@@ -341,9 +368,10 @@ export class SimRouter implements Router {
       throw new FleetrollError('E_NGINX', 1, `${this.name}: reload failed (simulated)`);
     }
     if (this.w.timings.reloadMs > 0) await this.w.clock.sleep(this.w.timings.reloadMs);
-    this.inForce = this.file;
+    const previous = this.loaded;
+    this.loaded = this.written;
     this.reloads++;
-    this.parse();
+    this.parse(previous);
     this.w.emit({ kind: 'reloaded', lb: this });
     if (this.w.faults.exitWhenMarkedDown) {
       for (const a of this.downSince.keys()) {
@@ -353,14 +381,50 @@ export class SimRouter implements Router {
     }
   }
 
-  private parse(): void {
-    const servers = parseUpstreamServers(this.inForce ?? '');
+  private parse(previous?: SimFile): void {
     const now = this.w.clock.now();
-    this.up = new Set(servers.filter((s) => !s.down).map((s) => s.address));
+    const changes = previous?.written && this.loaded?.written?.changesSince?.(previous.written);
+    if (changes) {
+      // Only what changed since the file in force before: a reload per instance costs its change, not the fleet.
+      const last = new Map<string, UpstreamEntry | undefined>();
+      for (const c of changes) last.set(c.address, c.after);
+      for (const [a, e] of last) {
+        if (a === PLACEHOLDER_ADDRESS) continue;
+        if (e === undefined) {
+          this.up.delete(a);
+          this.downSince.delete(a);
+        } else if (e.down) {
+          this.up.delete(a);
+          if (!this.downSince.has(a)) this.downSince.set(a, now);
+        } else {
+          this.downSince.delete(a);
+          this.up.add(a);
+        }
+      }
+      return;
+    }
+    const up = new Set<string>();
     const down = new Map<string, number>();
-    for (const s of servers) if (s.down) down.set(s.address, this.downSince.get(s.address) ?? now);
+    for (const s of this.loaded ? servers(this.loaded) : []) {
+      if (s.down) down.set(s.address, this.downSince.get(s.address) ?? now);
+      else up.add(s.address);
+    }
+    this.up = up;
     this.downSince = down;
   }
+}
+
+/** What nginx reads from a file: every server once (the first line naming it), the placeholder left out. */
+function servers(f: SimFile): UpstreamEntry[] {
+  if (!f.servers) return parseUpstreamServers(f.text());
+  const seen = new Set<string>();
+  const out: UpstreamEntry[] = [];
+  for (const s of f.servers()) {
+    if (s.address === PLACEHOLDER_ADDRESS || seen.has(s.address)) continue;
+    seen.add(s.address);
+    out.push(s);
+  }
+  return out;
 }
 
 /** Readiness and version as the simulated containers have them. */

@@ -203,8 +203,10 @@ export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings,
         ...(setup.aborted ? { aborted: setup.aborted } : {}),
         ...(setup.trafficWindow !== null ? { trafficWindow: setup.trafficWindow ?? healthyTraffic(revision) } : {}),
         ...(setup.inspect ? { inspect: setup.inspect } : {}),
-        // Nothing crashes unless a test says so: look for exits now and then only.
-        timing: { observeMs: setup.faults ? 500 : 60_000 },
+        // Nothing crashes unless a test says so: look for exits now and then only. A look lists
+        // the whole fleet, and a 1/0 rollout lasts in proportion to it: so the larger the fleet,
+        // the rarer (a look finds nothing without faults, so it changes no result).
+        timing: { observeMs: setup.faults ? 500 : Math.max(60_000, 60 * s.replicas) },
       },
       { signal: setup.signal },
     ),
