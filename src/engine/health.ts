@@ -72,11 +72,21 @@ export class HealthWatch {
 
   private constructor(
     private readonly fleet: Fleet,
-    private readonly newRevision: string,
+    private newRevision: string,
     private readonly clock: Clock,
     private readonly openers: readonly AccessLogOpener[],
   ) {
     this.current = newRevision;
+  }
+
+  /**
+   * The revision the deploy rolls to, once known: a watch started before
+   * preflight (so the window covers the whole deploy) learns it after the
+   * image is pinned, since the digest is part of the hash.
+   */
+  retarget(revision: string): void {
+    if (this.current === this.newRevision) this.current = revision;
+    this.newRevision = revision;
   }
 
   /**
@@ -140,6 +150,14 @@ export class HealthWatch {
   }
 
   /** Stops reading (after a last read), closes the logs and returns the numbers over [start, now]. Never throws. */
+  /** Stops reading and closes the logs, if finish() never ran (the deploy did not start after all). */
+  async abandon(): Promise<void> {
+    if (this.finished) return;
+    this.finished = true;
+    this.timer?.cancel();
+    await Promise.all(this.logs.map((l) => l.source.close().catch(() => undefined)));
+  }
+
   async finish(): Promise<DeployHealthReport> {
     const endMs = this.clock.now();
     if (this.openers.length === 0) return { unavailable: 'no load balancer names its access log', hint: ACCESS_LOG_HINT };

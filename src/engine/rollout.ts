@@ -41,10 +41,17 @@ export type { AccessLogOpener, DeployDeps, DeployOptions, DeployResult } from '.
 export async function deploy(fleetIn: Fleet, deps: DeployDeps, options: DeployOptions = {}): Promise<DeployResult> {
   const clock = deps.clock ?? systemClock;
   const t0 = clock.now();
-  const fleet = await prepare(fleetIn, deps, options);
+  // The window opens before preflight, so it covers all the deploy's duration reports.
+  const watch = options.healthWatch ?? (deps.accessLogs ? await startHealthWatch(fleetIn, deps) : undefined);
+  let fleet: Fleet;
+  try {
+    fleet = await prepare(fleetIn, deps, options);
+  } catch (err) {
+    throw watch ? withHealth(err, await watch.finish()) : err;
+  }
   if (!options.prepared) options = { ...options, prepared: true, preparedMs: clock.now() - t0 };
-  if (!deps.accessLogs) return deployOnce(fleet, deps, options);
-  const watch = await HealthWatch.start(fleet, revisionOf(fleet), deps.clock ?? systemClock, deps.accessLogs, () => listFleet(fleet.service, deps.runtimes, fleet.hostParallelism, deps.adopted));
+  if (!watch) return deployOnce(fleet, deps, options);
+  watch.retarget(revisionOf(fleet));
   let result: DeployResult;
   try {
     result = await deployOnce(fleet, { ...deps, accessLogs: undefined, events: watch.events(deps.events), trafficWindow: (from, to) => watch.window(from, to) }, options);
@@ -52,6 +59,11 @@ export async function deploy(fleetIn: Fleet, deps: DeployDeps, options: DeployOp
     throw withHealth(err, await watch.finish());
   }
   return { ...result, health: await watch.finish() };
+}
+
+/** A health watch over the fleet's access logs (deps.accessLogs must be set), started now. */
+export function startHealthWatch(fleet: Fleet, deps: DeployDeps): Promise<HealthWatch> {
+  return HealthWatch.start(fleet, revisionOf(fleet), deps.clock ?? systemClock, deps.accessLogs ?? [], () => listFleet(fleet.service, deps.runtimes, fleet.hostParallelism, deps.adopted));
 }
 
 /**
@@ -243,16 +255,23 @@ class Rollout {
     return orphans.length > 0;
   }
 
-  /** The deadline report with each stuck instance's last log lines. */
+  /**
+   * The deadline report with each stuck instance's last log lines, and how
+   * often Docker restarted it: with a restart policy a crashing instance
+   * comes back again and again, never ready, like a pod in CrashLoopBackOff.
+   */
   private async withLogs(err: RolloutFailedError, instances: readonly Instance[]): Promise<RolloutFailedError> {
     const stuck = new Set(err.details.stuck as string[]);
     let message = err.message;
     for (const i of instances) {
       if (!stuck.has(i.id) || !i.dockerId) continue;
-      const logs = (await this.deps.runtimes.get(i.host)?.logs(i.dockerId, 5).catch(() => ''))?.trim() ?? '';
-      if (!logs) continue;
+      const rt = this.deps.runtimes.get(i.host);
+      const restarts = (await rt?.inspect(i.dockerId).catch(() => undefined))?.restartCount ?? 0;
+      const logs = (await rt?.logs(i.dockerId, 5).catch(() => ''))?.trim() ?? '';
+      if (!logs && restarts === 0) continue;
       const line = `${i.id} on ${i.host}: ${i.lastProbe}`;
-      message = message.replace(line, `${line}\n      last log lines:\n        ${logs.split('\n').slice(-5).join('\n        ')}`);
+      const looped = restarts > 0 ? ` (restarted ${restarts} time${restarts === 1 ? '' : 's'} by Docker: a crash loop)` : '';
+      message = message.replace(line, `${line}${looped}${logs ? `\n      last log lines:\n        ${logs.split('\n').slice(-5).join('\n        ')}` : ''}`);
     }
     return new RolloutFailedError(message, err.hint ?? '', err.details, err.phase);
   }

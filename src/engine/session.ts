@@ -8,9 +8,10 @@ import { randomBytes } from 'node:crypto';
 import type { Fleet } from '../config/load.js';
 import type { FleetLockPort, FleetState, JournalEntry, RevisionRecord, RolloutOutcome, StateStore } from '../ports.js';
 import { journalWriter } from './journal.js';
+import type { HealthWatch } from './health.js';
 import { ExitCode, FleetrollError, ValidationError } from '../errors.js';
 import type { DeployHealthReport } from '../core/deployHealth.js';
-import { deploy, healthOf, InterruptedError, prepare, PausedError, RolloutFailedError, type DeployDeps, type DeployOptions, type DeployResult } from './rollout.js';
+import { deploy, healthOf, InterruptedError, prepare, startHealthWatch, PausedError, RolloutFailedError, type DeployDeps, type DeployOptions, type DeployResult } from './rollout.js';
 import type { RecordedSpec } from './types.js';
 import { envOf, revisionOf, secretDigest } from './revision.js';
 import { digestSecretFiles, NOT_KEPT, resolveSecretRefs, type SecretRef } from '../config/secrets.js';
@@ -230,6 +231,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
   }
   h.lock.onTakeover = (prev) => emit({ type: 'info', message: `took over a stale lock of ${prev.holder} (pid ${prev.pid}, ${prev.command}): its holder is gone` });
   await h.lock.acquire(image, o.command, o.lockWaitMs ?? 0);
+  let healthWatch: HealthWatch | undefined;
   try {
     const state = (await h.store.read()) ?? { service: fleetIn.service, nextRevision: 1, revisions: [] };
     if (state.paused && o.continueRevision === undefined) {
@@ -240,6 +242,8 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     scrubLegacySecrets(state);
     // Preflight and pinning first: the digest the image resolves to is part of the revision recorded below.
     const t0 = Date.now();
+    // The health window opens before preflight, as the deploy's duration does.
+    healthWatch = deps.accessLogs ? await startHealthWatch(withState(fleetIn, state), deps) : undefined;
     const fleet = await prepare(withState(fleetIn, state), deps, o);
     const preparedMs = Date.now() - t0;
     const hash = revisionOf(fleet);
@@ -315,7 +319,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
         const { secretIssues: _i, ...spec } = recordedSpecOf(r);
         return spec;
       };
-      const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, aborted, recordedSpec, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, { ...o, prepared: true, preparedMs });
+      const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, aborted, recordedSpec, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, { ...o, prepared: true, preparedMs, healthWatch });
       await write.flush();
       await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`, result.health, result.switchedAt);
       return { ...result, revisionNumber: record.number };
@@ -328,6 +332,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
       throw err;
     }
   } finally {
+    await healthWatch?.abandon();
     await forgetRemovedAdopted(h.store, deps).catch(() => {});
     await h.lock.release();
   }

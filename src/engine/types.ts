@@ -4,6 +4,7 @@ import type { DeployHealthReport } from '../core/deployHealth.js';
 import type { AccessLogSource, Clock, Journal, Prober, RegistryCredentials, Runtime } from '../ports.js';
 import type { Controller, ControllerTiming } from './controller.js';
 import type { EventSink } from './events.js';
+import type { HealthWatch } from './health.js';
 import type { Adopted } from './observe.js';
 import type { LoadBalancer } from './traffic.js';
 
@@ -111,5 +112,7 @@ export interface DeployOptions {
   prepared?: boolean | undefined;
   /** How long that took (ms): counted in the result's durationMs, which covers preflight as it always did. */
   preparedMs?: number | undefined;
+  /** A health watch started before preflight by the caller (runManaged), so the deploy window covers preflight too. */
+  healthWatch?: HealthWatch | undefined;
 }
 

@@ -61,6 +61,9 @@ function shortId(id: string): string {
   return id.replace(/^(sha256:[0-9a-f]{12})[0-9a-f]+$/, '$1');
 }
 
+/** Readiness tries per instance in the final check, each bounded by the probe's own timeout. */
+const READY_TRIES = 3;
+
 /** What is wrong with one instance, or undefined when it runs the revision's image, carries its label and is ready. */
 async function revisionProblem(fleet: Fleet, revision: string, i: ToVerify, rt: Runtime | undefined, wanted: (host: string) => Promise<string | undefined>, prober: Prober): Promise<{ problem?: string; address?: string | undefined }> {
   if (!rt) return { problem: `no runtime for host ${i.host}` };
@@ -73,7 +76,11 @@ async function revisionProblem(fleet: Fleet, revision: string, i: ToVerify, rt: 
   const [has, want] = await Promise.all([rt.containerImage(id), wanted(i.host)]);
   if (want === undefined) return { problem: `the engine on host ${i.host} has no image ${fleet.image} to compare with`, address: info.address };
   if (has !== want) return { problem: `runs image ${has === undefined ? '(unknown)' : shortId(has)}, but ${fleet.image} is ${shortId(want)} on host ${i.host}`, address: info.address };
-  if (!(await prober.ready({ id, host: i.host, address: info.address }))) return { problem: 'its readiness probe no longer passes', address: info.address };
+  // A busy host can miss one probe's timeout (an exec that starts a runtime): a few tries before calling it failed.
+  for (let t = 1; ; t++) {
+    if (await prober.ready({ id, host: i.host, address: info.address }).catch(() => false)) break;
+    if (t === READY_TRIES) return { problem: `its readiness probe no longer passes (${READY_TRIES} tries)`, address: info.address };
+  }
   return { address: info.address };
 }
 
@@ -83,7 +90,8 @@ export async function verifyRevision(fleet: Fleet, revision: string, instances: 
   const wanted = (host: string) => {
     let p = byHost.get(host);
     if (!p) {
-      p = deps.runtimes.get(host)?.imageInfo?.(fleet.image).then((x) => x?.id) ?? Promise.resolve(undefined);
+      // The build the deploy pinned (engine/pin.ts), not what the tag names now.
+      p = deps.runtimes.get(host)?.imageInfo?.(fleet.pinnedImage ?? fleet.image).then((x) => x?.id) ?? Promise.resolve(undefined);
       byHost.set(host, p);
     }
     return p;

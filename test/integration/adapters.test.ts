@@ -219,7 +219,9 @@ describe('DockerRuntime', () => {
 
     const inspected = await docker.getContainer(info.id).inspect();
     assert.equal(inspected.HostConfig.Init, true);
-    assert.equal(inspected.HostConfig.RestartPolicy?.Name, 'no');
+    // Without a restart field the default: Docker restarts a crashed instance, and a capped log.
+    assert.equal(inspected.HostConfig.RestartPolicy?.Name, 'unless-stopped');
+    assert.deepEqual(inspected.HostConfig.LogConfig, { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '3' } });
     assert.equal((inspected.Config as { StopTimeout?: number }).StopTimeout, 7);
     assert.equal(inspected.NetworkSettings.Networks[NET]?.IPAddress + ':8080', info.address);
 

@@ -73,7 +73,10 @@ describe('experiment matrix: refused above MAX_PLANNED_RUNS before it is expande
   ];
   for (const row of rows) {
     it(row.name, () => {
-      const { issue, ms } = refusal(row.raw);
+      // Best of 3 against noise (a GC pause on a busy machine), like the accepted side.
+      const tries = [1, 2, 3].map(() => refusal(row.raw));
+      const issue = tries[0]!.issue;
+      const ms = Math.min(...tries.map((t) => t.ms));
       assert.equal(issue, row.issue);
       // The same validation work, accepted: 20 strategies resolved at 12 replica counts (240 runs). Best of 3 against noise.
       const accepted = Math.min(...[1, 2, 3].map(() => {
@@ -83,7 +86,8 @@ describe('experiment matrix: refused above MAX_PLANNED_RUNS before it is expande
       }));
       // Generous guards only: refusing costs what validating the strategies costs, never the product.
       assert.ok(ms < 2000, `refused in ${ms.toFixed(0)} ms`);
-      assert.ok(ms < 10 * accepted + 50, `refused in ${ms.toFixed(1)} ms; a 240-run spec is accepted in ${accepted.toFixed(1)} ms`);
+      // Expanding 1,728,000 runs takes seconds and gigabytes: 50 × a small spec's time is far below that.
+      assert.ok(ms < 50 * accepted + 200, `refused in ${ms.toFixed(1)} ms; a 240-run spec is accepted in ${accepted.toFixed(1)} ms`);
     });
   }
 
