@@ -102,6 +102,14 @@ interface LoadedCompose {
   variables: Map<string, string[]>;
 }
 
+/**
+ * x-fleetroll hooks are read as in a fleet file: never interpolated. They run
+ * on this machine with fleetroll's environment and read their variables
+ * themselves, and their argv is printed: `sh -c 'notify $TOKEN'` expanded at
+ * load would print the token (and `$$` would lose its meaning to the shell).
+ */
+const isFleetrollHooks = (path: string) => /^(?:services\/[^/]+\/)?x-fleetroll\/hooks$/.test(path);
+
 async function loadCompose(file: string, env: NodeJS.ProcessEnv): Promise<LoadedCompose> {
   const dir = dirname(resolvePath(file));
   const raw = applyMergeKeys(await readDocument(file, 'compose file', { aliases: true }));
@@ -117,7 +125,7 @@ async function loadCompose(file: string, env: NodeJS.ProcessEnv): Promise<Loaded
   const lookup: Lookup = (k) => env[k] ?? (Object.hasOwn(dotenv, k) ? dotenv[k] : undefined);
   let interpolated: { value: unknown; variables: Map<string, string[]> };
   try {
-    interpolated = interpolateTree(raw, lookup);
+    interpolated = interpolateTree(raw, lookup, '', isFleetrollHooks);
   } catch (err) {
     if (err instanceof ValidationError) throw new ValidationError(err.issues, { source: file });
     throw err;

@@ -158,11 +158,13 @@ function join(path: string, key: string | number): string {
 /**
  * Expands every string in a parsed document (values only: compose never
  * interpolates keys). Reports every problem in one ValidationError.
+ * `keep(path)`: a subtree left exactly as written.
  */
-export function interpolateTree(value: unknown, lookup: Lookup, path = ''): { value: unknown; variables: Map<string, string[]> } {
+export function interpolateTree(value: unknown, lookup: Lookup, path = '', keep?: (path: string) => boolean): { value: unknown; variables: Map<string, string[]> } {
   const variables = new Map<string, string[]>();
   const issues: FieldIssue[] = [];
   const walk = (v: unknown, p: string): unknown => {
+    if (keep?.(p)) return v;
     if (typeof v === 'string') {
       try {
         const r = interpolateString(v, lookup, p);

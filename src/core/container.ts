@@ -166,6 +166,10 @@ export function dockerCreateBody(base: CreateBase, c: ContainerConfig = {}): Rec
     ...(base.publishAddress && base.port !== undefined ? { PortBindings: { [`${base.port}/tcp`]: [{ HostIp: base.publishAddress, HostPort: '' }] } } : {}),
   };
   const hc = c.healthcheck;
+  // networks: naming hosts[].network itself (a compose service on the fleet's
+  // network, with aliases): the runtime joins only the other networks, so its
+  // aliases go on the endpoint made at create, or they would be lost.
+  const ownAliases = [...new Set((c.networks ?? []).filter((n) => n.name === base.network).flatMap((n) => n.aliases))];
   const body: Record<string, unknown> = {
     name: base.name,
     Image: base.image,
@@ -193,9 +197,10 @@ export function dockerCreateBody(base: CreateBase, c: ContainerConfig = {}): Rec
             },
           }),
     HostConfig: hostConfig,
-    // Not here: `networks`. Engines before API 1.44 take one network at
-    // create, so the runtime connects each extra one (with its aliases)
+    // Not here: the other `networks`. Engines before API 1.44 take one network
+    // at create, so the runtime connects each extra one (with its aliases)
     // between create and start (adapters/docker.ts).
+    ...(ownAliases.length ? { NetworkingConfig: { EndpointsConfig: { [base.network]: { Aliases: ownAliases } } } } : {}),
   };
   return mergeCreateOptions(body, c.createOptions);
 }

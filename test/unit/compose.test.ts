@@ -450,6 +450,25 @@ services:
     await assert.rejects(fleetFromCompose(file, undefined, {}), (err: unknown) => err instanceof ValidationError && err.issues[0]?.path === '--service' && /\(a, b\)/.test(err.message));
   });
 
+  it('hooks in either x-fleetroll block are kept as written (the shell reads the variable, the printed argv never holds its value); the rest is interpolated', async () => {
+    const file = project(`x-fleetroll:
+  hooks: { preDeploy: [sh, -c, 'notify --token "$TOKEN" \${TOKEN} $$HOME'] }
+services:
+  api:
+    image: app:\${TAG}
+    x-fleetroll:
+      hooks: { postDeploy: [sh, -c, 'echo $TOKEN'] }
+      service: api-\${TAG}
+`);
+    const r = await fleetFromCompose(file, 'api', { TOKEN: 'tok-secret-1', TAG: '2.0' });
+    // The service block wins over the top-level one as a whole key (hooks), as for every key.
+    assert.deepEqual(r.fleet.hooks, { postDeploy: ['sh', '-c', 'echo $TOKEN'] });
+    const top = await fleetFromCompose(project(`x-fleetroll:\n  hooks: { preDeploy: [sh, -c, 'notify "$TOKEN" \${TOKEN} $$HOME'] }\nservices:\n  api: { image: app }\n`), 'api', { TOKEN: 'tok-secret-1' });
+    assert.deepEqual(top.fleet.hooks, { preDeploy: ['sh', '-c', 'notify "$TOKEN" \${TOKEN} $$HOME'] });
+    assert.deepEqual([r.fleet.image, r.fleet.service], ['app:2.0', 'api-2.0']);
+    assert.ok(!JSON.stringify(r.fleet).includes('tok-secret-1') && !JSON.stringify(top.fleet).includes('tok-secret-1'));
+  });
+
   it('refuses compose: inside x-fleetroll and a block that is not a mapping', async () => {
     const file = project('x-fleetroll: [1]\nservices:\n  api:\n    image: x\n    x-fleetroll: { compose: { file: ./other.yml } }\n');
     await assert.rejects(fleetFromCompose(file, 'api', {}), (err: unknown) => err instanceof ValidationError && JSON.stringify(err.issues.map((i) => i.path)) === '["x-fleetroll","services/api/x-fleetroll/compose"]');

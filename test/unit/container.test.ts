@@ -164,6 +164,14 @@ const ACCEPTED: Accepted[] = [
     host: { NetworkMode: 'bridge' },
     absent: ['NetworkingConfig'],
   },
+  {
+    // A compose service's network is often the fleet's own (hosts[].network): the runtime skips joining it again, so its aliases go in at create.
+    name: 'networks: hosts[].network itself with aliases: they are set on the endpoint at create',
+    fields: { networks: [{ name: 'bridge', aliases: ['api', 'api.internal'] }, { name: 'backend', aliases: ['api-b'] }] },
+    body: { NetworkingConfig: { EndpointsConfig: { bridge: { Aliases: ['api', 'api.internal'] } } } },
+    host: { NetworkMode: 'bridge' },
+  },
+  { name: 'networks: hosts[].network itself without aliases: no NetworkingConfig', fields: { networks: ['bridge', 'backend'] }, absent: ['NetworkingConfig'] },
   // healthcheck
   {
     name: 'healthcheck: CMD with durations',
