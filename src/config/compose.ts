@@ -347,17 +347,21 @@ function mapSecrets(c: Ctx, v: unknown): void {
     const dp = `secrets/${source}`;
     let ok = true;
     if (def.external) {
-      c.issues.push({ path: `${dp}/external`, message: 'an external secret lives in a Swarm cluster; fleetroll mounts file: or environment: secrets' });
+      c.issues.push({ path: `${dp}/external`, message: 'an external secret lives in a Swarm cluster; fleetroll mounts file: secrets' });
       ok = false;
     }
     for (const k of ['driver', 'driver_opts', 'template_driver']) {
       if (def[k] !== undefined) {
-        c.issues.push({ path: `${dp}/${k}`, message: 'secret drivers are a Swarm feature; fleetroll mounts file: or environment: secrets' });
+        c.issues.push({ path: `${dp}/${k}`, message: 'secret drivers are a Swarm feature; fleetroll mounts file: secrets' });
         ok = false;
       }
     }
     if (ok && typeof def.file === 'string') files[source] = { file: resolvePath(c.dir, expandHome(def.file)) };
-    else if (ok && typeof def.environment === 'string') files[source] = { environment: def.environment };
+    else if (ok && typeof def.environment === 'string') {
+      // A secret file needs a source on every host; one made from a variable has none (yet): refused, not dropped.
+      c.issues.push({ path: `${dp}/environment`, message: `fleetroll mounts secrets from files only: put the value in a file (secrets: { ${source}: { file: ./${source}.txt } }), or pass ${def.environment} as an environment variable instead` });
+      ok = false;
+    }
     else if (ok) {
       c.issues.push({ path: dp, message: 'needs file: or environment:' });
       ok = false;

@@ -132,8 +132,13 @@ function shortVolume(s: string, ctx: zod.core.$RefinementCtx, i: number): MountS
   }
   const [source, target, mode] = parts as [string, string, string | undefined];
   const opts = (mode ?? 'rw').split(',');
-  if (!opts.every((o) => ['ro', 'rw', 'z', 'Z', 'nocopy'].includes(o))) {
-    issue(ctx, `mode must be ro or rw (optionally with z, Z or nocopy), ${got(mode)}`, [i]);
+  if (opts.some((o) => o === 'z' || o === 'Z')) {
+    // Docker's mount API (which fleetroll uses) has no SELinux relabelling: refused rather than dropped.
+    issue(ctx, `the SELinux relabel options z and Z are not supported (label the host path yourself, e.g. chcon -Rt container_file_t), ${got(mode)}`, [i]);
+    return undefined;
+  }
+  if (!opts.every((o) => ['ro', 'rw', 'nocopy'].includes(o))) {
+    issue(ctx, `mode must be ro or rw (optionally with nocopy), ${got(mode)}`, [i]);
     return undefined;
   }
   return { type: source.startsWith('/') ? 'bind' : 'volume', source, target, readOnly: opts.includes('ro'), ...(opts.includes('nocopy') ? { noCopy: true } : {}) };
@@ -402,6 +407,33 @@ const secretFiles = z.record(
 
 /** Keys of the escape hatch fleetroll owns: setting them there would break the engine's own bookkeeping. */
 const OWNED_CREATE_KEYS = ['name', 'Image', 'Env', 'Labels', 'ExposedPorts', 'StopTimeout', 'Cmd', 'Entrypoint', 'HostConfig.NetworkMode', 'HostConfig.PortBindings', 'HostConfig.Mounts', 'HostConfig.Binds', 'HostConfig.AutoRemove', 'NetworkingConfig'];
+/**
+ * Keys a fleet field already sets: the field is the one place for them, so
+ * the escape hatch cannot silently override it (the value would also escape
+ * the diff `plan` prints). Named with the field to use.
+ */
+const FIELD_CREATE_KEYS: Record<string, string> = {
+  User: 'user',
+  WorkingDir: 'workingDir',
+  Healthcheck: 'healthcheck',
+  StopSignal: 'stopSignal',
+  'HostConfig.RestartPolicy': 'restart',
+  'HostConfig.Memory': 'resources.memory',
+  'HostConfig.MemoryReservation': 'resources.memoryReservation',
+  'HostConfig.NanoCpus': 'resources.cpus',
+  'HostConfig.PidsLimit': 'resources.pidsLimit',
+  'HostConfig.LogConfig': 'logging',
+  'HostConfig.Tmpfs': 'tmpfs',
+  'HostConfig.ReadonlyRootfs': 'readOnly',
+  'HostConfig.ExtraHosts': 'extraHosts',
+  'HostConfig.Ulimits': 'ulimits',
+  'HostConfig.CapAdd': 'capAdd',
+  'HostConfig.CapDrop': 'capDrop',
+  'HostConfig.ShmSize': 'shmSize',
+  'HostConfig.Sysctls': 'sysctls',
+  'HostConfig.Devices': 'devices',
+  'HostConfig.DeviceRequests': 'gpus',
+};
 const PASCAL_RE = /^[A-Z][A-Za-z0-9]{0,63}$/;
 
 /**
@@ -414,12 +446,14 @@ const createOptions = z.record(z.string(), z.unknown(), { error: (i) => `must be
   for (const [k, x] of Object.entries(v)) {
     if (!PASCAL_RE.test(k)) issue(ctx, `must be a Docker Engine API create option name (PascalCase, like HostConfig or Hostname), ${got(k)}`, [k]);
     else if (OWNED_CREATE_KEYS.includes(k)) issue(ctx, `is set by fleetroll (use the fleet file's own fields: image, env, labels, port, command, entrypoint, volumes)`, [k]);
+    else if (FIELD_CREATE_KEYS[k]) issue(ctx, `is the fleet file's ${FIELD_CREATE_KEYS[k]} field: set it there`, [k]);
     if (k === 'HostConfig') {
       if (x === null || typeof x !== 'object' || Array.isArray(x)) issue(ctx, 'must be a mapping', [k]);
       else
         for (const hk of Object.keys(x)) {
           if (!PASCAL_RE.test(hk)) issue(ctx, `must be a HostConfig option name (PascalCase), ${got(hk)}`, [k, hk]);
           else if (OWNED_CREATE_KEYS.includes(`HostConfig.${hk}`)) issue(ctx, 'is set by fleetroll (use hosts[].network, volumes or networks)', [k, hk]);
+          else if (FIELD_CREATE_KEYS[`HostConfig.${hk}`]) issue(ctx, `is the fleet file's ${FIELD_CREATE_KEYS[`HostConfig.${hk}`]} field: set it there`, [k, hk]);
         }
     }
   }

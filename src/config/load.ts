@@ -192,7 +192,8 @@ async function prepare(raw: unknown, file: string, lookup: VariableLookup, compo
         continue;
       }
       try {
-        for (const [k, v] of Object.entries(parseDotenv(text, path))) {
+        // Interpolated as compose reads env_file: from the environment, earlier keys of the file first.
+        for (const [k, v] of Object.entries(parseDotenv(text, path, lookup))) {
           if (own.has(k)) continue;
           env[k] = v;
           out.envSources[k] = `envFile:${f}`;

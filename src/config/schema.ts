@@ -80,7 +80,7 @@ const canaryStepSchema = z
       pause: z
         .object(
           { duration: z.union([z.number(), z.string()], { error: (i) => `must be seconds or a duration string like "30s", "5m" or "1h", got ${JSON.stringify(i.input)}` }).optional() },
-          { error: (i) => `must be a mapping: { duration: 30s } or {} (wait for \`fleetroll resume\`), got ${JSON.stringify(i.input)}` },
+          { error: (i) => `must be a mapping: { duration: 30s } or {} (wait for \`fleetroll promote\` or \`abort\`), got ${JSON.stringify(i.input)}` },
         )
         .strict()
         .optional(),

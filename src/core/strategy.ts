@@ -203,7 +203,7 @@ const DURATION_RE = /^([0-9]{1,6})(s|m|h)$/;
  * "5m", "1h"; more than 0 and at most a day. Returns the problem instead of throwing.
  */
 export function parsePauseDuration(raw: unknown): number | { error: string } {
-  const allowed = `seconds (e.g. 30) or a duration string like "30s", "5m" or "1h", more than 0 and at most ${MAX_DELAY_SECONDS} s (leave duration out to wait for \`fleetroll resume\`)`;
+  const allowed = `seconds (e.g. 30) or a duration string like "30s", "5m" or "1h", more than 0 and at most ${MAX_DELAY_SECONDS} s (leave duration out to wait for \`fleetroll promote\` or \`abort\`)`;
   let seconds: number;
   if (typeof raw === 'number' && Number.isFinite(raw)) seconds = raw;
   else if (typeof raw === 'string' && DURATION_RE.test(raw)) {
@@ -483,7 +483,7 @@ export function resolveStrategy(layers: StrategyLayers): ResolvedStrategy {
           } else steps.push({ kind, weight: v, path: sp });
         } else if (kind === 'pause') {
           if (!isMapping(v)) {
-            issues.push({ path: `${sp}/pause`, message: `must be a mapping: { duration: 30s } or {} (wait for \`fleetroll resume\`), got ${v === null ? 'null' : show(v)}` });
+            issues.push({ path: `${sp}/pause`, message: `must be a mapping: { duration: 30s } or {} (wait for \`fleetroll promote\` or \`abort\`), got ${v === null ? 'null' : show(v)}` });
             return;
           }
           const extra = Object.keys(v).filter((k) => k !== 'duration');

@@ -1,10 +1,10 @@
 /** The engine's inputs and outputs: ports, options and results of a rollout. */
 import type { Fleet } from '../config/load.js';
 import type { DeployHealthReport } from '../core/deployHealth.js';
+import type { WindowStats } from '../core/logStats.js';
 import type { AccessLogSource, Clock, Journal, Prober, RegistryCredentials, Runtime } from '../ports.js';
 import type { Controller, ControllerTiming } from './controller.js';
 import type { EventSink } from './events.js';
-import type { HealthWatch } from './health.js';
 import type { Adopted } from './observe.js';
 import type { LoadBalancer } from './traffic.js';
 
@@ -113,6 +113,14 @@ export interface DeployOptions {
   /** How long that took (ms): counted in the result's durationMs, which covers preflight as it always did. */
   preparedMs?: number | undefined;
   /** A health watch started before preflight by the caller (runManaged), so the deploy window covers preflight too. */
-  healthWatch?: HealthWatch | undefined;
+  healthWatch?: DeployWatch | undefined;
+}
+
+/** What deploy() needs of a health watch (engine/health.ts HealthWatch), as a shape, so this module need not import it. */
+export interface DeployWatch {
+  retarget(revision: string): void;
+  events(sink: EventSink | undefined): EventSink;
+  window(fromMs: number, toMs: number): Promise<WindowStats | undefined>;
+  finish(): Promise<DeployHealthReport>;
 }
 

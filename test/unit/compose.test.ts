@@ -233,10 +233,17 @@ describe('composeService: fields mapped', () => {
   });
 
   it('secrets and their top-level definitions -> secrets, secretFiles', async () => {
-    const { fields: f, dir, warnings } = await fields('secrets: [db_password, { source: api_key, target: api_key, mode: 0400 }]', 'secrets:\n  db_password: { file: ./secrets/db.txt }\n  api_key: { environment: API_KEY }\n');
+    const { fields: f, dir, warnings } = await fields('secrets: [db_password, { source: api_key, target: api_key, mode: 0400 }]', 'secrets:\n  db_password: { file: ./secrets/db.txt }\n  api_key: { file: ./secrets/api.txt }\n');
     assert.deepEqual(f.secrets, ['db_password', { source: 'api_key', target: 'api_key' }]);
-    assert.deepEqual(f.secretFiles, { db_password: { file: join(dir, 'secrets/db.txt') }, api_key: { environment: 'API_KEY' } });
+    assert.deepEqual(f.secretFiles, { db_password: { file: join(dir, 'secrets/db.txt') }, api_key: { file: join(dir, 'secrets/api.txt') } });
     assert.deepEqual(warnings, ["services/api/secrets/1/mode: a file secret is a bind mount: it keeps the file's own owner and mode (compose ignores this too)"]);
+  });
+
+  it('a secret from an environment variable is refused, saying what to do instead', async () => {
+    const found = await issues(svc('secrets: [api_key]', 'secrets:\n  api_key: { environment: API_KEY }\n'));
+    assert.equal(found.length, 1);
+    assert.equal(found[0]!.path, 'secrets/api_key/environment');
+    assert.match(found[0]!.message, /mounts secrets from files only: put the value in a file .* or pass API_KEY as an environment variable instead/);
   });
 
   it('networks: names as compose makes them, aliases kept, priority ignored with a warning', async () => {

@@ -379,7 +379,7 @@ describe('resolveStrategy: BlueGreen and Canary settings that do not fit name th
     { name: 'setWeight above 100', layers: canary({ steps: [{ setWeight: 101 }] }), path: 'strategy/canary/steps/0/setWeight', message: /whole percent from 0 to 100, got 101/ },
     { name: 'a fractional setWeight', layers: canary({ steps: [{ setWeight: 12.5 }] }), path: 'strategy/canary/steps/0/setWeight', message: /got 12.5/ },
     { name: 'a pause duration with a space', layers: canary({ steps: [{ pause: { duration: '5 min' } }] }), path: 'strategy/canary/steps/0/pause/duration', message: /"30s", "5m" or "1h".*got "5 min"/ },
-    { name: 'a pause of 0', layers: canary({ steps: [{ pause: { duration: 0 } }] }), path: 'strategy/canary/steps/0/pause/duration', message: /more than 0 .*leave duration out to wait for `fleetroll resume`/ },
+    { name: 'a pause of 0', layers: canary({ steps: [{ pause: { duration: 0 } }] }), path: 'strategy/canary/steps/0/pause/duration', message: /more than 0 .*leave duration out to wait for `fleetroll promote` or `abort`/ },
     { name: 'a pause that is not a mapping', layers: canary({ steps: [{ pause: null }] }), path: 'strategy/canary/steps/0/pause', message: /must be a mapping: \{ duration: 30s \} or \{\}/ },
     { name: 'a pause with an unknown field', layers: canary({ steps: [{ pause: { seconds: 5 } }] }), path: 'strategy/canary/steps/0/pause', message: /unknown field "seconds"; only duration/ },
     { name: 'an analysis that is not a mapping', layers: canary({ steps: [{ analysis: 'strict' }] }), path: 'strategy/canary/steps/0/analysis', message: /must be a mapping of analysis settings \(may be empty: \{\}\), got "strict"/ },
