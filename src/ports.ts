@@ -42,7 +42,37 @@ export const LABELS = {
   contextHash: 'fleetroll.context-hash',
   /** On named volumes fleetroll created for a fleet (value: the service); it never removes them. */
   volume: 'fleetroll.volume',
+  /** On instances: the image as the fleet file wrote it (the container itself runs the pinned build). */
+  imageRef: 'fleetroll.image-ref',
+  /** On instances: the digest the image was pinned to (Fleet.digest), to rebuild the revision for a rollback. */
+  digest: 'fleetroll.digest',
 } as const;
+
+/**
+ * Credentials for one registry, as the Docker engine takes them
+ * (X-Registry-Auth). The password is a secret: never in a message or an event.
+ */
+export interface RegistryAuth {
+  /** The registry host[:port] the credentials belong to. */
+  serveraddress: string;
+  username?: string | undefined;
+  password?: string | undefined;
+  /** An OAuth refresh token (docker login against some registries stores one instead of a password). */
+  identitytoken?: string | undefined;
+}
+
+/** Looks up the credentials for a registry host (~/.docker/config.json); undefined when there are none. */
+export type RegistryCredentials = (server: string) => Promise<RegistryAuth | undefined>;
+
+/** What the engine knows of one image reference. */
+export interface ImageInfo {
+  /** The image ID, "sha256:..." (the same on every engine that has this build, pulled or loaded). */
+  id: string;
+  /** The image defines a HEALTHCHECK (readiness `{ healthcheck: true }` needs one, or the fleet's). */
+  healthcheck?: boolean | undefined;
+  /** "repo@sha256:..." for each registry the engine pulled it from or pushed it to. */
+  repoDigests: string[];
+}
 
 /** What to run for one instance. */
 export interface InstanceSpec {
@@ -51,8 +81,8 @@ export interface InstanceSpec {
   image: string;
   /** Environment for the container. Values are secrets as far as logs go. */
   env: Record<string, string>;
-  /** The app's port inside the container. */
-  port: number;
+  /** The app's port inside the container; undefined for a service nothing connects to (a worker). */
+  port?: number | undefined;
   /** Docker network to join (must exist); undefined = the default bridge. */
   network?: string | undefined;
   labels: Record<string, string>;
@@ -102,9 +132,11 @@ export interface Runtime {
   networkExists(name: string): Promise<boolean>;
   /** `docker save` / `docker load` through the API: how an image reaches a host without a registry. */
   saveImage(image: string): Promise<NodeJS.ReadableStream>;
-  /** `docker pull` where the host reaches a registry; false when it cannot. */
-  /** `docker pull` on the engine: undefined when the image is there after it, else the engine's reason. */
-  pullImage(image: string): Promise<string | undefined>;
+  /** `docker pull` on the engine (with `auth` for a private registry): undefined when the image is there after it, else the engine's reason. */
+  pullImage(image: string, auth?: RegistryAuth): Promise<string | undefined>;
+  /** The image ID and registry digests of a reference (tag, digest or ID); undefined when the engine does not have it. Runtimes without it are not pinned. */
+  /** The image's ID, registry digests and whether it has a HEALTHCHECK; undefined when the engine does not have it. */
+  imageInfo?(ref: string): Promise<ImageInfo | undefined>;
   loadImage(tar: NodeJS.ReadableStream): Promise<void>;
   /** Creates a named volume unless it exists; fleetroll never removes one. Optional: a runtime without volumes skips it. */
   ensureVolume?(name: string, labels: Record<string, string>): Promise<void>;
@@ -118,7 +150,22 @@ export interface Runtime {
    * The env holds secrets: never log it.
    */
   specOf(id: string): Promise<{ image: string; env: Record<string, string> } | undefined>;
+  /**
+   * The container's health as Docker reports it (State.Health.Status); "none"
+   * when it has no healthcheck. Throws when the container is gone.
+   */
+  health(id: string): Promise<ContainerHealth>;
+  /**
+   * Runs an argument array (no shell) inside the running container and
+   * resolves to its exit code; rejects when it does not finish within
+   * timeoutMs or the container is gone.
+   */
+  exec(id: string, cmd: readonly string[], timeoutMs: number): Promise<number>;
+  /** The image ID a container was created from; undefined when it is gone. */
+  containerImage(id: string): Promise<string | undefined>;
 }
+
+export type ContainerHealth = 'healthy' | 'unhealthy' | 'starting' | 'none';
 
 /** One nginx load balancer. */
 export interface Router {
@@ -143,11 +190,20 @@ export interface Router {
   config?(): Promise<string>;
 }
 
-/** HTTP probes against an instance's address. */
+/** The instance a readiness probe looks at: a healthcheck or exec probe reaches the container through its host's Runtime. */
+export interface ProbeTarget {
+  /** Docker's container id (or its name: both are unique on the host). */
+  id: string;
+  host: string;
+  /** "ip:port" for HTTP and TCP probes; undefined for a container without a port or network address. */
+  address?: string | undefined;
+}
+
+/** Readiness and version probes (HTTP, TCP, Docker healthcheck or exec: adapters/probes.ts). */
 export interface Prober {
-  /** True when the readiness path answers 2xx within the timeout. */
-  ready(address: string): Promise<boolean>;
-  /** The version the instance reports (trimmed body of the version path). */
+  /** True when the readiness probe passes now (HTTP 2xx, a TCP connect, Docker's "healthy", exit code 0) within the timeout. */
+  ready(target: ProbeTarget): Promise<boolean>;
+  /** The version the instance reports (trimmed body of the version path); throws when the fleet has no version endpoint. */
   version(address: string): Promise<string>;
 }
 
@@ -179,8 +235,11 @@ export interface RevisionRecord {
   /** The spec hash (the instances' fleetroll.revision label). */
   hash: string;
   image: string;
+  /** The build `image` resolved to when the revision was deployed (repo@sha256:... or sha256:...); undo runs exactly it. */
+  digest?: string | undefined;
   version: string;
-  port: number;
+  /** The app port; absent for a worker without one. */
+  port?: number | undefined;
   /** The env entries written literally in the fleet file (undo recreates the revision from them); shown by name only. */
   env: Record<string, string>;
   /** The secret env entries (from a variable or an env file): where each came from and a digest, never the value. */

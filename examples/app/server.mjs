@@ -20,7 +20,20 @@
 //                              n requests exactly floor(n × rate) have failed (rate rounded to a
 //                              millionth). 0.1: requests 10, 20, 30, ...; 0.25: 4, 8, 12, ...
 //   BAD_LATENCY_MS             milliseconds added to every API request (default 0)
+//
+// For checking what the container was given (fleetroll's container fields), without
+// ever printing a value:
+//   CONFIG_FILE                GET /api/config answers this file's content, read on each request
+//                              (a bind-mounted config file); 500 naming the error code when unreadable
+//   DATA_DIR                   at start, appends "<version> <hostname>" to DATA_DIR/instances.log
+//                              (a named volume outliving instances); GET /api/data answers that file
+//   GET /api/env-digest?name=X the sha256 (hex) of env variable X, 404 when unset: shows the app got
+//                              a secret without the secret appearing anywhere
+import { createHash } from 'node:crypto';
+import { appendFileSync, readFileSync } from 'node:fs';
 import http from 'node:http';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
 
 function num(name, def) {
   const raw = process.env[name];
@@ -50,6 +63,8 @@ const BAD_ERROR_RATE = (() => {
   return 0;
 })();
 const BAD_LATENCY_MS = num('BAD_LATENCY_MS', 0);
+const CONFIG_FILE = process.env.CONFIG_FILE || undefined;
+const DATA_DIR = process.env.DATA_DIR || undefined;
 // Integer arithmetic, so the share is exact whatever the float rounding of n × rate.
 const BAD_PPM = Math.round(BAD_ERROR_RATE * 1_000_000);
 const HARD_EXIT_MS = 25_000;
@@ -124,6 +139,20 @@ async function handle(req, res) {
     if (injectFailure()) return send(req, res, 500, { error: 'injected failure (BAD_ERROR_RATE)' });
   }
   if (method === 'GET' && path === '/api/books') return send(req, res, 200, BOOKS);
+  if (method === 'GET' && path === '/api/env-digest') {
+    const value = process.env[url.searchParams.get('name') ?? ''];
+    if (value === undefined) return send(req, res, 404, { error: 'not set' });
+    return send(req, res, 200, createHash('sha256').update(value).digest('hex'), 'text');
+  }
+  if (method === 'GET' && (path === '/api/config' || path === '/api/data')) {
+    const file = path === '/api/config' ? CONFIG_FILE : DATA_DIR && join(DATA_DIR, 'instances.log');
+    if (!file) return send(req, res, 404, { error: `${path === '/api/config' ? 'CONFIG_FILE' : 'DATA_DIR'} not set` });
+    try {
+      return send(req, res, 200, readFileSync(file, 'utf8'), 'text');
+    } catch (err) {
+      return send(req, res, 500, { error: `cannot read it: ${err.code ?? 'error'}` });
+    }
+  }
   if (req.method === 'POST' && path === '/api/orders') {
     let order = {};
     try {
@@ -193,6 +222,14 @@ function shutdown(signal) {
 
 process.on('SIGTERM', () => shutdown('SIGTERM'));
 process.on('SIGINT', () => shutdown('SIGINT'));
+
+if (DATA_DIR) {
+  try {
+    appendFileSync(join(DATA_DIR, 'instances.log'), `${VERSION} ${hostname()}\n`);
+  } catch (err) {
+    log('cannot write to DATA_DIR', err.code ?? 'error');
+  }
+}
 
 server.listen(PORT, () => {
   // The port actually bound (PORT=0 picks a free one).

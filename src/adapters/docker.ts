@@ -21,7 +21,7 @@ import { Readable } from 'node:stream';
 import type Dockerode from 'dockerode';
 import { ExitCode, FleetrollError } from '../errors.js';
 import { dockerCreateBody } from '../core/container.js';
-import { LABELS, type InstanceInfo, type InstanceSpec, type Runtime } from '../ports.js';
+import { LABELS, type ContainerHealth, type ImageInfo, type InstanceInfo, type InstanceSpec, type RegistryAuth, type Runtime } from '../ports.js';
 import { engineMessage, retryTransient, statusOf, type RetryOptions } from './dockerRetry.js';
 import { SshDockerAgent } from './ssh.js';
 import { createTar, readTar, type TarEntry } from './tar.js';
@@ -294,10 +294,15 @@ export class DockerRuntime implements Runtime {
     }
   }
 
-  /** `docker pull`; resolves true when the engine has the image afterwards, false when no registry gave it. */
-  async pullImage(image: string): Promise<string | undefined> {
+  /**
+   * `docker pull`, with `auth` as the engine's X-Registry-Auth header for a
+   * private registry; undefined when the engine has the image afterwards,
+   * else its reason. The reason is the engine's message, which names the
+   * registry and never the credentials.
+   */
+  async pullImage(image: string, auth?: RegistryAuth): Promise<string | undefined> {
     try {
-      const stream = await this.docker.pull(image);
+      const stream = (await this.docker.pull(image, auth ? { authconfig: { ...auth } } : {})) as NodeJS.ReadableStream;
       await new Promise<void>((resolve, reject) => this.docker.modem.followProgress(stream, (err: unknown) => (err ? reject(err) : resolve())));
     } catch (err) {
       return engineMessage(err);
@@ -346,7 +351,7 @@ export class DockerRuntime implements Runtime {
 
   async run(spec: InstanceSpec): Promise<InstanceInfo> {
     const network = spec.network ?? 'bridge';
-    const labels = { ...spec.labels, [LABELS.port]: String(spec.port), ...(spec.publishAddress ? { [LABELS.publishAddress]: spec.publishAddress } : {}) };
+    const labels = { ...spec.labels, ...(spec.port !== undefined ? { [LABELS.port]: String(spec.port) } : {}), ...(spec.publishAddress ? { [LABELS.publishAddress]: spec.publishAddress } : {}) };
     let container: Dockerode.Container;
     try {
       container = await retryTransient(
@@ -478,6 +483,17 @@ export class DockerRuntime implements Runtime {
     }
   }
 
+  async imageInfo(ref: string): Promise<ImageInfo | undefined> {
+    try {
+      const info = await this.docker.getImage(ref).inspect();
+      const test = (info.Config as { Healthcheck?: { Test?: string[] } } | undefined)?.Healthcheck?.Test;
+      return { id: info.Id, repoDigests: info.RepoDigests ?? [], healthcheck: Array.isArray(test) && test.length > 0 && test[0] !== 'NONE' };
+    } catch (err) {
+      if (statusOf(err) === 404) return undefined;
+      throw runtimeError('E_DOCKER', `inspecting image ${ref} on ${this.where}: ${engineMessage(err)}`, err);
+    }
+  }
+
   imageExists(image: string): Promise<boolean> {
     return this.present(`image ${image}`, () => this.docker.getImage(image).inspect());
   }
@@ -539,6 +555,34 @@ export class DockerRuntime implements Runtime {
     const all: Buffer[] = [];
     await demux(this.docker, Readable.from([buf]), all, all);
     return Buffer.concat(all).toString('utf8');
+  }
+
+  // --- probes (readiness from Docker's healthcheck or an exec, verification by image ID) ---
+
+  async health(id: string): Promise<ContainerHealth> {
+    const info = await this.inspectContainer(id);
+    if (!info) throw runtimeError('E_CONTAINER_MISSING', `container ${id} does not exist on ${this.where}`, undefined);
+    const status = (info.State as { Health?: { Status?: string } } | undefined)?.Health?.Status;
+    return status === 'healthy' || status === 'unhealthy' || status === 'starting' ? status : 'none';
+  }
+
+  async exec(id: string, cmd: readonly string[], timeoutMs: number): Promise<number> {
+    let timer: NodeJS.Timeout | undefined;
+    const run = execIn(this.docker, id, [...cmd]);
+    // The command may outlive the timeout (Docker cannot kill an exec): its late answer is dropped.
+    run.catch(() => {});
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(runtimeError('E_EXEC_TIMEOUT', `\`${cmd.join(' ')}\` in container ${id} on ${this.where} did not exit within ${timeoutMs} ms`, undefined)), timeoutMs);
+    });
+    try {
+      return (await Promise.race([run, late])).exitCode;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async containerImage(id: string): Promise<string | undefined> {
+    return (await this.inspectContainer(id))?.Image;
   }
 }
 

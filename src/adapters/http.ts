@@ -8,7 +8,7 @@
  */
 import http from 'node:http';
 import { ExitCode, FleetrollError } from '../errors.js';
-import type { Prober } from '../ports.js';
+import type { ProbeTarget, Prober } from '../ports.js';
 
 export interface HttpProberOptions {
   /** Path answering 2xx when the instance is ready, e.g. `/health/ready`. */
@@ -28,7 +28,7 @@ interface Answer {
 }
 
 /** "10.0.0.2:8080" | "[fd00::2]:8080" → host + port. */
-function parseAddress(address: string): { host: string; port: number } {
+export function parseAddress(address: string): { host: string; port: number } {
   const m = /^\[([^\]]+)\]:(\d+)$/.exec(address) ?? /^([^:[\]]+):(\d+)$/.exec(address);
   const port = Number(m?.[2]);
   if (!m?.[1] || !Number.isInteger(port) || port < 1 || port > 65535) {
@@ -99,7 +99,10 @@ export class HttpProber implements Prober {
     this.timeoutMs = opts.timeoutMs;
   }
 
-  async ready(address: string): Promise<boolean> {
+  /** A target (the Prober port) or its address (direct callers); no address is not ready. */
+  async ready(target: ProbeTarget | string): Promise<boolean> {
+    const address = typeof target === 'string' ? target : target.address;
+    if (address === undefined) return false;
     try {
       const r = await get(address, this.readinessPath, this.timeoutMs, false);
       return r.status >= 200 && r.status < 300;

@@ -17,6 +17,9 @@ export const fleetFileOption = (description = 'fleet file') => new Option(FILE, 
 /** `-f, --file <fleet.yaml>` for commands that can do without a fleet file (plan, simulate). */
 export const optionalFleetFileOption = (description: string) => new Option(FILE, description);
 
+/** With -f naming a compose file: which of its services is the fleet (default: the one with an x-fleetroll: block). */
+export const composeServiceOption = () => new Option('--service <name>', 'with -f docker-compose.yml: the compose service to deploy (default: the one with an x-fleetroll: block, or the only one)');
+
 export const jsonOption = (description: string) => new Option('--json', description);
 
 export const maxSurgeOption = (description: string) => new Option('--max-surge <n|%>', description);

@@ -9,13 +9,14 @@ import type { Fleet } from '../config/load.js';
 import { MAX_REPLICAS, MODE_DESCRIPTION, SOURCE_LABEL, resolveStrategy, type CanaryStep, type ResolvedStrategy } from '../core/strategy.js';
 import { ValidationError } from '../errors.js';
 import { parseCount } from './args.js';
-import { maxSurgeOption, maxUnavailableOption, optionalFleetFileOption, replacementPolicyOption } from './options.js';
+import { composeServiceOption, maxSurgeOption, maxUnavailableOption, optionalFleetFileOption, replacementPolicyOption } from './options.js';
 import { table, type Out } from './output.js';
 
 /** Adds the flags shared by plan and simulate. */
 export function withStrategyOptions<A extends unknown[], O extends OptionValues, G extends OptionValues>(cmd: Command<A, O, G>) {
   return cmd
     .addOption(optionalFleetFileOption('fleet file to read replicas and strategy from'))
+    .addOption(composeServiceOption())
     .addOption(new Option('--replicas <n>', 'number of instances (without -f, or to override the file)').argParser(parseCount('--replicas', 0, MAX_REPLICAS)))
     .addOption(maxSurgeOption('instances allowed above replicas, e.g. 1 or 25% (overrides the file)'))
     .addOption(maxUnavailableOption('instances allowed to be unavailable, e.g. 0 or 25% (overrides the file)'))
@@ -29,7 +30,7 @@ export async function strategyFromOptions(o: StrategyOptions): Promise<{ strateg
   if (o.file) {
     // The fleet file's parser and schema (yaml, zod) load only when there is a file: plan --replicas 4 does without them.
     const { loadFleet } = await import('../config/load.js');
-    const fleet = await loadFleet(o.file, { replicas: o.replicas, maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable, replacementPolicy: o.replacementPolicy });
+    const fleet = await loadFleet(o.file, { service: o.service, replicas: o.replicas, maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable, replacementPolicy: o.replacementPolicy });
     return { strategy: fleet.strategy, fleet };
   }
   if (o.replicas === undefined) {

@@ -1,17 +1,19 @@
 /**
  * Builds the engine's dependencies from a fleet: one Docker runtime per host,
- * one router per nginx, the HTTP prober and the upstream templates. The only
+ * one router per nginx, the prober (HTTP, TCP, healthcheck or exec) and the upstream templates. The only
  * place that knows which adapter serves which port.
  */
 import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { readTextFile } from '../config/document.js';
 import type { Fleet } from '../config/load.js';
 import { ContainerLogStreamAccessLog, LocalFileAccessLog, containerFileAccessLog } from '../adapters/accessLog.js';
 import { DockerRuntime } from '../adapters/docker.js';
 import { FleetLock, FleetStateStore, whoAmI } from '../adapters/fleetState.js';
-import { HttpProber } from '../adapters/http.js';
 import { NginxContainerRouter, NginxExecRouter } from '../adapters/nginx.js';
+import { buildProber } from '../adapters/probes.js';
+import { dockerConfigCredentials } from '../adapters/registryAuth.js';
 import type { AccessLogOpener, DeployDeps, LoadBalancer } from '../engine/rollout.js';
 import type { EventSink } from '../engine/events.js';
 import { ExitCode, FleetrollError } from '../errors.js';
@@ -20,15 +22,16 @@ import { upstreamTemplateProblem } from '../core/upstream.js';
 const DEFAULT_TEMPLATE = new URL('../../templates/upstream.conf.tmpl', import.meta.url);
 
 async function readTemplate(path: string | URL, where: string): Promise<string> {
+  let text: string;
   try {
-    const text = await readFile(path, 'utf8');
-    const problem = upstreamTemplateProblem(text);
-    if (problem !== undefined) throw new FleetrollError('E_INVALID', ExitCode.invalidInput, `${where}: ${problem}`);
-    return text;
+    text = await readTextFile(typeof path === 'string' ? path : fileURLToPath(path), 'upstream template');
   } catch (err) {
-    if (err instanceof FleetrollError) throw err;
-    throw new FleetrollError('E_INVALID', ExitCode.invalidInput, `${where}: cannot read upstream template ${String(path)}: ${(err as Error).message}`);
+    if (!(err instanceof FleetrollError)) throw err;
+    throw new FleetrollError(err.code, err.exitCode, `${where}: ${err.message}`, { cause: err });
   }
+  const problem = upstreamTemplateProblem(text);
+  if (problem !== undefined) throw new FleetrollError('E_INVALID', ExitCode.invalidInput, `${where}: ${problem}`);
+  return text;
 }
 
 export function readDefaultTemplate(): Promise<string> {
@@ -50,16 +53,12 @@ export async function buildDeps(fleet: Fleet, events?: EventSink): Promise<Deplo
         : new NginxExecRouter({ upstreamFile: lb.upstreamFile, prefixArgs: lb.config ? ['-c', lb.config] : [] });
     routers.push({ router, template, upstream: lb.upstream });
   }
-  const prober = new HttpProber({
-    readinessPath: fleet.probes.readiness.path,
-    versionPath: fleet.probes.version.path,
-    timeoutMs: fleet.probes.readiness.timeoutMs,
-  });
+  const prober = buildProber(fleet.probes, runtimes);
   // A host without the image gets it copied from the engine on this machine
   // when that engine is not one of the fleet's hosts already.
   const local = 'unix:///var/run/docker.sock';
   const imageSource = !fleet.hosts.some((h) => h.docker === local) && existsSync('/var/run/docker.sock') ? new DockerRuntime({ name: 'this machine', docker: local }) : undefined;
-  return { runtimes, routers, prober, ...(events ? { events } : {}), ...(imageSource ? { imageSource } : {}) };
+  return { runtimes, routers, prober, credentials: dockerConfigCredentials(), ...(events ? { events } : {}), ...(imageSource ? { imageSource } : {}) };
 }
 
 /** The fleet's state and lock live on its first host. */

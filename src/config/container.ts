@@ -101,7 +101,8 @@ const argv = (what: string) =>
     });
 
 /** A list, or one string, as compose allows for tmpfs, env_file, dns and the like. */
-const oneOrMany = <T extends zod.ZodType>(item: T) => z.union([item, z.array(item)]).transform((v) => (Array.isArray(v) ? v : [v]) as zod.output<T>[]);
+const oneOrMany = <T extends zod.ZodType>(item: T, what: string) =>
+  z.union([item, z.array(item)], { error: (i) => `must be ${what}, ${got(i.input)}` }).transform((v) => (Array.isArray(v) ? v : [v]) as zod.output<T>[]);
 
 /** A map, or a list of "KEY=VALUE" (compose's two spellings of labels, sysctls and extra_hosts). */
 const mapOrList = (what: string, sep = '=') =>
@@ -145,19 +146,39 @@ const longVolume = z
       source: z.string({ error: (i) => `must be a string, ${got(i.input)}` }).optional(),
       target: z.string({ error: (i) => (i.input === undefined ? 'is required' : `must be a string, ${got(i.input)}`) }),
       readOnly: z.boolean({ error: (i) => `must be true or false, ${got(i.input)}` }).optional(),
-      volume: z.object({ nocopy: z.boolean().optional() }).strict().optional(),
-      tmpfs: z.object({ size: z.union([z.number(), z.string()]).optional(), mode: z.number().int().min(0).max(0o7777).optional() }).strict().optional(),
-      bind: z.object({ createHostPath: z.boolean().optional() }).strict().optional(),
+      volume: z.object({ nocopy: z.boolean({ error: (i) => `must be true or false, ${got(i.input)}` }).optional() }, { error: (i) => `must be a mapping { nocopy }, ${got(i.input)}` }).strict().optional(),
+      tmpfs: z
+        .object(
+          {
+            size: z.union([z.number(), z.string()], { error: (i) => `must be bytes or a size like "64m", ${got(i.input)}` }).optional(),
+            mode: z.number({ error: (i) => `must be a file mode from 0 to 0o7777 (a number: 0o1777 is 1023), ${got(i.input)}` }).int().min(0).max(0o7777).optional(),
+          },
+          { error: (i) => `must be a mapping { size, mode }, ${got(i.input)}` },
+        )
+        .strict()
+        .optional(),
+      bind: z.object({ createHostPath: z.boolean({ error: (i) => `must be true or false, ${got(i.input)}` }).optional() }, { error: (i) => `must be a mapping { createHostPath }, ${got(i.input)}` }).strict().optional(),
     },
     { error: (i) => `must be "SOURCE:TARGET[:ro]" or a mapping { type, source, target, readOnly }, ${got(i.input)}` },
   )
   .strict();
 
-const volumes = z.array(z.union([z.string(), longVolume]), { error: (i) => `must be a list of volumes ("SOURCE:TARGET[:ro]" or { type, source, target }), ${got(i.input)}` }).transform((list, ctx) => {
+const volumes = z.array(z.unknown(), { error: (i) => `must be a list of volumes ("SOURCE:TARGET[:ro]" or { type, source, target }), ${got(i.input)}` }).transform((list, ctx) => {
   const out: MountSpec[] = [];
   const targets = new Map<string, number>();
-  list.forEach((v, i) => {
+  list.forEach((item, i) => {
     let m: MountSpec | undefined;
+    // Parsed one by one rather than as a union, so a long form's own field messages (readOnly, tmpfs/mode) reach the user.
+    let v: string | zod.output<typeof longVolume>;
+    if (typeof item === 'string') v = item;
+    else {
+      const r = longVolume.safeParse(item);
+      if (!r.success) {
+        for (const x of r.error.issues) ctx.addIssue({ ...x, path: [i, ...x.path] } as Parameters<typeof ctx.addIssue>[0]);
+        return;
+      }
+      v = r.data;
+    }
     if (typeof v === 'string') m = shortVolume(v, ctx, i);
     else {
       const size = v.tmpfs?.size === undefined ? undefined : parseBytes(v.tmpfs.size);
@@ -171,7 +192,7 @@ const volumes = z.array(z.union([z.string(), longVolume]), { error: (i) => `must
     const path = typeof v === 'string' ? [i] : [i, 'target'];
     if (!ABS_CONTAINER_PATH_RE.test(m.target) || m.target.split('/').includes('..')) issue(ctx, `target must be an absolute path in the container (letters, digits, ._-/@+=~, no ".."), ${got(m.target)}`, path);
     if (m.type === 'bind' && m.source !== undefined && (!ABS_CONTAINER_PATH_RE.test(m.source) || m.source.split('/').includes('..'))) {
-      issue(ctx, `a bind source must be an absolute host path (a relative one is resolved against the fleet file's directory), ${got(m.source)}`, typeof v === 'string' ? [i] : [i, 'source']);
+      issue(ctx, `a bind source must be an absolute host path (one starting with ./ or ../ is resolved against the fleet file's directory), ${got(m.source)}`, typeof v === 'string' ? [i] : [i, 'source']);
     }
     if (m.type === 'volume' && m.source !== undefined && !VOLUME_NAME_RE.test(m.source)) issue(ctx, `a volume name must be letters, digits, "_", ".", "-" (starting with a letter or digit), ${got(m.source)}`, typeof v === 'string' ? [i] : [i, 'source']);
     const seen = targets.get(m.target);
@@ -182,7 +203,7 @@ const volumes = z.array(z.union([z.string(), longVolume]), { error: (i) => `must
   return out;
 });
 
-const tmpfs = oneOrMany(z.string({ error: (i) => `must be a path or a list of paths ("/scratch" or "/scratch:size=64m"), ${got(i.input)}` })).transform((list, ctx) => {
+const tmpfs = oneOrMany(z.string({ error: (i) => `must be a path or a list of paths ("/scratch" or "/scratch:size=64m"), ${got(i.input)}` }), 'a path or a list of paths ("/scratch" or "/scratch:size=64m")').transform((list, ctx) => {
   const out: Record<string, string> = {};
   list.forEach((entry, i) => {
     const colon = entry.indexOf(':');
@@ -225,7 +246,7 @@ const logging = z
   .object(
     {
       driver: z.string({ error: (i) => `must be a log driver name like "json-file" or "local", ${got(i.input)}` }).regex(DRIVER_RE, { error: (i) => `must be a log driver name like "json-file" or "local", ${got(i.input)}` }).default('json-file'),
-      options: z.record(z.string(), z.union([z.string(), z.number()]), { error: (i) => `must be a mapping of option names to values, ${got(i.input)}` }).optional(),
+      options: z.record(z.string(), z.union([z.string(), z.number()], { error: (i) => `must be a string or a number, ${got(i.input)}` }), { error: (i) => `must be a mapping of option names to values, ${got(i.input)}` }).optional(),
     },
     { error: (i) => `must be a mapping { driver, options }, ${got(i.input)}` },
   )
@@ -236,7 +257,9 @@ const logging = z
       if (!/^[a-z0-9][a-z0-9_.-]{0,63}$/.test(k)) issue(ctx, `option names are lowercase letters, digits, "_", ".", "-", ${got(k)}`, ['options', k]);
       if (!ARG_RE.test(x)) issue(ctx, 'must not contain a NUL byte or a line break', ['options', k]);
     }
-    return { driver: v.driver, options };
+    // Naming the driver alone keeps the size cap: without options a json-file or local log grows until the disk is full.
+    const capped = (v.driver === 'json-file' || v.driver === 'local') && Object.keys(options).length === 0 ? { 'max-size': '10m', 'max-file': '3' } : options;
+    return { driver: v.driver, options: capped };
   });
 
 const extraHosts = z
@@ -262,7 +285,7 @@ const ulimits = z
       if (!ULIMIT_RE.test(name)) issue(ctx, `must be a ulimit name like nofile or nproc, ${got(name)}`, [name]);
       const soft = typeof l === 'number' ? l : l.soft;
       const hard = typeof l === 'number' ? l : l.hard;
-      if (!Number.isInteger(soft) || !Number.isInteger(hard) || soft < -1 || hard < -1 || (hard !== -1 && soft > hard)) issue(ctx, `soft and hard must be integers (-1: unlimited) with soft at most hard, ${got(l)}`, [name]);
+      if (!Number.isInteger(soft) || !Number.isInteger(hard) || soft < -1 || hard < -1 || (hard !== -1 && (soft === -1 || soft > hard))) issue(ctx, `soft and hard must be integers (-1: unlimited) with soft at most hard, ${got(l)}`, [name]);
       return { name, soft, hard };
     }),
   );
@@ -279,7 +302,8 @@ const devices = z.array(z.string(), { error: (i) => `must be a list of "HOST_PAT
   }),
 );
 
-const gpus = z.union([z.literal('all'), z.number().int().min(1).max(64)], { error: (i) => `must be "all" or a number of GPUs from 1 to 64, ${got(i.input)}` });
+const GPUS_MESSAGE = (i: { input: unknown }) => `must be "all" or a number of GPUs from 1 to 64, ${got(i.input)}`;
+const gpus = z.union([z.literal('all'), z.number({ error: GPUS_MESSAGE }).int().min(1).max(64)], { error: GPUS_MESSAGE });
 
 const networks = z
   .array(
@@ -321,8 +345,9 @@ const healthcheck = z
       test: z.union([z.string(), z.array(z.string())], { error: (i) => `must be a command: ["CMD", "curl", "-f", "http://localhost/"], ["CMD-SHELL", "..."] or a string (run by the image's shell), ${got(i.input)}` }).optional(),
       interval: duration('an interval').optional(),
       timeout: duration('a timeout').optional(),
-      retries: z.number().int().min(0).max(1000).optional(),
+      retries: z.number({ error: (i) => `must be a number of retries from 0 to 1000, ${got(i.input)}` }).int().min(0).max(1000).optional(),
       startPeriod: duration('a start period').optional(),
+      startInterval: duration('a start interval').optional(),
       disable: z.boolean().optional(),
     },
     { error: (i) => `must be a mapping { test, interval, timeout, retries, startPeriod } or { disable: true }, ${got(i.input)}` },
@@ -344,6 +369,7 @@ const healthcheck = z
       ...(v.timeout !== undefined ? { timeoutMs: v.timeout } : {}),
       ...(v.retries !== undefined ? { retries: v.retries } : {}),
       ...(v.startPeriod !== undefined ? { startPeriodMs: v.startPeriod } : {}),
+      ...(v.startInterval !== undefined ? { startIntervalMs: v.startInterval } : {}),
     };
   });
 
@@ -353,20 +379,25 @@ const secretsList = z
   .array(z.union([z.string(), z.object({ source: z.string(), target: z.string().optional() }).strict()], { error: (i) => `must be a secret name or { source, target }, ${got(i.input)}` }), {
     error: (i) => `must be a list of secret names (defined under secretFiles), ${got(i.input)}`,
   })
-  .transform((list, ctx) =>
-    list.map((s, i) => {
+  .transform((list, ctx) => {
+    const targets = new Map<string, number>();
+    return list.map((s, i) => {
       const name = typeof s === 'string' ? s : s.source;
       const target = typeof s === 'string' ? s : (s.target ?? s.source);
       if (!SECRET_NAME_RE.test(name)) issue(ctx, `must be a secret name (letters, digits, "_", ".", "-"), ${got(name)}`, [i]);
       if (!SECRET_NAME_RE.test(target)) issue(ctx, `target must be a file name under /run/secrets (letters, digits, "_", ".", "-"), ${got(target)}`, [i, 'target']);
+      // Docker refuses two mounts at one path only when the container is created, on the host: say it here.
+      const seen = targets.get(target);
+      if (seen !== undefined) issue(ctx, `target /run/secrets/${target} is already mounted by secrets/${seen}`, typeof s === 'string' ? [i] : [i, 'target']);
+      targets.set(target, i);
       return { name, target };
-    }),
-  );
+    });
+  });
 
 /** compose's top-level `secrets:` definitions: a file on this machine (absolute after loading). */
 const secretFiles = z.record(
   z.string().regex(SECRET_NAME_RE, { error: (i) => `secret names are letters, digits, "_", ".", "-", ${got(i.input)}` }),
-  z.object({ file: z.string().min(1) }, { error: (i) => `must be { file: PATH } (a file on every host, mounted read-only under /run/secrets), ${got(i.input)}` }).strict(),
+  z.object({ file: z.string({ error: (i) => (i.input === undefined ? 'is required: the path of a file on this machine (only { file: PATH } is supported)' : `must be a path, ${got(i.input)}`) }).min(1, { error: 'must be a path' }) }, { error: (i) => `must be { file: PATH } (a file on every host, mounted read-only under /run/secrets), ${got(i.input)}` }).strict(),
 );
 
 /** Keys of the escape hatch fleetroll owns: setting them there would break the engine's own bookkeeping. */

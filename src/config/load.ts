@@ -4,16 +4,17 @@
  * reported with its field path; nothing here touches Docker or nginx.
  */
 import { analysisSchema } from './analysis.js';
-import { createHash } from 'node:crypto';
 import { deployChecks } from './checks.js';
-import { readFile } from 'node:fs/promises';
+import { probeIssues, portIssues } from './probes.js';
 import { dirname, resolve as resolvePath } from 'node:path';
-import { parseDocument } from 'yaml';
-import { FleetrollError, ValidationError, type FieldIssue, ExitCode } from '../errors.js';
+import { readDocument, readFleetOrComposeDocument, readTextFile } from './document.js';
+import { FleetrollError, ValidationError, type FieldIssue } from '../errors.js';
 import { BUILTIN_DEFAULTS, resolveStrategy, type ResolvedStrategy, type RollingUpdateInput } from '../core/strategy.js';
 import type { ContainerConfig } from '../core/container.js';
 import { containerConfigOf } from './container.js';
 import { interpolateTree, parseDotenv } from './interpolate.js';
+import { digestSecretFiles } from './secrets.js';
+import { ADOPT_IGNORABLE, composeService, fleetFromCompose, isComposeDocument } from './compose.js';
 import { defaultsSchema, fleetSchema, strategySchema, zodIssues, type DefaultsParsed, type FleetFileParsed } from './schema.js';
 
 export interface CliOverrides {
@@ -26,6 +27,8 @@ export interface CliOverrides {
   hostParallelism?: number | undefined;
   /** `--replacement-policy`. */
   replacementPolicy?: string | undefined;
+  /** `--service`: the compose service to deploy when -f names a compose file. */
+  service?: string | undefined;
 }
 
 /** A fleet file with every default filled in and its strategy resolved. */
@@ -40,6 +43,14 @@ export interface Fleet extends Omit<FleetFileParsed, 'defaults' | 'strategy' | '
   onFailure: 'pause' | 'rollback';
   /** Set from the fleet's state by `fleetroll restart`; part of the revision hash. */
   restartedAt?: string | undefined;
+  /**
+   * The build the image resolved to at the start of the deploy (engine/pin.ts):
+   * `repo@sha256:...` (its registry digest) or `sha256:...` (its image ID);
+   * part of the revision hash. Unset where no host was asked (plan, simulate, validate).
+   */
+  digest?: string | undefined;
+  /** The reference every container of the deploy is created with: the digest, or the image ID where a host has no digest for it. */
+  pinnedImage?: string | undefined;
   strategy: ResolvedStrategy;
   /** Where each timing value came from, for `validate` to explain. */
   timingSources: Record<TimingField, 'cli' | 'fleet' | 'defaults' | 'builtin'>;
@@ -70,7 +81,22 @@ const NOT_INTERPOLATED = new Set(['hooks']);
 /** A relative bind source, env file or secret file is relative to the fleet file, as compose's are to the compose file. */
 const isRelative = (p: string) => p === '.' || p === '..' || p.startsWith('./') || p.startsWith('../');
 
+/** What a compose file gave (config/compose.ts), for the fleet built from it. */
+interface Composed {
+  file: string;
+  service: string;
+  warnings: string[];
+  variables: Map<string, string[]>;
+}
+
+/** The lookup as an environment object, for the compose reader. */
+function lookupEnv(lookup: VariableLookup | undefined): NodeJS.ProcessEnv {
+  if (!lookup) return process.env;
+  return new Proxy({}, { get: (_t, name) => (typeof name === 'string' ? lookup(name) : undefined), has: (_t, name) => typeof name === 'string' && lookup(name) !== undefined });
+}
+
 interface Prepared {
+  notes: string[];
   raw: unknown;
   envSources: Record<string, string>;
   secretSources: Record<string, string>;
@@ -85,14 +111,15 @@ interface Prepared {
  * which env entries are secrets (came from a variable or an env file).
  * Messages name fields and variables, never a value.
  */
-async function prepare(raw: unknown, file: string, lookup: VariableLookup): Promise<Prepared> {
-  const out: Prepared = { raw, envSources: {}, secretSources: {}, secretDigests: {}, issues: [] };
+async function prepare(raw: unknown, file: string, lookup: VariableLookup, composedIn?: Composed): Promise<Prepared> {
+  const out: Prepared = { raw, envSources: {}, secretSources: {}, secretDigests: {}, notes: [], issues: [] };
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return out;
   const dir = dirname(file);
   const src = raw as Record<string, unknown>;
   const obj: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(src)) {
-    if (NOT_INTERPOLATED.has(k)) {
+    // A compose file was interpolated as compose does it ($$ is already $): never twice.
+    if (NOT_INTERPOLATED.has(k) || composedIn) {
       obj[k] = v;
       continue;
     }
@@ -110,6 +137,43 @@ async function prepare(raw: unknown, file: string, lookup: VariableLookup): Prom
       obj[k] = v;
     }
   }
+  // compose: { file, service }: the container from the team's compose file; the fleet file's fields win.
+  let composed = composedIn;
+  const ref = obj.compose as { file?: unknown; service?: unknown; ignore?: unknown } | undefined;
+  if (!composed && ref !== null && typeof ref === 'object' && typeof ref.file === 'string' && typeof ref.service === 'string') {
+    const composeFile = resolvePath(dir, ref.file);
+    try {
+      const ignore = Array.isArray(ref.ignore) ? ref.ignore.filter((x): x is string => typeof x === 'string' && ADOPT_IGNORABLE.has(x)) : [];
+      const r = await composeService(composeFile, ref.service, lookupEnv(lookup), { ignore });
+      composed = { ...r, file: composeFile, service: ref.service };
+      const own = obj;
+      const merged: Record<string, unknown> = { ...r.fields, ...own };
+      // Maps merge entry by entry: the fleet file adds to or overrides the compose service's env and labels.
+      for (const m of ['env', 'labels'] as const) {
+        const a = r.fields[m];
+        const b = own[m];
+        if (a && typeof a === 'object' && !Array.isArray(a) && b && typeof b === 'object' && !Array.isArray(b)) merged[m] = { ...(a as object), ...(b as object) };
+      }
+      // Kept for the schema, which checks it (ignore's names); dropped after.
+      merged.compose = own.compose;
+      for (const k of Object.keys(merged)) delete obj[k];
+      Object.assign(obj, merged);
+    } catch (err) {
+      if (!(err instanceof ValidationError)) throw err;
+      out.issues.push(...err.issues.map((i) => ({ path: `compose (${composeFile})${i.path ? `: ${i.path}` : ''}`, message: i.message })));
+    }
+  }
+  if (composed) {
+    out.notes.push(...composed.warnings.map((w) => `compose: ${w}`));
+    // An env value compose interpolated is a secret: kept as its variable when it is exactly one.
+    const env = obj.env as Record<string, unknown> | undefined;
+    for (const [path, vars] of composed.variables) {
+      const m = new RegExp(`^services/${composed.service.replace(/[.]/g, '\\.')}/environment/([^/]+)$`).exec(path);
+      const key = m?.[1];
+      if (key === undefined || env?.[key] === undefined || out.envSources[key] !== undefined) continue;
+      out.envSources[key] = vars.length === 1 && lookup(vars[0]!) === String(env[key]) ? `\${${vars[0]}}` : `compose:${composed.file}`;
+    }
+  }
   // env files: their values join env (env's own entries win) and are secrets.
   const envFile = obj.envFile;
   const files = typeof envFile === 'string' ? [envFile] : Array.isArray(envFile) ? envFile.filter((f): f is string => typeof f === 'string') : [];
@@ -121,10 +185,10 @@ async function prepare(raw: unknown, file: string, lookup: VariableLookup): Prom
       const at = typeof envFile === 'string' ? 'envFile' : `envFile/${i}`;
       let text: string;
       try {
-        text = await readFile(path, 'utf8');
+        text = await readTextFile(path, 'env file');
       } catch (err) {
-        const code = (err as NodeJS.ErrnoException).code;
-        out.issues.push({ path: at, message: `cannot read ${path}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : (code ?? 'unreadable')}` });
+        if (!(err instanceof FleetrollError)) throw err;
+        out.issues.push({ path: at, message: err.message });
         continue;
       }
       try {
@@ -165,12 +229,11 @@ async function prepare(raw: unknown, file: string, lookup: VariableLookup): Prom
       }
       const path = resolvePath(dir, f);
       defs[name] = { ...(d as object), file: path };
-      try {
-        out.secretDigests[name] = createHash('sha256').update(await readFile(path)).digest('hex');
+      const r = digestSecretFiles({ [name]: path }, (n) => `secretFiles/${n}/file`);
+      out.issues.push(...r.issues);
+      if (r.digests[name] !== undefined) {
+        out.secretDigests[name] = r.digests[name];
         out.secretSources[name] = path;
-      } catch (err) {
-        const code = (err as NodeJS.ErrnoException).code;
-        out.issues.push({ path: `secretFiles/${name}/file`, message: `cannot read ${path}: ${code === 'ENOENT' ? 'no such file' : (code ?? 'unreadable')}` });
       }
     }
     obj.secretFiles = defs;
@@ -199,30 +262,8 @@ const TIMING_BUILTIN: Record<TimingField, number> = {
   hostParallelism: 8,
 };
 
-/** Reads and parses a YAML or JSON document, reporting syntax errors with line and column. */
-export async function readDocument(file: string, what: string): Promise<unknown> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : String((err as Error).message);
-    throw new FleetrollError('E_NO_FILE', ExitCode.invalidInput, `cannot read ${what} ${file}: ${why}`, { cause: err });
-  }
-  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
-  if (doc.errors.length > 0) {
-    const issues = doc.errors.map((e) => {
-      const pos = e.linePos?.[0];
-      return { path: pos ? `line ${pos.line}, column ${pos.col}` : '', message: e.message.split('\n')[0] ?? e.message };
-    });
-    throw new ValidationError(issues, { source: file });
-  }
-  const value: unknown = doc.toJS();
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw new ValidationError([{ path: '', message: `${what} must be a mapping (YAML object), got ${value === null ? 'an empty document' : Array.isArray(value) ? 'a list' : typeof value}` }], { source: file });
-  }
-  return value;
-}
+// Re-exported: the experiment spec and older callers read documents through this module.
+export { readDocument };
 
 function defaultVersion(image: string): string {
   const noDigest = image.split('@')[0] ?? image;
@@ -233,7 +274,7 @@ function defaultVersion(image: string): string {
 
 /** Cross-field rules that a per-field schema cannot express. */
 function crossFieldIssues(f: FleetFileParsed, timings: Record<TimingField, number>): FieldIssue[] {
-  const issues: FieldIssue[] = [];
+  const issues: FieldIssue[] = [...portIssues(f), ...probeIssues(f)];
   const hostNames = new Set<string>();
   f.hosts.forEach((h, i) => {
     if (hostNames.has(h.name)) issues.push({ path: `hosts/${i}/name`, message: `duplicate host name ${JSON.stringify(h.name)}` });
@@ -306,7 +347,15 @@ function strategyIssuesOf(raw: Record<string, unknown>): FieldIssue[] {
  * found, with paths relative to the file, e.g. `strategy/rollingUpdate/maxSurge`.
  */
 export async function loadFleet(file: string, cli: CliOverrides = {}, lookup?: VariableLookup): Promise<Fleet> {
-  return fleetFromObject(await readDocument(file, 'fleet file'), file, cli, lookup);
+  const doc = await readFleetOrComposeDocument(file);
+  if (isComposeDocument(doc)) {
+    // The reverse form: a compose file whose x-fleetroll: blocks hold the fleet settings.
+    const env = lookupEnv(lookup);
+    const r = await fleetFromCompose(file, cli.service, env);
+    return fleetFromObject(r.fleet, file, cli, lookup, { composed: { ...r, file } });
+  }
+  if (cli.service !== undefined) throw new ValidationError([{ path: '--service', message: `only applies when -f names a compose file (one with services:); ${file} is a fleet file` }]);
+  return fleetFromObject(doc, file, cli, lookup);
 }
 
 /**
@@ -331,8 +380,8 @@ function analysisStepIssues(s: Extract<ResolvedStrategy, { type: 'Canary' }>, to
   return issues;
 }
 
-export async function fleetFromObject(rawIn: unknown, file: string, cli: CliOverrides = {}, lookup: VariableLookup = (name) => process.env[name]): Promise<Fleet> {
-  const prepared = await prepare(rawIn, file, lookup);
+export async function fleetFromObject(rawIn: unknown, file: string, cli: CliOverrides = {}, lookup: VariableLookup = (name) => process.env[name], o: { composed?: Composed } = {}): Promise<Fleet> {
+  const prepared = await prepare(rawIn, file, lookup, o.composed);
   const raw = prepared.raw;
   const parsed = fleetSchema.safeParse(raw);
   if (!parsed.success || prepared.issues.length > 0) {
@@ -385,6 +434,7 @@ export async function fleetFromObject(rawIn: unknown, file: string, cli: CliOver
     issues.push(...err.issues);
   }
   if (strategy) issues.push(...strategyFleetIssues(f, strategy, defaultsStrategyPath));
+  strategy?.notes.push(...prepared.notes);
   if (strategy?.type === 'Canary') issues.push(...analysisStepIssues(strategy, (raw as { analysis?: unknown }).analysis));
   const image = cli.image ?? f.image;
   if (cli.image !== undefined) {

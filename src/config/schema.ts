@@ -9,6 +9,8 @@ import * as z from './zod.js';
 import { analysisSchema } from './analysis.js';
 import { containerFields } from './container.js';
 import { MAX_REPLICAS } from '../core/strategy.js';
+import { probesSchema } from './probes.js';
+import { imageFields } from './images.js';
 
 export const SERVICE_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
 const HOST_NAME_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
@@ -22,8 +24,6 @@ export const IMAGE_RE = /^[A-Za-z0-9][A-Za-z0-9._\-/:@]{0,254}$/;
 const ABS_PATH_RE = /^\/[A-Za-z0-9._\-/]+$/;
 /** loadBalancers[].nginx.accessLog: an absolute file path, or "stdout" (the container's log stream). */
 const ACCESS_LOG_RE = /^(?:stdout|\/[A-Za-z0-9._\-/]+)$/;
-/** HTTP paths for probes. */
-const HTTP_PATH_RE = /^\/[A-Za-z0-9._~\-/%?=&]*$/;
 const ENV_KEY_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 export const VERSION_RE = /^[A-Za-z0-9][A-Za-z0-9._+\-]{0,127}$/;
 const DOCKER_ENDPOINT_RE = /^(unix:\/\/\/[A-Za-z0-9._\-/]+|tcp:\/\/[A-Za-z0-9.\-]+:[0-9]{1,5}|ssh:\/\/([A-Za-z0-9._\-]+@)?[A-Za-z0-9.\-]+(:[0-9]{1,5})?)$/;
@@ -178,14 +178,13 @@ const hookCommand = z
   .array(z.string().min(1, { error: 'hook arguments must not be empty' }), { error: 'must be an argument array like ["./check.sh", "--max-errors", "0"] (no shell string)' })
   .min(1, { error: 'must name a program to run' });
 
-const probePath = (dflt: string) => pattern(HTTP_PATH_RE, 'an HTTP path starting with "/"').default(dflt);
-
 export const fleetSchema = z
   .object({
     service: pattern(SERVICE_RE, 'lowercase letters, digits and dashes, starting with a letter or digit (max 63)'),
     image: pattern(IMAGE_RE, 'a Docker image reference like "name:tag"'),
     replicas: int(0, MAX_REPLICAS),
-    port: int(1, 65535, 'a port'),
+    /** Required only where something reaches the app over the network (config/probes.ts portIssues). */
+    port: int(1, 65535, 'a port').optional(),
     env: z
       .record(
         z.string().regex(ENV_KEY_RE),
@@ -199,18 +198,20 @@ export const fleetSchema = z
       .optional(),
     /** Take the container from a service of the team's compose file; the fleet file's own fields win. */
     compose: z
-      .object({ file: z.string().min(1), service: z.string().regex(/^[a-zA-Z0-9._-]{1,63}$/, { error: (i) => `must be a compose service name, got ${JSON.stringify(i.input)}` }) }, { error: 'must be { file: ./docker-compose.yml, service: NAME }' })
+      .object(
+        {
+          file: z.string().min(1),
+          service: z.string().regex(/^[a-zA-Z0-9._-]{1,63}$/, { error: (i) => `must be a compose service name, got ${JSON.stringify(i.input)}` }),
+          /** Compose fields to leave out by name: only build, container_name and depends_on (how compose itself starts the service). */
+          ignore: z.array(z.enum(['build', 'container_name', 'depends_on'], { error: (i) => `may name build, container_name or depends_on (what compose itself uses to start the service), got ${JSON.stringify(i.input)}` })).optional(),
+        },
+        { error: 'must be { file: ./docker-compose.yml, service: NAME, ignore: [...] }' },
+      )
       .strict()
       .optional(),
     ...containerFields,
     hosts: z.array(hostSchema).min(1, { error: 'must list at least one Docker host' }).default([{ name: 'local', docker: 'unix:///var/run/docker.sock' }]),
-    probes: z
-      .object({
-        readiness: z.object({ path: probePath('/health/ready'), periodMs: int(10, 60000).default(250), timeoutMs: int(10, 60000).default(1000) }).strict().default({ path: '/health/ready', periodMs: 250, timeoutMs: 1000 }),
-        version: z.object({ path: probePath('/api/version') }).strict().default({ path: '/api/version' }),
-      })
-      .strict()
-      .default({ readiness: { path: '/health/ready', periodMs: 250, timeoutMs: 1000 }, version: { path: '/api/version' } }),
+    probes: probesSchema,
     version: pattern(VERSION_RE, 'a version string of letters, digits, ".", "_", "+", "-"').optional(),
     group: z.boolean().default(false),
     defaults: z.union([z.string().min(1), defaultsSchema], { error: 'must be a path to a defaults file or an inline mapping' }).optional(),
@@ -230,6 +231,8 @@ export const fleetSchema = z
     /** The analysis gate (core/gate.ts): a canary's analysis steps, and RollingUpdate after its first wave. */
     analysis: analysisSchema.optional(),
     loadBalancers: z.array(z.object({ nginx: nginxSchema }).strict()).default([]),
+    // registry, pull (config/images.ts).
+    ...imageFields,
   })
   .strict();
 
@@ -241,6 +244,8 @@ export function zodIssues(error: zod.ZodError, prefix = ''): { path: string; mes
   return error.issues.map((i) => {
     const path = [prefix, ...i.path.map(String)].filter((s) => s !== '').join('/');
     if (i.code === 'invalid_key') {
+      // Other mappings' key schemas (secretFiles, ...) say what their keys must be.
+      if (i.path[0] !== 'env' && i.issues[0] !== undefined) return { path, message: i.issues[0].message };
       return { path, message: 'env names must be letters, digits and "_", not starting with a digit' };
     }
     if (i.code === 'unrecognized_keys') {

@@ -37,6 +37,8 @@ export interface HealthcheckSpec {
   timeoutMs?: number | undefined;
   retries?: number | undefined;
   startPeriodMs?: number | undefined;
+  /** Probe interval during the start period (Docker API 1.44+; older engines ignore it). */
+  startIntervalMs?: number | undefined;
 }
 
 /** A secret file mounted read-only at /run/secrets/<target>. */
@@ -187,11 +189,13 @@ export function dockerCreateBody(base: CreateBase, c: ContainerConfig = {}): Rec
               ...(hc.timeoutMs !== undefined ? { Timeout: ms(hc.timeoutMs) } : {}),
               ...(hc.retries !== undefined ? { Retries: hc.retries } : {}),
               ...(hc.startPeriodMs !== undefined ? { StartPeriod: ms(hc.startPeriodMs) } : {}),
+              ...(hc.startIntervalMs !== undefined ? { StartInterval: ms(hc.startIntervalMs) } : {}),
             },
           }),
     HostConfig: hostConfig,
-    // Extra networks are joined at create time (API 1.44+ takes several; older
-    // engines take one here, the runtime connects the rest after create).
+    // Not here: `networks`. Engines before API 1.44 take one network at
+    // create, so the runtime connects each extra one (with its aliases)
+    // between create and start (adapters/docker.ts).
   };
   return mergeCreateOptions(body, c.createOptions);
 }

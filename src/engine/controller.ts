@@ -368,7 +368,7 @@ export class Controller {
       const info = byName.get(inst.id);
       if (info?.running) {
         // Running again (restarted by its engine or by hand): probe it like a new one.
-        if (inst.phase === 'failed' && !inst.stopFailed && info.address) {
+        if (inst.phase === 'failed' && !inst.stopFailed && (info.address !== undefined || this.d.fleet.port === undefined)) {
           inst.address = info.address;
           this.view.setPhase(inst, 'unready');
           this.readiness.watch(inst);
@@ -829,7 +829,7 @@ export class Controller {
   private startInstance(host: string): void {
     const fleet = this.d.fleet;
     const slot = fleet.hosts.find((h) => h.name === host);
-    const spec = { ...instanceSpec(fleet, this.d.revision, this.d.nameSuffix(), slot?.network, this.d.clock.now(), this.d.changeCause), publishAddress: slot?.publishAddress };
+    const spec = { ...instanceSpec(fleet, this.d.revision, this.d.nameSuffix(), slot?.network, this.d.clock.now(), this.d.changeCause), publishAddress: fleet.port !== undefined ? slot?.publishAddress : undefined };
     const inst: Instance = { id: spec.name, host, revision: this.d.revision, created: this.d.clock.now(), phase: 'starting', routed: false, lastProbe: 'starting', labels: spec.labels };
     this.view.add(inst);
     this.batchOf(inst);

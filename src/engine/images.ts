@@ -5,7 +5,9 @@
  * reaches a registry, `docker pull`.
  */
 import { PassThrough } from 'node:stream';
-import type { Clock, Runtime } from '../ports.js';
+import type { RegistryConfig } from '../config/images.js';
+import { isImageId, isRepoDigest, normalizeRegistry, parseImageRef } from '../core/imageRef.js';
+import type { Clock, RegistryAuth, RegistryCredentials, Runtime } from '../ports.js';
 import type { EventSink } from './events.js';
 
 export interface ImageSources {
@@ -15,6 +17,52 @@ export interface ImageSources {
   imageSource?: Runtime | undefined;
   clock: Clock;
   emit: EventSink;
+  /** Credentials for the image's registry: the fleet's `registry:`, else these (~/.docker/config.json). */
+  credentials?: RegistryCredentials | undefined;
+}
+
+/** How a pull logs in: the credentials (if any) and, for messages, which registry and user (never the password). */
+export interface PullAuth {
+  auth?: RegistryAuth | undefined;
+  /** "registry.example:5000 as user ci", "docker.io (no credentials)". */
+  who: string;
+  /** The secrets to keep out of every message (the engine's included). */
+  secrets: string[];
+}
+
+/**
+ * The credentials a pull of `image` sends. The fleet's `registry:` applies
+ * only to an image on that very server: the engine would hand them to
+ * whatever registry the reference names, so a mismatch is refused rather
+ * than leaking the password to another registry.
+ */
+export async function pullAuthFor(image: string, registry: RegistryConfig | undefined, credentials: RegistryCredentials | undefined): Promise<PullAuth> {
+  const host = parseImageRef(image).registry;
+  if (registry) {
+    const server = normalizeRegistry(registry.server);
+    if (server !== host) {
+      throw new Error(`image ${image} is on registry ${host}, but registry/server is ${registry.server}: fleetroll sends the credentials only to their own registry (use an image reference that names ${registry.server}, or remove registry:)`);
+    }
+    return { auth: { serveraddress: registry.server, username: registry.username, password: registry.password }, who: `registry ${registry.server} as user ${registry.username}`, secrets: [registry.password] };
+  }
+  const found = credentials ? await credentials(host) : undefined;
+  if (!found) return { who: `registry ${host} (no credentials)`, secrets: [] };
+  const user = found.username ?? (found.identitytoken ? 'an identity token' : '?');
+  return {
+    auth: found,
+    who: `registry ${host} as user ${user} (from docker login's config.json)`,
+    secrets: [found.password, found.identitytoken].filter((x): x is string => typeof x === 'string' && x !== ''),
+  };
+}
+
+/** `text` with every secret (and its base64, as in an auth header) replaced by "***". */
+export function redact(text: string, secrets: readonly string[]): string {
+  let out = text;
+  for (const s of secrets) {
+    if (s.length < 1) continue;
+    for (const form of [s, Buffer.from(s).toString('base64')]) out = out.split(form).join('***');
+  }
+  return out;
 }
 
 /** Copies `image` to host `to` from the first source that has it; false when none has. */
@@ -25,7 +73,9 @@ export async function copyImage(image: string, to: string, target: Runtime, s: I
     if (!(await src.imageExists(image).catch(() => false))) continue;
     const t0 = s.clock.now();
     s.emit({ type: 'info', message: `copying image ${image} from ${from} to host ${to}` });
-    const tar = await src.saveImage(image);
+    // A registry digest names no tag to save by, and a loaded image has no registry digests anyway: save its build by ID.
+    const saved = isRepoDigest(image) && src.imageInfo ? ((await src.imageInfo(image))?.id ?? image) : image;
+    const tar = await src.saveImage(saved);
     let bytes = 0;
     let reported = 0;
     const counted = new PassThrough();
@@ -44,9 +94,15 @@ export async function copyImage(image: string, to: string, target: Runtime, s: I
   return false;
 }
 
-/** Pulls `image` on the host's engine; false (and the engine's reason, as an event) when it cannot. */
-export async function pullImage(image: string, name: string, rt: Runtime, emit: EventSink): Promise<boolean> {
-  const failed = await rt.pullImage(image);
-  emit({ type: 'info', message: failed === undefined ? `pulled image ${image} on host ${name}` : `could not pull image ${image} on host ${name}: ${failed}` });
-  return failed === undefined;
+/**
+ * Pulls `image` on the host's engine: undefined when it is there afterwards,
+ * else why not, naming the host, the registry and the user (never the
+ * password). An image ID cannot be pulled (it names a local build).
+ */
+export async function pullImage(image: string, name: string, rt: Runtime, emit: EventSink, login: PullAuth = { who: `registry ${parseImageRef(image).registry}`, secrets: [] }): Promise<string | undefined> {
+  if (isImageId(image)) return `cannot pull ${image} on host ${name}: an image ID names a local build, not a registry's`;
+  const failed = await rt.pullImage(image, login.auth).catch((err: unknown) => (err instanceof Error ? err.message : String(err)));
+  const why = failed === undefined ? undefined : `could not pull image ${image} on host ${name}: ${redact(failed, login.secrets)} (${login.who})`;
+  emit({ type: 'info', message: why ?? `pulled image ${image} on host ${name}` });
+  return why;
 }

@@ -10,7 +10,8 @@ import { envOf } from './revision.js';
 export function instanceSpec(fleet: Fleet, revision: string, suffix: string, network: string | undefined, now: number, changeCause?: string): InstanceSpec {
   return {
     name: `${fleet.service}-${revision.slice(0, 7)}-${suffix}`,
-    image: fleet.image,
+    // The pinned build (engine/pin.ts), so a tag that moves during the rollout cannot put two builds in one revision.
+    image: fleet.pinnedImage ?? fleet.image,
     env: envOf(fleet),
     port: fleet.port,
     network,
@@ -25,6 +26,8 @@ export function instanceSpec(fleet: Fleet, revision: string, suffix: string, net
       // Names only, never values: lets a later rollback rebuild this spec from the container.
       [LABELS.envKeys]: Object.keys(fleet.env ?? {}).sort().join(','),
       ...(changeCause ? { [LABELS.changeCause]: changeCause.slice(0, 256) } : {}),
+      // The container's own image is the pinned reference: these rebuild the revision's hash (rollout.ts previousFleet).
+      ...(fleet.digest ? { [LABELS.imageRef]: fleet.image, [LABELS.digest]: fleet.digest } : {}),
     },
     stopTimeoutSeconds: fleet.terminationGracePeriodSeconds,
     container: fleet.container,

@@ -8,7 +8,11 @@
 import type { Clock, Prober } from '../ports.js';
 
 export interface Watched {
+  /** The instance's name (unique on its host). */
   readonly id: string;
+  readonly host: string;
+  /** Docker's id once the container exists; the probe reaches it by this when known. */
+  readonly dockerId?: string | undefined;
   readonly address?: string | undefined;
 }
 
@@ -58,9 +62,10 @@ export class Readiness {
 
   private tick(): void {
     for (const w of this.watched.values()) {
-      if (this.inFlight.has(w.id) || w.address === undefined) continue;
+      if (this.inFlight.has(w.id)) continue;
       this.inFlight.add(w.id);
-      this.o.prober.ready(w.address).then(
+      // Whether an instance without an address can be probed is the prober's call (a healthcheck or exec needs none).
+      this.o.prober.ready({ id: w.dockerId ?? w.id, host: w.host, address: w.address }).then(
         (ok) => this.answer(w, ok, ok ? 'ready' : 'readiness probe failing'),
         (err: unknown) => this.answer(w, false, `readiness probe error: ${(err as Error).message}`),
       );

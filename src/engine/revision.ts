@@ -10,6 +10,8 @@ export type RevisionInput = Pick<Fleet, 'image' | 'env' | 'port' | 'version'> & 
   secretDigests?: Record<string, string> | undefined;
   /** The fleet's random key (kept in its state): the hash of anything secret is keyed with it. */
   revisionKey?: string | undefined;
+  /** The build the tag resolved to at the start of the deploy (engine/pin.ts). */
+  digest?: string | undefined;
 };
 
 const sorted = (o: Record<string, unknown>) => Object.entries(o).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
@@ -28,6 +30,14 @@ const sorted = (o: Record<string, unknown>) => Object.entries(o).sort(([a], [b])
  * the key a guess cannot be checked. A spec with nothing secret keeps the
  * plain hash it always had, so fleets without env do not roll on upgrade.
  * Fields only join the canonical form when set, for the same reason.
+ *
+ * The digest (the build the tag resolved to at the start of the deploy,
+ * engine/pin.ts) joins the hash beside the image as written: a tag moved to
+ * a new build since the last deploy is a new revision and the fleet rolls
+ * onto it, while a redeploy of an unmoved tag resolves to the same digest
+ * and changes nothing. Where no host is asked (plan, simulate, validate)
+ * there is no digest. The first deploy after upgrading to a fleetroll that
+ * pins therefore rolls each fleet once.
  */
 export function revisionOf(f: RevisionInput): string {
   const env = sorted(f.env ?? {}).map(([k, v]) => [k, String(v)]);
@@ -41,6 +51,7 @@ export function revisionOf(f: RevisionInput): string {
     ...(f.restartedAt ? { restartedAt: f.restartedAt } : {}),
     ...(container ? { container: canonicalize(container) } : {}),
     ...(secrets ? { secrets } : {}),
+    ...(f.digest ? { digest: f.digest } : {}),
   });
   const secret = env.length > 0 || secrets !== undefined;
   const h = secret ? createHmac('sha256', `fleetroll-revision:${f.revisionKey ?? ''}`) : createHash('sha256');

@@ -19,10 +19,11 @@ import { HealthWatch, withHealth } from './health.js';
 import { HostWork } from './hostWork.js';
 import { randomSuffix } from './instances.js';
 import { listFleet } from './observe.js';
+import { pinImage } from './pin.js';
 import { preflight } from './preflight.js';
 import { revisionOf } from './revision.js';
 import { rollBack } from './rollback.js';
-import { verifyVersions } from './verify.js';
+import { verify } from './verify.js';
 
 export type { LoadBalancer } from './traffic.js';
 export { instanceSpec, randomSuffix } from './instances.js';
@@ -37,7 +38,11 @@ export type { AccessLogOpener, DeployDeps, DeployOptions, DeployResult } from '.
  * measured over the whole of it, a rollback included: on the result, or on
  * the error it throws (`healthOf(err)`).
  */
-export async function deploy(fleet: Fleet, deps: DeployDeps, options: DeployOptions = {}): Promise<DeployResult> {
+export async function deploy(fleetIn: Fleet, deps: DeployDeps, options: DeployOptions = {}): Promise<DeployResult> {
+  const clock = deps.clock ?? systemClock;
+  const t0 = clock.now();
+  const fleet = await prepare(fleetIn, deps, options);
+  if (!options.prepared) options = { ...options, prepared: true, preparedMs: clock.now() - t0 };
   if (!deps.accessLogs) return deployOnce(fleet, deps, options);
   const watch = await HealthWatch.start(fleet, revisionOf(fleet), deps.clock ?? systemClock, deps.accessLogs, () => listFleet(fleet.service, deps.runtimes, fleet.hostParallelism, deps.adopted));
   let result: DeployResult;
@@ -49,6 +54,20 @@ export async function deploy(fleet: Fleet, deps: DeployDeps, options: DeployOpti
   return { ...result, health: await watch.finish() };
 }
 
+/**
+ * Preflight (engine/preflight.ts), then the image pinned to one build
+ * (engine/pin.ts): the fleet a deploy runs, with `digest` and `pinnedImage`
+ * set, and so the revision hash the deploy records. runManaged calls it
+ * before it records the revision; deploy() calls it unless told it ran.
+ */
+export async function prepare(fleet: Fleet, deps: DeployDeps, options: DeployOptions = {}): Promise<Fleet> {
+  if (deps.simulated || options.prepared) return fleet;
+  const work = new HostWork(fleet.hostParallelism);
+  const s = { runtimes: deps.runtimes, imageSource: deps.imageSource, clock: deps.clock ?? systemClock, emit: deps.events ?? (() => {}), copyImages: options.copyImages !== false, credentials: deps.credentials };
+  await preflight(fleet, deps.routers, work, s);
+  return pinImage(fleet, work, s);
+}
+
 async function deployOnce(fleet: Fleet, deps: DeployDeps, options: DeployOptions): Promise<DeployResult> {
   const rollout = new Rollout(fleet, deps, options);
   try {
@@ -57,7 +76,8 @@ async function deployOnce(fleet: Fleet, deps: DeployDeps, options: DeployOptions
     // A failed analysis always rolls back: the gate exists to stop a bad version spreading.
     const rollback = options.autoRollback === true || fleet.onFailure === 'rollback' || (err instanceof RolloutFailedError && err.details.analysisFailed === true);
     if (!(err instanceof RolloutFailedError) || err.phase !== 'rollout' || !rollback) throw err;
-    return rollBack(err, rollout.fleet, rollout.previous, deps, (target, backDeps, cause) => new Rollout(target, backDeps, { ...options, changeCause: cause }).run());
+    // The rollback's target is a revision that ran before: its own preflight, its own build (from the instances' labels).
+    return rollBack(err, rollout.fleet, rollout.previous, deps, (target, backDeps, cause) => new Rollout(target, backDeps, { ...options, prepared: false, changeCause: cause }).run());
   }
 }
 
@@ -85,8 +105,8 @@ class Rollout {
 
   async run(): Promise<DeployResult> {
     const t0 = this.clock.now();
-    if (!this.deps.simulated) {
-      await preflight(this.fleet, this.deps.routers, this.work, { runtimes: this.deps.runtimes, imageSource: this.deps.imageSource, clock: this.clock, emit: this.emit, copyImages: this.options.copyImages !== false });
+    if (!this.deps.simulated && !this.options.prepared) {
+      await preflight(this.fleet, this.deps.routers, this.work, { runtimes: this.deps.runtimes, imageSource: this.deps.imageSource, clock: this.clock, emit: this.emit, copyImages: this.options.copyImages !== false, credentials: this.deps.credentials });
     }
     let infos = await this.list().catch((err: unknown) => {
       throw hostFailure(this.fleet, err);
@@ -98,7 +118,7 @@ class Rollout {
     await this.hook('preDeploy', this.contextOf(infos, 0), 'preDeploy');
     if (await this.removeOrphans(infos)) infos = await this.list();
     // Found ready: it has been serving, so it counts as available (Kubernetes does the same for a pod it finds ready).
-    const found = await Promise.all(infos.map(async (info) => ({ info, ready: info.running && info.address !== undefined && (await this.deps.prober.ready(info.address).catch(() => false)) })));
+    const found = await Promise.all(infos.map(async (info) => ({ info, ready: info.running && (await this.deps.prober.ready({ id: info.id, host: info.host, address: info.address }).catch(() => false)) })));
 
     const controller = new Controller({
       fleet: this.fleet,
@@ -139,7 +159,7 @@ class Rollout {
     this.controllerEnded = true;
     const instances = this.deps.simulated
       ? result.instances.map((i) => ({ name: i.id, host: i.host, address: i.address, version: this.fleet.version }))
-      : await verifyVersions(this.fleet, result.instances, this.deps.prober, this.emit);
+      : await verify(this.fleet, this.revision, result.instances, this.deps, this.emit);
     await this.hook('postDeploy', this.contextOfInstances(result.instances, result.waves));
     this.emit({ type: 'complete', revision: this.revision, version: this.fleet.version });
     this.journal('complete', 'end', { waves: result.waves, reloads: result.reloads });
@@ -147,7 +167,8 @@ class Rollout {
       service: this.fleet.service,
       revision: this.revision,
       version: this.fleet.version,
-      durationMs: this.clock.now() - t0,
+      ...(this.fleet.digest ? { digest: this.fleet.digest } : {}),
+      durationMs: this.clock.now() - t0 + (this.options.prepared ? (this.options.preparedMs ?? 0) : 0),
       waves: result.waves,
       reloads: result.reloads,
       instances,
@@ -313,6 +334,11 @@ class Rollout {
     const keys = (sample.labels[LABELS.envKeys] ?? '').split(',').filter(Boolean);
     const env = Object.fromEntries(keys.filter((k) => k in spec.env).map((k) => [k, spec.env[k] ?? '']));
     const port = Number(sample.labels[LABELS.port] ?? this.fleet.port) || this.fleet.port;
-    return { ...this.fleet, image: spec.image, env, port, version: sample.labels[LABELS.version] ?? this.fleet.version, hooks: undefined };
+    // A pinned revision's container runs the pinned reference; its labels keep the image as written and the digest the hash covers.
+    const digest = sample.labels[LABELS.digest];
+    const pinned = digest ? { image: sample.labels[LABELS.imageRef] ?? spec.image, digest, pinnedImage: spec.image } : { image: spec.image, digest: undefined, pinnedImage: undefined };
+    // The failed spec's container fields would bring its breakage (a bad command, a missing mount) back into the rollback.
+    const recorded = this.deps.recordedSpec?.(sample.labels[LABELS.revision] ?? '');
+    return { ...this.fleet, ...pinned, env, port, version: sample.labels[LABELS.version] ?? this.fleet.version, hooks: undefined, ...recorded };
   }
 }

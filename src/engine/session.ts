@@ -8,12 +8,14 @@ import { randomBytes } from 'node:crypto';
 import type { Fleet } from '../config/load.js';
 import type { FleetLockPort, FleetState, JournalEntry, RevisionRecord, RolloutOutcome, StateStore } from '../ports.js';
 import { journalWriter } from './journal.js';
-import { ExitCode, FleetrollError } from '../errors.js';
+import { ExitCode, FleetrollError, ValidationError } from '../errors.js';
 import type { DeployHealthReport } from '../core/deployHealth.js';
-import { deploy, healthOf, InterruptedError, PausedError, RolloutFailedError, type DeployDeps, type DeployOptions, type DeployResult } from './rollout.js';
+import { deploy, healthOf, InterruptedError, prepare, PausedError, RolloutFailedError, type DeployDeps, type DeployOptions, type DeployResult } from './rollout.js';
+import type { RecordedSpec } from './types.js';
 import { envOf, revisionOf, secretDigest } from './revision.js';
-import { NOT_KEPT, resolveSecretRefs, type SecretRef } from '../config/secrets.js';
+import { digestSecretFiles, NOT_KEPT, resolveSecretRefs, type SecretRef } from '../config/secrets.js';
 import { renderUpstream } from '../core/upstream.js';
+import { diffLines, diffSpecs } from '../core/specDiff.js';
 
 export interface ManagedOptions extends DeployOptions {
   /** The command line, recorded with the lock. */
@@ -51,21 +53,42 @@ export function withState(fleet: Fleet, state: FleetState | undefined): Fleet {
  * it; otherwise, for status, it is left out), its container fields.
  */
 export function fleetForRecord(fleet: Fleet, r: RevisionRecord, o: { strict?: boolean; lookup?: (name: string) => string | undefined; state?: FleetState | undefined } = {}): Fleet {
-  const secrets = resolveSecretRefs(r.envSecrets ?? {}, { lookup: o.lookup ?? ((n) => process.env[n]), fleetFile: fleet.source.file, what: `revision ${r.number}`, strict: o.strict ?? true });
-  const files = r.secretFiles ?? {};
+  const key = o.state?.revisionKey;
+  const secrets = resolveSecretRefs(r.envSecrets ?? {}, { lookup: o.lookup ?? ((n) => process.env[n]), fleetFile: fleet.source.file, what: `revision ${r.number}`, strict: o.strict ?? true, digestOf: (v) => secretDigest(v, key) });
+  const spec = recordedSpecOf(r);
+  if (spec.secretIssues.length > 0 && (o.strict ?? true)) throw new ValidationError(spec.secretIssues.map((i) => ({ ...i, message: `revision ${r.number}: ${i.message}` })));
+  const { secretIssues: _i, ...recorded } = spec;
   return {
     ...fleet,
     image: r.image,
+    // Exactly the recorded build: undo, resume and restart run it, not what the tag names now.
+    digest: r.digest,
+    pinnedImage: undefined,
     version: r.version,
     port: r.port,
     env: { ...r.env, ...secrets },
+    ...recorded,
+    ...(o.state?.revisionKey ? { revisionKey: o.state.revisionKey } : {}),
+  };
+}
+
+/**
+ * What a revision's record holds beyond image, version, port and env values
+ * (a rollback takes those from its containers). Secret files are read again,
+ * as a deploy of the revision would mount them; those that cannot be read
+ * are in `secretIssues`.
+ */
+export function recordedSpecOf(r: RevisionRecord): RecordedSpec & { secretIssues: { path: string; message: string }[] } {
+  const sources = Object.fromEntries(Object.entries(r.secretFiles ?? {}).map(([k, f]) => [k, f.path]));
+  const digested = digestSecretFiles(sources, (name) => `secretFiles/${name}`);
+  return {
     envSources: Object.fromEntries(Object.entries(r.envSecrets ?? {}).map(([k, ref]) => [k, ref.source])),
     restartedAt: r.restartedAt,
     // A revision recorded before container fields were kept had none.
     container: r.container ?? {},
-    secretSources: Object.fromEntries(Object.entries(files).map(([k, f]) => [k, f.path])),
-    secretDigests: Object.fromEntries(Object.entries(files).map(([k, f]) => [k, f.digest])),
-    ...(o.state?.revisionKey ? { revisionKey: o.state.revisionKey } : {}),
+    secretSources: sources,
+    secretDigests: digested.digests,
+    secretIssues: digested.issues,
   };
 }
 
@@ -78,20 +101,37 @@ export function recordSpec(fleet: Fleet, key: string | undefined): Pick<Revision
     if (source === undefined) env[k] = v;
     else envSecrets[k] = { source, digest: secretDigest(v, key) };
   }
-  const secretFiles = Object.fromEntries(Object.entries(fleet.secretSources ?? {}).map(([k, path]) => [k, { path, digest: fleet.secretDigests?.[k] ?? '' }]));
+  // The content's sha256 is keyed once more: a plain digest of a short secret could be guessed.
+  const secretFiles = Object.fromEntries(Object.entries(fleet.secretSources ?? {}).map(([k, path]) => [k, { path, digest: secretDigest(fleet.secretDigests?.[k] ?? '', key) }]));
   return {
     env,
-    ...(Object.keys(envSecrets).length ? { envSecrets } : {}),
+    // Always written, even empty: it marks the record as kept by reference, so scrubLegacySecrets leaves its literal env alone.
+    envSecrets,
     ...(fleet.container && Object.keys(fleet.container).length ? { container: fleet.container } : {}),
     ...(Object.keys(secretFiles).length ? { secretFiles } : {}),
   };
 }
 
 /**
+ * What changes from the fleet's running revision (the latest in its
+ * history) to `fleet`, as lines for people; undefined when there is no
+ * history yet. Secret values are compared by digest only.
+ */
+export function changesFromRunning(fleet: Fleet, state: FleetState | undefined): { from: RevisionRecord; lines: string[] } | undefined {
+  const from = state?.revisions[state.revisions.length - 1];
+  if (!from || from.hash.startsWith(ADOPTED_PREFIX)) return undefined;
+  const f = withState(fleet, state);
+  const to = { image: f.image, version: f.version, port: f.port, restartedAt: f.restartedAt, ...recordSpec(f, state?.revisionKey) };
+  return { from, lines: diffLines(diffSpecs(from, to)) };
+}
+
+/**
  * State written before secrets were kept as references holds env values in
  * plaintext, and nothing says which were secret: every value of such a
  * record is replaced by a digest on the next write (undo to it then says
- * the value was not kept). Returns whether anything changed.
+ * the value was not kept). A record recordSpec wrote always has envSecrets
+ * (maybe empty), so its literal env is never mistaken for a legacy one.
+ * Returns whether anything changed.
  */
 export function scrubLegacySecrets(state: FleetState): boolean {
   let changed = false;
@@ -198,8 +238,15 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     // The key of the revision hash: made once, kept in the state, never shown.
     state.revisionKey ??= randomBytes(16).toString('hex');
     scrubLegacySecrets(state);
-    const fleet = withState(fleetIn, state);
+    // Preflight and pinning first: the digest the image resolves to is part of the revision recorded below.
+    const t0 = Date.now();
+    const fleet = await prepare(withState(fleetIn, state), deps, o);
+    const preparedMs = Date.now() - t0;
     const hash = revisionOf(fleet);
+    const changes = changesFromRunning(fleetIn, state);
+    if (changes && changes.from.hash !== hash) {
+      emit({ type: 'info', message: changes.lines.length ? `changes from revision ${changes.from.number} (${changes.from.hash}):\n  ${changes.lines.join('\n  ')}` : `revision ${changes.from.number} (${changes.from.hash}) differs only in what it was recorded with (the revision key)` });
+    }
     const rollout = `${new Date().toISOString()}-${randomBytes(3).toString('hex')}`;
 
     const journal = await h.store.journal();
@@ -229,6 +276,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
           number: state.nextRevision++,
           hash,
           image: fleet.image,
+          digest: fleet.digest,
           version: fleet.version,
           port: fleet.port,
           ...recordSpec(fleet, state.revisionKey),
@@ -260,7 +308,14 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
       const switchBack = async () => (await h.store.read())?.switchBack === true;
       const promoted = async () => (await h.store.read())?.promote === true;
       const aborted = async () => (await h.store.read())?.abort === true;
-      const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, aborted, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, o);
+      // A rollback rebuilds the revision the fleet ran from its record (engine/rollout.ts previousFleet).
+      const recordedSpec = (revision: string) => {
+        const r = state.revisions.findLast((x) => x.hash === revision);
+        if (!r) return undefined;
+        const { secretIssues: _i, ...spec } = recordedSpecOf(r);
+        return spec;
+      };
+      const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, aborted, recordedSpec, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, { ...o, prepared: true, preparedMs });
       await write.flush();
       await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`, result.health, result.switchedAt);
       return { ...result, revisionNumber: record.number };
@@ -319,6 +374,9 @@ export async function adoptFleet(
   o: { command: string; match: string },
 ): Promise<AdoptResult> {
   if (found.length === 0) throw new FleetrollError('E_ADOPT', ExitCode.rolloutFailed, `no running container matches ${o.match}`, { hint: 'match a label (key=value) or a name pattern (api-*) of the running containers' });
+  // Adopting reads each container's version over HTTP and puts its address in nginx.
+  const port = fleet.port;
+  if (port === undefined) throw new FleetrollError('E_ADOPT', ExitCode.invalidInput, 'port: is required to adopt running containers (their address and version endpoint are reached through it)');
   let image = await h.store.image();
   if (!image) {
     image = found[0]?.image ?? fleet.image;
@@ -334,7 +392,7 @@ export async function adoptFleet(
     for (const c of found) {
       const info = await deps.runtimes.get(c.host)?.inspect(c.id, fleet.port);
       if (!info?.address) throw new FleetrollError('E_ADOPT', ExitCode.rolloutFailed, `${c.name} on ${c.host} has no address on a Docker network fleetroll can reach`);
-      const ready = await deps.prober.ready(info.address);
+      const ready = await deps.prober.ready({ id: info.id, host: c.host, address: info.address });
       const version = await deps.prober.version(info.address).catch(() => '');
       instances.push({ name: info.name, host: c.host, address: info.address, version, ready, id: info.id });
     }
@@ -357,7 +415,7 @@ export async function adoptFleet(
       finishedAt: new Date().toISOString(),
     };
     state.revisions.push(record);
-    state.adopted = instances.map((i) => ({ id: i.id, name: i.name, host: i.host, port: fleet.port }));
+    state.adopted = instances.map((i) => ({ id: i.id, name: i.name, host: i.host, port }));
     await h.store.write(state);
 
     // Write every upstream from the ready ones: check all, then reload all.

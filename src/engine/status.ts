@@ -25,7 +25,7 @@ type RevisionRecord = NonNullable<Awaited<ReturnType<StatusHandles['store']['rea
 export const publicRecord = ({ envSecrets, secretFiles, ...r }: RevisionRecord) => ({
   ...r,
   env: [...Object.keys(r.env), ...Object.keys(envSecrets ?? {})].sort(),
-  ...(envSecrets ? { secrets: Object.fromEntries(Object.entries(envSecrets).map(([k, s]) => [k, s.source])) } : {}),
+  ...(envSecrets && Object.keys(envSecrets).length > 0 ? { secrets: Object.fromEntries(Object.entries(envSecrets).map(([k, s]) => [k, s.source])) } : {}),
   ...(secretFiles ? { secretFiles: Object.fromEntries(Object.entries(secretFiles).map(([k, f]) => [k, f.path])) } : {}),
 });
 
@@ -36,6 +36,8 @@ export interface InstanceStatus {
   version: string;
   state: string;
   ready: boolean;
+  /** How often Docker restarted it (its restart policy); CRASH_LOOP_RESTARTS or more is reported as a crash loop. */
+  restarts: number;
   /** Per load balancer (by its name): the instance's server line. */
   upstreams: Record<string, 'up' | 'down' | 'absent'>;
 }
@@ -65,7 +67,9 @@ export async function statusReport(fleetIn: Fleet, deps: Pick<DeployDeps, 'runti
       revision: i.labels[LABELS.revision] ?? '?',
       version: i.labels[LABELS.version] ?? '?',
       state: i.state,
-      ready: i.running && i.address ? await deps.prober.ready(i.address) : false,
+      ready: i.running ? await deps.prober.ready({ id: i.id, host: i.host, address: i.address }).catch(() => false) : false,
+      // Only inspect says how often the engine restarted a container.
+      restarts: i.restartCount ?? (await deps.runtimes.get(i.host)?.inspect(i.id).catch(() => undefined))?.restartCount ?? 0,
       upstreams: Object.fromEntries(
         upstreams.map((u) => {
           const s = u.servers.find((x) => x.name === i.name);
@@ -78,7 +82,7 @@ export async function statusReport(fleetIn: Fleet, deps: Pick<DeployDeps, 'runti
   const current = instances.filter((i) => i.revision === desired);
   return {
     service: fleet.service,
-    desired: { replicas: fleet.replicas, revision: desired, image: fleet.image, version: fleet.version },
+    desired: { replicas: fleet.replicas, revision: desired, image: fleet.image, ...(fleet.digest ? { digest: fleet.digest } : {}), version: fleet.version },
     observed: {
       instances: instances.length,
       current: current.length,
@@ -92,6 +96,14 @@ export async function statusReport(fleetIn: Fleet, deps: Pick<DeployDeps, 'runti
     lock: (await h.lock.info()) ?? null,
   };
 }
+
+/**
+ * Restarts from which `status` calls an instance crash-looping. Like
+ * Kubernetes' CrashLoopBackOff, restarts are a failure signal, not a fix:
+ * the rollout already keeps such an instance out of traffic (it is not ready
+ * while it restarts) and fails at the progress deadline.
+ */
+export const CRASH_LOOP_RESTARTS = 3;
 
 export type StatusReport = Awaited<ReturnType<typeof statusReport>>;
 

@@ -1,6 +1,7 @@
 /** The engine's inputs and outputs: ports, options and results of a rollout. */
+import type { Fleet } from '../config/load.js';
 import type { DeployHealthReport } from '../core/deployHealth.js';
-import type { AccessLogSource, Clock, Journal, Prober, Runtime } from '../ports.js';
+import type { AccessLogSource, Clock, Journal, Prober, RegistryCredentials, Runtime } from '../ports.js';
 import type { Controller, ControllerTiming } from './controller.js';
 import type { EventSink } from './events.js';
 import type { Adopted } from './observe.js';
@@ -30,6 +31,8 @@ export interface DeployDeps {
   recovering?: boolean;
   /** Where to copy a missing image from besides the fleet's hosts: the local engine. */
   imageSource?: Runtime;
+  /** Registry credentials for fleets without `registry:` (adapters/registryAuth.ts: docker login's config.json). */
+  credentials?: RegistryCredentials;
   /** Containers taken over with `fleetroll adopt`: they carry no fleetroll labels. */
   adopted?: Adopted;
   /** The controller's own timings (simulate and the tests shorten or lengthen them). */
@@ -47,7 +50,16 @@ export interface DeployDeps {
   accessLogs?: readonly AccessLogOpener[];
   /** Per-revision figures from the access logs for [from, to) (set by deploy() from accessLogs; the analysis gate reads it). */
   trafficWindow?: (fromMs: number, toMs: number) => Promise<import('../core/logStats.js').WindowStats | undefined>;
+  /**
+   * What the fleet's state recorded of a revision (by hash) that its containers
+   * do not say: container fields, secret references, the restart marker. A
+   * rollback rebuilds the previous revision from it; without it (no state) the
+   * rollback can only reuse the failed spec's container fields.
+   */
+  recordedSpec?: (revision: string) => RecordedSpec | undefined;
 }
+
+export type RecordedSpec = Pick<Fleet, 'container' | 'envSources' | 'secretSources' | 'secretDigests' | 'restartedAt'>;
 
 /** Opens one load balancer's access log; the source's first read() starts at the log's current end. */
 export interface AccessLogOpener {
@@ -67,6 +79,8 @@ export interface DeployResult {
   service: string;
   revision: string;
   version: string;
+  /** The build the image was pinned to for this deploy (engine/pin.ts); absent where no host was asked (simulate). */
+  digest?: string | undefined;
   durationMs: number;
   /** Decisions that started or terminated instances. */
   waves: number;
@@ -93,5 +107,9 @@ export interface DeployOptions {
   signal?: AbortSignal | undefined;
   /** Copy the image to hosts that lack it (default true). */
   copyImages?: boolean | undefined;
+  /** Preflight has run and the fleet's image is pinned (`prepare` in rollout.ts): the deploy skips both. */
+  prepared?: boolean | undefined;
+  /** How long that took (ms): counted in the result's durationMs, which covers preflight as it always did. */
+  preparedMs?: number | undefined;
 }
 

@@ -10,7 +10,7 @@
  */
 import { parseUpstreamServers } from '../core/upstream.js';
 import { FleetrollError } from '../errors.js';
-import { LABELS, type Clock, type InstanceInfo, type InstanceSpec, type Prober, type Router, type Runtime } from '../ports.js';
+import { LABELS, type Clock, type ContainerHealth, type ImageInfo, type InstanceInfo, type InstanceSpec, type ProbeTarget, type Prober, type Router, type Runtime } from '../ports.js';
 
 export interface SimTimings {
   /** From container start to readiness passing, ms. */
@@ -51,6 +51,10 @@ export interface SimContainer {
   host: string;
   address: string;
   labels: Record<string, string>;
+  /** The app port; undefined for a worker (then Docker reports no address). */
+  port?: number | undefined;
+  /** The image ID it runs (simImageId of its image). */
+  imageId: string;
   state: 'running' | 'exited';
   readyAt: number;
   /** Set while a stop is in progress. */
@@ -96,20 +100,24 @@ export class SimWorld {
   }
 
   /** Puts a running, ready container in place (the fleet before the rollout). */
-  seed(host: string, name: string, labels: Record<string, string>, port: number): SimContainer {
-    const c = this.make(host, name, labels, port);
+  seed(host: string, name: string, labels: Record<string, string>, port: number | undefined, image = 'simulated:old'): SimContainer {
+    const c = this.make(host, name, labels, port, image);
     c.readyAt = this.clock.now();
     return c;
   }
 
-  make(host: string, name: string, labels: Record<string, string>, port: number): SimContainer {
+  make(host: string, name: string, labels: Record<string, string>, port: number | undefined, image = 'simulated:new'): SimContainer {
     const n = this.nextIp++;
+    const ip = `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
     const c: SimContainer = {
       id: `sim-${n}`,
       name,
       host,
-      address: `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}:${port}`,
+      // A worker's still gets a unique key here; info() reports no address for it.
+      address: port === undefined ? ip : `${ip}:${port}`,
       labels,
+      port,
+      imageId: simImageId(image),
       state: 'running',
       readyAt: Number.POSITIVE_INFINITY,
       stopping: false,
@@ -145,7 +153,18 @@ export class SimWorld {
 
 function info(c: SimContainer): InstanceInfo {
   const running = c.state === 'running';
-  return { id: c.id, name: c.name, host: c.host, labels: c.labels, state: c.state, running, exitCode: running ? undefined : 0, address: running ? c.address : undefined };
+  return { id: c.id, name: c.name, host: c.host, labels: c.labels, state: c.state, running, exitCode: running ? undefined : 0, address: running && c.port !== undefined ? c.address : undefined };
+}
+
+/** The image ID a simulated engine has for an image reference. */
+export function simImageId(image: string): string {
+  // A container created from an image ID (a pinned build) runs that very ID.
+  return image.startsWith('sha256:') ? image : `sha256:sim-${image}`;
+}
+
+/** Readiness as the simulated app has it: running, not stopping, past its startup. */
+function isReady(w: SimWorld, c: SimContainer): boolean {
+  return c.state === 'running' && !c.stopping && w.clock.now() >= c.readyAt;
 }
 
 export class SimRuntime implements Runtime {
@@ -182,7 +201,7 @@ export class SimRuntime implements Runtime {
     this.check();
     if (this.w.timings.runMs > 0) await this.w.clock.sleep(this.w.timings.runMs);
     this.check();
-    const c = this.w.make(this.host, spec.name, spec.labels, spec.port);
+    const c = this.w.make(this.host, spec.name, spec.labels, spec.port, spec.image);
     const version = spec.labels[LABELS.version] ?? '';
     const f = this.w.faults;
     if (!f.neverReady?.has(version)) {
@@ -241,6 +260,36 @@ export class SimRuntime implements Runtime {
 
   async specOf(): Promise<undefined> {
     return undefined;
+  }
+
+  private container(id: string): SimContainer {
+    this.check();
+    const c = this.w.containers.get(id);
+    if (!c) throw new FleetrollError('E_CONTAINER_MISSING', 1, `container ${id} does not exist on ${this.host} (simulated)`);
+    return c;
+  }
+
+  /** Docker's healthcheck passes once the app is ready (every simulated image has one). */
+  async health(id: string): Promise<ContainerHealth> {
+    const c = this.container(id);
+    return isReady(this.w, c) ? 'healthy' : c.state === 'running' ? 'starting' : 'unhealthy';
+  }
+
+  /** Any command exits 0 once the app is ready, 1 before. */
+  async exec(id: string, _cmd: readonly string[], _timeoutMs: number): Promise<number> {
+    const c = this.container(id);
+    if (c.state !== 'running') throw new FleetrollError('E_CONTAINER_NOT_RUNNING', 1, `container ${id} on ${this.host} is not running (simulated)`);
+    return isReady(this.w, c) ? 0 : 1;
+  }
+
+  async imageInfo(image: string): Promise<ImageInfo> {
+    this.check();
+    return { id: simImageId(image), repoDigests: [], healthcheck: true };
+  }
+
+  async containerImage(id: string): Promise<string | undefined> {
+    this.check();
+    return this.w.containers.get(id)?.imageId;
   }
 }
 
@@ -318,9 +367,9 @@ export class SimRouter implements Router {
 export class SimProber implements Prober {
   constructor(private readonly w: SimWorld) {}
 
-  async ready(address: string): Promise<boolean> {
-    const c = this.w.byAddress(address);
-    return c !== undefined && c.state === 'running' && !c.stopping && this.w.clock.now() >= c.readyAt;
+  async ready(target: ProbeTarget): Promise<boolean> {
+    const c = target.address !== undefined ? this.w.byAddress(target.address) : this.w.containers.get(target.id);
+    return c !== undefined && isReady(this.w, c);
   }
 
   async version(address: string): Promise<string> {

@@ -5,7 +5,10 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { Readable } from 'node:stream';
 import { execa } from 'execa';
+import { createTar } from '../../src/adapters/tar.js';
+import { DEMO_LABEL } from '../../src/experiment/rehearse.js';
 import { bin, docker, failedOf, root, runCli, useFleets, startLoad } from './fixture.js';
 
 const fleet = useFleets();
@@ -18,6 +21,7 @@ interface HistoryRow {
   outcome: string;
   changeCause: string;
   env: string[];
+  digest?: string;
 }
 async function history(file: string, cwd = root): Promise<HistoryRow[]> {
   const r = await execa(process.execPath, [bin, 'history', '-f', file, '--json'], { cwd, reject: false });
@@ -68,17 +72,36 @@ describe('revisions: history, undo, restart', () => {
     assert.match(missing.stderr, /--to-revision: no revision 99/);
   });
 
-  it('undo to a revision whose image is gone fails in preflight', async () => {
+  it('undo runs the build recorded for the revision: its tag alone gone is no matter; the build gone fails in preflight', async () => {
     const f = await fleet('it-undoimg');
     const tag = `fleetroll-example:${f.names.service}`;
-    await docker.getImage('fleetroll-example:1.0.0').tag({ repo: 'fleetroll-example', tag: f.names.service });
+    // A build of its own (1.0.0 plus a label: a new image ID), so removing it takes no other test's image.
+    const build = async (from: string) => {
+      const context = await createTar({ name: 'Dockerfile', content: `FROM ${from}\nLABEL fleetroll.test=${f.names.service}\n` });
+      const built = await docker.buildImage(Readable.from([context]) as unknown as NodeJS.ReadableStream, { t: tag, labels: { [DEMO_LABEL]: f.names.service } });
+      await new Promise((resolve, reject) => docker.modem.followProgress(built, (err: unknown) => (err ? reject(err) : resolve(undefined))));
+    };
+    await build('fleetroll-example:1.0.0');
     const file = f.fleetFile({ replicas: 1, image: tag, version: '1.0.0', env: { APP_X: '1' } });
+    // 1.1.0 first: the fleet's state container takes the first image it deploys, which then cannot be removed.
+    assert.equal((await runCli(['deploy', '-f', file, '--image', 'fleetroll-example:1.1.0'])).code, 0);
     assert.equal((await runCli(['deploy', '-f', file])).code, 0);
+    const id = (await docker.getImage(tag).inspect()).Id;
+    assert.equal((await history(file))[1]?.digest, id, 'a local build is pinned to its image ID');
+    assert.equal((await runCli(['deploy', '-f', file, '--image', 'fleetroll-example:1.1.0'])).code, 0);
+    // The tag moves to another build (of its own again, so that untagging it later touches no shared image): undo still runs revision 2's.
+    await build('fleetroll-example:1.1.0');
+    assert.notEqual((await docker.getImage(tag).inspect()).Id, id);
+    const back = await runCli(['undo', '-f', file, '--to-revision', '2']);
+    assert.equal(back.code, 0, back.stderr);
+    assert.deepEqual(await f.versions(), ['1.0.0']);
+    assert.equal((await docker.getContainer((await f.instances())[0]!.id).inspect()).Config.Image, id);
     assert.equal((await runCli(['deploy', '-f', file, '--image', 'fleetroll-example:1.1.0'])).code, 0);
     await docker.getImage(tag).remove();
-    const r = await runCli(['undo', '-f', file, '--to-revision', '1']);
+    await docker.getImage(id).remove();
+    const r = await runCli(['undo', '-f', file, '--to-revision', '2']);
     assert.equal(r.code, 1, r.stderr);
-    assert.match(r.stderr, new RegExp(`preflight failed, nothing was changed:\\s+image ${tag} is not present on host local`));
+    assert.match(r.stderr, new RegExp(`preflight failed, nothing was changed:\\s+image ${tag} is not present on host local as the recorded build ${id}`));
     assert.deepEqual(await f.versions(), ['1.1.0']);
   });
 });

@@ -91,6 +91,8 @@ export interface FleetFileOptions {
   extraLoadBalancers?: { container: string; upstream: string; template?: string }[];
   /** Every load balancer's `accessLog:` (default ACCESS_LOG, where startNginx's nginx logs fleetroll_json); false: none. */
   accessLog?: string | false;
+  /** Container fields (volumes, user, labels, ...), each written as `key: <JSON>` as given. */
+  container?: Record<string, unknown>;
 }
 
 /** A network and an nginx container (published on 127.0.0.1), ready for a fleet. */
@@ -129,6 +131,7 @@ export async function startTestFleet(prefix: string): Promise<TestFleet> {
         o.replacementPolicy ? `replacementPolicy: ${o.replacementPolicy}\n` : '',
         o.hooks ? `hooks: ${JSON.stringify(o.hooks)}\n` : '',
         o.analysis ? `analysis: ${JSON.stringify(o.analysis)}\n` : '',
+        ...Object.entries(o.container ?? {}).map(([k, v]) => `${k}: ${JSON.stringify(v)}\n`),
       ].join('');
       const env = { WARMUP_SECONDS: '0.5', PRESTOP_SECONDS: '1', ...o.env };
       const text = `service: ${names.service}

@@ -3,11 +3,17 @@
  * itself on a free port of 127.0.0.1 (no Docker): BAD_ERROR_RATE answers a
  * predictable share of API requests with 500 (the n-th fails when
  * floor(n × rate) goes up) while readiness, liveness and the version probe
- * stay healthy; BAD_LATENCY_MS slows API requests only.
+ * stay healthy; BAD_LATENCY_MS slows API requests only. And what the
+ * integration tests read of a container's mounts and env: CONFIG_FILE,
+ * DATA_DIR, /api/env-digest.
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
@@ -108,5 +114,35 @@ describe('example app: a bad version that still passes readiness', () => {
     const probes = await Promise.all(['/health/ready', '/health/live', '/api/version'].map((p) => request(app.port, 'GET', p)));
     assert.deepEqual(probes.map((p) => p.status), [200, 200, 200]);
     assert.ok(Math.max(...probes.map((p) => p.ms)) < 140, `probes took ${probes.map((p) => p.ms.toFixed(0)).join(', ')} ms`);
+  });
+});
+
+describe('example app: what the container was given, shown without printing a value', () => {
+  it('CONFIG_FILE is read on each request; DATA_DIR gets one line per start; /api/env-digest answers a sha256 or 404', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'example-app-'));
+    const conf = join(dir, 'app.conf');
+    writeFileSync(conf, 'a = 1\n');
+    const env = { CONFIG_FILE: conf, DATA_DIR: dir, SECRET_X: 'hunter2' };
+    await startApp(env);
+    const app = await startApp(env);
+    assert.deepEqual(await request(app.port, 'GET', '/api/config').then((r) => [r.status, r.body]), [200, 'a = 1\n']);
+    writeFileSync(conf, 'a = 2\n');
+    assert.equal((await request(app.port, 'GET', '/api/config')).body, 'a = 2\n', 'read again, not cached');
+    assert.deepEqual((await request(app.port, 'GET', '/api/data')).body, `2.0.0 ${hostname()}\n2.0.0 ${hostname()}\n`, 'both starts, appended');
+    const digest = await request(app.port, 'GET', '/api/env-digest?name=SECRET_X');
+    assert.deepEqual([digest.status, digest.body], [200, createHash('sha256').update('hunter2').digest('hex')]);
+    assert.equal((await request(app.port, 'GET', '/api/env-digest?name=NOT_SET_ANYWHERE')).status, 404);
+    rmSync(conf);
+    const gone = await request(app.port, 'GET', '/api/config');
+    assert.deepEqual([gone.status, gone.body], [500, JSON.stringify({ error: 'cannot read it: ENOENT' })]);
+    assert.doesNotMatch(app.log(), /hunter2/);
+  });
+
+  it('without CONFIG_FILE or DATA_DIR both answer 404 naming the variable', async () => {
+    const app = await startApp({});
+    for (const [path, name] of [['/api/config', 'CONFIG_FILE'], ['/api/data', 'DATA_DIR']] as const) {
+      const r = await request(app.port, 'GET', path);
+      assert.deepEqual([r.status, r.body], [404, JSON.stringify({ error: `${name} not set` })]);
+    }
   });
 });

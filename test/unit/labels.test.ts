@@ -27,6 +27,8 @@ describe('Docker labels', () => {
       image: 'fleetroll.image',
       contextHash: 'fleetroll.context-hash',
       volume: 'fleetroll.volume',
+      imageRef: 'fleetroll.image-ref',
+      digest: 'fleetroll.digest',
     });
   });
 

@@ -85,6 +85,18 @@ class FakeRuntime implements Runtime {
   async specOf() {
     return undefined;
   }
+  async health() {
+    return 'none' as const;
+  }
+  async exec() {
+    return 0;
+  }
+  async imageInfo() {
+    return undefined;
+  }
+  async containerImage() {
+    return undefined;
+  }
 }
 
 async function setup(o: { drainSeconds?: number; progressDeadlineSeconds?: number; readyAfterPolls?: number } = {}) {
@@ -113,7 +125,7 @@ async function setup(o: { drainSeconds?: number; progressDeadlineSeconds?: numbe
   };
   const polls = new Map<string, number>();
   const prober: Prober = {
-    ready: async (address) => {
+    ready: async ({ address = '' }) => {
       const n = (polls.get(address) ?? 0) + 1;
       polls.set(address, n);
       return n > (o.readyAfterPolls ?? 0);

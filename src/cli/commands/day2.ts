@@ -7,13 +7,14 @@ import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { loadFleet } from '../../config/load.js';
 import { findAdoptable, parseAdoptMatch } from '../../engine/adopt.js';
 import { adoptFleet, fleetForRecord, requestSwitchBack } from '../../engine/session.js';
-import { publicRecord, statusReport, watchRollout, type StatusReport } from '../../engine/status.js';
+import { CRASH_LOOP_RESTARTS, publicRecord, statusReport, watchRollout, type StatusReport } from '../../engine/status.js';
 import { ExitCode, FleetrollError, fieldError } from '../../errors.js';
 import type { RevisionRecord } from '../../ports.js';
 import { parseCount, parseDuration } from '../args.js';
 import { fleetFileOption, jsonOption, withRolloutOptions } from '../options.js';
 import { healthRows } from '../health.js';
 import { table, type Out } from '../output.js';
+import { shortDigest } from '../../core/imageRef.js';
 import { buildDeps, fleetHandles } from '../wiring.js';
 import { executeRollout } from './deploy.js';
 
@@ -33,8 +34,9 @@ function describeRecord(r: RevisionRecord): string[][] {
     ['revision', String(r.number)],
     ['hash', r.hash],
     ['image', r.image],
+    ['digest', r.digest ?? '(not pinned)'],
     ['version', r.version],
-    ['port', String(r.port)],
+    ['port', r.port === undefined ? '(none)' : String(r.port)],
     ['env', [...Object.keys(r.env), ...Object.keys(r.envSecrets ?? {}).map((k) => `${k} (secret: ${r.envSecrets?.[k]?.source})`)].join(', ') || '(none)'],
     ...(r.secretFiles ? [['secret files', Object.entries(r.secretFiles).map(([k, f]) => `${k} (${f.path})`).join(', ')]] : []),
     ...(r.restartedAt ? [['restarted at', r.restartedAt]] : []),
@@ -78,8 +80,8 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
       }
       out.line(
         table(
-          ['REVISION', 'IMAGE', 'VERSION', 'OUTCOME', 'WHEN', 'BY', 'CHANGE-CAUSE'],
-          revisions.map((r) => [String(r.number), r.image, r.version, r.outcome, when(r.when), r.who, r.changeCause]),
+          ['REVISION', 'IMAGE', 'DIGEST', 'VERSION', 'OUTCOME', 'WHEN', 'BY', 'CHANGE-CAUSE'],
+          revisions.map((r) => [String(r.number), r.image, r.digest ? shortDigest(r.digest) : '-', r.version, r.outcome, when(r.when), r.who, r.changeCause]),
         ),
       );
     });
@@ -102,7 +104,8 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
       }
       if (back?.outcome === 'too late') out.line('the blue-green rollout had already finished: undoing with a new rollout');
     }
-    const revisions = (await store.read())?.revisions ?? [];
+    const stateNow = await store.read();
+    const revisions = stateNow?.revisions ?? [];
     const current = revisions[revisions.length - 1];
     let target: RevisionRecord | undefined;
     if (o.toRevision !== undefined) {
@@ -112,7 +115,7 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
       target = [...revisions].reverse().find((r) => r.hash !== current?.hash && r.outcome === 'complete');
       if (!target) throw new FleetrollError('E_NO_PREVIOUS', ExitCode.rolloutFailed, `nothing to undo: ${fleet.service} has no earlier completed revision`, { hint: 'see fleetroll history' });
     }
-    await executeRollout(fleetForRecord(fleet, target), out, o, { verb: `undo to revision ${target.number}:`, changeCause: `undo to revision ${target.number}` });
+    await executeRollout(fleetForRecord(fleet, target, { state: stateNow }), out, o, { verb: `undo to revision ${target.number}:`, changeCause: `undo to revision ${target.number}` });
   });
 
   withRolloutOptions(
@@ -129,7 +132,7 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
     });
     // Restart what runs now: the latest revision's spec (deploy --image or undo may differ from the file).
     const latest = state.revisions[state.revisions.length - 1];
-    const current = latest ? fleetForRecord(fleet, latest) : fleet;
+    const current = latest ? fleetForRecord(fleet, latest, { state }) : fleet;
     await executeRollout({ ...current, restartedAt }, out, o, { verb: 'restarting', changeCause: `restart at ${restartedAt}` });
   });
 
@@ -186,7 +189,7 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
       out.line(`resumed ${fleet.service}: nothing in progress to continue${latest ? ` (revision ${latest.number} is ${latest.outcome})` : ''}`);
       return;
     }
-    await executeRollout(fleetForRecord(fleet, latest), out, o, { verb: `resuming revision ${latest.number}:`, continueRevision: latest.number });
+    await executeRollout(fleetForRecord(fleet, latest, { state }), out, o, { verb: `resuming revision ${latest.number}:`, continueRevision: latest.number });
   });
 
   program
@@ -269,13 +272,23 @@ Example (the compose demo):
 
 function printStatus(r: StatusReport, out: Out): void {
   out.line(`service ${r.service}: desired ${r.desired.replicas} × ${r.desired.image} (version ${r.desired.version}, revision ${r.desired.revision})`);
+  if (r.desired.digest) out.line(`image pinned to ${r.desired.digest}`);
   out.line(`observed: ${r.observed.instances} instance(s), ${r.observed.current} of the desired revision, ${r.observed.ready} ready${r.upToDate ? ' — up to date' : ''}`);
   if (r.instances.length > 0) {
     const lbs = Object.keys(r.instances[0]?.upstreams ?? {});
     out.line(
       table(
-        ['NAME', 'HOST', 'REVISION', 'VERSION', 'STATE', 'READY', ...lbs.map((_, i) => `LB${i + 1}`)],
-        r.instances.map((i) => [i.name, i.host, `${i.revision}${i.revision === r.desired.revision ? '*' : ''}`, i.version, i.state, i.ready ? 'yes' : 'no', ...lbs.map((l) => i.upstreams[l] ?? '')]),
+        ['NAME', 'HOST', 'REVISION', 'VERSION', 'STATE', 'READY', 'RESTARTS', ...lbs.map((_, i) => `LB${i + 1}`)],
+        r.instances.map((i) => [
+          i.name,
+          i.host,
+          `${i.revision}${i.revision === r.desired.revision ? '*' : ''}`,
+          i.version,
+          i.state,
+          i.ready ? 'yes' : 'no',
+          `${i.restarts}${i.restarts >= CRASH_LOOP_RESTARTS ? ' (crash loop?)' : ''}`,
+          ...lbs.map((l) => i.upstreams[l] ?? ''),
+        ]),
         '  ',
       ),
     );
@@ -283,6 +296,8 @@ function printStatus(r: StatusReport, out: Out): void {
   }
   const l = r.lastRollout;
   out.line(l ? `last rollout: revision ${l.number} (${l.image}) ${l.outcome}, started ${when(l.when)} by ${l.who}${l.message ? `: ${l.message}` : ''}` : 'last rollout: none recorded');
+  const looping = r.instances.filter((i) => i.restarts >= CRASH_LOOP_RESTARTS);
+  if (looping.length > 0) out.line(`crash loop: ${looping.map((i) => `${i.name} (${i.restarts} restarts)`).join(', ')} keep${looping.length === 1 ? 's' : ''} being restarted by Docker; see docker logs ${looping[0]!.name}`);
   if (r.paused) out.line('PAUSED: a rollout stops before its next wave; fleetroll resume continues it');
   if (r.lock) out.line(`locked by ${r.lock.holder} (pid ${r.lock.pid}) since ${r.lock.started}${r.lock.stale ? ' (stale)' : ''}`);
 }

@@ -7,6 +7,7 @@ import { parseCount } from '../args.js';
 import { eventPrinter } from '../events.js';
 import {
   autoRollbackOption,
+  composeServiceOption,
   fleetFileOption,
   jsonOption,
   lockWaitOption,
@@ -49,6 +50,7 @@ export function registerDeploy(program: CommandUnknownOpts, out: Out): void {
     .command('deploy')
     .description('roll the fleet to the spec in the fleet file (or to --image), draining each instance out of nginx first')
     .addOption(fleetFileOption())
+    .addOption(composeServiceOption())
     .option('--image <image>', 'deploy this image instead of the file\'s (its tag becomes the expected version)')
     .addOption(maxSurgeOption('override maxSurge for this rollout'))
     .addOption(maxUnavailableOption('override maxUnavailable for this rollout'))
@@ -83,7 +85,7 @@ Examples:
   $ fleetroll deploy -f fleet.yaml --max-surge 1 --max-unavailable 0 --json`,
     )
     .action(async (o) => {
-      const fleet = await loadFleet(o.file, { image: o.image, maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable, hostParallelism: o.hostParallelism, replacementPolicy: o.replacementPolicy });
+      const fleet = await loadFleet(o.file, { service: o.service, image: o.image, maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable, hostParallelism: o.hostParallelism, replacementPolicy: o.replacementPolicy });
       await executeRollout(fleet, out, o, { verb: 'deploying', changeCause: o.changeCause, copyImages: o.imageCopy });
     });
 }

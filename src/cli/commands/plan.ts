@@ -1,7 +1,10 @@
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { placement, planStrategy, type BlueGreenPlan, type CanaryPlan, type Plan, type PlannedStep } from '../../core/plan.js';
 import type { ResolvedStrategy } from '../../core/strategy.js';
+import type { Fleet } from '../../config/load.js';
+import { changesFromRunning } from '../../engine/session.js';
 import { jsonOption } from '../options.js';
+import { buildDeps, fleetHandles } from '../wiring.js';
 import { table, type Out } from '../output.js';
 import { explainStrategy, secondsText, strategyFromOptions, withStrategyOptions } from '../strategy.js';
 
@@ -112,6 +115,26 @@ export function planJson(s: ResolvedStrategy, plan: ReturnType<typeof planStrate
   return { type: plan.type, replicas, maxSurge, maxUnavailable, minAvailable, maxTotal, waves, steps: plan.steps, peakAlive: plan.peakAlive };
 }
 
+/**
+ * What the deploy would change from the running revision, field by field.
+ * Best effort: plan works without reaching the hosts, so an unreachable
+ * first host only says why there is no comparison.
+ */
+async function printChanges(fleet: Fleet, out: Out): Promise<void> {
+  try {
+    const deps = await buildDeps(fleet);
+    const rt = [...deps.runtimes.values()][0];
+    await (rt as { ping(ms?: number): Promise<void> } | undefined)?.ping(2000);
+    const state = await fleetHandles(fleet, deps).store.read();
+    const changes = changesFromRunning(fleet, state);
+    if (!changes) out.line('changes: none running yet (no revision in the fleet\'s history)');
+    else if (changes.lines.length === 0) out.line(`changes: none (the running revision ${changes.from.number} has this spec)`);
+    else out.line(`changes from the running revision ${changes.from.number} (${changes.from.image}):\n  ${changes.lines.join('\n  ')}`);
+  } catch (err) {
+    out.line(`changes: unknown (cannot read the fleet's state: ${(err as Error).message.split('\n')[0]})`);
+  }
+}
+
 export function registerPlan(program: CommandUnknownOpts, out: Out): void {
   withStrategyOptions(
     program
@@ -136,7 +159,10 @@ Examples:
         out.json(planJson(strategy, plan));
         return;
       }
-      if (fleet) out.line(`service ${fleet.service} (${fleet.source.file}), image ${fleet.image}`);
+      if (fleet) {
+        out.line(`service ${fleet.service} (${fleet.source.file}), image ${fleet.image}`);
+        await printChanges(fleet, out);
+      }
       explainStrategy(strategy, out);
       if (plan.type === 'BlueGreen') printBlueGreenPlan(plan, strategy.blueGreen?.scaleDownDelaySeconds ?? 0, out);
       else if (plan.type === 'Canary') printCanaryPlan(plan, out);

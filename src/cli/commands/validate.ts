@@ -1,9 +1,9 @@
-import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
+import { readTextFile } from '../../config/document.js';
 import { loadFleet, type Fleet } from '../../config/load.js';
 import { forceRoute, stickyVariable } from '../../core/upstream.js';
-import { fleetFileOption, jsonOption } from '../options.js';
+import { composeServiceOption, fleetFileOption, jsonOption } from '../options.js';
 import type { Out } from '../output.js';
 import { explainStrategy } from '../strategy.js';
 
@@ -51,8 +51,8 @@ async function nginxNotes(fleet: Fleet): Promise<{ lines: string[]; warnings: st
     }
     if (lb.template !== undefined) {
       const path = resolve(dirname(fleet.source.file), lb.template);
-      const text = await readFile(path, 'utf8').catch((err: unknown) => {
-        warnings.push(`loadBalancers/${i}/nginx/template: cannot read ${path}: ${(err as Error).message}`);
+      const text = await readTextFile(path, 'upstream template').catch((err: unknown) => {
+        warnings.push(`loadBalancers/${i}/nginx/template: ${(err as Error).message}`);
         return undefined;
       });
       const own = text === undefined ? undefined : BALANCING_RE.exec(text)?.[1];
@@ -85,23 +85,52 @@ function accessLogNotes(fleet: Fleet): { lines: string[]; warnings: string[] } {
   return { lines, warnings };
 }
 
+/**
+ * The fleet as `validate --json` prints it: env by name (values may be
+ * secrets; the secret ones with where they come from), no digest of a
+ * secret, no password.
+ */
+export function publicFleet(fleet: Fleet): Record<string, unknown> {
+  const { secretDigests: _d, revisionKey: _k, ...rest } = fleet;
+  const registry = (rest as { registry?: Record<string, unknown> }).registry;
+  return {
+    ...rest,
+    env: Object.keys(fleet.env ?? {}),
+    ...(registry && 'password' in registry ? { registry: { ...registry, password: '(secret)' } } : {}),
+  };
+}
+
+/** What validate says of the container beyond image and port: env by kind, then each container field set. */
+function containerLines(fleet: Fleet): string[] {
+  const keys = Object.keys(fleet.env ?? {}).sort();
+  const literal = keys.filter((k) => fleet.envSources[k] === undefined);
+  const secret = keys.filter((k) => fleet.envSources[k] !== undefined).map((k) => `${k} (${fleet.envSources[k]})`);
+  const lines: string[] = [];
+  if (keys.length) lines.push(`env: ${[...literal, ...secret.map((s) => `secret ${s}`)].join(', ')}`);
+  const c = fleet.container;
+  const set = Object.entries(c).map(([k, v]) => `${k} ${JSON.stringify(v)}`);
+  if (set.length) lines.push(`container: ${set.join('; ')}`);
+  if (Object.keys(fleet.secretSources).length) lines.push(`secret files: ${Object.entries(fleet.secretSources).map(([k, p]) => `${k} (${p})`).join(', ')}`);
+  return lines;
+}
+
 export function registerValidate(program: CommandUnknownOpts, out: Out): void {
   program
     .command('validate')
     .description('check a fleet file (and its shared defaults) without touching anything')
     .addOption(fleetFileOption())
+    .addOption(composeServiceOption())
     .addOption(jsonOption('print the effective fleet as JSON'))
     .addHelpText('after', '\nExit status: 0 valid, 2 invalid (every problem is listed with its field path).\n\nExample:\n  $ fleetroll validate -f examples/fleet.yaml')
     .action(async (o) => {
-      const fleet = await loadFleet(o.file);
+      const fleet = await loadFleet(o.file, { service: o.service });
       const nginx = await nginxNotes(fleet);
       const logs = accessLogNotes(fleet);
       nginx.lines.push(...logs.lines);
       nginx.warnings.push(...logs.warnings);
       if (o.json) {
         for (const w of nginx.warnings) out.warn(w);
-        // env values may be secrets: show their names only.
-        out.json({ ...fleet, env: Object.keys(fleet.env ?? {}) });
+        out.json(publicFleet(fleet));
         return;
       }
       out.line(`${o.file}: valid`);
@@ -111,6 +140,7 @@ export function registerValidate(program: CommandUnknownOpts, out: Out): void {
       out.line(
         `timings: minReadySeconds ${fleet.minReadySeconds} (${t.minReadySeconds}), progressDeadlineSeconds ${fleet.progressDeadlineSeconds} (${t.progressDeadlineSeconds}), drainSeconds ${fleet.drainSeconds} (${t.drainSeconds}), terminationGracePeriodSeconds ${fleet.terminationGracePeriodSeconds} (${t.terminationGracePeriodSeconds}), hostParallelism ${fleet.hostParallelism} (${t.hostParallelism})`,
       );
+      for (const l of containerLines(fleet)) out.line(l);
       for (const l of nginx.lines) out.line(l);
       for (const w of nginx.warnings) out.warn(w);
     });
