@@ -362,8 +362,8 @@ function build(MODE: Mode) {
           version: fc.option(field(fc.stringMatching(/^[0-9]\.[0-9]\.[0-9]{1,3}$/), fc.constantFrom('', ' 1.0', '-x', 'v/1')), { nil: undefined }),
           env: fc.option(envArb(marker), { nil: undefined }),
           envFile: fc.option(fc.oneof(envFileText(marker).map((t) => ({ text: t })), fc.constant({ missing: true })), { nil: undefined }),
-          // Not a field of this version's schema: only noisy cases carry it (refused, its password must not be echoed).
-          registry: MODE === 'clean' ? fc.constant(undefined) : fc.option(fc.record({ server: fc.constant('registry.example:5000'), username: fc.constant('ci'), password: secretValue(marker) }), { nil: undefined, freq: 8 }),
+          // Its password is a secret (config/images.ts): accepted or refused, never printed.
+          registry: fc.option(fc.record({ server: fc.constant('registry.example:5000'), username: fc.constant('ci'), password: secretValue(marker) }), { nil: undefined, freq: 4 }),
           secretFile: fc.option(fc.constant(true), { nil: undefined, freq: 6 }),
           hosts: fc.option(MODE === 'clean' ? fc.uniqueArray(hostArb, { minLength: 1, maxLength: 3, selector: (h) => (h as { name?: unknown }).name }) : fc.array(hostArb, { maxLength: 3 }), { nil: undefined }),
           strategy: fc.option(strategyArb, { nil: undefined }),

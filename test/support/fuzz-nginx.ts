@@ -26,6 +26,8 @@ export interface NginxOutcome {
   files: number;
   /** Batches that failed while each of their files passed alone. */
   batchOnlyFailures: number;
+  /** What nginx said about those batches. */
+  batchOnlyOutputs: string[];
   failures: { id: string; output: string; content: string }[];
 }
 
@@ -36,13 +38,14 @@ function definedNames(content: string): string[] {
 export function nginxCheckAll(nginx: string, dir: string, files: readonly Rendered[], batchSize = 40): NginxOutcome {
   const batches: { names: Set<string>; files: Rendered[] }[] = [];
   for (const f of files) {
-    const names = definedNames(f.content);
+    // nginx compares upstream and variable names ignoring case.
+    const names = definedNames(f.content).map((n) => n.toLowerCase());
     let b = batches.find((x) => x.files.length < batchSize && names.every((n) => !x.names.has(n)));
     if (!b) batches.push((b = { names: new Set(), files: [] }));
     for (const n of names) b.names.add(n);
     b.files.push(f);
   }
-  const outcome: NginxOutcome = { configs: 0, nginxRuns: 0, files: files.length, batchOnlyFailures: 0, failures: [] };
+  const outcome: NginxOutcome = { configs: 0, nginxRuns: 0, files: files.length, batchOnlyFailures: 0, batchOnlyOutputs: [], failures: [] };
   let k = 0;
   const test = (group: Rendered[]): { ok: boolean; output: string } => {
     const d = join(dir, `nginx-${k++}`);
@@ -62,10 +65,11 @@ export function nginxCheckAll(nginx: string, dir: string, files: readonly Render
     const r = spawnSync(nginx, ['-t', '-q', '-p', d, '-c', conf, '-e', 'stderr'], { encoding: 'utf8', timeout: 30_000 });
     const ok = r.status === 0;
     if (ok) rmSync(d, { recursive: true, force: true });
-    return { ok, output: `${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? String(r.error) : ''}` };
+    return { ok, output: `${ok ? '' : `nginx -t: status ${r.status ?? r.signal}\n`}${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? String(r.error) : ''}` };
   };
   for (const b of batches) {
-    if (test(b.files).ok) continue;
+    const together = test(b.files);
+    if (together.ok) continue;
     let pinned = 0;
     for (const f of b.files) {
       const alone = test([f]);
@@ -74,7 +78,10 @@ export function nginxCheckAll(nginx: string, dir: string, files: readonly Render
         outcome.failures.push({ id: f.id, output: alone.output.trim(), content: f.content });
       }
     }
-    if (pinned === 0) outcome.batchOnlyFailures++;
+    if (pinned === 0) {
+      outcome.batchOnlyFailures++;
+      outcome.batchOnlyOutputs.push(together.output.trim());
+    }
   }
   return outcome;
 }
