@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readTextFile } from '../config/document.js';
+import { MAX_TEMPLATE_BYTES } from '../config/checks.js';
 import type { Fleet } from '../config/load.js';
 import { ContainerLogStreamAccessLog, LocalFileAccessLog, containerFileAccessLog } from '../adapters/accessLog.js';
 import { DockerRuntime } from '../adapters/docker.js';
@@ -24,7 +25,7 @@ const DEFAULT_TEMPLATE = new URL('../../templates/upstream.conf.tmpl', import.me
 async function readTemplate(path: string | URL, where: string): Promise<string> {
   let text: string;
   try {
-    text = await readTextFile(typeof path === 'string' ? path : fileURLToPath(path), 'upstream template');
+    text = await readTextFile(typeof path === 'string' ? path : fileURLToPath(path), 'upstream template', MAX_TEMPLATE_BYTES);
   } catch (err) {
     if (!(err instanceof FleetrollError)) throw err;
     throw new FleetrollError(err.code, err.exitCode, `${where}: ${err.message}`, { cause: err });

@@ -10,7 +10,11 @@
  * a rule may see several fields at once and name them all. Everything here is
  * pure except reading the upstream templates.
  */
-import { readFile } from 'node:fs/promises';
+import { readTextFile } from './document.js';
+import { FleetrollError } from '../errors.js';
+
+/** An upstream template is a few lines around {{servers}}: 256 KiB is far more than any needs. */
+export const MAX_TEMPLATE_BYTES = 256 * 1024;
 import { dirname, resolve } from 'node:path';
 import type { FieldIssue } from '../errors.js';
 import type { ResolvedStrategy } from '../core/strategy.js';
@@ -68,11 +72,11 @@ export async function templateIssues(fleet: Pick<CheckedFleet, 'loadBalancers' |
     const file = resolve(dirname(fleet.source.file), nginx.template);
     let text: string;
     try {
-      text = await readFile(file, 'utf8');
+      // A regular file of bounded size only: a FIFO or /dev/zero as a template must not hang or fill memory.
+      text = await readTextFile(file, 'upstream template', MAX_TEMPLATE_BYTES);
     } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
-      issues.push({ path, message: `cannot read upstream template ${file} (relative to the fleet file): ${why}` });
+      if (!(err instanceof FleetrollError)) throw err;
+      issues.push({ path, message: `${err.message} (relative to the fleet file)` });
       continue;
     }
     const problem = upstreamTemplateProblem(text);

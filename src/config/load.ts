@@ -319,7 +319,8 @@ function strategyFleetIssues(f: FleetFileParsed, s: ResolvedStrategy, defaultsSt
     const preview = s.blueGreen.previewUpstream;
     const path = `${s.blueGreen.sources.previewUpstream === 'defaults' ? defaultsStrategyPath : 'strategy'}/blueGreen/previewUpstream`;
     f.loadBalancers.forEach((lb, i) => {
-      if (lb.nginx.upstream === preview) {
+      // nginx compares upstream names ignoring case: API and api are the same upstream to it.
+      if (lb.nginx.upstream.toLowerCase() === preview.toLowerCase()) {
         issues.push({ path, message: `must differ from loadBalancers/${i}/nginx/upstream (${JSON.stringify(preview)}): the preview upstream holds the new set before the switch, out of the users' traffic` });
       }
     });

@@ -1,6 +1,7 @@
 import { dirname, resolve } from 'node:path';
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { readTextFile } from '../../config/document.js';
+import { MAX_TEMPLATE_BYTES } from '../../config/checks.js';
 import { loadFleet, type Fleet } from '../../config/load.js';
 import { forceRoute, stickyVariable } from '../../core/upstream.js';
 import { composeServiceOption, fleetFileOption, jsonOption } from '../options.js';
@@ -51,7 +52,7 @@ async function nginxNotes(fleet: Fleet): Promise<{ lines: string[]; warnings: st
     }
     if (lb.template !== undefined) {
       const path = resolve(dirname(fleet.source.file), lb.template);
-      const text = await readTextFile(path, 'upstream template').catch((err: unknown) => {
+      const text = await readTextFile(path, 'upstream template', MAX_TEMPLATE_BYTES).catch((err: unknown) => {
         warnings.push(`loadBalancers/${i}/nginx/template: ${(err as Error).message}`);
         return undefined;
       });
