@@ -129,7 +129,14 @@ async function prepare(raw: unknown, file: string, lookup: VariableLookup, compo
       for (const [path, vars] of r.variables) {
         const m = /^env\/([^/]+)$/.exec(path);
         const written = m ? (src.env as Record<string, unknown> | undefined)?.[m[1]!] : undefined;
-        if (m && vars.length > 0 && typeof written === 'string') out.envSources[m[1]!] = written;
+        if (m && vars.length > 0 && typeof written === 'string') {
+          out.envSources[m[1]!] = written;
+          // compose warns here too: an unset variable without a default is an empty value, rarely what was meant.
+          const unset = vars.filter((x) => lookup(x) === undefined);
+          if (unset.length > 0 && (r.value as Record<string, unknown>)[m[1]!] === '') {
+            out.notes.push(`env/${m[1]}: ${unset.map((x) => `\${${x}}`).join(', ')} ${unset.length > 1 ? 'are' : 'is'} not set, so the value is empty (write \${${unset[0]}:?message} to require it)`);
+          }
+        }
       }
     } catch (err) {
       if (!(err instanceof ValidationError)) throw err;

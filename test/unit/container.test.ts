@@ -450,6 +450,15 @@ describe('fleetFromObject: interpolation, env files, relative paths', () => {
     assert.deepEqual(issues, [{ path: 'env/DB_PASSWORD', message: 'variable DB_PASSWORD is required: set it in CI' }]);
   });
 
+  it('an unset ${VAR} in env without a default is an empty value, and says so', async () => {
+    const f = await load({ env: { DB_PASSWORD: '${DB_PASSWORD}', LEVEL: '${LEVEL:-info}' } });
+    assert.deepEqual(f.env, { DB_PASSWORD: '', LEVEL: 'info' });
+    assert.deepEqual(
+      f.strategy.notes.filter((n) => n.startsWith('env/')),
+      ['env/DB_PASSWORD: ${DB_PASSWORD} is not set, so the value is empty (write ${DB_PASSWORD:?message} to require it)'],
+    );
+  });
+
   it('$$ is a literal $ and not a variable', async () => {
     const f = await load({ env: { PRICE: 'US$$5' } });
     assert.deepEqual([f.env?.PRICE, f.envSources], ['US$5', {}]);
