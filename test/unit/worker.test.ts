@@ -159,6 +159,26 @@ describe('a worker with no port and no load balancer rolls with every strategy',
     assert.match(err.message, /progressDeadlineSeconds/);
     assert.match(err.message, /queue-worker-[0-9a-f]{7}-[0-9a-z]{5} on h1: readiness probe failing/);
   });
+
+  it('one that Docker keeps restarting is named a crash loop, with its restart count', async () => {
+    const fleet = await workerFleet({ progressDeadlineSeconds: 10, probes: { readiness: { exec: ['false'], periodMs: 100 }, version: false } });
+    const clock = new VirtualClock();
+    const world = new SimWorld(clock, { startupMs: 2000, stopMs: 500, runMs: 100, reloadMs: 0, jitter: 0 }, () => 0.5, { neverReady: new Set([fleet.version]) });
+    // What inspect reports of a container its restart policy brought back again and again.
+    class Looping extends SimRuntime {
+      override async inspect(id: string, port?: number) {
+        const i = await super.inspect(id, port);
+        return i && { ...i, restartCount: 5 };
+      }
+    }
+    const runtimes = new Map(fleet.hosts.map((h) => [h.name, new Looping(h.name, world)] as const));
+    const err = await clock.run(deploy(fleet, { runtimes, routers: [], prober: buildProber(fleet.probes, runtimes), clock, timing: { observeMs: 60_000 } })).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof RolloutFailedError, String(err));
+    assert.match(err.message, /queue-worker-[0-9a-f]{7}-[0-9a-z]{5} on h1: readiness probe failing \(restarted 5 times by Docker: a crash loop\)/);
+  });
 });
 
 describe('version: false verifies image ID, revision label and readiness', () => {
