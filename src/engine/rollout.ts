@@ -40,9 +40,9 @@ export type { AccessLogOpener, DeployDeps, DeployOptions, DeployResult } from '.
  */
 export async function deploy(fleetIn: Fleet, deps: DeployDeps, options: DeployOptions = {}): Promise<DeployResult> {
   const clock = deps.clock ?? systemClock;
-  const t0 = clock.now();
-  // The window opens before preflight, so it covers all the deploy's duration reports.
+  // The window opens before preflight and before the duration starts counting, so it covers all the deploy's duration reports.
   const watch = options.healthWatch ?? (deps.accessLogs ? await startHealthWatch(fleetIn, deps) : undefined);
+  const t0 = clock.now();
   let fleet: Fleet;
   try {
     fleet = await prepare(fleetIn, deps, options);

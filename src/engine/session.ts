@@ -241,9 +241,9 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     state.revisionKey ??= randomBytes(16).toString('hex');
     scrubLegacySecrets(state);
     // Preflight and pinning first: the digest the image resolves to is part of the revision recorded below.
-    const t0 = Date.now();
-    // The health window opens before preflight, as the deploy's duration does.
+    // The health window opens before preflight, and before the deploy's duration starts counting.
     healthWatch = deps.accessLogs ? await startHealthWatch(withState(fleetIn, state), deps) : undefined;
+    const t0 = Date.now();
     const fleet = await prepare(withState(fleetIn, state), deps, o);
     const preparedMs = Date.now() - t0;
     const hash = revisionOf(fleet);

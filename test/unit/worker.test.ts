@@ -166,8 +166,8 @@ describe('a worker with no port and no load balancer rolls with every strategy',
     const world = new SimWorld(clock, { startupMs: 2000, stopMs: 500, runMs: 100, reloadMs: 0, jitter: 0 }, () => 0.5, { neverReady: new Set([fleet.version]) });
     // What inspect reports of a container its restart policy brought back again and again.
     class Looping extends SimRuntime {
-      override async inspect(id: string, port?: number) {
-        const i = await super.inspect(id, port);
+      override async inspect(id: string) {
+        const i = await super.inspect(id);
         return i && { ...i, restartCount: 5 };
       }
     }
