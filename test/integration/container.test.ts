@@ -16,14 +16,13 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, it, type TestContext } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { execa } from 'execa';
-import type Dockerode from 'dockerode';
 import { FleetStateStore } from '../../src/adapters/fleetState.js';
 import { buildAppImage, ensureNodeBaseImage } from '../../src/adapters/localImages.js';
 import { LABELS } from '../../src/ports.js';
-import type { RequestRecord } from '../../src/experiment/metrics.js';
-import { docker, failedOf, moreRequests, prober, runCli, startLoad, useFleets, waitFor, type CliRun, type TestFleet } from './fixture.js';
+import { docker, prober, runCli, useFleets, waitFor, type CliRun, type TestFleet } from './fixture.js';
+import { get, inspectAll, removeVolumes, report, stateArchive, underLoad } from './rollouts.js';
 
 const fleet = useFleets();
 const APP = 'fleetroll-cinteg';
@@ -64,51 +63,6 @@ async function appProcess(container: string): Promise<{ pid: number; uid: string
   const lines = r.stdout.trim().split('\n').filter(Boolean);
   assert.equal(lines.length, 1, `one app process in ${container}: ${r.stdout}`);
   return JSON.parse(lines[0]!) as { pid: number; uid: string[] };
-}
-
-async function inspectAll(f: TestFleet): Promise<Dockerode.ContainerInspectInfo[]> {
-  return Promise.all((await f.instances()).map((i) => docker.getContainer(i.id).inspect()));
-}
-
-async function get(url: string): Promise<{ status: number; body: string; version: string | null }> {
-  const r = await fetch(url);
-  return { status: r.status, body: await r.text(), version: r.headers.get('x-app-version') };
-}
-
-interface Rollout {
-  run: CliRun;
-  records: RequestRecord[];
-  failed: RequestRecord[];
-  seconds: number;
-}
-
-/** Runs the CLI with GET + POST load through nginx from before it starts until after it ends. */
-async function underLoad(f: TestFleet, args: string[], env: NodeJS.ProcessEnv = {}): Promise<Rollout> {
-  const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 2 });
-  await moreRequests(load, 5, 'requests before the rollout');
-  const t0 = performance.now();
-  const run = await runCli(args, { env });
-  const seconds = (performance.now() - t0) / 1000;
-  await moreRequests(load, 5, 'requests after the rollout');
-  const records = await load.stop();
-  return { run, records, failed: failedOf(records), seconds };
-}
-
-function report(t: TestContext, what: string, r: Rollout): void {
-  t.diagnostic(`${what}: exit ${r.run.code}, ${r.seconds.toFixed(1)} s, ${r.records.length} requests through nginx, ${r.failed.length} failed`);
-}
-
-/** Everything under /state in the fleet's state container (state.json, journal.ndjson), as the raw tar. */
-async function stateArchive(service: string): Promise<Buffer> {
-  const stream = await docker.getContainer(`fleetroll-state-${service}`).getArchive({ path: '/state' });
-  const chunks: Buffer[] = [];
-  for await (const c of stream as AsyncIterable<Buffer>) chunks.push(c);
-  return Buffer.concat(chunks);
-}
-
-async function removeVolumes(service: string): Promise<void> {
-  const { Volumes } = await docker.listVolumes({ filters: { label: [`${LABELS.volume}=${service}`] } });
-  for (const v of Volumes ?? []) await docker.getVolume(v.Name).remove().catch(() => {});
 }
 
 const ROLL = { replicas: 2, maxSurge: 1, maxUnavailable: 0 } as const;

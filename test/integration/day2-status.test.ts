@@ -14,8 +14,9 @@ const fleet = useFleets();
 describe('status, pause and resume, the lock', () => {
   it('pause stops a running rollout after its wave (exit 4), status shows it, resume finishes it; zero failed requests', async () => {
     const f = await fleet('it-pause');
-    // Slow enough (2 s to become ready, one at a time) that the pause below lands mid-rollout even on a busy machine.
-    const file = f.fleetFile({ replicas: 4, maxSurge: 1, maxUnavailable: 0, drainSeconds: 1, env: { WARMUP_SECONDS: '2' } });
+    // Slow enough (4 s to become ready, one at a time) that the pause below lands mid-rollout even on a busy
+    // machine: the three CLI runs before it take several seconds when the whole suite runs at once.
+    const file = f.fleetFile({ replicas: 4, maxSurge: 1, maxUnavailable: 0, drainSeconds: 1, env: { WARMUP_SECONDS: '4' } });
     assert.equal((await runCli(['deploy', '-f', file])).code, 0);
     const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
     const running = await startCliUntil(['deploy', '-f', file, '--image', 'fleetroll-example:1.1.0'], /wave 2:/);
