@@ -24,36 +24,23 @@
  * last, and this file needs the app's /api/env-digest and /api/data.
  */
 import assert from 'node:assert/strict';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import type Dockerode from 'dockerode';
 import { execa } from 'execa';
 import { ACCESS_LOG } from '../../src/experiment/rehearse.js';
 import { FleetStateStore } from '../../src/adapters/fleetState.js';
-import { buildAppImage, ensureNodeBaseImage } from '../../src/adapters/localImages.js';
 import { LABELS } from '../../src/ports.js';
 import { docker, runCli, UPSTREAM_FILE, useFleets, type CliRun, type TestFleet } from './fixture.js';
-import { get, inspectAll, removeVolumes, report, stateArchive, underLoad } from './rollouts.js';
+import { get, inspectAll, removeVolumes, report, stateArchive, underLoad , ownAppImages, sha256 } from './rollouts.js';
 
 const fleet = useFleets();
 const APP = 'fleetroll-cinteg2';
-const V1 = `${APP}:1.0.0`;
-const V2 = `${APP}:1.1.0`;
+const { V1, V2 } = ownAppImages(APP);
 /** On every container this file starts itself (the "compose" ones), to remove them by label. */
 const OWN = 'cinteg2.test';
-
-before(async () => {
-  const base = await ensureNodeBaseImage();
-  await buildAppImage({ version: '1.0.0', base, tag: V1 });
-  await buildAppImage({ version: '1.1.0', base, tag: V2 });
-});
-after(async () => {
-  for (const tag of [V1, V2]) await docker.getImage(tag).remove().catch(() => {});
-});
-
-const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
 /** The fixture's nginx as a loadBalancers entry (YAML flow mapping). */
 const lbOf = (f: TestFleet) => `{ nginx: { container: ${f.names.nginx}, host: local, upstreamFile: ${UPSTREAM_FILE}, upstream: ${f.names.upstream}, accessLog: ${ACCESS_LOG} } }`;

@@ -13,32 +13,19 @@
  * /api/env-digest, /api/config and /api/data.
  */
 import assert from 'node:assert/strict';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { execa } from 'execa';
 import { FleetStateStore } from '../../src/adapters/fleetState.js';
-import { buildAppImage, ensureNodeBaseImage } from '../../src/adapters/localImages.js';
 import { LABELS } from '../../src/ports.js';
 import { docker, prober, runCli, useFleets, waitFor, type CliRun, type TestFleet } from './fixture.js';
-import { get, inspectAll, removeVolumes, report, stateArchive, underLoad } from './rollouts.js';
+import { get, inspectAll, removeVolumes, report, stateArchive, underLoad , ownAppImages, sha256 } from './rollouts.js';
 
 const fleet = useFleets();
 const APP = 'fleetroll-cinteg';
-const V1 = `${APP}:1.0.0`;
-const V2 = `${APP}:1.1.0`;
-
-before(async () => {
-  const base = await ensureNodeBaseImage();
-  await buildAppImage({ version: '1.0.0', base, tag: V1 });
-  await buildAppImage({ version: '1.1.0', base, tag: V2 });
-});
-after(async () => {
-  for (const tag of [V1, V2]) await docker.getImage(tag).remove().catch(() => {});
-});
-
-const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
+const { V1, V2 } = ownAppImages(APP);
 
 /** `node -e script` inside a container, as its user (the images have no shell). */
 async function execNode(container: string, script: string): Promise<{ code: number; stdout: string; stderr: string }> {

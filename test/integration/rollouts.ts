@@ -2,7 +2,9 @@
  * Helpers of the integration tests that roll real fleets under load and
  * search what fleetroll wrote for a secret (container.test.ts, compose.test.ts).
  */
-import type { TestContext } from 'node:test';
+import { createHash } from 'node:crypto';
+import { after, before, type TestContext } from 'node:test';
+import { buildAppImage, ensureNodeBaseImage } from '../../src/adapters/localImages.js';
 import type Dockerode from 'dockerode';
 import type { RequestRecord } from '../../src/experiment/metrics.js';
 import { LABELS } from '../../src/ports.js';
@@ -52,3 +54,24 @@ export async function removeVolumes(service: string, names: string[] = []): Prom
   const { Volumes } = await docker.listVolumes({ filters: { label: [`${LABELS.volume}=${service}`] } });
   for (const n of new Set([...(Volumes ?? []).map((v) => v.Name), ...names])) await docker.getVolume(n).remove().catch(() => {});
 }
+
+/**
+ * The example app at 1.0.0 and 1.1.0 under tags of this test file's own
+ * (other files rebuild the shared fleetroll-example tags), built before its
+ * tests and removed after them.
+ */
+export function ownAppImages(app: string): { V1: string; V2: string } {
+  const V1 = `${app}:1.0.0`;
+  const V2 = `${app}:1.1.0`;
+  before(async () => {
+    const base = await ensureNodeBaseImage();
+    await buildAppImage({ version: '1.0.0', base, tag: V1 });
+    await buildAppImage({ version: '1.1.0', base, tag: V2 });
+  });
+  after(async () => {
+    for (const tag of [V1, V2]) await docker.getImage(tag).remove().catch(() => {});
+  });
+  return { V1, V2 };
+}
+
+export const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
