@@ -33,5 +33,7 @@ const all = readdirSync('test', { withFileTypes: true })
   .sort();
 const files = [...SLOWEST_FIRST.filter((f) => all.includes(f)), ...all.filter((f) => !SLOWEST_FIRST.includes(f))];
 const concurrency = process.env.TEST_CONCURRENCY ?? '5';
-const r = spawnSync('npx', ['tsx', '--test', `--test-concurrency=${concurrency}`, ...process.argv.slice(2), ...files], { stdio: 'inherit' });
+// TAP for the whole log, then a summary of the failures at its very end.
+const reporters = ['--test-reporter=tap', '--test-reporter-destination=stdout', '--test-reporter=./scripts/failure-summary.mjs', '--test-reporter-destination=stdout'];
+const r = spawnSync('npx', ['tsx', '--test', `--test-concurrency=${concurrency}`, ...reporters, ...process.argv.slice(2), ...files], { stdio: 'inherit' });
 process.exit(r.status ?? 1);
