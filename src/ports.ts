@@ -251,7 +251,19 @@ export type Journal = (step: string, phase?: 'begin' | 'end', detail?: Record<st
 
 export type RolloutOutcome = 'in progress' | 'complete' | 'failed' | 'rolled back' | 'paused' | 'interrupted';
 
-export interface RevisionRecord {
+/**
+ * Blue-green's switch as users saw it: in force (every nginx confirmed the
+ * reload) and issued (nginx moves traffic between the two), and the same
+ * for a switch back (undo, or a failed analysis). ISO times.
+ */
+export interface SwitchTimes {
+  switchedAt?: string | undefined;
+  switchIssuedAt?: string | undefined;
+  switchedBackAt?: string | undefined;
+  switchBackIssuedAt?: string | undefined;
+}
+
+export interface RevisionRecord extends SwitchTimes {
   /** 1, 2, 3, ... never reused. */
   number: number;
   /** The spec hash (the instances' fleetroll.revision label). */
@@ -283,8 +295,6 @@ export interface RevisionRecord {
    * unavailable. Absent for rollouts before fleetroll measured them.
    */
   health?: DeployHealthReport | undefined;
-  /** Blue-green: when the switch's reload put the revision's new set in (also when it was switched back later). */
-  switchedAt?: string | undefined;
 }
 
 export interface AdoptedInstance {

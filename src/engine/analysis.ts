@@ -16,6 +16,18 @@ import type { EventSink } from './events.js';
 
 export type GateOutcome = 'passed' | 'inconclusive';
 
+/**
+ * Where the first measurement window starts, and why then: the time every
+ * load balancer confirmed in force the reload that routes what is judged
+ * (clock ms). On a busy load balancer that reload lands seconds after the
+ * new instance became available; a window started before it judges traffic
+ * the instance never got.
+ */
+export interface GateStart {
+  atMs: number;
+  why: string;
+}
+
 export interface GateDeps {
   clock: Clock;
   emit: EventSink;
@@ -38,9 +50,12 @@ function none(label: string, startMs: number, endMs: number): TrafficStats {
  * (onInconclusive: pause); a failed gate rejects with a RolloutFailedError
  * whose message carries the figures and whose details say `analysisFailed`.
  */
-export async function runGate(spec: AnalysisSpec, d: GateDeps, what: string): Promise<GateOutcome> {
+export async function runGate(spec: AnalysisSpec, d: GateDeps, what: string, start?: GateStart): Promise<GateOutcome> {
   const measurements: Measurement[] = [];
-  let from = d.clock.now();
+  // From when nginx routes what is judged (never earlier: a window before it holds none of the
+  // new revision's traffic), and never in the future.
+  let from = Math.min(start?.atMs ?? d.clock.now(), d.clock.now());
+  if (start) d.emit({ type: 'info', message: `${what}: measuring from ${new Date(from).toISOString()} (${start.why}, ${d.clock.now() - from} ms ago)` });
   for (;;) {
     // In steps of at most a second, so a rollout that ends meanwhile is not kept waiting for the interval.
     const until = from + spec.interval * 1000;

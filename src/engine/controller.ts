@@ -25,7 +25,8 @@ import { planRollout } from '../core/plan.js';
 import { canaryInstancesFor, finalRollingUpdate, type CanaryStep, type ResolvedStrategy } from '../core/strategy.js';
 import { splitTraffic, type StickyKey, type UpstreamEntry } from '../core/upstream.js';
 import { FleetrollError, InterruptedError, PausedError, RolloutFailedError } from '../errors.js';
-import { LABELS, type Clock, type InstanceInfo, type Journal, type Prober, type Runtime } from '../ports.js';
+import { LABELS, type Clock, type InstanceInfo, type Journal, type Prober, type Runtime, type SwitchTimes } from '../ports.js';
+import type { GateStart } from './analysis.js';
 import type { EventSink } from './events.js';
 import { faultPoint } from './faults.js';
 import { FleetView } from './fleetView.js';
@@ -57,6 +58,8 @@ export interface Instance extends InstanceView {
    * rest of a drain from then.
    */
   leftTrafficAt?: number | undefined;
+  /** When the reload that put it up in every nginx was confirmed in force (what an analysis of its traffic starts from). */
+  inForceAt?: number | undefined;
   /** What the last probe or observation said, for the deadline report. */
   lastProbe: string;
   labels: Record<string, string>;
@@ -82,7 +85,7 @@ export interface ControllerDeps {
   /** Told the controller once it exists (tests check invariants on its view). */
   inspect?: ((c: Controller) => void) | undefined;
   /** Runs the postWave hook (throws RolloutFailedError when it fails). */
-  postWave?: ((boundary: number, instances: readonly Instance[]) => Promise<void>) | undefined;
+  postWave?: ((boundary: number, instances: readonly Instance[], inService: InService) => Promise<void>) | undefined;
   /** BlueGreen: runs the prePromotion hook once the whole new set is available, before the switch (throws when it fails). */
   prePromotion?: ((instances: readonly Instance[]) => Promise<void>) | undefined;
   /** BlueGreen: asked while the old set waits out scaleDownDelaySeconds; true switches traffic back (fleetroll undo). */
@@ -92,15 +95,21 @@ export interface ControllerDeps {
   /** Canary: asked during the steps; true sends all traffic back to stable and removes the canary (fleetroll abort). */
   aborted?: (() => Promise<boolean>) | undefined;
   /** BlueGreen with `analysis:`: judges the new set once it takes all traffic (rejects with the figures when it fails: then traffic switches back). */
-  afterSwitch?: (() => Promise<'passed' | 'inconclusive'>) | undefined;
+  afterSwitch?: ((inService: InService) => Promise<'passed' | 'inconclusive'>) | undefined;
   /** Canary: an open pause (`pause: {}`) is passed at once instead of waiting for promote (simulate: nobody can promote). */
   skipOpenPauses?: boolean | undefined;
   /** Canary: an analysis step; resolves when the gate passes, rejects (RolloutFailedError with the figures) when it fails. */
-  analyze?: ((step: Extract<CanaryStep, { kind: 'analysis' }>, sinceMs: number) => Promise<'passed' | 'inconclusive'>) | undefined;
+  analyze?: ((step: Extract<CanaryStep, { kind: 'analysis' }>, inService: InService) => Promise<'passed' | 'inconclusive'>) | undefined;
   /** After a crash: reload every nginx once even if its file looks current. */
   recovering?: boolean | undefined;
   timing?: Partial<ControllerTiming> | undefined;
 }
+
+/**
+ * Since when nginx has routed what a gate or hook is about to judge (see
+ * GateStart): never the decision or readiness alone.
+ */
+export type InService = GateStart;
 
 export interface ControllerTiming {
   /** How long an nginx change waits for others to share its reload. */
@@ -119,8 +128,9 @@ export interface ControllerResult {
   instances: Instance[];
   waves: number;
   reloads: number;
-  /** Blue-green: when the switch's reload was issued (clock ms). */
+  /** Blue-green: when the switch's reload was in force in every nginx (clock ms), and when it was issued. */
   switchedAtMs?: number | undefined;
+  switchIssuedAtMs?: number | undefined;
 }
 
 type Ending = { kind: 'interrupted' } | { kind: 'paused' } | { kind: 'failed'; error: unknown } | { kind: 'switchedBack'; requestedAt: number; error?: unknown } | { kind: 'aborted'; reason: string; error?: unknown };
@@ -169,6 +179,8 @@ export class Controller {
         weight: number;
         /** The weight in the config nginx has in force, and the one being written. */
         inForceWeight: number | undefined;
+        /** When the weight in force was confirmed (an analysis of the canary's share starts no earlier). */
+        weightInForceAt: number | undefined;
         writingWeight: number | undefined;
         /** The write being made splits by weight (a canary and stable both in service). */
         writingHash: boolean;
@@ -195,7 +207,7 @@ export class Controller {
    * scaleDownDelaySeconds (its stopAt) still running, so a switch-back is
    * again one reload; after that it is stopped like any drained instance.
    */
-  private readonly bg: { delayMs: number; state: 'before' | 'promoting' | 'switched'; switchedAt?: number; switchInForceAt?: number; oldAtStart: number; backRequested: boolean; autoPromote: boolean; promoted: boolean; waitingSaid: boolean } | undefined;
+  private readonly bg: { delayMs: number; state: 'before' | 'promoting' | 'switched'; switchedAt?: number; switchInForceAt?: number; switchIssuedAt?: number; backInForceAt?: number; backIssuedAt?: number; oldAtStart: number; backRequested: boolean; autoPromote: boolean; promoted: boolean; waitingSaid: boolean } | undefined;
 
   constructor(private readonly d: ControllerDeps) {
     this.timing = { ...DEFAULT_TIMING, ...d.timing };
@@ -206,7 +218,7 @@ export class Controller {
     this.bg = strategy.type === 'BlueGreen' ? { delayMs: strategy.blueGreen.scaleDownDelaySeconds * 1000, state: 'before', oldAtStart: 0, backRequested: false, autoPromote: strategy.blueGreen.autoPromote || !d.promoted, promoted: false, waitingSaid: false } : undefined;
     this.cn =
       strategy.type === 'Canary'
-        ? { steps: strategy.canary.steps, index: 0, weight: 0, inForceWeight: undefined, writingWeight: undefined, writingHash: false, stickyKey: strategy.canary.stickyKey, fixed: strategy.canary.canaryReplicas, final: strategy.canary.steps.length === 0, stepSince: undefined, running: false, heldByAnalysis: false, promoted: false, waitingSaid: false }
+        ? { steps: strategy.canary.steps, index: 0, weight: 0, inForceWeight: undefined, weightInForceAt: undefined, writingWeight: undefined, writingHash: false, stickyKey: strategy.canary.stickyKey, fixed: strategy.canary.canaryReplicas, final: strategy.canary.steps.length === 0, stepSince: undefined, running: false, heldByAnalysis: false, promoted: false, waitingSaid: false }
         : undefined;
     // A blue-green rollout has no waves: its one boundary is the switch (prePromotion); a canary's
     // postWave boundaries are those of its final rolling update.
@@ -504,16 +516,23 @@ export class Controller {
   /** A reload is in force: draining instances nginx no longer routes to start their drain. */
   private reloaded(changed: readonly string[]): void {
     const now = this.d.clock.now();
-    if (this.cn) this.cn.inForceWeight = this.cn.writingWeight;
-    // Blue-green: the reload that puts the new set in is the switch users see; it is recorded
-    // as issued (nginx's new workers take over while `nginx -s reload` runs, before it returns).
+    if (this.cn) {
+      if (this.cn.inForceWeight !== this.cn.writingWeight || this.cn.weightInForceAt === undefined) this.cn.weightInForceAt = now;
+      this.cn.inForceWeight = this.cn.writingWeight;
+    }
+    // Blue-green: the reload that puts the new set in is the switch users see. It is recorded as
+    // in force (every nginx confirmed its new workers), with the time it was issued beside it:
+    // nginx moves traffic between the two, and on a busy load balancer they are seconds apart.
     if (this.bg?.state === 'switched' && this.bg.switchInForceAt === undefined && [...this.view.values()].some((i) => i.revision === this.d.revision && this.traffic.routes(i.address))) {
-      this.bg.switchInForceAt = this.traffic.reloadIssuedAt ?? now;
+      this.bg.switchInForceAt = now;
+      this.bg.switchIssuedAt = this.traffic.reloadIssuedAt ?? now;
     }
     const drained: string[] = [];
     for (const inst of this.reloadedToVisit(changed)) {
       const was = inst.routed;
       inst.routed = this.traffic.routes(inst.address);
+      if (!this.traffic.inForce(inst.address)) inst.inForceAt = undefined;
+      else inst.inForceAt ??= now;
       if (inst.routed) inst.leftTrafficAt = undefined;
       else if (was && !isTerminating(inst.phase)) inst.leftTrafficAt = now;
       if (inst.phase !== 'draining' || inst.stopAt !== undefined || inst.routed || inst.dockerId === undefined) continue;
@@ -532,6 +551,10 @@ export class Controller {
     }
     if (this.bg?.backRequested && this.ending?.kind === 'switchedBack' && !this.backDone && [...this.view.values()].every((i) => i.revision === this.d.revision || isTerminating(i.phase) || this.traffic.routes(i.address) || !i.address)) {
       this.backDone = true;
+      if (this.bg) {
+        this.bg.backInForceAt = now;
+        this.bg.backIssuedAt = this.traffic.reloadIssuedAt ?? now;
+      }
       const ms = now - this.ending.requestedAt;
       this.d.emit({ type: 'info', message: `switched back: the old set serves again, ${ms} ms after the request (one reload)` });
       this.d.journal('switched-back', 'end', { ms });
@@ -667,7 +690,8 @@ export class Controller {
     const gate = this.d.afterSwitch;
     if (!gate || this.switchGateStarted) return;
     this.switchGateStarted = true;
-    gate().then(
+    const at = this.bg?.switchInForceAt ?? this.d.clock.now();
+    gate({ atMs: at, why: 'the switch was in force in every load balancer' }).then(
       (outcome) => {
         if (outcome === 'inconclusive') this.d.emit({ type: 'info', message: 'analysis after the switch was inconclusive: the new set stays; `fleetroll undo` switches back until the old set is removed' });
       },
@@ -755,6 +779,9 @@ export class Controller {
         // reload would ever confirm it (a first step of setWeight 0 waited for one for ever).
         const inForce = step.weight === 0 && !fresh.some((i) => this.traffic.routes(i.address)) ? 0 : cn.inForceWeight;
         if (fresh.length < k || fresh.some((i) => i.phase !== 'available') || inForce !== step.weight) return;
+        // A weight in force is not yet a canary in service: the write that set it may have gone out
+        // before the canary was ready. The step is done once every canary is up in every nginx.
+        if (step.weight > 0 && fresh.some((i) => !this.traffic.inForce(i.address))) return;
       } else if (step.kind === 'pause') {
         cn.stepSince ??= now;
         if (step.seconds === undefined && this.d.skipOpenPauses) {
@@ -777,7 +804,9 @@ export class Controller {
           return;
         }
         cn.running = true;
-        const since = now;
+        // The canary's share as nginx routes it: since the weight and the last canary were in force.
+        const routed = this.inService(fresh, (n) => `the reload that gave ${n} canary instance(s) ${cn.weight}% was in force in every load balancer`);
+        const since: InService = routed ? { ...routed, atMs: Math.max(routed.atMs, cn.weightInForceAt ?? 0) } : { atMs: now, why: `the canary is not in every load balancer at ${cn.weight}%` };
         this.d.emit({ type: 'info', message: `canary step ${cn.index + 1}: analysis at ${cn.weight}%` });
         analyze(step, since).then(
           (outcome) => {
@@ -834,9 +863,18 @@ export class Controller {
     const b = this.boundaries[this.passed];
     const run = this.d.postWave;
     if (!b || !run || this.hookRunning || newAvailable < b[1] || oldAlive > b[0]) return;
+    // The wave is in service once nginx routes to all of it, not when it became available: the
+    // reload that enables it may still be on its way (coalescing, or a slow load balancer), and
+    // the gate after the first wave would measure traffic the new instances never got.
+    const inService = this.inService(
+      [...this.view.values()].filter((i) => i.revision === this.d.revision && i.phase === 'available'),
+      (n) => `the reload that put the wave's ${n} new instance(s) into every load balancer was in force`,
+    );
+    // Not yet: the reload that enables them was requested when they became available; its confirmation schedules the next look.
+    if (!inService) return;
     this.hookRunning = true;
     const index = this.passed + 1;
-    run(index, this.instances()).then(
+    run(index, this.instances(), inService).then(
       () => {
         this.hookRunning = false;
         this.passed++;
@@ -847,6 +885,23 @@ export class Controller {
         this.end({ kind: 'failed', error: err });
       },
     );
+  }
+
+  /**
+   * Since when every nginx has routed to all of `fresh` (the latest of their
+   * in-force times), or undefined while a reload that enables one of them has
+   * not been confirmed. Without load balancers nothing is routed: in service
+   * now.
+   */
+  private inService(fresh: readonly Instance[], why: (n: number) => string): InService | undefined {
+    const now = this.d.clock.now();
+    if (this.d.balancers.length === 0) return { atMs: now, why: 'no load balancer routes to the fleet' };
+    let at = 0;
+    for (const i of fresh) {
+      if (i.inForceAt === undefined || !this.traffic.inForce(i.address)) return undefined;
+      at = Math.max(at, i.inForceAt);
+    }
+    return { atMs: fresh.length > 0 ? at : now, why: why(fresh.length) };
   }
 
   private wakeAt(at: number): void {
@@ -1121,7 +1176,7 @@ export class Controller {
         new RolloutFailedError(
           `rolled back (${why}): traffic switched back to the old set in one reload; the new set was drained and removed: ${where}${cause}`,
           'the fleet runs the previous revision again; fix the new version and deploy again',
-          { switchedBack: true, ...(this.bg?.switchInForceAt !== undefined ? { switchedAt: new Date(this.bg.switchInForceAt).toISOString() } : {}), ...(ending.error !== undefined ? { stoppedBy: 'analysis' } : {}) },
+          { switchedBack: true, ...this.switchTimes(), ...(ending.error !== undefined ? { stoppedBy: 'analysis' } : {}) },
         ),
       );
     } else if (ending.kind === 'interrupted') {
@@ -1131,6 +1186,14 @@ export class Controller {
     } else {
       this.done.reject(ending.error);
     }
+  }
+
+  /** Blue-green's switch and switch-back, each as in force and as issued (ISO times), for the revision's record. */
+  private switchTimes(): SwitchTimes {
+    const iso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());
+    const bg = this.bg;
+    if (bg?.switchInForceAt === undefined) return {};
+    return { switchedAt: iso(bg.switchInForceAt), switchIssuedAt: iso(bg.switchIssuedAt), ...(bg.backInForceAt !== undefined ? { switchedBackAt: iso(bg.backInForceAt), switchBackIssuedAt: iso(bg.backIssuedAt) } : {}) };
   }
 
   private async finishOk(): Promise<void> {
@@ -1150,7 +1213,7 @@ export class Controller {
       return;
     }
     this.shutdown();
-    this.done.resolve({ instances: this.instances() as Instance[], waves: this.waves, reloads: this.reloads, ...(this.bg?.switchInForceAt !== undefined ? { switchedAtMs: this.bg.switchInForceAt } : {}) });
+    this.done.resolve({ instances: this.instances() as Instance[], waves: this.waves, reloads: this.reloads, ...(this.bg?.switchInForceAt !== undefined ? { switchedAtMs: this.bg.switchInForceAt, switchIssuedAtMs: this.bg.switchIssuedAt } : {}) });
   }
 
   private shutdown(): void {

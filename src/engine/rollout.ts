@@ -11,7 +11,7 @@ import type { Fleet } from '../config/load.js';
 import { PausedError, RolloutFailedError, type FailurePhase } from '../errors.js';
 import { runGate, type GateDeps } from './analysis.js';
 import { LABELS, systemClock, type Clock, type InstanceInfo, type Journal } from '../ports.js';
-import { Controller, hostFailure, type Instance } from './controller.js';
+import { Controller, hostFailure, type InService, type Instance } from './controller.js';
 import type { DeployDeps, DeployOptions, DeployResult } from './types.js';
 import type { EventSink } from './events.js';
 import { runHook, type HookName } from './hooks.js';
@@ -147,9 +147,9 @@ class Rollout {
       signal: this.options.signal,
       paused: this.deps.paused,
       list: () => this.list(),
-      postWave: this.fleet.hooks?.postWave || this.rollingGate() ? (boundary, instances) => this.afterWave(boundary, instances) : undefined,
-      afterSwitch: this.deps.trafficWindow && this.fleet.analysis && this.fleet.strategy.type === 'BlueGreen' ? () => runGate(this.fleet.analysis!, this.gateDeps(), 'analysis after the switch') : undefined,
-      analyze: this.deps.trafficWindow ? (step) => runGate(step.spec ?? this.fleet.analysis!, this.gateDeps(), `canary analysis (${step.path})`) : undefined,
+      postWave: this.fleet.hooks?.postWave || this.rollingGate() ? (boundary, instances, inService) => this.afterWave(boundary, instances, inService) : undefined,
+      afterSwitch: this.deps.trafficWindow && this.fleet.analysis && this.fleet.strategy.type === 'BlueGreen' ? (inService) => runGate(this.fleet.analysis!, this.gateDeps(), 'analysis after the switch', inService) : undefined,
+      analyze: this.deps.trafficWindow ? (step, inService) => runGate(step.spec ?? this.fleet.analysis!, this.gateDeps(), `canary analysis (${step.path})`, inService) : undefined,
       prePromotion: this.fleet.hooks?.prePromotion ? (instances) => this.hook('prePromotion', this.contextOfInstances(instances, 1)) : undefined,
       switchBack: this.deps.switchBack,
       promoted: this.deps.promoted,
@@ -184,7 +184,7 @@ class Rollout {
       waves: result.waves,
       reloads: result.reloads,
       instances,
-      ...(result.switchedAtMs !== undefined ? { switchedAt: new Date(result.switchedAtMs).toISOString() } : {}),
+      ...(result.switchedAtMs !== undefined ? { switchedAt: new Date(result.switchedAtMs).toISOString(), switchIssuedAt: new Date(result.switchIssuedAtMs ?? result.switchedAtMs).toISOString() } : {}),
     };
   }
 
@@ -213,12 +213,12 @@ class Rollout {
    * `analysis:`; a failure rolls back, an inconclusive one pauses), then the
    * postWave hook.
    */
-  private async afterWave(boundary: number, instances: readonly Instance[]): Promise<void> {
+  private async afterWave(boundary: number, instances: readonly Instance[], inService: InService): Promise<void> {
     if (boundary === 1 && this.rollingGate()) {
       if (!this.deps.trafficWindow) {
         throw new RolloutFailedError('analysis after the first wave: no load balancer names an access log that can be read (loadBalancers/N/nginx/accessLog)', 'name the access log of each load balancer so the analysis can read it, or remove analysis: from the fleet file', { analysisFailed: false });
       }
-      const outcome = await runGate(this.fleet.analysis!, this.gateDeps(), 'analysis after the first wave');
+      const outcome = await runGate(this.fleet.analysis!, this.gateDeps(), 'analysis after the first wave', inService);
       if (outcome === 'inconclusive') throw new PausedError('analysis after the first wave was inconclusive (onInconclusive: pause): paused with the first wave in service; `fleetroll resume` continues, a deploy of the previous image goes back');
     }
     if (this.fleet.hooks?.postWave) await this.hook('postWave', this.contextOfInstances(instances, boundary));

@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Fleet } from '../config/load.js';
-import type { FleetLockPort, FleetState, JournalEntry, RevisionRecord, RolloutOutcome, StateStore } from '../ports.js';
+import type { FleetLockPort, FleetState, JournalEntry, RevisionRecord, RolloutOutcome, StateStore, SwitchTimes } from '../ports.js';
 import { journalWriter } from './journal.js';
 import type { HealthWatch } from './health.js';
 import { ExitCode, FleetrollError, ValidationError } from '../errors.js';
@@ -321,12 +321,11 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
       };
       const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, aborted, recordedSpec, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, { ...o, prepared: true, preparedMs, healthWatch });
       await write.flush();
-      await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`, result.health, result.switchedAt);
+      await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`, result.health, { switchedAt: result.switchedAt, switchIssuedAt: result.switchIssuedAt });
       return { ...result, revisionNumber: record.number };
     } catch (err) {
       const { outcome, message } = outcomeOf(err);
-      const switchedAt = err instanceof RolloutFailedError && typeof err.details.switchedAt === 'string' ? err.details.switchedAt : undefined;
-      await finishRecord(h.store, record.number, outcome, message.split('\n')[0] ?? message, healthOf(err), switchedAt);
+      await finishRecord(h.store, record.number, outcome, message.split('\n')[0] ?? message, healthOf(err), switchTimesOf(err));
       write(outcome, 'end', { message: message.split('\n')[0] });
       await write.flush();
       throw err;
@@ -435,7 +434,17 @@ export async function adoptFleet(
 }
 
 /** Ends a revision record: its outcome, and the health numbers of this rollout (replacing an earlier rollout's). */
-async function finishRecord(store: StateStore, n: number, outcome: RolloutOutcome, message: string, health: DeployHealthReport | undefined, switchedAt?: string): Promise<void> {
+/** The switch times a failed blue-green rollout carries in its details (controller switchTimes). */
+function switchTimesOf(err: unknown): SwitchTimes {
+  if (!(err instanceof RolloutFailedError)) return {};
+  const t: SwitchTimes = {};
+  for (const k of SWITCH_KEYS) if (typeof err.details[k] === 'string') t[k] = err.details[k] as string;
+  return t;
+}
+
+const SWITCH_KEYS = ['switchedAt', 'switchIssuedAt', 'switchedBackAt', 'switchBackIssuedAt'] as const;
+
+async function finishRecord(store: StateStore, n: number, outcome: RolloutOutcome, message: string, health: DeployHealthReport | undefined, switches: SwitchTimes = {}): Promise<void> {
   const s = await store.read();
   if (!s) return;
   const r = s.revisions.find((x) => x.number === n);
@@ -445,7 +454,10 @@ async function finishRecord(store: StateStore, n: number, outcome: RolloutOutcom
   r.message = message.slice(0, 500);
   if (health) r.health = health;
   else delete r.health;
-  if (switchedAt) r.switchedAt = switchedAt;
-  else delete r.switchedAt;
+  for (const k of SWITCH_KEYS) {
+    const v = switches[k];
+    if (v) r[k] = v;
+    else delete r[k];
+  }
   await store.write(s);
 }

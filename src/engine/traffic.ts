@@ -191,6 +191,11 @@ export class Traffic {
     return this.inForceUp.has(address) || (this.writingUp?.has(address) ?? false);
   }
 
+  /** Up in the config every nginx has confirmed in force (not merely in one being written). */
+  inForce(address: string | undefined): boolean {
+    return address !== undefined && this.inForceUp.has(address);
+  }
+
   /** Up in the preview upstream of the config in force. */
   inPreview(address: string | undefined): boolean {
     return address !== undefined && this.inForcePreview.has(address);

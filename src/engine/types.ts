@@ -87,8 +87,9 @@ export interface DeployResult {
   waves: number;
   reloads: number;
   instances: DeployedInstance[];
-  /** Blue-green: when the switch's reload, which put the new set in, was issued (ISO time). */
+  /** Blue-green: when the switch's reload, which put the new set in, was in force in every nginx (ISO time), and when it was issued. */
   switchedAt?: string | undefined;
+  switchIssuedAt?: string | undefined;
   /**
    * The deploy's health numbers from the load balancers' access logs
    * (core/deployHealth.ts DeployHealthReport): failed and dropped requests

@@ -31,10 +31,21 @@ interface Checked {
  *    TerminationComplete (or Recreate) no more containers than that are alive at all;
  *  - no container is stopped while any nginx still lists it up;
  *  - a container that was up in an nginx was marked down there at least drainMs before its stop;
- *  - an upstream written never lists as up a container that is not ready.
+ *  - an upstream written never lists as up a container that is not ready;
+ *  - no analysis window starts before the routing it judges is in force: at its start, every
+ *    nginx has a reload in force that routes to the new revision (`gated` wraps the access logs).
  */
-function invariants(s: ResolvedStrategy, t: SimulationTimings, opts: { readyChecks?: boolean } = {}): { setup: Pick<SimulationSetup, 'world' | 'inspect'>; checked: Checked } {
+function invariants(s: ResolvedStrategy, t: SimulationTimings, opts: { readyChecks?: boolean } = {}): { setup: Pick<SimulationSetup, 'world' | 'inspect'>; checked: Checked; gated: (w: NonNullable<SimulationSetup['trafficWindow']>) => NonNullable<SimulationSetup['trafficWindow']> } {
   const checked: Checked = { violations: [], events: 0 };
+  /** Per nginx, each reload's time and how many servers of the new revision it put in force. */
+  const newInForce = new Map<string, { at: number; n: number }[]>();
+  const gated = (inner: NonNullable<SimulationSetup['trafficWindow']>): NonNullable<SimulationSetup['trafficWindow']> => async (from, to) => {
+    for (const [lb, reloads] of newInForce) {
+      const last = reloads.filter((r) => r.at <= from).at(-1);
+      if (!last || last.n === 0) checked.violations.push(`an analysis window starts at t=${from}, before ${lb} routed to the new revision (${reloads.find((r) => r.n > 0)?.at ?? 'never'})`);
+    }
+    return inner(from, to);
+  };
   let controller: Controller | undefined;
   let availableHeld = false;
   let aliveHeld = false;
@@ -52,6 +63,10 @@ function invariants(s: ResolvedStrategy, t: SimulationTimings, opts: { readyChec
         }
       }
       if (e.kind === 'reloaded') for (const a of e.lb.up) (everUp.get(e.lb.name) ?? everUp.set(e.lb.name, new Set()).get(e.lb.name)!).add(a);
+      if (e.kind === 'reloaded') {
+        const n = [...e.lb.up].filter((a) => w.byAddress(a)?.labels[LABELS.version] === 'new').length;
+        (newInForce.get(e.lb.name) ?? newInForce.set(e.lb.name, []).get(e.lb.name)!).push({ at: now, n });
+      }
       if (e.kind === 'stopping' || (e.kind === 'exited' && !e.c.stopping && controller?.instances().find((i) => i.id === e.c.name)?.phase === 'stopping')) {
         for (const r of w.routers) {
           if (r.up.has(e.c.address)) fail(`${e.c.name} stopped while ${r.name} still routes to it`);
@@ -85,7 +100,7 @@ function invariants(s: ResolvedStrategy, t: SimulationTimings, opts: { readyChec
       }
     };
   };
-  return { setup: { world, inspect: (c) => (controller = c) }, checked };
+  return { setup: { world, inspect: (c) => (controller = c) }, checked, gated };
 }
 
 async function rollout(s: ResolvedStrategy, t: Partial<SimulationTimings> = {}, setup: SimulationSetup = {}) {
@@ -333,7 +348,8 @@ describe('controller: failures leave the fleet serving and say what happened', (
 
 /** Timings a property test draws from its seed: startup, drain and stop vary with it, jitter as given. */
 function randomTimings(seed: number, jitter: number): SimulationTimings {
-  return { ...T, jitter, seed, startupMs: 500 + (seed % 7) * 400, drainMs: (seed % 3) * 700, stopMs: 200 + (seed % 5) * 300 };
+  // Reloads from instant to slower than a start (a busy load balancer): every gate and drain must wait for them.
+  return { ...T, jitter, seed, startupMs: 500 + (seed % 7) * 400, drainMs: (seed % 3) * 700, stopMs: 200 + (seed % 5) * 300, reloadMs: (seed % 4) * 1200 };
 }
 
 /**
@@ -356,12 +372,17 @@ async function checkedRollout(s: ResolvedStrategy, seed: number, jitter: number,
       world = w;
       watch?.(w, c);
     },
-    ...more(() => clock!.now()),
+    ...gatedSetup(more(() => clock!.now()), inv.gated),
   }).then(
     (x) => x,
     (e: unknown) => e,
   );
   return { outcome, world: world!, violations: inv.checked.violations };
+}
+
+/** The setup with its access logs (if any) behind the invariant check of analysis windows. */
+function gatedSetup(setup: Partial<SimulationSetup>, gated: ReturnType<typeof invariants>['gated']): Partial<SimulationSetup> {
+  return setup.trafficWindow ? { ...setup, trafficWindow: gated(setup.trafficWindow) } : setup;
 }
 
 /** The version label of every running container of the simulated world. */
@@ -881,6 +902,61 @@ describe('controller: the analysis gate', () => {
       ),
       { numRuns: 60 },
     );
+  });
+
+  /**
+   * Slow reloads (4 s, a busy load balancer): each gate's first window starts
+   * when the reload that routes to what it judges is in force in every
+   * nginx, not when the new instances became available; and it says so.
+   */
+  describe('with reloads of 4 s, the first window starts when the routing it judges is in force', () => {
+    const slow = { ...T, reloadMs: 4000 };
+    const cases: { name: string; s: ResolvedStrategy; analysis?: typeof spec; what: RegExp }[] = [
+      { name: 'RollingUpdate: the first wave', s: strategy(4, 1, 0), analysis: spec, what: /analysis after the first wave: measuring from .* \(the reload that put the wave's 1 new instance\(s\) into every load balancer was in force, \d+ ms ago\)/ },
+      { name: 'Canary: an analysis step at 25%', s: stepSpec(), what: /canary analysis \(.*\): measuring from .* \(the reload that gave 1 canary instance\(s\) 25% was in force in every load balancer/ },
+      { name: 'BlueGreen: after the switch', s: resolveStrategy({ replicas: 3, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 60 } } }), analysis: spec, what: /analysis after the switch: measuring from .* \(the switch was in force in every load balancer/ },
+    ];
+    for (const c of cases) {
+      it(c.name, async () => {
+        const logs = logsSaying(0);
+        const froms: number[] = [];
+        const messages: string[] = [];
+        /** When a reload that routes to the new revision was first in force in each nginx. */
+        const firstNewInForce = new Map<string, number>();
+        let clock: { now(): number } | undefined;
+        await simulateRollout(c.s, slow, {
+          loadBalancers: 2,
+          ...(c.analysis ? { analysis: c.analysis } : {}),
+          trafficWindow: async (from, to) => {
+            froms.push(from);
+            return logs.trafficWindow(from, to);
+          },
+          events: (e) => {
+            if (e.type === 'info') messages.push(e.message);
+          },
+          world: (w, cl) => {
+            clock = cl;
+            logs.world(w);
+            w.onEvent = (e) => {
+              if (e.kind === 'reloaded' && !firstNewInForce.has(e.lb.name) && [...e.lb.up].some((a) => w.byAddress(a)?.labels[LABELS.version] === 'new')) firstNewInForce.set(e.lb.name, clock!.now());
+            };
+          },
+        });
+        assert.equal(firstNewInForce.size, 2, 'both load balancers routed to the new revision');
+        const inForce = Math.max(...firstNewInForce.values());
+        assert.ok(froms.length > 0, 'the gate measured');
+        assert.equal(froms[0], inForce, `the first window starts at ${froms[0]}, the routing was in force at ${inForce}`);
+        assert.ok(messages.some((m) => c.what.test(m)), messages.join('\n'));
+      });
+    }
+  });
+
+  it('RollingUpdate, 1 replica, 1 s reloads (found by the property test): no window before the new instance is routed', async () => {
+    const s = strategy(1, 1, 0);
+    const logs = logsSaying(0);
+    const { outcome: r, violations } = await checkedRollout(s, 1, 0, () => ({ analysis: spec, trafficWindow: logs.trafficWindow }), (w) => logs.world(w));
+    assert.ok(!(r instanceof Error), String(r));
+    assert.deepEqual(violations, []);
   });
 
   it('BlueGreen: the gate after the switch; failing, traffic switches back to the old set while it waits out the delay', async () => {

@@ -45,10 +45,20 @@ function describeRecord(r: RevisionRecord): string[][] {
     ['started', when(r.when)],
     ['outcome', r.outcome],
     ['finished', when(r.finishedAt)],
-    ...(r.switchedAt ? [['switched at', r.switchedAt.replace('T', ' ')]] : []),
+    ...switchRows(r),
     ['message', r.message ?? ''],
     ...(r.health ? healthRows(r.health) : []),
   ];
+}
+
+/** Blue-green's switch (and switch back) as in force, with how long after its issue that was. */
+function switchRows(r: RevisionRecord): string[][] {
+  const row = (label: string, inForce: string | undefined, issued: string | undefined): string[][] => {
+    if (!inForce) return [];
+    const lag = issued ? Date.parse(inForce) - Date.parse(issued) : NaN;
+    return [[label, `${inForce.replace('T', ' ')}${Number.isFinite(lag) ? ` (in force; issued ${lag} ms before)` : ''}`]];
+  };
+  return [...row('switched at', r.switchedAt, r.switchIssuedAt), ...row('switched back at', r.switchedBackAt, r.switchBackIssuedAt)];
 }
 
 export function registerDay2(program: CommandUnknownOpts, out: Out): void {
