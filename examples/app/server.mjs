@@ -8,6 +8,9 @@
 //   WARMUP_SECONDS             not ready for this long after start (default 0)
 //   PRESTOP_SECONDS            after SIGTERM: keep serving, report not-ready, this long (default 2)
 //   BROKEN_NEVER_READY=1       readiness never passes
+//   READY_FILE                 readiness passes only while this path exists, checked on each
+//                              readiness request (a gate a test opens by creating the file in a
+//                              bind-mounted directory: a rollout that cannot finish until it does)
 //   CRASH_AFTER_READY_SECONDS  exit 1 this many seconds after becoming ready
 //   ORDER_DELAY_MS             POST /api/orders latency (default 200)
 //
@@ -30,7 +33,7 @@
 //   GET /api/env-digest?name=X the sha256 (hex) of env variable X, 404 when unset: shows the app got
 //                              a secret without the secret appearing anywhere
 import { createHash } from 'node:crypto';
-import { appendFileSync, readFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -52,6 +55,7 @@ const VERSION = process.env.REPORT_VERSION || APP_VERSION;
 const WARMUP_SECONDS = num('WARMUP_SECONDS', 0);
 const PRESTOP_SECONDS = num('PRESTOP_SECONDS', 2);
 const BROKEN_NEVER_READY = process.env.BROKEN_NEVER_READY === '1';
+const READY_FILE = process.env.READY_FILE || undefined;
 const CRASH_AFTER_READY_SECONDS = process.env.CRASH_AFTER_READY_SECONDS
   ? num('CRASH_AFTER_READY_SECONDS', 0)
   : undefined;
@@ -92,7 +96,7 @@ function injectFailure() {
   return Math.floor((apiRequests * BAD_PPM) / 1_000_000) > Math.floor(((apiRequests - 1) * BAD_PPM) / 1_000_000);
 }
 
-const ready = () => warm && !terminating && !BROKEN_NEVER_READY;
+const ready = () => warm && !terminating && !BROKEN_NEVER_READY && (READY_FILE === undefined || existsSync(READY_FILE));
 
 function send(req, res, status, body, type = 'application/json') {
   const payload = typeof body === 'string' ? body : JSON.stringify(body);
@@ -235,6 +239,7 @@ server.listen(PORT, () => {
   // The port actually bound (PORT=0 picks a free one).
   log('listening', `port=${server.address().port}`);
   if (BROKEN_NEVER_READY) log('readiness disabled (BROKEN_NEVER_READY)');
+  if (READY_FILE) log('readiness waits for READY_FILE', READY_FILE);
   if (BAD_PPM > 0 || BAD_LATENCY_MS > 0) log('bad version', `500 for a share of ${BAD_PPM / 1_000_000} of API requests, +${BAD_LATENCY_MS} ms each`);
   const becomeReady = () => {
     warm = true;

@@ -5,7 +5,8 @@
  * floor(n × rate) goes up) while readiness, liveness and the version probe
  * stay healthy; BAD_LATENCY_MS slows API requests only. And what the
  * integration tests read of a container's mounts and env: CONFIG_FILE,
- * DATA_DIR, /api/env-digest.
+ * DATA_DIR, /api/env-digest. And READY_FILE, the readiness gate a test opens
+ * when it chooses.
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -144,5 +145,50 @@ describe('example app: what the container was given, shown without printing a va
       const r = await request(app.port, 'GET', path);
       assert.deepEqual([r.status, r.body], [404, JSON.stringify({ error: `${name} not set` })]);
     }
+  });
+});
+
+describe('example app: READY_FILE, a readiness gate opened by creating a file', () => {
+  const dirs: string[] = [];
+  after(() => {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+  const gate = (): string => {
+    const dir = mkdtempSync(join(tmpdir(), 'example-app-gate-'));
+    dirs.push(dir);
+    return join(dir, 'ready');
+  };
+
+  it('not ready before the file exists, ready once it is created, not ready again once it is removed (checked on each request)', async () => {
+    const file = gate();
+    const app = await startApp({ READY_FILE: file });
+    assert.equal((await request(app.port, 'GET', '/health/ready')).status, 503, 'gate closed');
+    assert.equal((await request(app.port, 'GET', '/health/live')).status, 200, 'live meanwhile');
+    writeFileSync(file, '');
+    assert.equal((await request(app.port, 'GET', '/health/ready')).status, 200, 'gate open');
+    rmSync(file);
+    assert.equal((await request(app.port, 'GET', '/health/ready')).status, 503, 'closed again, not cached');
+    assert.match(app.log(), /readiness waits for READY_FILE/);
+  });
+
+  // [name, more env, the file exists, readiness status]: the gate combines with the other readiness switches.
+  const rows: [string, Record<string, string>, boolean, number][] = [
+    ['the file missing', {}, false, 503],
+    ['the file present', {}, true, 200],
+    ['the file present but BROKEN_NEVER_READY=1', { BROKEN_NEVER_READY: '1' }, true, 503],
+    ['the file present but still warming up', { WARMUP_SECONDS: '600' }, true, 503],
+  ];
+  for (const [name, env, exists, want] of rows) {
+    it(`READY_FILE: ${name} -> ${want}`, async () => {
+      const file = gate();
+      if (exists) writeFileSync(file, '');
+      const app = await startApp({ READY_FILE: file, ...env });
+      assert.equal((await request(app.port, 'GET', '/health/ready')).status, want);
+    });
+  }
+
+  it('READY_FILE unset: readiness as before', async () => {
+    const app = await startApp({});
+    assert.equal((await request(app.port, 'GET', '/health/ready')).status, 200);
   });
 });
