@@ -225,7 +225,10 @@ export interface ProbeTarget {
 export interface Prober {
   /** True when the readiness probe passes now (HTTP 2xx, a TCP connect, Docker's "healthy", exit code 0) within the timeout. */
   ready(target: ProbeTarget): Promise<boolean>;
-  /** The version the instance reports (trimmed body of the version path); throws when the fleet has no version endpoint. */
+  /**
+   * The version the instance reports (trimmed body of the version path); throws when the fleet has no version endpoint.
+   * When the instance answered with another HTTP status than 2xx, the error carries it as `status`.
+   */
   version(address: string): Promise<string>;
 }
 

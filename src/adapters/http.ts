@@ -122,11 +122,8 @@ export class HttpProber implements Prober {
     }
     if (r.status < 200 || r.status >= 300) {
       const body = r.body.trim().slice(0, 200);
-      throw new FleetrollError(
-        'E_VERSION_PROBE',
-        ExitCode.rolloutFailed,
-        `version probe GET ${url} answered HTTP ${r.status}${body ? `: ${body}` : ''}`,
-      );
+      // The status goes with the error: the final check asks again after a 503, not after a 404 (engine/verify.ts).
+      throw Object.assign(new FleetrollError('E_VERSION_PROBE', ExitCode.rolloutFailed, `version probe GET ${url} answered HTTP ${r.status}${body ? `: ${body}` : ''}`), { status: r.status });
     }
     return r.body.trim();
   }

@@ -33,7 +33,7 @@ export function describeEvent(e: RolloutEvent): string {
     case 'available':
       return `available ${e.name} (ready for minReadySeconds)`;
     case 'verified':
-      return `verified ${e.name} serves ${e.version}`;
+      return `verified ${e.name} serves ${e.version}${e.tries !== undefined && e.tries > 1 ? ` (after ${e.tries} tries${e.elapsedMs !== undefined ? `, ${(e.elapsedMs / 1000).toFixed(1)} s` : ''})` : ''}`;
     case 'complete':
       return `complete: every instance runs revision ${e.revision} (version ${e.version})`;
     case 'failed':

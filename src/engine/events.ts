@@ -11,7 +11,8 @@ export type RolloutEvent =
   | { type: 'started'; name: string; host: string; address?: string | undefined }
   | { type: 'ready'; name: string }
   | { type: 'available'; name: string }
-  | { type: 'verified'; name: string; version: string }
+  /** `tries` and `elapsedMs`: how many probes the final check needed and how long they took (absent in logs from before it retried). */
+  | { type: 'verified'; name: string; version: string; tries?: number | undefined; elapsedMs?: number | undefined }
   | { type: 'complete'; revision: string; version: string }
   | { type: 'failed'; reason: string }
   | { type: 'info'; message: string };

@@ -169,9 +169,10 @@ class Rollout {
       throw err;
     }
     this.controllerEnded = true;
+    // The controller's end is the last progress: the final check may take what remains of the deadline from it.
     const instances = this.deps.simulated
       ? result.instances.map((i) => ({ name: i.id, host: i.host, address: i.address, version: this.fleet.version }))
-      : await verify(this.fleet, this.revision, result.instances, this.deps, this.emit);
+      : await verify(this.fleet, this.revision, result.instances, this.deps, this.emit, { clock: this.clock, budgetMs: this.fleet.progressDeadlineSeconds * 1000, signal: this.options.signal });
     await this.hook('postDeploy', this.contextOfInstances(result.instances, result.waves));
     this.emit({ type: 'complete', revision: this.revision, version: this.fleet.version });
     this.journal('complete', 'end', { waves: result.waves, reloads: result.reloads });

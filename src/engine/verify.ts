@@ -8,8 +8,8 @@
  * carries the new revision label, and its readiness probe passes.
  */
 import type { Fleet } from '../config/load.js';
-import { RolloutFailedError } from '../errors.js';
-import { LABELS, type Prober, type Runtime } from '../ports.js';
+import { InterruptedError, RolloutFailedError } from '../errors.js';
+import { LABELS, type Clock, type Prober, type Runtime } from '../ports.js';
 import type { EventSink } from './events.js';
 
 export interface Verified {
@@ -27,31 +27,153 @@ export interface ToVerify {
   address?: string | undefined;
 }
 
-/** Verification as the fleet's probes ask for it. */
-export function verify(fleet: Fleet, revision: string, instances: readonly ToVerify[], deps: { prober: Prober; runtimes: ReadonlyMap<string, Runtime> }, emit: EventSink): Promise<Verified[]> {
-  return fleet.probes?.version === false ? verifyRevision(fleet, revision, instances, deps, emit) : verifyVersions(fleet, instances, deps.prober, emit);
+/**
+ * How long the check may ask. A converged fleet on a busy machine can miss a
+ * probe's timeout, so an instance that does not answer is asked again, with
+ * backoff, until the budget runs out: the rollout passes for what remains of
+ * its progress deadline.
+ */
+export interface VerifyOptions {
+  clock: Clock;
+  /** From the start of the check; rollout.ts passes progressDeadlineSeconds (the controller's end was the last progress). */
+  budgetMs: number;
+  /** Stops the retries: the check ends as interrupted. */
+  signal?: AbortSignal | undefined;
+  /** The jitter of the backoff, in [0, 1); Math.random unless a test seeds it. */
+  random?: (() => number) | undefined;
 }
 
-export async function verifyVersions(fleet: Fleet, instances: readonly ToVerify[], prober: Prober, emit: EventSink): Promise<Verified[]> {
+/** Verification as the fleet's probes ask for it. */
+export function verify(fleet: Fleet, revision: string, instances: readonly ToVerify[], deps: { prober: Prober; runtimes: ReadonlyMap<string, Runtime> }, emit: EventSink, o: VerifyOptions): Promise<Verified[]> {
+  return fleet.probes?.version === false ? verifyRevision(fleet, revision, instances, deps, emit, o) : verifyVersions(fleet, instances, deps.prober, emit, o);
+}
+
+/** The first wait between two tries of one instance; it doubles up to BACKOFF_MAX_MS. */
+const BACKOFF_FIRST_MS = 250;
+const BACKOFF_MAX_MS = 2000;
+
+interface Tried<T> {
+  /** The instance's definite answer; undefined when it gave none within the budget. */
+  answer?: T | undefined;
+  /** Why the last try got no answer. */
+  last?: string | undefined;
+  tries: number;
+  elapsedMs: number;
+  interrupted: boolean;
+}
+
+/** A wait on the engine's clock that an abort ends early. */
+function pause(clock: Clock, ms: number, signal: AbortSignal | undefined): Promise<void> {
+  if (!signal) return clock.sleep(ms);
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const onAbort = () => {
+      t.cancel();
+      resolve();
+    };
+    const t = clock.timer(ms, () => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    });
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/**
+ * Tries `once` until it answers, the deadline passes or the signal aborts,
+ * always at least once; between tries an exponential backoff with jitter (half
+ * the delay fixed, half random), so many instances on one busy machine do not
+ * ask again all at the same instant.
+ */
+async function tryUntil<T>(once: () => Promise<{ answer: T } | { retry: string }>, deadline: number, o: VerifyOptions): Promise<Tried<T>> {
+  const start = o.clock.now();
+  const random = o.random ?? Math.random;
+  let delay = BACKOFF_FIRST_MS;
+  for (let tries = 1; ; tries++) {
+    const got = await once();
+    const elapsedMs = o.clock.now() - start;
+    if ('answer' in got) return { answer: got.answer, tries, elapsedMs, interrupted: false };
+    const left = deadline - o.clock.now();
+    if (left <= 0 || o.signal?.aborted) return { last: got.retry, tries, elapsedMs, interrupted: o.signal?.aborted === true };
+    await pause(o.clock, Math.min(left, delay / 2 + (random() * delay) / 2), o.signal);
+    if (o.signal?.aborted) return { last: got.retry, tries, elapsedMs: o.clock.now() - start, interrupted: true };
+    delay = Math.min(BACKOFF_MAX_MS, delay * 2);
+  }
+}
+
+const triesText = (n: number) => (n === 1 ? '1 try' : `${n} tries`);
+const secondsText = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+
+/**
+ * An HTTP status the instance answered the version probe with (adapters/http.ts
+ * sets it), unless it is one a busy instance gives (5xx, 408, 429): a 404 does
+ * not change by asking again.
+ */
+function definiteStatus(err: unknown): number | undefined {
+  const status = (err as { status?: unknown } | undefined)?.status;
+  if (typeof status !== 'number' || status >= 500 || status === 408 || status === 429) return undefined;
+  return status;
+}
+
+function interrupted(fleet: Fleet, verified: number, total: number): InterruptedError {
+  return new InterruptedError(
+    `interrupted while verifying: ${verified} of ${total} instance(s) of ${fleet.service} verified; the rollout itself had finished`,
+    'run the same deploy again to finish the check (every instance already runs the revision, so nothing is replaced)',
+  );
+}
+
+/** One instance's outcome: verified, a definite wrong answer, or no answer within the budget. */
+type Checked = { name: string; host: string; address: string; version: string; tries: number; elapsedMs: number; error?: string; kind: 'verified' | 'wrong' | 'refused' | 'unanswered' | 'interrupted' };
+
+export async function verifyVersions(fleet: Fleet, instances: readonly ToVerify[], prober: Prober, emit: EventSink, o: VerifyOptions): Promise<Verified[]> {
+  const deadline = o.clock.now() + o.budgetMs;
   const results = await Promise.all(
-    instances.map(async (i) => {
+    instances.map(async (i): Promise<Checked> => {
       const address = i.address ?? '';
-      try {
-        return { name: i.id, host: i.host, address, version: await prober.version(address) };
-      } catch (err) {
-        return { name: i.id, host: i.host, address, version: '', error: (err as Error).message };
-      }
+      const base = { name: i.id, host: i.host, address };
+      if (!address) return { ...base, version: '', tries: 0, elapsedMs: 0, error: 'no address to ask for its version', kind: 'refused' };
+      const t = await tryUntil<{ version: string } | { error: string }>(
+        () =>
+          prober.version(address).then(
+            (version) => ({ answer: { version } }),
+            (err: unknown) => (definiteStatus(err) !== undefined ? { answer: { error: (err as Error).message } } : { retry: (err as Error).message }),
+          ),
+        deadline,
+        o,
+      );
+      const counted = { tries: t.tries, elapsedMs: t.elapsedMs };
+      if (t.answer === undefined) return { ...base, ...counted, version: '', error: t.last ?? '', kind: t.interrupted ? 'interrupted' : 'unanswered' };
+      if ('error' in t.answer) return { ...base, ...counted, version: '', error: t.answer.error, kind: 'refused' };
+      return { ...base, ...counted, version: t.answer.version, kind: t.answer.version === fleet.version ? 'verified' : 'wrong' };
     }),
   );
-  const wrong = results.filter((r) => r.version !== fleet.version);
-  for (const r of results) if (r.version === fleet.version) emit({ type: 'verified', name: r.name, version: r.version });
-  if (wrong.length > 0) {
-    const lines = wrong.map((r) => ('error' in r && r.error ? `${r.name} on ${r.host}: ${r.error}` : `${r.name} on ${r.host} reports version ${JSON.stringify(r.version)}, expected ${JSON.stringify(fleet.version)}`));
-    throw new RolloutFailedError(
-      `rollout of ${fleet.service} finished but ${wrong.length} of ${results.length} instance(s) do not serve version ${fleet.version}:\n  ${lines.join('\n  ')}`,
-      'the instances are serving; check that the image was built with the version it is tagged with (or set `version:` in the fleet file), then deploy again',
-      { instances: results },
-    );
+  for (const r of results) if (r.kind === 'verified') emit({ type: 'verified', name: r.name, version: r.version, tries: r.tries, elapsedMs: r.elapsedMs });
+  const verified = results.filter((r) => r.kind === 'verified').length;
+  if (results.some((r) => r.kind === 'interrupted')) throw interrupted(fleet, verified, results.length);
+  const failed = results.filter((r) => r.kind !== 'verified');
+  if (failed.length > 0) {
+    const lines = failed.map((r) => {
+      const at = `${r.name} on ${r.host}`;
+      if (r.kind === 'wrong') return `${at} reports version ${JSON.stringify(r.version)}, expected ${JSON.stringify(fleet.version)}`;
+      if (r.kind === 'unanswered') return `${at}: no answer in ${triesText(r.tries)} over ${secondsText(r.elapsedMs)} (last: ${r.error})`;
+      return `${at}: ${r.error}`;
+    });
+    const path = fleet.probes?.version === false ? undefined : fleet.probes?.version.path;
+    const hints: [Checked['kind'], string, string][] = [
+      ['wrong', 'a wrong version', 'the instances are serving; check that the image was built with the version it is tagged with (or set `version:` in the fleet file), then deploy again'],
+      ['refused', 'an error answer', `check that probes.version.path${path ? ` (${path})` : ''} is where the app reports its version, then deploy again`],
+      [
+        'unanswered',
+        'no answer',
+        `the rollout converged but an instance did not answer the version probe in time: it may be slow or overloaded, or the machine busy; check that probes.version.path${path ? ` (${path})` : ''} answers within probes.readiness.timeoutMs, then deploy again to check again`,
+      ],
+    ];
+    const present = hints.filter(([kind]) => failed.some((r) => r.kind === kind));
+    const hint = present.length === 1 ? present[0]![2] : present.map(([, label, text]) => `for ${label}: ${text}`).join('; ');
+    const all = failed.every((r) => r.kind === 'wrong') ? 'do not serve' : 'could not be verified to serve';
+    throw new RolloutFailedError(`rollout of ${fleet.service} finished but ${failed.length} of ${results.length} instance(s) ${all} version ${fleet.version}:\n  ${lines.join('\n  ')}`, hint, {
+      instances: results.map(({ name, host, address, version, tries, error }) => ({ name, host, address, version, tries, ...(error !== undefined ? { error } : {}) })),
+    });
   }
   return results.map(({ name, host, address, version }) => ({ name, host, address, version }));
 }
@@ -61,30 +183,47 @@ function shortId(id: string): string {
   return id.replace(/^(sha256:[0-9a-f]{12})[0-9a-f]+$/, '$1');
 }
 
-/** Readiness tries per instance in the final check, each bounded by the probe's own timeout. */
-const READY_TRIES = 3;
-
-/** What is wrong with one instance, or undefined when it runs the revision's image, carries its label and is ready. */
-async function revisionProblem(fleet: Fleet, revision: string, i: ToVerify, rt: Runtime | undefined, wanted: (host: string) => Promise<string | undefined>, prober: Prober): Promise<{ problem?: string; address?: string | undefined }> {
-  if (!rt) return { problem: `no runtime for host ${i.host}` };
-  const id = i.dockerId ?? i.id;
-  const info = await rt.inspect(id);
-  if (!info) return { problem: 'its container is gone' };
-  if (!info.running) return { problem: `its container is ${info.state}${info.exitCode !== undefined ? ` (exit code ${info.exitCode})` : ''}`, address: info.address };
-  const label = info.labels[LABELS.revision];
-  if (label !== revision) return { problem: `carries revision ${JSON.stringify(label ?? '(none)')}, expected ${revision}`, address: info.address };
-  const [has, want] = await Promise.all([rt.containerImage(id), wanted(i.host)]);
-  if (want === undefined) return { problem: `the engine on host ${i.host} has no image ${fleet.image} to compare with`, address: info.address };
-  if (has !== want) return { problem: `runs image ${has === undefined ? '(unknown)' : shortId(has)}, but ${fleet.image} is ${shortId(want)} on host ${i.host}`, address: info.address };
-  // A busy host can miss one probe's timeout (an exec that starts a runtime): a few tries before calling it failed.
-  for (let t = 1; ; t++) {
-    if (await prober.ready({ id, host: i.host, address: info.address }).catch(() => false)) break;
-    if (t === READY_TRIES) return { problem: `its readiness probe no longer passes (${READY_TRIES} tries)`, address: info.address };
-  }
-  return { address: info.address };
+interface RevisionCheck {
+  problem?: string | undefined;
+  /** The readiness probe never passed within the budget (not a wrong image or label). */
+  unready?: boolean | undefined;
+  interrupted?: boolean | undefined;
+  address?: string | undefined;
+  tries: number;
+  elapsedMs: number;
 }
 
-export async function verifyRevision(fleet: Fleet, revision: string, instances: readonly ToVerify[], deps: { prober: Prober; runtimes: ReadonlyMap<string, Runtime> }, emit: EventSink): Promise<Verified[]> {
+/** What is wrong with one instance, or no problem when it runs the revision's image, carries its label and is ready. */
+async function revisionProblem(fleet: Fleet, revision: string, i: ToVerify, rt: Runtime | undefined, wanted: (host: string) => Promise<string | undefined>, prober: Prober, deadline: number, o: VerifyOptions): Promise<RevisionCheck> {
+  if (!rt) return { problem: `no runtime for host ${i.host}`, tries: 0, elapsedMs: 0 };
+  const id = i.dockerId ?? i.id;
+  const info = await rt.inspect(id);
+  const none = { tries: 0, elapsedMs: 0 };
+  if (!info) return { problem: 'its container is gone', ...none };
+  if (!info.running) return { problem: `its container is ${info.state}${info.exitCode !== undefined ? ` (exit code ${info.exitCode})` : ''}`, address: info.address, ...none };
+  const label = info.labels[LABELS.revision];
+  if (label !== revision) return { problem: `carries revision ${JSON.stringify(label ?? '(none)')}, expected ${revision}`, address: info.address, ...none };
+  const [has, want] = await Promise.all([rt.containerImage(id), wanted(i.host)]);
+  if (want === undefined) return { problem: `the engine on host ${i.host} has no image ${fleet.image} to compare with`, address: info.address, ...none };
+  if (has !== want) return { problem: `runs image ${has === undefined ? '(unknown)' : shortId(has)}, but ${fleet.image} is ${shortId(want)} on host ${i.host}`, address: info.address, ...none };
+  // A busy host can miss a probe's timeout (an exec that starts a runtime): asked again with backoff before calling it failed.
+  const t = await tryUntil<true>(
+    () =>
+      prober.ready({ id, host: i.host, address: info.address }).then(
+        (ok) => (ok ? { answer: true as const } : { retry: '' }),
+        (err: unknown) => ({ retry: (err as Error).message }),
+      ),
+    deadline,
+    o,
+  );
+  const counted = { address: info.address, tries: t.tries, elapsedMs: t.elapsedMs };
+  if (t.answer) return counted;
+  if (t.interrupted) return { ...counted, interrupted: true };
+  return { ...counted, unready: true, problem: `its readiness probe no longer passes (${triesText(t.tries)} over ${secondsText(t.elapsedMs)}${t.last ? `, last: ${t.last}` : ''})` };
+}
+
+export async function verifyRevision(fleet: Fleet, revision: string, instances: readonly ToVerify[], deps: { prober: Prober; runtimes: ReadonlyMap<string, Runtime> }, emit: EventSink, o: VerifyOptions): Promise<Verified[]> {
+  const deadline = o.clock.now() + o.budgetMs;
   // One image lookup per host: the same tag can name different builds on different engines.
   const byHost = new Map<string, Promise<string | undefined>>();
   const wanted = (host: string) => {
@@ -98,17 +237,24 @@ export async function verifyRevision(fleet: Fleet, revision: string, instances: 
   };
   const results = await Promise.all(
     instances.map(async (i) => {
-      const r = await revisionProblem(fleet, revision, i, deps.runtimes.get(i.host), wanted, deps.prober).catch((err: unknown) => ({ problem: (err as Error).message, address: i.address }));
-      return { name: i.id, host: i.host, address: r.address ?? i.address ?? '', version: fleet.version, problem: r.problem };
+      const r = await revisionProblem(fleet, revision, i, deps.runtimes.get(i.host), wanted, deps.prober, deadline, o).catch((err: unknown): RevisionCheck => ({ problem: (err as Error).message, address: i.address, tries: 0, elapsedMs: 0 }));
+      return { ...r, name: i.id, host: i.host, address: r.address ?? i.address ?? '', version: fleet.version };
     }),
   );
+  for (const r of results) if (r.problem === undefined && !r.interrupted) emit({ type: 'verified', name: r.name, version: r.version, tries: r.tries, elapsedMs: r.elapsedMs });
   const wrong = results.filter((r) => r.problem !== undefined);
-  for (const r of results) if (r.problem === undefined) emit({ type: 'verified', name: r.name, version: r.version });
+  if (results.some((r) => r.interrupted)) throw interrupted(fleet, results.length - wrong.length - results.filter((r) => r.interrupted).length, results.length);
   if (wrong.length > 0) {
+    const hints = [
+      ...(wrong.some((r) => !r.unready) ? ['the image may have changed under its tag while the rollout ran (rebuilt or pulled again): deploy again to replace what runs the old build'] : []),
+      ...(wrong.some((r) => r.unready)
+        ? ['an instance whose readiness probe stopped passing may be slow or overloaded, or the machine busy (the rollout saw it ready): check its logs and probes.readiness.timeoutMs, then deploy again to check again']
+        : []),
+    ];
     throw new RolloutFailedError(
       `rollout of ${fleet.service} finished but ${wrong.length} of ${results.length} instance(s) do not run revision ${revision} (image ${fleet.image}):\n  ${wrong.map((r) => `${r.name} on ${r.host}: ${r.problem}`).join('\n  ')}`,
-      'the image may have changed under its tag while the rollout ran (rebuilt or pulled again): deploy again to replace what runs the old build',
-      { instances: results.map(({ name, host, problem }) => ({ name, host, ...(problem !== undefined ? { problem } : {}) })) },
+      hints.join('; '),
+      { instances: results.map(({ name, host, problem, tries }) => ({ name, host, tries, ...(problem !== undefined ? { problem } : {}) })) },
     );
   }
   return results.map(({ name, host, address, version }) => ({ name, host, address, version }));
