@@ -5,7 +5,7 @@
  * the address each host publishes them on.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -65,6 +65,12 @@ interface FleetOpts {
    * that h3's work is queued first. (local stays first: the fleet's state lives there.)
    */
   slowH3?: string;
+  /**
+   * A directory on this machine (every engine here shares its filesystem): the
+   * instances mount it and are ready only once `ready` exists in it
+   * (READY_FILE), so a test holds the rollout until it has made its condition.
+   */
+  gate?: string;
 }
 
 function fleetFile(opts: FleetOpts): string {
@@ -77,8 +83,8 @@ function fleetFile(opts: FleetOpts): string {
 image: ${opts.image}
 replicas: ${opts.replicas ?? 6}
 port: 8080
-env: { WARMUP_SECONDS: "0.5", PRESTOP_SECONDS: "1" }
-hosts:
+env: { WARMUP_SECONDS: "0.5", PRESTOP_SECONDS: "1"${opts.gate ? ', READY_FILE: /gate/ready' : ''} }
+${opts.gate ? `volumes: ["${opts.gate}:/gate:ro"]\n` : ''}hosts:
 ${hosts}
 probes:
   readiness: { path: /health/ready, periodMs: 100, timeoutMs: 1000 }
@@ -253,10 +259,18 @@ describe('a fleet across three Docker hosts', () => {
     assert.deepEqual(failedOf(records), []);
   });
 
-  it('onFailure rollback with a host gone: rolls back on the hosts that answer and says which one was left', async () => {
+  it('onFailure rollback with a host gone: rolls back on the hosts that answer and says which one was left', async (t) => {
     await fleetAt('fleetroll-example:1.1.0');
-    const running = await startCliUntil(['deploy', '-f', fleetFile({ image: 'fleetroll-example:1.0.0', drainSeconds: 2 }), '--auto-rollback'], /wave 2:/);
+    // The rollout's first new instances stay unready until h3 is really gone: stopping an engine
+    // takes seconds on a busy machine, and a rollout that went on meanwhile met the loss of h3
+    // in its rollback instead.
+    const gate = mkdtempSync(join(tmpdir(), `${service}-gate-`));
+    chmodSync(gate, 0o755);
+    t.after(() => rmSync(gate, { recursive: true, force: true }));
+    const running = await startCliUntil(['deploy', '-f', fleetFile({ image: 'fleetroll-example:1.0.0', drainSeconds: 2, gate }), '--auto-rollback'], /wave 1:/);
     await execa('bash', [join(root, 'scripts/second-engine.sh'), 'stop', 'h3'], { stdin: 'ignore' });
+    writeFileSync(join(gate, 'ready'), '');
+    chmodSync(join(gate, 'ready'), 0o644);
     const { code, stdout, stderr } = await running.exited;
     assert.equal(code, 1, stdout + stderr);
     assert.match(stdout, /host h3 does not answer: rolling back on local, h2 only/);
