@@ -124,7 +124,10 @@ export async function watchRollout(store: StatusHandles['store'], timeoutMs: num
       said = line;
     }
     if (last?.outcome === 'complete') return;
-    if (last && last.outcome !== 'in progress') {
+    // `fleetroll resume` clears the pause flag first and records its rollout a moment later: a
+    // paused record without the flag is a rollout being resumed, not one that ended.
+    const resuming = last?.outcome === 'paused' && state?.paused !== true;
+    if (last && last.outcome !== 'in progress' && !resuming) {
       throw new FleetrollError('E_ROLLOUT_FAILED', ExitCode.rolloutFailed, `rollout of revision ${last.number} ${last.outcome}${last.message ? `: ${last.message}` : ''}`);
     }
     if (Date.now() > until) throw new FleetrollError('E_TIMEOUT', ExitCode.rolloutFailed, `timed out after ${timeoutMs / 1000} s waiting for ${line}`);
