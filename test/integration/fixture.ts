@@ -55,6 +55,8 @@ export interface TestFleet {
   /** Writes a fleet file for this fleet and returns its path. */
   fleetFile(opts: FleetFileOptions): string;
   upstream(container?: string): Promise<{ up: number; down: number; content: string }>;
+  /** What nginx logged (fleetroll_json lines of ACCESS_LOG), parsed: to tell which request failed where. */
+  accessLog(container?: string): Promise<Record<string, string>[]>;
   /** Deploys `replicas` × 1.0.0 (maxSurge 1, maxUnavailable 0) and returns the revision label they carry. */
   at100(replicas?: number): Promise<string>;
   /** A second (third...) nginx on the same network, for HA tests. */
@@ -176,6 +178,16 @@ ${o.template ? `      template: ${o.template}\n` : ''}${accessLog}${extra}${more
       const servers = parseUpstreamServers(content);
       return { up: servers.filter((s) => !s.down).length, down: servers.filter((s) => s.down).length, content };
     },
+    async accessLog(container = names.nginx) {
+      const text = (await getFile(docker, container, ACCESS_LOG)) ?? '';
+      return text.split('\n').flatMap((l) => {
+        try {
+          return [JSON.parse(l) as Record<string, string>];
+        } catch {
+          return [];
+        }
+      });
+    },
     instances: () => runtime.list({ [LABELS.service]: names.service }),
     async versions() {
       const list = await runtime.list({ [LABELS.service]: names.service });
@@ -293,6 +305,27 @@ export async function loadOf(url: string, n: number, profile: Parameters<typeof 
   const load = startLoad(url, profile); // on a timeout, the file's after() stops it
   await moreRequests(load, n);
   return load.stop();
+}
+
+/**
+ * Each failed request with what nginx logged within a second of it (time,
+ * status, the upstream it tried and what that said): the message of an
+ * assertion that no request failed, so a failure says which and why.
+ * `loadStart` is the load's start on the wall clock (Date.now() - elapsed()).
+ */
+export async function explainFailed(f: TestFleet, records: RequestRecord[], loadStart: number): Promise<string> {
+  const failed = failedOf(records);
+  if (failed.length === 0) return 'no request failed';
+  const log = await f.accessLog().catch(() => []);
+  return `${failed.length} of ${records.length} requests failed:\n${failed
+    .map((r) => {
+      const at = loadStart + r.t;
+      const near = log
+        .filter((l) => Math.abs(Number(l.time) * 1000 - at) < 1000)
+        .map((l) => `      ${new Date(Number(l.time) * 1000).toISOString()} ${l.method} ${l.uri} → ${l.status} via ${l.upstream_addr || '-'} (${l.upstream_status || '-'}, ${l.request_time} s)`);
+      return `  ${new Date(at).toISOString()} ${r.method} ${r.path}: ${r.error ?? `HTTP ${r.status}`} after ${Math.round(r.latencyMs)} ms${r.retried ? ` (resent after ${r.retryError})` : ''}; nginx logged within 1 s:\n${near.join('\n') || '      (nothing)'}`;
+    })
+    .join('\n')}`;
 }
 
 /** Requests a user would call failed: no response, a 4xx/5xx, or a broken body. */
