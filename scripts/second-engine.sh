@@ -120,7 +120,14 @@ case $cmd in
     setsid nohup dockerd --data-root "$root" --exec-root "$exec_root" "${listen[@]}" --pidfile "$pidfile" \
       --bridge "$bridge" --iptables=false --ip-masq=false --ip6tables=false </dev/null >>"$log" 2>&1 &
     up() { if [ -n "$tls" ]; then ping && ping_tls; else ping; fi; }
-    for _ in $(seq 1 100); do up && break; sleep 0.2; done
+    # dockerd starts its own containerd first: 2-3 s on a quiet machine, over 20 s with the whole
+    # test suite running on two cores. Wait while it is alive (up to 90 s); a dockerd that exited
+    # fails at once with its log.
+    for _ in $(seq 1 450); do
+      up && break
+      if [ -f "$pidfile" ] && ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then break; fi
+      sleep 0.2
+    done
     up || { tail -n 20 "$log" >&2; echo "second-engine: dockerd $name did not start (see $log)" >&2; exit 1; }
     if [ -n "$tls" ]; then echo "tcp://$addr"; echo "$certs"; else echo "unix://$sock"; fi
     ;;
