@@ -96,6 +96,8 @@ export interface ControllerDeps {
   aborted?: (() => Promise<boolean>) | undefined;
   /** BlueGreen with `analysis:`: judges the new set once it takes all traffic (rejects with the figures when it fails: then traffic switches back). */
   afterSwitch?: ((inService: InService) => Promise<'passed' | 'inconclusive'>) | undefined;
+  /** Canary: no stable revision runs (a first deploy): the steps are skipped, the final rolling update creates the fleet. */
+  skipCanarySteps?: boolean | undefined;
   /** Canary: an open pause (`pause: {}`) is passed at once instead of waiting for promote (simulate: nobody can promote). */
   skipOpenPauses?: boolean | undefined;
   /** Canary: an analysis step; resolves when the gate passes, rejects (RolloutFailedError with the figures) when it fails. */
@@ -218,7 +220,7 @@ export class Controller {
     this.bg = strategy.type === 'BlueGreen' ? { delayMs: strategy.blueGreen.scaleDownDelaySeconds * 1000, state: 'before', oldAtStart: 0, backRequested: false, autoPromote: strategy.blueGreen.autoPromote || !d.promoted, promoted: false, waitingSaid: false } : undefined;
     this.cn =
       strategy.type === 'Canary'
-        ? { steps: strategy.canary.steps, index: 0, weight: 0, inForceWeight: undefined, weightInForceAt: undefined, writingWeight: undefined, writingHash: false, stickyKey: strategy.canary.stickyKey, fixed: strategy.canary.canaryReplicas, final: strategy.canary.steps.length === 0, stepSince: undefined, running: false, heldByAnalysis: false, promoted: false, waitingSaid: false }
+        ? { steps: strategy.canary.steps, index: 0, weight: 0, inForceWeight: undefined, weightInForceAt: undefined, writingWeight: undefined, writingHash: false, stickyKey: strategy.canary.stickyKey, fixed: strategy.canary.canaryReplicas, final: strategy.canary.steps.length === 0 || d.skipCanarySteps === true, stepSince: undefined, running: false, heldByAnalysis: false, promoted: false, waitingSaid: false }
         : undefined;
     // A blue-green rollout has no waves: its one boundary is the switch (prePromotion); a canary's
     // postWave boundaries are those of its final rolling update.

@@ -9,6 +9,7 @@
  */
 import type { Fleet } from '../config/load.js';
 import { PausedError, RolloutFailedError, type FailurePhase } from '../errors.js';
+import { firstDeploySkips, stableRevisionRunning } from '../core/firstDeploy.js';
 import { runGate, type GateDeps } from './analysis.js';
 import { LABELS, systemClock, type Clock, type InstanceInfo, type Journal } from '../ports.js';
 import { Controller, hostFailure, type InService, type Instance } from './controller.js';
@@ -131,6 +132,7 @@ class Rollout {
     if (await this.removeOrphans(infos)) infos = await this.list();
     // Found ready: it has been serving, so it counts as available (Kubernetes does the same for a pod it finds ready).
     const found = await Promise.all(infos.map(async (info) => ({ info, ready: info.running && (await this.deps.prober.ready({ id: info.id, host: info.host, address: info.address }).catch(() => false)) })));
+    this.firstDeploy = this.skipsOnFirstDeploy(infos);
 
     const controller = new Controller({
       fleet: this.fleet,
@@ -148,8 +150,9 @@ class Rollout {
       paused: this.deps.paused,
       list: () => this.list(),
       postWave: this.fleet.hooks?.postWave || this.rollingGate() ? (boundary, instances, inService) => this.afterWave(boundary, instances, inService) : undefined,
-      afterSwitch: this.deps.trafficWindow && this.fleet.analysis && this.fleet.strategy.type === 'BlueGreen' ? (inService) => runGate(this.fleet.analysis!, this.gateDeps(), 'analysis after the switch', inService) : undefined,
+      afterSwitch: this.deps.trafficWindow && this.fleet.analysis && this.fleet.strategy.type === 'BlueGreen' && !this.firstDeploy ? (inService) => runGate(this.fleet.analysis!, this.gateDeps(), 'analysis after the switch', inService) : undefined,
       analyze: this.deps.trafficWindow ? (step, inService) => runGate(step.spec ?? this.fleet.analysis!, this.gateDeps(), `canary analysis (${step.path})`, inService) : undefined,
+      skipCanarySteps: this.firstDeploy,
       prePromotion: this.fleet.hooks?.prePromotion ? (instances) => this.hook('prePromotion', this.contextOfInstances(instances, 1)) : undefined,
       switchBack: this.deps.switchBack,
       promoted: this.deps.promoted,
@@ -191,10 +194,27 @@ class Rollout {
 
   /** The controller has ended (a gate still measuring stops). */
   private controllerEnded = false;
+  /** No stable revision was running when the rollout began, and its canary steps or gates are skipped (skipsOnFirstDeploy). */
+  private firstDeploy = false;
 
   /** RollingUpdate with an `analysis:` block: the first wave's new instances are the free canary. */
   private rollingGate(): boolean {
-    return this.fleet.analysis !== undefined && this.fleet.strategy.type === 'RollingUpdate';
+    return this.fleet.analysis !== undefined && this.fleet.strategy.type === 'RollingUpdate' && !this.firstDeploy;
+  }
+
+  /**
+   * A first deploy (core/firstDeploy.ts): no instance of another revision
+   * running, so nothing for a canary to share traffic with or for a gate to
+   * compare with. True when that skips the canary steps or a gate; the
+   * rollout then says what it skips, and journals it.
+   */
+  private skipsOnFirstDeploy(infos: readonly InstanceInfo[]): boolean {
+    if (stableRevisionRunning(infos.map((i) => ({ revision: i.labels[LABELS.revision] ?? 'unknown', running: i.running })), this.revision)) return false;
+    const skips = firstDeploySkips(this.fleet.strategy, { analysis: this.fleet.analysis !== undefined, postWave: this.fleet.hooks?.postWave !== undefined });
+    if (skips === undefined) return false;
+    this.emit({ type: 'info', message: skips });
+    this.journal('first-deploy', 'end', { strategy: this.fleet.strategy.type, replicas: this.fleet.replicas });
+    return true;
   }
 
   private gateDeps(): GateDeps {

@@ -971,4 +971,67 @@ describe('controller: the analysis gate', () => {
     const alive = runningVersions(world!);
     assert.deepEqual(alive, ['old', 'old', 'old']);
   });
+
+  /**
+   * A first deploy (nothing of another revision running, issue 19): a canary
+   * at 25% took all the traffic there was and its analysis, with no stable
+   * side, held it for ever. Now the steps and every gate are skipped and the
+   * fleet is created at full size; with a stable revision running, they run.
+   */
+  describe('a first deploy: no canary steps, no gate, the fleet at full size', () => {
+    const canarySteps = () => {
+      const s = resolveStrategy({ replicas: 4, strategy: { type: 'Canary', canary: { steps: [{ setWeight: 25 }, { analysis: {} }, { setWeight: 50 }] } } as never });
+      if (s.type === 'Canary') for (const st of s.canary.steps) if (st.kind === 'analysis') st.spec = spec;
+      return s;
+    };
+    const blueGreen = () => resolveStrategy({ replicas: 3, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 60 } } });
+    const rows: { name: string; s: ResolvedStrategy; analysis?: typeof spec; initialReplicas: number; said?: string }[] = [
+      { name: 'Canary [setWeight 25, analysis, setWeight 50], nothing running: the steps are skipped', s: canarySteps(), initialReplicas: 0, said: 'no stable revision is running (first deploy): the canary steps are skipped and the fleet is created at full size (4 instances), as Argo Rollouts does' },
+      { name: 'Canary, the same steps with a stable revision running: the steps run', s: canarySteps(), initialReplicas: 4 },
+      { name: 'RollingUpdate 1/0 with analysis, nothing running: no gate after the first wave', s: strategy(4, 1, 0), analysis: spec, initialReplicas: 0, said: 'no stable revision is running (first deploy): the analysis after the first wave is skipped (no stable revision to compare the new one with), as Argo Rollouts does, and the fleet is created at full size (4 instances)' },
+      { name: 'RollingUpdate 1/0 with analysis and a stable revision running: the gate runs', s: strategy(4, 1, 0), analysis: spec, initialReplicas: 4 },
+      { name: 'BlueGreen with analysis, nothing running: no gate after the switch, and it says so', s: blueGreen(), analysis: spec, initialReplicas: 0, said: 'no old set is running (first deploy): the new set takes all traffic at the switch and the analysis after the switch is skipped (no stable revision to compare it with, none to switch back to), as Argo Rollouts does' },
+      { name: 'BlueGreen with analysis and an old set running: the gate runs', s: blueGreen(), analysis: spec, initialReplicas: 3 },
+    ];
+    for (const row of rows) {
+      it(row.name, async () => {
+        const logs = logsSaying(0);
+        const inv = invariants(row.s, T);
+        const messages: string[] = [];
+        const waves: number[] = [];
+        let world: SimWorld | undefined;
+        const res = await simulateRollout(row.s, T, {
+          ...inv.setup,
+          initialReplicas: row.initialReplicas,
+          ...(row.analysis ? { analysis: row.analysis } : {}),
+          trafficWindow: inv.gated(logs.trafficWindow),
+          events: (e) => {
+            if (e.type === 'info') messages.push(e.message);
+            if (e.type === 'wave') waves.push(e.start);
+          },
+          world: (w, c) => {
+            inv.setup.world?.(w, c);
+            world = w;
+            logs.world(w);
+          },
+        });
+        // Canary steps run beside the whole stable set, past the rolling update's maxTotal (as the canary tests allow); a first deploy keeps within it.
+        const stepsRun = row.s.type === 'Canary' && row.said === undefined;
+        assert.deepEqual(inv.checked.violations.filter((v) => !stepsRun || !/counted > replicas/.test(v)), []);
+        assert.equal(res.deploy.instances.length, row.s.replicas);
+        assert.deepEqual(runningVersions(world!), Array<string>(row.s.replicas).fill('new'));
+        const first = messages.filter((m) => /first deploy/.test(m));
+        if (row.said !== undefined) {
+          assert.deepEqual(first, [row.said]);
+          assert.deepEqual(logs.asked, [], 'nothing to judge: the access logs were never asked');
+          assert.equal(waves[0], row.s.replicas, `the first wave starts the whole fleet: ${waves.join(', ')}`);
+          assert.ok(!messages.some((m) => /^canary step \d/.test(m)), messages.join('\n'));
+        } else {
+          assert.deepEqual(first, []);
+          assert.ok(logs.asked.length > 0, 'the gate measured');
+          if (row.s.type === 'Canary') assert.ok(messages.includes('canary step 1: setWeight 25 (1 canary instance(s))'), messages.join('\n'));
+        }
+      });
+    }
+  });
 });
