@@ -528,6 +528,9 @@ export class Controller {
     if (this.bg?.state === 'switched' && this.bg.switchInForceAt === undefined && [...this.view.values()].some((i) => i.revision === this.d.revision && this.traffic.routes(i.address))) {
       this.bg.switchInForceAt = now;
       this.bg.switchIssuedAt = this.traffic.reloadIssuedAt ?? now;
+      // The gate judges the new set from the switch on, however long the old set is kept: with
+      // scaleDownDelaySeconds no longer than the drain it used never to start at all.
+      this.startSwitchGate();
     }
     const drained: string[] = [];
     for (const inst of this.reloadedToVisit(changed)) {
@@ -547,7 +550,6 @@ export class Controller {
     if (drained.length > 0) {
       faultPoint('after-mark-down');
       const kept = this.bg?.state === 'switched' && !this.bg.backRequested && this.ending === undefined && this.bg.delayMs > this.drainMs;
-      if (kept) this.startSwitchGate();
       if (kept) this.d.emit({ type: 'info', message: `switched: the old set (${drained.length}) is out of traffic and kept running ${this.d.fleet.strategy.type === 'BlueGreen' ? this.d.fleet.strategy.blueGreen.scaleDownDelaySeconds : 0} s (scaleDownDelaySeconds); \`fleetroll undo\` switches back with one reload until then` });
       this.d.emit({ type: 'draining', names: drained, seconds: kept ? Math.max(this.drainMs, this.bg?.delayMs ?? 0) / 1000 : this.d.fleet.drainSeconds });
     }
@@ -588,7 +590,7 @@ export class Controller {
     if (this.finished) return;
     const now = this.d.clock.now();
     // Waiting out scaleDownDelaySeconds is the plan, not a stall.
-    if (this.inScaleDownDelay() || (this.bg?.waitingSaid === true && !this.bg.promoted && this.bg.state === 'before') || this.cn?.running === true || this.cn?.waitingSaid === true || this.cn?.heldByAnalysis === true) this.progress();
+    if (this.inScaleDownDelay() || this.switchGateRunning || (this.bg?.waitingSaid === true && !this.bg.promoted && this.bg.state === 'before') || this.cn?.running === true || this.cn?.waitingSaid === true || this.cn?.heldByAnalysis === true) this.progress();
     if (!this.ending && now - this.lastProgress >= this.deadlineMs) {
       this.end({ kind: 'failed', error: this.deadlineFailure() });
     }
@@ -621,7 +623,7 @@ export class Controller {
     this.maybeRunHook(d.counts.current.available, d.counts.old.reduce((a, r) => a + r.total, 0));
     if (this.bg?.state === 'before') this.maybeSwitch();
     if (this.cn && !this.cn.final) this.canarySteps();
-    if (d.complete && !this.hookRunning && this.passed >= this.boundaries.length) void this.finishOk();
+    if (d.complete && !this.hookRunning && !this.switchGateRunning && this.passed >= this.boundaries.length) void this.finishOk();
   }
 
   /** What may not happen yet: everything while stopping, else what lies past a postWave boundary whose hook has not passed. */
@@ -686,18 +688,25 @@ export class Controller {
   }
 
   private switchGateStarted = false;
+  /** The gate after the switch is measuring: the rollout is not complete (nor stalled) until it decides. */
+  private switchGateRunning = false;
 
   /** Blue-green with `analysis:`: the gate over the new set's first minutes of all traffic; failing, switch back while the old set waits. */
   private startSwitchGate(): void {
     const gate = this.d.afterSwitch;
     if (!gate || this.switchGateStarted) return;
     this.switchGateStarted = true;
+    this.switchGateRunning = true;
     const at = this.bg?.switchInForceAt ?? this.d.clock.now();
     gate({ atMs: at, why: 'the switch was in force in every load balancer' }).then(
       (outcome) => {
+        this.switchGateRunning = false;
         if (outcome === 'inconclusive') this.d.emit({ type: 'info', message: 'analysis after the switch was inconclusive: the new set stays; `fleetroll undo` switches back until the old set is removed' });
+        this.schedule();
       },
       (err: unknown) => {
+        this.switchGateRunning = false;
+        this.schedule();
         if (this.ending) return;
         if (this.inScaleDownDelay()) this.switchBack(err);
         else this.end({ kind: 'failed', error: new RolloutFailedError(`${err instanceof Error ? err.message : String(err)}\nthe old set was already being removed (scaleDownDelaySeconds is shorter than the analysis), so traffic stays on the new set`, 'deploy the previous image to go back; give scaleDownDelaySeconds room for the analysis interval') });

@@ -959,6 +959,26 @@ describe('controller: the analysis gate', () => {
     assert.deepEqual(violations, []);
   });
 
+  describe('BlueGreen with scaleDownDelaySeconds no longer than the drain: the gate still judges the switched set', () => {
+    const shortDelay = (delay: number) => resolveStrategy({ replicas: 3, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: delay } } });
+    for (const delay of [0, 2]) {
+      it(`delay ${delay} s (drain 2 s), failing: the rollout fails saying the old set was already being removed`, async () => {
+        const logs = logsSaying(10);
+        const err = await simulateRollout(shortDelay(delay), T, { analysis: spec, trafficWindow: logs.trafficWindow, world: logs.world }).then(() => undefined, (e: unknown) => e);
+        assert.ok(err instanceof RolloutFailedError, String(err));
+        assert.match(err.message, /analysis after the switch: analysis failed/);
+        assert.match(err.message, /the old set was already being removed/);
+        assert.deepEqual(logs.asked, [10_000]);
+      });
+      it(`delay ${delay} s (drain 2 s), passing: the rollout completes once the gate has decided`, async () => {
+        const logs = logsSaying(0);
+        const res = await simulateRollout(shortDelay(delay), T, { analysis: spec, trafficWindow: logs.trafficWindow, world: logs.world });
+        assert.deepEqual(logs.asked, [10_000]);
+        assert.ok(res.durationMs >= T.startupMs + 10_000, `done in ${res.durationMs} ms, the gate's interval is 10 s`);
+      });
+    }
+  });
+
   it('BlueGreen: the gate after the switch; failing, traffic switches back to the old set while it waits out the delay', async () => {
     const logs = logsSaying(10);
     let world: SimWorld | undefined;
