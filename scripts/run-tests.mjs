@@ -4,7 +4,8 @@
 // file's time is spent waiting for containers, drains and reloads, not on
 // the CPU). The slowest files start first, so that none of them starts last
 // and holds the run up alone; a file not in the list runs after them, in
-// name order. Arguments are passed on to the test runner.
+// name order. Arguments are passed on to the test runner. The tests see
+// TEST_CONCURRENCY too: their hang guards scale with it (test/support/wait.ts).
 import { spawnSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -35,5 +36,5 @@ const files = [...SLOWEST_FIRST.filter((f) => all.includes(f)), ...all.filter((f
 const concurrency = process.env.TEST_CONCURRENCY ?? '5';
 // TAP for the whole log, then a summary of the failures at its very end.
 const reporters = ['--test-reporter=tap', '--test-reporter-destination=stdout', '--test-reporter=./scripts/failure-summary.mjs', '--test-reporter-destination=stdout'];
-const r = spawnSync('npx', ['tsx', '--test', `--test-concurrency=${concurrency}`, ...reporters, ...process.argv.slice(2), ...files], { stdio: 'inherit' });
+const r = spawnSync('npx', ['tsx', '--test', `--test-concurrency=${concurrency}`, ...reporters, ...process.argv.slice(2), ...files], { stdio: 'inherit', env: { ...process.env, TEST_CONCURRENCY: concurrency } });
 process.exit(r.status ?? 1);

@@ -55,7 +55,13 @@ stop_engine() {
     pid=$(cat "$pidfile"); kill "$pid" 2>/dev/null || true
     for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
   fi
-  rm -f "$tcpfile"
+  # Its containerd goes with it (dockerd stops it; one left behind would hold the engine's socket).
+  cpid=$(cat "$exec_root/containerd/containerd.pid" 2>/dev/null || true)
+  if [ -n "$cpid" ] && tr '\0' ' ' <"/proc/$cpid/cmdline" 2>/dev/null | grep -q -- "$exec_root/containerd/containerd.toml"; then
+    kill "$cpid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$cpid" 2>/dev/null || break; sleep 0.2; done
+  fi
+  rm -f "$tcpfile" "$exec_root/containerd/containerd.pid"
 }
 
 # CA, server and client certificates (EC P-256, 10 years), made once per engine name.
@@ -110,6 +116,17 @@ case $cmd in
     fi
     allow_bridge
     mkdir -p "$root" "$exec_root"
+    # dockerd trusts the pid file its containerd left: after a stop, or a machine that ran other
+    # work meanwhile, that pid may belong to another process, and dockerd then waits for a
+    # containerd socket that never comes ("containerd is still running" ... "timeout waiting for
+    # containerd to start"). Keep the file only while it names this engine's containerd.
+    cpid_file="$exec_root/containerd/containerd.pid"
+    if [ -f "$cpid_file" ]; then
+      cpid=$(cat "$cpid_file" 2>/dev/null || true)
+      if ! { [ -n "$cpid" ] && tr '\0' ' ' <"/proc/$cpid/cmdline" 2>/dev/null | grep -q -- "$exec_root/containerd/containerd.toml"; }; then
+        rm -f "$cpid_file"
+      fi
+    fi
     listen=(-H "unix://$sock")
     if [ -n "$tls" ]; then
       make_certs

@@ -62,6 +62,8 @@ export interface Instance extends InstanceView {
   inForceAt?: number | undefined;
   /** What the last probe or observation said, for the deadline report. */
   lastProbe: string;
+  /** How it last exited, when it did and then ran again (restarted by its engine): kept for the deadline report. */
+  lastExit?: string | undefined;
   labels: Record<string, string>;
 }
 
@@ -391,6 +393,7 @@ export class Controller {
       if (info?.running) {
         // Running again (restarted by its engine or by hand): probe it like a new one.
         if (inst.phase === 'failed' && !inst.stopFailed && (info.address !== undefined || this.d.fleet.port === undefined)) {
+          inst.lastExit = inst.lastProbe;
           inst.address = info.address;
           this.view.setPhase(inst, 'unready');
           this.readiness.watch(inst);
@@ -424,7 +427,8 @@ export class Controller {
   private probed(id: string, ok: boolean, detail: string): void {
     const inst = this.view.get(id);
     if (!inst || isTerminating(inst.phase) || inst.phase === 'failed') return;
-    inst.lastProbe = detail;
+    // A probe failing after a restart says why it is being probed again.
+    inst.lastProbe = !ok && inst.lastExit !== undefined ? `${detail} (after ${inst.lastExit})` : detail;
     if (!ok && inst.phase === 'unready') faultPoint('waiting-for-readiness');
     const now = this.d.clock.now();
     if (ok && inst.phase === 'unready') {

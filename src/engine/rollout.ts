@@ -290,9 +290,10 @@ class Rollout {
       const restarts = (await rt?.inspect(i.dockerId).catch(() => undefined))?.restartCount ?? 0;
       const logs = (await rt?.logs(i.dockerId, 5).catch(() => ''))?.trim() ?? '';
       if (!logs && restarts === 0) continue;
-      const line = `${i.id} on ${i.host}: ${i.lastProbe}`;
+      // The instance's line as the report wrote it: its probe may have said something else since.
+      const line = new RegExp(`^(    ${escapeRegExp(`${i.id} on ${i.host}: `)}.*)$`, 'm');
       const looped = restarts > 0 ? ` (restarted ${restarts} time${restarts === 1 ? '' : 's'} by Docker: a crash loop)` : '';
-      message = message.replace(line, `${line}${looped}${logs ? `\n      last log lines:\n        ${logs.split('\n').slice(-5).join('\n        ')}` : ''}`);
+      message = message.replace(line, (whole) => `${whole}${looped}${logs ? `\n      last log lines:\n        ${logs.split('\n').slice(-5).join('\n        ')}` : ''}`);
     }
     return new RolloutFailedError(message, err.hint ?? '', err.details, err.phase);
   }
@@ -381,4 +382,8 @@ class Rollout {
     const recorded = this.deps.recordedSpec?.(sample.labels[LABELS.revision] ?? '');
     return { ...this.fleet, ...pinned, env, port, version: sample.labels[LABELS.version] ?? this.fleet.version, hooks: undefined, ...recorded };
   }
+}
+
+function escapeRegExp(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }

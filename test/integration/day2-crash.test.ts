@@ -10,13 +10,14 @@ import { bin, docker, failedOf, root, runCli, useFleets, startLoad } from './fix
 
 const fleet = useFleets();
 
-
-
 describe('crash-safe resume', () => {
   for (const point of ['after-mark-down', 'before-reload', 'after-stop', 'waiting-for-readiness']) {
     it(`SIGKILL ${point}: the next deploy converges with zero failed requests`, async () => {
       const f = await fleet(`it-kill`);
-      const file = f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, drainSeconds: 1, image: 'fleetroll-example:1.0.0' });
+      // A warm-up of 1 s makes the point waiting-for-readiness certain (about ten failed probes per
+      // instance): an app that answered its first probe ready, as on a busy machine it may once
+      // the probe itself runs late, never reached it and the deploy simply completed.
+      const file = f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, drainSeconds: 1, image: 'fleetroll-example:1.0.0', env: { WARMUP_SECONDS: '1' } });
       assert.equal((await runCli(['deploy', '-f', file])).code, 0);
       const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
       const killed = await new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) => {

@@ -288,7 +288,7 @@ after(async () => {
   await Promise.all([...loads].map((l) => l.stop().catch(() => [])));
 });
 
-export { waitFor } from '../support/wait.js';
+export { guard, waitFor } from '../support/wait.js';
 
 /**
  * Waits until `load` has recorded `n` more requests than it had when called:

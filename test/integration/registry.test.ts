@@ -21,7 +21,7 @@ import { after, before, describe, it } from 'node:test';
 import { loadFleet } from '../../src/config/load.js';
 import { buildDeps, fleetHandles } from '../../src/cli/wiring.js';
 import { LABELS } from '../../src/ports.js';
-import { docker, failedOf, freePort, root, runCli, startLoad, useFleets, waitFor, type CliRun } from './fixture.js';
+import { docker, failedOf, guard, freePort, root, runCli, startLoad, useFleets, waitFor, type CliRun } from './fixture.js';
 
 const fleet = useFleets();
 const PASSWORD = `registry-pw-${Math.random().toString(36).slice(2, 10)}`;
@@ -61,7 +61,7 @@ function withRegistry(file: string, password: string): string {
   return file;
 }
 
-describe('a private registry with a password', { timeout: 300_000 }, () => {
+describe('a private registry with a password', { timeout: guard(300_000) }, () => {
   before(async () => {
     const port = await freePort();
     registry = `127.0.0.1:${port}`;

@@ -24,7 +24,7 @@ import { parseUpstreamServers } from '../../src/core/upstream.js';
 import { LABELS } from '../../src/ports.js';
 import { readDefaultTemplate } from '../../src/cli/wiring.js';
 import { demoNames, startNginx, teardown, waitForHttp, type DemoNames } from '../../src/experiment/rehearse.js';
-import { docker, ensureImages, failedOf, freePort, prober, root, runCli, runtime, startLocalNginx, uniqueName, UPSTREAM_FILE, startLoad, waitFor } from './fixture.js';
+import { docker, ensureImages, guard, failedOf, freePort, prober, root, runCli, runtime, startLocalNginx, uniqueName, UPSTREAM_FILE, startLoad, waitFor } from './fixture.js';
 
 const APP = 'fleetroll-example';
 const work = mkdtempSync(join(tmpdir(), 'fleetroll-remote-'));
@@ -157,7 +157,7 @@ after(async () => {
   rmSync(work, { recursive: true, force: true });
 });
 
-describe('tcp:// with TLS', { timeout: 240_000 }, () => {
+describe('tcp:// with TLS', { timeout: guard(240_000) }, () => {
   let rt: DockerRuntime;
   let endpoint = '';
   let certs = '';
@@ -233,7 +233,7 @@ describe('tcp:// with TLS', { timeout: 240_000 }, () => {
   });
 });
 
-describe('ssh://', { timeout: 240_000 }, () => {
+describe('ssh://', { timeout: guard(240_000) }, () => {
   let rt: DockerRuntime;
   let port = 0;
   let dir = '';
@@ -270,7 +270,7 @@ describe('ssh://', { timeout: 240_000 }, () => {
     } finally {
       clearInterval(alive);
     }
-  }, { timeout: 120_000 });
+  }, { timeout: guard(120_000) });
 
   async function sshSetup(): Promise<void> {
     const step = (what: string) => console.log(`ssh setup: ${what}`);
@@ -361,7 +361,7 @@ describe('ssh://', { timeout: 240_000 }, () => {
     assert.equal(await prober.version(new URL(url).host), '1.1.0', 'served through the nginx container');
   });
 
-  it('exec and file copy over ssh: 12 concurrent execs in the nginx container all finish with their output and exit code, on one SSH connection', { timeout: 30_000 }, async () => {
+  it('exec and file copy over ssh: 12 concurrent execs in the nginx container all finish with their output and exit code, on one SSH connection', { timeout: guard(30_000) }, async () => {
     agent = new SshDockerAgent({ host: '127.0.0.1', port, username: 'root' }, { SSH_AUTH_SOCK: agentSock }, [join(home, '.ssh/known_hosts')]);
     const remote = new Dockerode({ protocol: 'http', host: '127.0.0.1', port, agent } as Dockerode.DockerOptions);
     const before = accepted();
@@ -447,7 +447,7 @@ describe('ssh://', { timeout: 240_000 }, () => {
   });
 });
 
-describe('pulling from a registry', { timeout: 240_000 }, () => {
+describe('pulling from a registry', { timeout: guard(240_000) }, () => {
   let rt: DockerRuntime;
   let socket = '';
   let registry = '';

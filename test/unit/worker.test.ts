@@ -181,6 +181,27 @@ describe('a worker with no port and no load balancer rolls with every strategy',
   });
 });
 
+describe('the deadline report names a crash loop whatever the probe said last', () => {
+  it('a probe whose answer changes after the report was written: the restart count still joins its line', async () => {
+    const fleet = await workerFleet({ progressDeadlineSeconds: 10, probes: { readiness: { exec: ['false'], periodMs: 100 }, version: false } });
+    const clock = new VirtualClock();
+    const world = new SimWorld(clock, { startupMs: 2000, stopMs: 500, runMs: 100, reloadMs: 0, jitter: 0 }, () => 0.5, { neverReady: new Set([fleet.version]) });
+    class Looping extends SimRuntime {
+      override async inspect(id: string) {
+        const i = await super.inspect(id);
+        return i && { ...i, restartCount: 2 };
+      }
+    }
+    const runtimes = new Map(fleet.hosts.map((h) => [h.name, new Looping(h.name, world)] as const));
+    // Every answer differs (a refused connection, then another): as a real probe's error text does.
+    let n = 0;
+    const prober = { ready: async () => { throw new Error(`connect ECONNREFUSED (probe ${++n})`); }, version: async () => fleet.version };
+    const err = await clock.run(deploy(fleet, { runtimes, routers: [], prober, clock, timing: { observeMs: 60_000 } }).then(() => undefined, (e: unknown) => e));
+    assert.ok(err instanceof RolloutFailedError, String(err));
+    assert.match(err.message, /on h1: readiness probe error: connect ECONNREFUSED \(probe \d+\) \(restarted 2 times by Docker: a crash loop\)/);
+  });
+});
+
 describe('version: false verifies image ID, revision label and readiness', () => {
   it('an instance running a stale build of the tag fails the rollout, named with both image IDs', async () => {
     const fleet = await workerFleet();
