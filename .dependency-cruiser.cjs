@@ -4,7 +4,9 @@
  *   core      pure rules (strategy, plan, waves, upstream text): no I/O, no outer layer
  *   engine    the rollout, talking to the outside only through src/ports.ts
  *   adapters  Docker, nginx, HTTP, ssh: implement the ports, know nothing of the engine
- *   cli       wires adapters into the engine and prints; nothing else imports it
+ *   wiring    src/wiring.ts: the default adapter for each port; only the entry points use it
+ *   cli       the command line on the default wiring, and prints; nothing else imports it
+ *   index     src/index.ts: the package's public API (the library); nothing inside imports it
  *
  * Type-only imports count too (tsPreCompilationDeps): the engine should not even
  * name an adapter's types. Violations that existed when a rule was introduced are
@@ -62,6 +64,20 @@ module.exports = {
       comment: 'src/cli wires and prints: nothing but the CLI itself (and bin) may depend on it.',
       from: { pathNot: '^(src/cli|bin)/' },
       to: { path: '^src/cli/' },
+    },
+    {
+      name: 'wiring-only-from-entry-points',
+      severity: 'error',
+      comment: 'src/wiring.ts picks the adapter for each port: only the entry points (the CLI, the library index) choose; the engine and the adapters are handed their ports.',
+      from: { pathNot: '^src/(cli/|index\\.ts$)' },
+      to: { path: '^src/wiring\\.ts$' },
+    },
+    {
+      name: 'nothing-imports-the-index',
+      severity: 'error',
+      comment: 'src/index.ts is the package seen from outside: a module inside that imported it would depend on everything it re-exports (and close a cycle through it).',
+      from: {},
+      to: { path: '^src/index\\.ts$' },
     },
   ],
   options: {

@@ -28,7 +28,7 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { buildDeps, readDefaultTemplate } from '../src/cli/wiring.js';
+import { buildDeps, readDefaultTemplate } from '../src/wiring.js';
 import { fleetFromObject } from '../src/config/load.js';
 import { ValidationError } from '../src/errors.js';
 import { runExperiment } from '../src/experiment/experiment.js';

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { DockerRuntime } from '../src/adapters/docker.js';
 import { HttpProber } from '../src/adapters/http.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../src/adapters/localImages.js';
-import { buildDeps, readDefaultTemplate } from '../src/cli/wiring.js';
+import { buildDeps, readDefaultTemplate } from '../src/wiring.js';
 import { mapBounded } from '../src/engine/hostWork.js';
 import { demoNames, runUnderLoad, teardown } from '../src/experiment/rehearse.js';
 

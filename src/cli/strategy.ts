@@ -12,8 +12,7 @@ import { parseCount } from './args.js';
 import { composeServiceOption, maxSurgeOption, maxUnavailableOption, optionalFleetFileOption, replacementPolicyOption } from './options.js';
 import { table, type Out } from './output.js';
 
-/** Adds the flags shared by plan and simulate. */
-export function withStrategyOptions<A extends unknown[], O extends OptionValues, G extends OptionValues>(cmd: Command<A, O, G>) {
+function addStrategyFlags<A extends unknown[], O extends OptionValues, G extends OptionValues>(cmd: Command<A, O, G>) {
   return cmd
     .addOption(optionalFleetFileOption('fleet file to read replicas and strategy from'))
     .addOption(composeServiceOption())
@@ -23,10 +22,34 @@ export function withStrategyOptions<A extends unknown[], O extends OptionValues,
     .addOption(replacementPolicyOption('TerminationStarted (a replacement starts as soon as an instance is marked down) or TerminationComplete (only once its container is gone)'));
 }
 
-type StrategyOptions = ReturnType<ReturnType<typeof withStrategyOptions<[], {}, {}>>['opts']>;
+/**
+ * The values of the flags addStrategyFlags adds, written out: the type
+ * @commander-js/extra-typings infers for the command is too long for a
+ * declaration file (TS7056), which `npm run build` emits for every module.
+ */
+interface StrategyFlagValues {
+  file?: string | undefined;
+  service?: string | undefined;
+  replicas?: number | undefined;
+  maxSurge?: string | undefined;
+  maxUnavailable?: string | undefined;
+  replacementPolicy?: string | undefined;
+}
+
+type Inferred = ReturnType<ReturnType<typeof addStrategyFlags<[], {}, {}>>['opts']>;
+type Exactly<X, Y> = [X] extends [Y] ? ([Y] extends [X] ? true : false) : false;
+type IsTrue<T extends true> = T;
+/** Fails to compile unless StrategyFlagValues is exactly what commander infers from the flags. */
+type StrategyFlagsChecked = IsTrue<Exactly<Required<Inferred>, Required<StrategyFlagValues>>>;
+
+/** Adds the flags shared by plan and simulate. */
+export function withStrategyOptions<A extends unknown[], O extends OptionValues, G extends OptionValues>(cmd: Command<A, O, G>): Command<A, O & StrategyFlagValues, G> {
+  // The same command; only its type is spelled StrategyFlagValues (checked above).
+  return addStrategyFlags(cmd) as unknown as Command<A, O & StrategyFlagValues, G>;
+}
 
 /** The strategy for plan/simulate, from a fleet file or from flags alone. */
-export async function strategyFromOptions(o: StrategyOptions): Promise<{ strategy: ResolvedStrategy; fleet?: Fleet }> {
+export async function strategyFromOptions(o: StrategyFlagValues): Promise<{ strategy: ResolvedStrategy; fleet?: Fleet }> {
   if (o.file) {
     // The fleet file's parser and schema (yaml, zod) load only when there is a file: plan --replicas 4 does without them.
     const { loadFleet } = await import('../config/load.js');

@@ -61,7 +61,7 @@ export function fleetValueIssues(fleet: CheckedFleet, opts: DeployCheckOptions =
 
 /**
  * Each `loadBalancers[].nginx.template` (relative to the fleet file) must be
- * readable and hold {{servers}}: deploy reads it the same way (cli/wiring.ts)
+ * readable and hold {{servers}}: deploy reads it the same way (src/wiring.ts)
  * and refuses otherwise.
  */
 export async function templateIssues(fleet: Pick<CheckedFleet, 'loadBalancers' | 'source'>): Promise<FieldIssue[]> {

@@ -22,7 +22,7 @@ import { ACCESS_LOG } from '../../src/experiment/rehearse.js';
 import { LABELS } from '../../src/ports.js';
 import type { RequestRecord } from '../../src/experiment/metrics.js';
 import { startLoad as startProbeLoad } from '../../src/experiment/probes.js';
-import { readDefaultTemplate } from '../../src/cli/wiring.js';
+import { readDefaultTemplate } from '../../src/wiring.js';
 import { waitFor } from '../support/wait.js';
 
 export const root = fileURLToPath(new URL('../..', import.meta.url));

@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { loadFleet } from '../../src/config/load.js';
-import { buildDeps, fleetHandles } from '../../src/cli/wiring.js';
+import { buildDeps, fleetHandles } from '../../src/wiring.js';
 import { LABELS } from '../../src/ports.js';
 import { docker, failedOf, guard, freePort, root, runCli, startLoad, useFleets, waitFor, type CliRun } from './fixture.js';
 

@@ -22,7 +22,7 @@ import { SshDockerAgent } from '../../src/adapters/ssh.js';
 import { removeFleetState } from '../../src/adapters/fleetState.js';
 import { parseUpstreamServers } from '../../src/core/upstream.js';
 import { LABELS } from '../../src/ports.js';
-import { readDefaultTemplate } from '../../src/cli/wiring.js';
+import { readDefaultTemplate } from '../../src/wiring.js';
 import { demoNames, startNginx, teardown, waitForHttp, type DemoNames } from '../../src/experiment/rehearse.js';
 import { docker, ensureImages, guard, failedOf, freePort, prober, root, runCli, runtime, startLocalNginx, uniqueName, UPSTREAM_FILE, startLoad, waitFor } from './fixture.js';
 

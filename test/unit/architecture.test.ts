@@ -57,6 +57,9 @@ describe('architecture rules (dependency-cruiser)', () => {
     ['the engine importing an adapter', 'engine', { 'probe.ts': "import { HttpProber } from '../../adapters/http.js';\nexport const probe = HttpProber;\n" }, 'engine-not-adapters', 'src/adapters/http.ts'],
     ['an adapter importing the CLI', 'adapters', { 'probe.ts': "import { table } from '../../cli/output.js';\nexport const probe = table;\n" }, 'only-cli-imports-cli', 'src/cli/output.ts'],
     ['an adapter importing the engine', 'adapters', { 'probe.ts': "import { revisionOf } from '../../engine/revision.js';\nexport const probe = revisionOf;\n" }, 'adapters-not-engine-or-cli', 'src/engine/revision.ts'],
+    ['the engine importing the default wiring', 'engine', { 'probe.ts': "import { buildDeps } from '../../wiring.js';\nexport const probe = buildDeps;\n" }, 'wiring-only-from-entry-points', 'src/wiring.ts'],
+    ['an adapter importing the default wiring', 'adapters', { 'probe.ts': "import { fleetHandles } from '../../wiring.js';\nexport const probe = fleetHandles;\n" }, 'wiring-only-from-entry-points', 'src/wiring.ts'],
+    ['a module inside importing the library index', 'engine', { 'probe.ts': "import { plan } from '../../index.js';\nexport const probe = plan;\n" }, 'nothing-imports-the-index', 'src/index.ts'],
     [
       'a cycle',
       'core',

@@ -15,7 +15,7 @@ import { fleetFileOption, jsonOption, withRolloutOptions } from '../options.js';
 import { healthRows } from '../health.js';
 import { table, type Out } from '../output.js';
 import { shortDigest } from '../../core/imageRef.js';
-import { buildDeps, fleetHandles } from '../wiring.js';
+import { buildDeps, fleetHandles } from '../../wiring.js';
 import { executeRollout } from './deploy.js';
 
 async function context(file: string) {

@@ -20,7 +20,7 @@ import {
 import type { Out } from '../output.js';
 import { healthLines } from '../health.js';
 import { explainStrategy } from '../strategy.js';
-import { accessLogOpeners, buildDeps, fleetHandles } from '../wiring.js';
+import { accessLogOpeners, buildDeps, fleetHandles } from '../../wiring.js';
 
 /**
  * SIGINT/SIGTERM abort the rollout's signal: it finishes (or, while draining,

@@ -8,7 +8,7 @@ import { assertPlannable, loadExperimentSpec } from '../../experiment/spec.js';
 import { parseCount } from '../args.js';
 import { dockerEndpointOption, jsonOption } from '../options.js';
 import { table, type Out } from '../output.js';
-import { buildDeps, readDefaultTemplate } from '../wiring.js';
+import { buildDeps, readDefaultTemplate } from '../../wiring.js';
 
 const secs = (s: Parameters<typeof fmtStat>[0]) => fmtStat(s, 1000, 1);
 

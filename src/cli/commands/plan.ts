@@ -4,7 +4,7 @@ import type { ResolvedStrategy } from '../../core/strategy.js';
 import type { Fleet } from '../../config/load.js';
 import { changesFromRunning } from '../../engine/session.js';
 import { jsonOption } from '../options.js';
-import { buildDeps, fleetHandles } from '../wiring.js';
+import { buildDeps, fleetHandles } from '../../wiring.js';
 import { table, type Out } from '../output.js';
 import { explainStrategy, secondsText, strategyFromOptions, withStrategyOptions } from '../strategy.js';
 

@@ -9,7 +9,7 @@ import { parseCount, parseSeconds } from '../args.js';
 import { eventPrinter } from '../events.js';
 import { dockerEndpointOption, jsonOption, logFormatOption, maxSurgeOption, maxUnavailableOption } from '../options.js';
 import { table, type Out } from '../output.js';
-import { buildDeps, readDefaultTemplate } from '../wiring.js';
+import { buildDeps, readDefaultTemplate } from '../../wiring.js';
 
 const matching = (flag: string, re: RegExp, what: string) => (v: string) => {
   if (!re.test(v)) throw fieldError(flag, `must be ${what}, got ${JSON.stringify(v)}`);

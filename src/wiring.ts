@@ -1,26 +1,28 @@
 /**
- * Builds the engine's dependencies from a fleet: one Docker runtime per host,
- * one router per nginx, the prober (HTTP, TCP, healthcheck or exec) and the upstream templates. The only
- * place that knows which adapter serves which port.
+ * The default wiring: builds the engine's dependencies from a fleet: one Docker runtime per host,
+ * one router per nginx, the prober (HTTP, TCP, healthcheck or exec) and the upstream templates,
+ * the fleet's state store and lock, the access-log readers. The only place that knows which
+ * adapter serves which port. Outside src/cli so that the library (src/index.ts) gives an
+ * embedder the same wiring as the CLI without loading the CLI.
  */
 import { existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { readTextFile } from '../config/document.js';
-import { MAX_TEMPLATE_BYTES } from '../config/checks.js';
-import type { Fleet } from '../config/load.js';
-import { ContainerLogStreamAccessLog, LocalFileAccessLog, containerFileAccessLog } from '../adapters/accessLog.js';
-import { DockerRuntime } from '../adapters/docker.js';
-import { FleetLock, FleetStateStore, whoAmI } from '../adapters/fleetState.js';
-import { NginxContainerRouter, NginxExecRouter } from '../adapters/nginx.js';
-import { buildProber } from '../adapters/probes.js';
-import { dockerConfigCredentials } from '../adapters/registryAuth.js';
-import type { AccessLogOpener, DeployDeps, LoadBalancer } from '../engine/rollout.js';
-import type { EventSink } from '../engine/events.js';
-import { ExitCode, FleetrollError } from '../errors.js';
-import { upstreamTemplateProblem } from '../core/upstream.js';
+import { readTextFile } from './config/document.js';
+import { MAX_TEMPLATE_BYTES } from './config/checks.js';
+import type { Fleet } from './config/load.js';
+import { ContainerLogStreamAccessLog, LocalFileAccessLog, containerFileAccessLog } from './adapters/accessLog.js';
+import { DockerRuntime } from './adapters/docker.js';
+import { FleetLock, FleetStateStore, whoAmI } from './adapters/fleetState.js';
+import { NginxContainerRouter, NginxExecRouter } from './adapters/nginx.js';
+import { buildProber } from './adapters/probes.js';
+import { dockerConfigCredentials } from './adapters/registryAuth.js';
+import type { AccessLogOpener, DeployDeps, LoadBalancer } from './engine/rollout.js';
+import type { EventSink } from './engine/events.js';
+import { ExitCode, FleetrollError } from './errors.js';
+import { upstreamTemplateProblem } from './core/upstream.js';
 
-const DEFAULT_TEMPLATE = new URL('../../templates/upstream.conf.tmpl', import.meta.url);
+const DEFAULT_TEMPLATE = new URL('../templates/upstream.conf.tmpl', import.meta.url);
 
 async function readTemplate(path: string | URL, where: string): Promise<string> {
   let text: string;
