@@ -15,7 +15,7 @@ import { ContainerLogStreamAccessLog, containerFileAccessLog } from '../../src/a
 import { execIn, getFile, putFile } from '../../src/adapters/docker.js';
 import { AccessLogParser, LOG_FORMAT } from '../../src/core/accessLog.js';
 import type { AccessLogSource } from '../../src/ports.js';
-import { docker, useFleets, type TestFleet } from './fixture.js';
+import { docker, guard, useFleets, type TestFleet } from './fixture.js';
 
 /**
  * Not ACCESS_LOG, which the fixture's nginx writes from its start: a line in
@@ -58,12 +58,16 @@ async function requests(url: string, paths: string[]): Promise<void> {
 }
 
 /** Reads until `n` lines came or 5 s passed. */
+/**
+ * Reads until `n` lines of the test's own requests came (a probe's line, which
+ * a late write may bring first, does not count), or the hang guard ends.
+ */
 async function readLines(src: AccessLogSource, n: number): Promise<string[]> {
   const lines: string[] = [];
-  const until = Date.now() + 5000;
-  while (lines.length < n && Date.now() < until) {
+  const until = Date.now() + guard(5000);
+  while (urisOf(lines).length < n && Date.now() < until) {
     lines.push(...(await src.read()));
-    if (lines.length < n) await new Promise((r) => setTimeout(r, 100));
+    if (urisOf(lines).length < n) await new Promise((r) => setTimeout(r, 100));
   }
   return lines;
 }
@@ -75,10 +79,10 @@ const urisOf = (lines: string[]) =>
     .map((r) => r.uri)
     .filter((u) => !u.startsWith('/probe-'));
 
-/** Reads until a line for `uri` came or 5 s passed; returns the URIs of every line read. */
+/** Reads until a line for `uri` came or the hang guard (5 s at the default concurrency) ended; returns the URIs of every line read. */
 async function readUntil(src: AccessLogSource, uri: string): Promise<string[]> {
   const uris: string[] = [];
-  const until = Date.now() + 5000;
+  const until = Date.now() + guard(5000);
   while (!uris.includes(uri) && Date.now() < until) {
     uris.push(...urisOf(await src.read()));
     if (!uris.includes(uri)) await new Promise((r) => setTimeout(r, 100));
