@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { guard } from '../support/wait.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const tsc = join(root, 'node_modules/typescript/bin/tsc');
@@ -26,8 +27,9 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 // The outer npm's settings (npm test sets npm_config_* and npm_lifecycle_*) are not the consumer's.
 const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^npm_/i.test(k)));
 
+/** Runs a command to its end; `timeout` is a hang guard at the default test concurrency (scaled to this run's). */
 function run(cmd: string, args: string[], cwd: string, timeout = 60_000) {
-  const r = spawnSync(cmd, args, { cwd, env, encoding: 'utf8', timeout });
+  const r = spawnSync(cmd, args, { cwd, env, encoding: 'utf8', timeout: guard(timeout) });
   return { code: r.status, stdout: r.stdout ?? '', stderr: `${r.stderr ?? ''}${r.error ? String(r.error) : ''}` };
 }
 
@@ -47,7 +49,7 @@ before(() => {
   let r = install('--offline');
   if (r.code !== 0 && /ENOTCACHED/.test(r.stderr)) r = install('--prefer-offline');
   assert.equal(r.code, 0, r.stderr);
-}, { timeout: 240_000 });
+}, { timeout: guard(240_000) });
 
 describe('fleetroll as a package, installed into an empty project', () => {
   it('the tarball holds the library with its declarations, the bin, the templates and the examples; no source', () => {
@@ -143,13 +145,14 @@ export type Ports = [Runtime, Router, Prober, Clock, StateStore];
       files,
     });
     writeFileSync(join(project, 'tsconfig.json'), JSON.stringify(tsconfig(['deploy.ts', 'ports.ts'])));
-    const r = run(process.execPath, [tsc, '-p', 'tsconfig.json'], project);
+    // A strict check of every declaration (skipLibCheck off): about 20 s alone, over a minute with the suite at twice its concurrency.
+    const r = run(process.execPath, [tsc, '-p', 'tsconfig.json'], project, 180_000);
     assert.equal(r.code, 0, r.stdout + r.stderr);
 
     // The declarations are real types, not `any`: a misuse fails the same check.
     writeFileSync(join(project, 'misuse.ts'), "import { plan } from 'fleetroll';\nexport const waves: string = (await plan({ replicas: 4 })).strategy.maxSurge;\n");
     writeFileSync(join(project, 'tsconfig.misuse.json'), JSON.stringify(tsconfig(['misuse.ts'])));
-    const bad = run(process.execPath, [tsc, '-p', 'tsconfig.misuse.json'], project);
+    const bad = run(process.execPath, [tsc, '-p', 'tsconfig.misuse.json'], project, 180_000);
     assert.equal(bad.code, 2, bad.stdout + bad.stderr);
     assert.match(bad.stdout, /misuse\.ts\(2,14\): error TS2322: Type 'number' is not assignable to type 'string'/);
   });
