@@ -208,8 +208,13 @@ export interface CliRun {
 
 /** Runs the built CLI without blocking the test (samplers keep running meanwhile); `env` adds to the environment. */
 export function runCli(args: string[], opts: { signal?: AbortSignal; env?: NodeJS.ProcessEnv } = {}): Promise<CliRun> {
+  return runNode([bin, ...args], opts);
+}
+
+/** Runs node with these arguments from the project root, without blocking the test; collects its output. */
+export function runNode(nodeArgs: string[], opts: { signal?: AbortSignal; env?: NodeJS.ProcessEnv } = {}): Promise<CliRun> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, ...args], {
+    const child = spawn(process.execPath, nodeArgs, {
       cwd: root,
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, ...opts.env },

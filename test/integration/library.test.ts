@@ -5,26 +5,17 @@
  * the CLI then finds the library's rollouts in the fleet's history.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import type { ManagedResult } from '../../src/index.js';
-import { root, runCli, useFleets, type CliRun } from './fixture.js';
+import { root, runCli, runNode, useFleets, type CliRun } from './fixture.js';
 
 const fleet = useFleets();
 const EXAMPLE = join(root, 'examples/library/deploy.ts');
 
 /** `node --import tsx examples/library/deploy.ts <args>`, without blocking the test. */
 function runExample(args: string[]): Promise<CliRun> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', EXAMPLE, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+  return runNode(['--import', 'tsx', EXAMPLE, ...args]);
 }
 
 describe('the library: examples/library/deploy.ts', () => {

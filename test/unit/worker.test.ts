@@ -164,14 +164,7 @@ describe('a worker with no port and no load balancer rolls with every strategy',
     const fleet = await workerFleet({ progressDeadlineSeconds: 10, probes: { readiness: { exec: ['false'], periodMs: 100 }, version: false } });
     const clock = new VirtualClock();
     const world = new SimWorld(clock, { startupMs: 2000, stopMs: 500, runMs: 100, reloadMs: 0, jitter: 0 }, () => 0.5, { neverReady: new Set([fleet.version]) });
-    // What inspect reports of a container its restart policy brought back again and again.
-    class Looping extends SimRuntime {
-      override async inspect(id: string) {
-        const i = await super.inspect(id);
-        return i && { ...i, restartCount: 5 };
-      }
-    }
-    const runtimes = new Map(fleet.hosts.map((h) => [h.name, new Looping(h.name, world)] as const));
+    const runtimes = loopingRuntimes(fleet, world, 5);
     const err = await clock.run(deploy(fleet, { runtimes, routers: [], prober: buildProber(fleet.probes, runtimes), clock, timing: { observeMs: 60_000 } })).then(
       () => undefined,
       (e: unknown) => e,
@@ -181,18 +174,23 @@ describe('a worker with no port and no load balancer rolls with every strategy',
   });
 });
 
+/** Runtimes whose inspect reports what a container its restart policy brought back again and again shows: `restarts` restarts. */
+function loopingRuntimes(fleet: { hosts: readonly { name: string }[] }, world: SimWorld, restarts: number): Map<string, SimRuntime> {
+  class Looping extends SimRuntime {
+    override async inspect(id: string) {
+      const i = await super.inspect(id);
+      return i && { ...i, restartCount: restarts };
+    }
+  }
+  return new Map(fleet.hosts.map((h) => [h.name, new Looping(h.name, world)] as const));
+}
+
 describe('the deadline report names a crash loop whatever the probe said last', () => {
   it('a probe whose answer changes after the report was written: the restart count still joins its line', async () => {
     const fleet = await workerFleet({ progressDeadlineSeconds: 10, probes: { readiness: { exec: ['false'], periodMs: 100 }, version: false } });
     const clock = new VirtualClock();
     const world = new SimWorld(clock, { startupMs: 2000, stopMs: 500, runMs: 100, reloadMs: 0, jitter: 0 }, () => 0.5, { neverReady: new Set([fleet.version]) });
-    class Looping extends SimRuntime {
-      override async inspect(id: string) {
-        const i = await super.inspect(id);
-        return i && { ...i, restartCount: 2 };
-      }
-    }
-    const runtimes = new Map(fleet.hosts.map((h) => [h.name, new Looping(h.name, world)] as const));
+    const runtimes = loopingRuntimes(fleet, world, 2);
     // Every answer differs (a refused connection, then another): as a real probe's error text does.
     let n = 0;
     const prober = { ready: async () => { throw new Error(`connect ECONNREFUSED (probe ${++n})`); }, version: async () => fleet.version };
