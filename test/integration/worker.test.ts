@@ -27,7 +27,7 @@ async function buildHealthcheckImage(version: string): Promise<string> {
   try {
     writeFileSync(
       join(dir, 'Dockerfile'),
-      `FROM fleetroll-example:${version}\nHEALTHCHECK --interval=1s --timeout=2s --start-period=10s --retries=3 CMD ${JSON.stringify(['node', '-e', HEALTHY])}\n`,
+      `FROM fleetroll-example:${version}\nHEALTHCHECK --interval=1s --timeout=20s --start-period=10s --retries=3 CMD ${JSON.stringify(['node', '-e', HEALTHY])}\n`,
     );
     await execa('docker', ['build', '--quiet', '--label', `${IMAGE_LABEL}=1`, '--tag', tag, dir], { env: { DOCKER_BUILDKIT: '0' } });
   } finally {
@@ -50,7 +50,7 @@ env: { WARMUP_SECONDS: "0.5", PRESTOP_SECONDS: "0" }
 hosts:
   - { name: local, docker: "unix:///var/run/docker.sock" }
 probes:
-  readiness: ${JSON.stringify({ periodMs: 200, timeoutMs: 3000, ...readiness })}
+  readiness: ${JSON.stringify({ periodMs: 200, timeoutMs: 20000, ...readiness })}
   version: false
 ${strategy}
 drainSeconds: 0
