@@ -38,6 +38,30 @@ export function describeEvent(e: RolloutEvent): string {
       return `complete: every instance runs revision ${e.revision} (version ${e.version})`;
     case 'failed':
       return `FAILED: ${e.reason}`;
+    case 'awaitingPromote':
+      return `the new set (${e.instances}) is available and out of traffic; waiting for \`fleetroll promote\` (autoPromote: false)`;
+    case 'promoted':
+      return `promoted (fleetroll promote)${e.skipsSteps ? ': the remaining canary steps are skipped' : ''}`;
+    case 'switch':
+      return `switch: ${e.instances} new instance(s) available${e.prePromotion ? ' and prePromotion passed' : ''}; every nginx gets the new set in one write and one reload`;
+    case 'switched':
+      return `switched: the old set (${e.kept}) is out of traffic and kept running ${e.seconds} s (scaleDownDelaySeconds); \`fleetroll undo\` switches back with one reload until then`;
+    case 'switchingBack':
+      return `switching back (${e.cause === 'analysis' ? 'the analysis failed' : 'fleetroll undo'}): the old set in, the new set down, in one reload`;
+    case 'switchedBack':
+      return `switched back: the old set serves again, ${e.ms} ms after the request (one reload)`;
+    case 'canaryStep':
+      if (e.kind === 'setWeight') return `canary step ${e.index}: setWeight ${e.weight} (${e.instances ?? 0} canary instance(s))`;
+      if (e.kind === 'analysis') return `canary step ${e.index}: analysis at ${e.weight}%`;
+      return e.seconds === undefined ? `canary step ${e.index}: paused at ${e.weight}% until \`fleetroll promote\` (or \`fleetroll abort\`)` : `canary step ${e.index}: pause ${e.seconds} s at ${e.weight}%`;
+    case 'canaryHeld':
+      return `canary step ${e.index}: analysis inconclusive; holding ${e.weight}% until \`fleetroll promote\` or \`fleetroll abort\``;
+    case 'canaryDone':
+      return `canary steps done${e.promoted ? ' (promoted)' : ''}: a rolling update replaces the stable set; traffic follows the instances in service`;
+    case 'canaryAborted':
+      return `aborting the canary (${e.reason}): all traffic back to stable in one reload; the canary instances are removed`;
+    case 'rollingBack':
+      return `rolling back to revision ${e.revision} (${e.image}, version ${e.version})`;
     case 'info':
       return e.message;
   }

@@ -9,7 +9,8 @@
  * PURE.
  */
 import { availableOf, isComplete, planWave, totalOf, type FleetCounts } from './rolling.js';
-import { canaryInstancesFor, finalRollingUpdate, type BlueGreenStrategy, type CanaryStrategy, type ResolvedStrategy, type RollingStrategy } from './strategy.js';
+import { blueGreenSteps, canarySchedule } from './strategySteps.js';
+import { finalRollingUpdate, type BlueGreenStrategy, type CanaryStrategy, type ResolvedStrategy, type RollingStrategy } from './strategy.js';
 
 export interface PlannedWave {
   /** 1-based wave number. */
@@ -183,13 +184,15 @@ export function planBlueGreen(s: BlueGreenStrategy, o: PlanOptions = {}): BlueGr
   const steps: PlannedStep[] = [];
   const add = (a: PlannedStepAction, x: Omit<PlannedStep, keyof PlannedStepAction | 'index'>) => steps.push({ index: steps.length + 1, ...a, ...x } as PlannedStep);
   const beside = { old: n, new: n, started: 0, stopped: 0, alive: 2 * n };
-  add({ kind: 'startNew' }, { ...beside, started: n, trafficNewPercent: 0 });
-  if (bg.previewUpstream !== undefined) add({ kind: 'preview', upstream: bg.previewUpstream }, { ...beside, trafficNewPercent: 0 });
-  if (o.prePromotion) add({ kind: 'prePromotion' }, { ...beside, trafficNewPercent: 0 });
-  if (!bg.autoPromote) add({ kind: 'awaitPromote' }, { ...beside, trafficNewPercent: 0 });
-  add({ kind: 'switch' }, { ...beside, trafficNewPercent: 100 });
-  if (bg.scaleDownDelaySeconds > 0) add({ kind: 'scaleDownDelay', seconds: bg.scaleDownDelaySeconds }, { ...beside, trafficNewPercent: 100 });
-  add({ kind: 'removeOld' }, { ...beside, old: 0, stopped: n, trafficNewPercent: 100 });
+  // The engine's driver walks the same steps (core/strategySteps.ts).
+  for (const kind of blueGreenSteps(s, o)) {
+    if (kind === 'startNew') add({ kind }, { ...beside, started: n, trafficNewPercent: 0 });
+    else if (kind === 'preview') add({ kind, upstream: bg.previewUpstream ?? '' }, { ...beside, trafficNewPercent: 0 });
+    else if (kind === 'prePromotion' || kind === 'awaitPromote') add({ kind }, { ...beside, trafficNewPercent: 0 });
+    else if (kind === 'switch') add({ kind }, { ...beside, trafficNewPercent: 100 });
+    else if (kind === 'scaleDownDelay') add({ kind, seconds: bg.scaleDownDelaySeconds }, { ...beside, trafficNewPercent: 100 });
+    else add({ kind }, { ...beside, old: 0, stopped: n, trafficNewPercent: 100 });
+  }
   return { type: 'BlueGreen', replicas: n, steps, waves: [[n, 0], [n, n], [0, n]], peakAlive: 2 * n };
 }
 
@@ -206,10 +209,8 @@ export function planCanary(s: CanaryStrategy): CanaryPlan {
   if (n === 0) return { type: 'Canary', replicas: 0, steps: [], rolling: planRollout(rollingStrategy), peakAlive: 0 };
   const steps: PlannedStep[] = [];
   let canaries = 0;
-  let weight = 0;
-  for (const step of s.canary.steps) {
-    if (step.kind === 'setWeight') weight = step.weight;
-    const target = canaryInstancesFor(weight, n, s.canary.canaryReplicas);
+  // The engine's canary driver walks the same schedule (core/strategySteps.ts).
+  for (const { step, weight, instances: target } of canarySchedule(s)) {
     const action: PlannedStepAction = step.kind === 'pause' ? { kind: 'pause', seconds: step.seconds ?? null, path: step.path } : step;
     steps.push({
       index: steps.length + 1,

@@ -1,6 +1,9 @@
 /**
  * What a rollout reports while it runs. The engine emits these; the CLI turns
- * them into lines for people, JSON logs, or a live view.
+ * them into lines for people (cli/events.ts describeEvent), JSON logs, or a
+ * live view; experiments read the strategy events below to name the phases
+ * of a run. Nothing reads a message's words: what a consumer acts on is a
+ * field of a typed event.
  */
 export type RolloutEvent =
   | { type: 'observed'; instances: number; byRevision: Record<string, number>; revision: string }
@@ -15,6 +18,35 @@ export type RolloutEvent =
   | { type: 'verified'; name: string; version: string; tries?: number | undefined; elapsedMs?: number | undefined }
   | { type: 'complete'; revision: string; version: string }
   | { type: 'failed'; reason: string }
+  | StrategyEvent
   | { type: 'info'; message: string };
+
+/** What blue-green, canary and a rollback announce: each starts a phase of the run. */
+export type StrategyEvent =
+  /** BlueGreen (autoPromote false): the new set is available, out of traffic, waiting for `fleetroll promote`. */
+  | { type: 'awaitingPromote'; instances: number }
+  /** `fleetroll promote` was seen; `skipsSteps`: a canary's remaining steps are skipped. */
+  | { type: 'promoted'; skipsSteps: boolean }
+  /** BlueGreen: every nginx gets the new set in one write and one reload. */
+  | { type: 'switch'; instances: number; prePromotion: boolean }
+  /** BlueGreen: the old set is out of traffic and kept running `seconds` (scaleDownDelaySeconds). */
+  | { type: 'switched'; kept: number; seconds: number }
+  /** BlueGreen: the old set back in and the new one down, in one reload. */
+  | { type: 'switchingBack'; cause: 'undo' | 'analysis' }
+  /** BlueGreen: the switch back is in force, `ms` after it was asked for. */
+  | { type: 'switchedBack'; ms: number }
+  /**
+   * Canary: step `index` (1-based) begins. setWeight: `instances` canaries
+   * for `weight`%; pause: `seconds` (undefined: until promote or abort).
+   */
+  | { type: 'canaryStep'; index: number; kind: 'setWeight' | 'pause' | 'analysis'; weight: number; instances?: number | undefined; seconds?: number | undefined }
+  /** Canary: an analysis step was inconclusive; the weight holds until promote or abort. */
+  | { type: 'canaryHeld'; index: number; weight: number }
+  /** Canary: the steps are over (or skipped by promote); a rolling update replaces the stable set. */
+  | { type: 'canaryDone'; promoted: boolean }
+  /** Canary: all traffic back to stable in one reload; the canaries are removed. */
+  | { type: 'canaryAborted'; reason: string }
+  /** onFailure: rollback: the previous revision is rolled out again. */
+  | { type: 'rollingBack'; revision: string; image: string; version: string };
 
 export type EventSink = (e: RolloutEvent) => void;

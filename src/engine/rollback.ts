@@ -15,7 +15,7 @@ export async function rollBack(failure: RolloutFailedError, failed: Fleet, previ
   if (!previous) {
     throw new RolloutFailedError(`${failure.message}\nno rollback: there was no earlier revision running when the rollout started`, failure.hint ?? '', failure.details);
   }
-  emit({ type: 'info', message: `rolling back to revision ${revisionOf(previous)} (${previous.image}, version ${previous.version})` });
+  emit({ type: 'rollingBack', revision: revisionOf(previous), image: previous.image, version: previous.version });
   // A host that stopped answering (often why the rollout failed) cannot be
   // rolled back: roll back on the hosts that answer, and leave it out of
   // nginx, rather than fail the rollback too and leave every host mixed.

@@ -148,7 +148,7 @@ export function scrubLegacySecrets(state: FleetState): boolean {
 function outcomeOf(err: unknown): { outcome: RolloutOutcome; message: string } {
   if (err instanceof PausedError) return { outcome: 'paused', message: err.message };
   if (err instanceof InterruptedError) return { outcome: 'interrupted', message: err.message };
-  if (err instanceof RolloutFailedError && /\nrolled back \(onFailure: rollback\)/.test(err.message)) return { outcome: 'rolled back', message: err.message };
+  if (err instanceof RolloutFailedError && err.details.rolledBackTo !== undefined) return { outcome: 'rolled back', message: err.message };
   if (err instanceof RolloutFailedError && err.details.switchedBack === true) return { outcome: 'rolled back', message: err.message };
   return { outcome: 'failed', message: err instanceof Error ? err.message : String(err) };
 }

@@ -38,11 +38,12 @@ export interface TrafficOptions {
   /** How long a change waits for others to share its reload. */
   coalesceMs: number;
   /**
-   * The servers every upstream should list now (up and down), read when a
-   * write begins: the controller's list (compared by its changes), or a new
-   * plain list each time (compared whole).
+   * What every upstream should have now, read once when a write begins: the
+   * servers (up and down: the controller's list, compared by its changes, or
+   * a new plain list each time, compared whole) and, for a canary split, the
+   * sticky key of the `hash ... consistent` line (undefined: no hash line).
    */
-  desired: () => UpstreamList | readonly UpstreamEntry[];
+  desired: () => { servers: UpstreamList | readonly UpstreamEntry[]; hash?: StickyKey | undefined };
   /** After every reload: what nginx now has in force, and the addresses `routes` now answers otherwise than after the previous reload. */
   applied: (up: ReadonlySet<string>, down: ReadonlySet<string>, changed: readonly string[]) => void;
   /** A write or reload failed: the rollout cannot go on. */
@@ -55,8 +56,6 @@ export interface TrafficOptions {
    * its servers needs a reload like the main upstream's.
    */
   preview?: { upstream: string; servers: () => UpstreamEntry[] } | undefined;
-  /** Canary: the sticky key of the `hash ... consistent` line, read when a write begins (undefined: no hash line). */
-  hash?: () => StickyKey | undefined;
   /**
    * Canary with `force`: every file also gets the forced route (a map and an
    * upstream per side, see core/upstream forceRoute), whatever the phase, so
@@ -282,7 +281,8 @@ export class Traffic {
   }
 
   private async apply(final: boolean): Promise<void> {
-    const desired = this.o.desired();
+    const wanted = this.o.desired();
+    const desired = wanted.servers;
     const list = desired instanceof UpstreamList ? desired : undefined;
     // The controller's list as it is now, spelled out only where needed (a real nginx's file, a canary's split).
     const version = list?.version ?? 0;
@@ -291,7 +291,7 @@ export class Traffic {
     const preview = this.o.preview ? { upstream: this.o.preview.upstream, servers: this.o.preview.servers() } : undefined;
     const previewSet = new Set((preview?.servers ?? []).filter((e) => !e.down).map((e) => e.address));
     const previewChanged = preview !== undefined && (previewSet.size !== this.inForcePreview.size || [...previewSet].some((a) => !this.inForcePreview.has(a)));
-    const hash = this.o.hash?.();
+    const hash = wanted.hash;
     const f = this.o.force;
     const up = f ? servers().filter((e) => !e.down) : [];
     const force = f ? { key: f.key, canary: up.filter((e) => f.canary(e.address)), stable: up.filter((e) => !f.canary(e.address)) } : undefined;
@@ -415,6 +415,7 @@ export class Traffic {
         throw new RolloutFailedError(
           `${r.name}: the new upstream failed nginx -t; every upstream file was restored and nothing was reloaded:\n${(err as Error).message}`,
           'nginx keeps serving its previous config. Fix the nginx config or the upstream template, then deploy again: the rollout continues from where it stopped.',
+          { nginxTestFailed: true },
         );
       }
     }

@@ -3,7 +3,7 @@ import type { Fleet } from '../config/load.js';
 import type { DeployHealthReport } from '../core/deployHealth.js';
 import type { WindowStats } from '../core/logStats.js';
 import type { AccessLogSource, Clock, Journal, Prober, RegistryCredentials, Runtime } from '../ports.js';
-import type { Controller, ControllerTiming } from './controller.js';
+import type { ControllerTiming, ControllerView } from './context.js';
 import type { EventSink } from './events.js';
 import type { Adopted } from './observe.js';
 import type { LoadBalancer } from './traffic.js';
@@ -39,7 +39,7 @@ export interface DeployDeps {
   /** The controller's own timings (simulate and the tests shorten or lengthen them). */
   timing?: Partial<ControllerTiming>;
   /** Told the controller once it exists (tests check invariants on its view after every event). */
-  inspect?: (c: Controller) => void;
+  inspect?: (c: ControllerView) => void;
   /** Skip preflight and verification (simulate: its ports have nothing to check). */
   simulated?: boolean;
   /**

@@ -163,16 +163,15 @@ export function derivePhases(
         if (!verifying) at(t, 'verifying');
         verifying = true;
         break;
-      case 'info': {
-        const name = infoPhase(e.message);
-        if (name) at(t, name);
+      default: {
+        const name = strategyPhase(e);
+        if (name === undefined) break;
+        at(t, name);
         if (name === KEPT) kept = true;
         // A switch back keeps the old set: its drain never ends in a stop.
         if (name === 'switching back' && wave) wave.drainEnd = undefined;
         break;
       }
-      default:
-        break;
     }
   }
   flushDrain(o.deployEndMs);
@@ -194,29 +193,31 @@ export function derivePhases(
 }
 
 /**
- * The phases blue-green, canary and a rollback announce in the engine's
- * messages (engine/controller.ts, engine/rollback.ts): a message starts the
- * phase it names, until the next phase starts.
+ * The phases blue-green, canary and a rollback announce (engine/events.ts
+ * StrategyEvent): each event starts the phase it names, until the next
+ * phase starts.
  */
 const KEPT = 'old set kept (scaleDownDelaySeconds)';
-const INFO_PHASES: readonly [RegExp, (m: RegExpExecArray) => string][] = [
-  [/^switch: /, () => 'switching to the new set'],
-  [/^switched: /, () => KEPT],
-  [/^switching back /, () => 'switching back'],
-  [/^canary step \d+: setWeight (\d+)/, (m) => `canary ${m[1]}%`],
-  [/^canary step \d+: pause .* at (\d+)%/, (m) => `canary pause at ${m[1]}%`],
-  [/^canary step \d+: analysis at (\d+)%/, (m) => `canary analysis at ${m[1]}%`],
-  [/^aborting the canary/, () => 'aborting the canary'],
-  [/^canary steps done/, () => 'final rolling update'],
-  [/^rolling back to revision/, () => 'rolling back'],
-];
 
-function infoPhase(message: string): string | undefined {
-  for (const [re, name] of INFO_PHASES) {
-    const m = re.exec(message);
-    if (m) return name(m);
+function strategyPhase(e: RolloutEvent | RunnerEvent): string | undefined {
+  switch (e.type) {
+    case 'switch':
+      return 'switching to the new set';
+    case 'switched':
+      return KEPT;
+    case 'switchingBack':
+      return 'switching back';
+    case 'canaryStep':
+      return e.kind === 'setWeight' ? `canary ${e.weight}%` : e.kind === 'pause' ? `canary pause at ${e.weight}%` : `canary analysis at ${e.weight}%`;
+    case 'canaryAborted':
+      return 'aborting the canary';
+    case 'canaryDone':
+      return 'final rolling update';
+    case 'rollingBack':
+      return 'rolling back';
+    default:
+      return undefined;
   }
-  return undefined;
 }
 
 /**

@@ -82,7 +82,7 @@ export interface SimulationSetup {
   trafficWindow?: DeployDeps['trafficWindow'] | null;
   signal?: AbortSignal | undefined;
   paused?: (() => Promise<boolean>) | undefined;
-  inspect?: ((c: import('../engine/controller.js').Controller) => void) | undefined;
+  inspect?: ((c: import('../engine/context.js').ControllerView) => void) | undefined;
   /** Replicas running before the rollout (default: the strategy's replicas). */
   initialReplicas?: number | undefined;
 }

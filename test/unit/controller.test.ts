@@ -11,7 +11,8 @@ import { isTerminating } from '../../src/core/decide.js';
 import { planRollout } from '../../src/core/plan.js';
 import { resolveStrategy, type ResolvedStrategy } from '../../src/core/strategy.js';
 import { parseUpstreamServers } from '../../src/core/upstream.js';
-import type { Controller } from '../../src/engine/controller.js';
+import { describeEvent } from '../../src/cli/events.js';
+import type { ControllerView } from '../../src/engine/context.js';
 import { ExitCode, FleetrollError, RolloutFailedError } from '../../src/errors.js';
 import { LABELS } from '../../src/ports.js';
 import type { SimFaults, SimWorld } from '../../src/sim/ports.js';
@@ -46,7 +47,7 @@ function invariants(s: ResolvedStrategy, t: SimulationTimings, opts: { readyChec
     }
     return inner(from, to);
   };
-  let controller: Controller | undefined;
+  let controller: ControllerView | undefined;
   let availableHeld = false;
   let aliveHeld = false;
   const everUp = new Map<string, Set<string>>();
@@ -932,7 +933,7 @@ describe('controller: the analysis gate', () => {
             return logs.trafficWindow(from, to);
           },
           events: (e) => {
-            if (e.type === 'info') messages.push(e.message);
+            if (e.type !== 'wave' && e.type !== 'upstream') messages.push(describeEvent(e));
           },
           world: (w, cl) => {
             clock = cl;
@@ -1026,7 +1027,7 @@ describe('controller: the analysis gate', () => {
           ...(row.analysis ? { analysis: row.analysis } : {}),
           trafficWindow: inv.gated(logs.trafficWindow),
           events: (e) => {
-            if (e.type === 'info') messages.push(e.message);
+            if (e.type !== 'wave' && e.type !== 'upstream') messages.push(describeEvent(e));
             if (e.type === 'wave') waves.push(e.start);
           },
           world: (w, c) => {

@@ -76,7 +76,7 @@ describe('Traffic with the controller\'s list', () => {
       },
       journal: () => {},
       coalesceMs: 10,
-      desired: () => list,
+      desired: () => ({ servers: list }),
       applied: () => {},
       failed: (err) => {
         throw err;
