@@ -3,7 +3,7 @@
  * beyond the one rolling decision (core/decide.ts). The loop asks every
  * driver the same questions in the same order (controller.ts step()), so it
  * has no branch per strategy; a new strategy is a new driver here plus its
- * pure steps in core/ (see docs/concepts.md, "Adding a strategy").
+ * pure steps in core/ (see docs/development.md, "Adding a strategy").
  *
  * Drivers never set an instance's phase or routing themselves: they ask the
  * lifecycle (drainOut, terminate) and nginx (Traffic.request).
