@@ -32,8 +32,8 @@ import * as wiring from './wiring.js';
 
 export { loadFleet, runManaged };
 
-export { ExitCode, FleetrollError, InterruptedError, PausedError, RolloutFailedError, ValidationError } from './errors.js';
-export type { FailurePhase, FieldIssue, FleetrollErrorOptions } from './errors.js';
+export { ERROR_CODES, ExitCode, FleetrollError, InterruptedError, PausedError, RolloutFailedError, ValidationError } from './errors.js';
+export type { ErrorCode, ErrorCodeInfo, ErrorDetails, ExitCodeValue, FailurePhase, FieldIssue, FleetrollErrorOptions, RolloutFailureDetails, VerifiedInstanceDetail } from './errors.js';
 
 export { LABELS, systemClock } from './ports.js';
 export type {
@@ -143,7 +143,8 @@ export interface DeployFleetOptions {
  * health numbers of its access logs. Resolves with the result once every
  * instance reports the new version; rejects with RolloutFailedError (exit
  * code 1), PausedError (4), InterruptedError (130), or FleetrollError with
- * code E_LOCK_HELD (3, another rollout holds the fleet), ValidationError (2).
+ * code E_LOCK_HELD (3, another rollout holds the fleet), ValidationError (2);
+ * every code and its exit code: ERROR_CODES, docs/errors.md.
  */
 export async function deploy(source: FleetSource, options: DeployFleetOptions = {}): Promise<ManagedResult> {
   const issues: FieldIssue[] = [];

@@ -19,7 +19,7 @@ import { buildProber } from './adapters/probes.js';
 import { dockerConfigCredentials } from './adapters/registryAuth.js';
 import type { AccessLogOpener, DeployDeps, LoadBalancer } from './engine/rollout.js';
 import type { EventSink } from './engine/events.js';
-import { ExitCode, FleetrollError } from './errors.js';
+import { FleetrollError } from './errors.js';
 import { upstreamTemplateProblem } from './core/upstream.js';
 
 const DEFAULT_TEMPLATE = new URL('../templates/upstream.conf.tmpl', import.meta.url);
@@ -33,7 +33,7 @@ async function readTemplate(path: string | URL, where: string): Promise<string> 
     throw new FleetrollError(err.code, err.exitCode, `${where}: ${err.message}`, { cause: err });
   }
   const problem = upstreamTemplateProblem(text);
-  if (problem !== undefined) throw new FleetrollError('E_INVALID', ExitCode.invalidInput, `${where}: ${problem}`);
+  if (problem !== undefined) throw new FleetrollError('E_INVALID', `${where}: ${problem}`);
   return text;
 }
 
@@ -68,7 +68,7 @@ export async function buildDeps(fleet: Fleet, events?: EventSink): Promise<Deplo
 export function fleetHandles(fleet: Fleet, deps: Pick<DeployDeps, 'runtimes'>): { store: FleetStateStore; lock: FleetLock; who: string } {
   const first = fleet.hosts[0];
   const rt = first ? deps.runtimes.get(first.name) : undefined;
-  if (!first || !(rt instanceof DockerRuntime)) throw new FleetrollError('E_INTERNAL', 1, 'the fleet has no first host');
+  if (!first || !(rt instanceof DockerRuntime)) throw new FleetrollError('E_INTERNAL', 'the fleet has no first host');
   return { store: new FleetStateStore(rt.docker, fleet.service, first.name), lock: new FleetLock(rt.docker, fleet.service), who: whoAmI() };
 }
 
@@ -92,7 +92,7 @@ export function accessLogOpeners(fleet: Fleet, deps: Pick<DeployDeps, 'runtimes'
     const runtime = deps.runtimes.get(hostName);
     const where = `container ${container} on ${hostName}`;
     const docker = async () => {
-      if (!(runtime instanceof DockerRuntime)) throw new FleetrollError('E_ACCESS_LOG', 1, `no Docker host ${hostName} to reach ${container} on`);
+      if (!(runtime instanceof DockerRuntime)) throw new FleetrollError('E_ACCESS_LOG', `no Docker host ${hostName} to reach ${container} on`);
       return runtime.docker;
     };
     openers.push(

@@ -137,7 +137,7 @@ export class LocalFileAccessLog implements AccessLogSource {
       return await this.readLines();
     } catch (err) {
       if (err instanceof FleetrollError) throw err;
-      throw new FleetrollError('E_ACCESS_LOG', 1, `reading the ${this.name}: ${(err as Error).message}`, { cause: err });
+      throw new FleetrollError('E_ACCESS_LOG', `reading the ${this.name}: ${(err as Error).message}`, { cause: err });
     }
   }
 
@@ -193,7 +193,7 @@ export class LocalFileAccessLog implements AccessLogSource {
       handle = await open(this.path, 'r');
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw new FleetrollError('E_ACCESS_LOG', 1, `opening the ${this.name}: ${(err as Error).message}`, { cause: err });
+      throw new FleetrollError('E_ACCESS_LOG', `opening the ${this.name}: ${(err as Error).message}`, { cause: err });
     }
     const s = await handle.stat();
     const log: OpenLog = { handle, dev: s.dev, ino: s.ino, offset: 0, overlap: new Uint8Array(0), splitter: new LineSplitter(this.opts.maxLineBytes), quiet: 0, skipFirst: false };
@@ -473,7 +473,7 @@ class FollowerSource implements AccessLogSource {
       return await this.follower.read();
     } catch (err) {
       if (err instanceof FleetrollError) throw err;
-      throw new FleetrollError('E_ACCESS_LOG', 1, `reading the ${this.name}: ${engineMessage(err)}`, { cause: err });
+      throw new FleetrollError('E_ACCESS_LOG', `reading the ${this.name}: ${engineMessage(err)}`, { cause: err });
     }
   }
   async close(): Promise<void> {
@@ -481,7 +481,12 @@ class FollowerSource implements AccessLogSource {
   }
 }
 
-/** Thrown by the exec FileOps when the image has no `stat` or `tail`; the archive API is used then. */
+/**
+ * Thrown by the exec FileOps when the image has no `stat` or `tail`; the archive API is used then.
+ * Internal on purpose, and not a FleetrollError: autoFileOps catches it to fall back, and where it
+ * is rethrown (method 'exec', or a second miss) FollowerSource.read wraps every error that is not
+ * a FleetrollError into E_ACCESS_LOG naming the log. A FleetrollError would pass through unwrapped.
+ */
 class ToolMissing extends Error {}
 
 const EMPTY = new Uint8Array(0);
@@ -495,7 +500,7 @@ async function execRaw(docker: Dockerode, container: string, cmd: string[]): Pro
     stream = await exec.start({ hijack: true, stdin: false });
   } catch (err) {
     if (/executable file not found|no such file or directory/i.test(engineMessage(err))) throw new ToolMissing(engineMessage(err));
-    throw new FleetrollError('E_ACCESS_LOG', 1, `running \`${cmd.join(' ')}\` in container ${container}: ${engineMessage(err)}`, { cause: err });
+    throw new FleetrollError('E_ACCESS_LOG', `running \`${cmd.join(' ')}\` in container ${container}: ${engineMessage(err)}`, { cause: err });
   }
   const out: Buffer[] = [];
   const errs: Buffer[] = [];
@@ -534,15 +539,14 @@ export function execFileOps(docker: Dockerode, container: string): FileOps {
     const r = await execRaw(docker, container, ['stat', '-L', '-c', '%d:%i %s %F', path]);
     if (r.exitCode !== 0) {
       if (/no such file/i.test(r.stderr)) return undefined;
-      throw new FleetrollError('E_ACCESS_LOG', 1, `stat ${path} in container ${container}: ${r.stderr.trim() || `exit ${r.exitCode}`}`);
+      throw new FleetrollError('E_ACCESS_LOG', `stat ${path} in container ${container}: ${r.stderr.trim() || `exit ${r.exitCode}`}`);
     }
     const m = /^(\S+) ([0-9]+) (.+?)\s*$/.exec(r.stdout.toString('utf8'));
-    if (!m) throw new FleetrollError('E_ACCESS_LOG', 1, `stat ${path} in container ${container}: unexpected output ${JSON.stringify(r.stdout.toString('utf8'))}`);
+    if (!m) throw new FleetrollError('E_ACCESS_LOG', `stat ${path} in container ${container}: unexpected output ${JSON.stringify(r.stdout.toString('utf8'))}`);
     // The images' access.log is often a link to /dev/stdout: tail would wait on it for ever.
     if (m[3] !== 'regular file' && m[3] !== 'regular empty file') {
       throw new FleetrollError(
         'E_ACCESS_LOG',
-        1,
         `${path} in container ${container} is not a regular file (${m[3]}): if nginx logs to the container's output, read its log stream instead`,
       );
     }
@@ -558,7 +562,7 @@ export function execFileOps(docker: Dockerode, container: string): FileOps {
         const after = await statOf(path);
         if (t.exitCode === 0 && after && after.id === before.id) return { id: before.id, size: after.size, data: t.stdout };
       }
-      throw new FleetrollError('E_ACCESS_LOG', 1, `reading ${path} in container ${container}: the file kept changing identity (rotating?) across three tries`);
+      throw new FleetrollError('E_ACCESS_LOG', `reading ${path} in container ${container}: the file kept changing identity (rotating?) across three tries`);
     },
   };
 }
@@ -669,7 +673,7 @@ export class ContainerLogStreamAccessLog implements AccessLogSource {
       tty = Boolean((await docker.getContainer(container).inspect()).Config?.Tty);
     } catch (err) {
       const what = statusOf(err) === 404 ? 'it does not exist' : engineMessage(err);
-      throw new FleetrollError('E_ACCESS_LOG', 1, `following the log stream of container ${container}: ${what}`, { cause: err });
+      throw new FleetrollError('E_ACCESS_LOG', `following the log stream of container ${container}: ${what}`, { cause: err });
     }
     const source = new ContainerLogStreamAccessLog(docker, container, tty, opts);
     await source.connect(String((opts.sinceMs ?? Date.now()) / 1000));
@@ -689,7 +693,7 @@ export class ContainerLogStreamAccessLog implements AccessLogSource {
     if (out.length === 0 && this.failure) {
       const err = this.failure;
       this.failure = undefined;
-      throw new FleetrollError('E_ACCESS_LOG', 1, `following the ${this.name}: ${engineMessage(err)}`, { cause: err });
+      throw new FleetrollError('E_ACCESS_LOG', `following the ${this.name}: ${engineMessage(err)}`, { cause: err });
     }
     return out;
   }
@@ -707,7 +711,7 @@ export class ContainerLogStreamAccessLog implements AccessLogSource {
     try {
       stream = await this.docker.getContainer(this.container).logs({ follow: true, stdout: true, stderr: true, timestamps: true, since });
     } catch (err) {
-      throw new FleetrollError('E_ACCESS_LOG', 1, `following the ${this.name}: ${engineMessage(err)}`, { cause: err });
+      throw new FleetrollError('E_ACCESS_LOG', `following the ${this.name}: ${engineMessage(err)}`, { cause: err });
     }
     this.stream = stream;
     // stdout and stderr frames interleave: one splitter each, or a line could be cut by the other stream.

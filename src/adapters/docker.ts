@@ -19,7 +19,7 @@ import { userInfo } from 'node:os';
 import { posix } from 'node:path';
 import { Readable } from 'node:stream';
 import type Dockerode from 'dockerode';
-import { ExitCode, FleetrollError } from '../errors.js';
+import { FleetrollError, type ErrorCode } from '../errors.js';
 import { dockerCreateBody } from '../core/container.js';
 import { LABELS, type ContainerHealth, type ImageInfo, type InstanceInfo, type InstanceSpec, type RegistryAuth, type Runtime } from '../ports.js';
 import { engineMessage, retryTransient, statusOf, type RetryOptions } from './dockerRetry.js';
@@ -43,8 +43,8 @@ export interface DockerHostConfig {
   ssh?: { identityFile: string } | undefined;
 }
 
-function runtimeError(code: string, message: string, cause: unknown, hint?: string): FleetrollError {
-  return new FleetrollError(code, ExitCode.rolloutFailed, message, hint === undefined ? { cause } : { cause, hint });
+function runtimeError(code: ErrorCode, message: string, cause: unknown, hint?: string): FleetrollError {
+  return new FleetrollError(code, message, hint === undefined ? { cause } : { cause, hint });
 }
 
 /** dockerode's options plus the docker-modem ones its types leave out. */
@@ -59,7 +59,7 @@ export type DockerConnectOptions = Dockerode.DockerOptions & { agent?: Agent | u
 export function dockerOptions(host: DockerHostConfig): DockerConnectOptions {
   const endpoint = host.docker;
   const where = `hosts[${host.name}]/docker`;
-  const invalid = (msg: string) => new FleetrollError('E_INVALID', ExitCode.invalidInput, `${where}: ${msg}`);
+  const invalid = (msg: string) => new FleetrollError('E_INVALID', `${where}: ${msg}`);
   const base: DockerConnectOptions = {
     socketPath: undefined,
     host: undefined,
@@ -93,7 +93,6 @@ export function dockerOptions(host: DockerHostConfig): DockerConnectOptions {
         } catch (err) {
           throw new FleetrollError(
             'E_INVALID',
-            ExitCode.invalidInput,
             `hosts[${host.name}]/tls/${what}: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`,
             { cause: err },
           );
@@ -695,7 +694,7 @@ export async function execIn(docker: Dockerode, container: string, cmd: string[]
 
 function checkAbsolute(absPath: string): void {
   if (!posix.isAbsolute(absPath) || absPath.endsWith('/')) {
-    throw new FleetrollError('E_INVALID', ExitCode.invalidInput, `expected an absolute file path, got ${JSON.stringify(absPath)}`);
+    throw new FleetrollError('E_INVALID', `expected an absolute file path, got ${JSON.stringify(absPath)}`);
   }
 }
 

@@ -62,7 +62,14 @@ export function isTransientDockerError(err: unknown): boolean {
   return false;
 }
 
-/** A transient failure that did not clear within the attempts allowed. */
+/**
+ * A transient failure that did not clear within the attempts allowed.
+ * Internal on purpose, and not a FleetrollError: it is a cause, not a verdict.
+ * Every retryTransient call (adapters/docker.ts: create, start, stop, remove)
+ * catches it and throws the E_DOCKER (or E_NAME_CONFLICT, E_CONTAINER_START, ...)
+ * that says what failed, with this as its `cause` for --verbose; statusOf and
+ * engineMessage read through it to the last engine answer.
+ */
 export class RetriesExhaustedError extends Error {
   constructor(
     readonly what: string,

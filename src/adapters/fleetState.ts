@@ -13,7 +13,7 @@
 import os from 'node:os';
 import { Readable } from 'node:stream';
 import type Dockerode from 'dockerode';
-import { ExitCode, FleetrollError } from '../errors.js';
+import { FleetrollError } from '../errors.js';
 import { LABELS } from '../ports.js';
 import { getFile, putFile } from './docker.js';
 import { createTar } from './tar.js';
@@ -132,7 +132,7 @@ export class FleetStateStore implements StateStore {
     try {
       return JSON.parse(text) as FleetState;
     } catch (err) {
-      throw new FleetrollError('E_STATE', ExitCode.rolloutFailed, `the fleet state in ${this.container} on ${this.hostName} is not valid JSON: ${(err as Error).message}`);
+      throw new FleetrollError('E_STATE', `the fleet state in ${this.container} on ${this.hostName} is not valid JSON: ${(err as Error).message}`);
     }
   }
 
@@ -190,14 +190,15 @@ function holderIsDeadHere(h: LockHolder): boolean {
   }
 }
 
-class LockHeldError extends FleetrollError {
+/** Exit code 3; its details name the holder, so a CI job can say who holds the fleet without parsing the message. */
+export class LockHeldError extends FleetrollError {
   constructor(readonly info: LockInfo, service: string) {
     super(
       'E_LOCK_HELD',
-      ExitCode.lockHeld,
       `fleet ${service} is locked by ${info.holder} (pid ${info.pid}, since ${info.started}): ${info.command}${info.stale ? ` — its lease expired at ${new Date(Date.parse(info.lease) + LEASE_MS).toISOString()}` : ''}`,
       {
         hint: 'wait for it (deploy --lock-wait 5m), check `fleetroll status`, or if you are sure it is gone: `fleetroll lock release --force -f <fleet>`',
+        details: { holder: info.holder, pid: info.pid, command: info.command, started: info.started, lease: info.lease, stale: info.stale },
       },
     );
   }

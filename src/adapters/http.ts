@@ -7,7 +7,7 @@
  * (connect, headers and body), not just socket idleness.
  */
 import http from 'node:http';
-import { ExitCode, FleetrollError } from '../errors.js';
+import { FleetrollError } from '../errors.js';
 import type { ProbeTarget, Prober } from '../ports.js';
 
 export interface HttpProberOptions {
@@ -32,7 +32,7 @@ export function parseAddress(address: string): { host: string; port: number } {
   const m = /^\[([^\]]+)\]:(\d+)$/.exec(address) ?? /^([^:[\]]+):(\d+)$/.exec(address);
   const port = Number(m?.[2]);
   if (!m?.[1] || !Number.isInteger(port) || port < 1 || port > 65535) {
-    throw new FleetrollError('E_INVALID', ExitCode.invalidInput, `invalid instance address ${JSON.stringify(address)} (expected ip:port)`);
+    throw new FleetrollError('E_INVALID', `invalid instance address ${JSON.stringify(address)} (expected ip:port)`);
   }
   return { host: m[1], port };
 }
@@ -118,12 +118,12 @@ export class HttpProber implements Prober {
       r = await get(address, this.versionPath, this.timeoutMs, true);
     } catch (err) {
       if (err instanceof FleetrollError) throw err;
-      throw new FleetrollError('E_VERSION_PROBE', ExitCode.rolloutFailed, `version probe GET ${url} failed: ${describe(err)}`, { cause: err });
+      throw new FleetrollError('E_VERSION_PROBE', `version probe GET ${url} failed: ${describe(err)}`, { cause: err });
     }
     if (r.status < 200 || r.status >= 300) {
       const body = r.body.trim().slice(0, 200);
       // The status goes with the error: the final check asks again after a 503, not after a 404 (engine/verify.ts).
-      throw Object.assign(new FleetrollError('E_VERSION_PROBE', ExitCode.rolloutFailed, `version probe GET ${url} answered HTTP ${r.status}${body ? `: ${body}` : ''}`), { status: r.status });
+      throw Object.assign(new FleetrollError('E_VERSION_PROBE', `version probe GET ${url} answered HTTP ${r.status}${body ? `: ${body}` : ''}`), { status: r.status });
     }
     return r.body.trim();
   }

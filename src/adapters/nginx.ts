@@ -15,7 +15,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { ExitCode, FleetrollError } from '../errors.js';
+import { FleetrollError, type ErrorCode } from '../errors.js';
 import type { Router } from '../ports.js';
 import { type DockerRuntime, execIn, getFileEntry, putFile } from './docker.js';
 
@@ -35,11 +35,11 @@ function nginxLines(stderr: string, stdout = ''): string {
   return lines.length ? lines.join('\n') : '(no output)';
 }
 
-function failure(code: string, message: string, cause?: unknown, hint?: string): FleetrollError {
+function failure(code: ErrorCode, message: string, cause?: unknown, hint?: string): FleetrollError {
   const opts: { cause?: unknown; hint?: string } = {};
   if (cause !== undefined) opts.cause = cause;
   if (hint !== undefined) opts.hint = hint;
-  return new FleetrollError(code, ExitCode.rolloutFailed, message, opts);
+  return new FleetrollError(code, message, opts);
 }
 
 export interface NginxContainerRouterOptions {
@@ -203,7 +203,7 @@ export class NginxExecRouter implements Router {
 
   constructor(opts: NginxExecRouterOptions) {
     if (!path.isAbsolute(opts.upstreamFile)) {
-      throw new FleetrollError('E_INVALID', ExitCode.invalidInput, `upstreamFile must be an absolute path, got ${JSON.stringify(opts.upstreamFile)}`);
+      throw new FleetrollError('E_INVALID', `upstreamFile must be an absolute path, got ${JSON.stringify(opts.upstreamFile)}`);
     }
     this.upstreamFile = opts.upstreamFile;
     this.nginxBin = opts.nginxBin ?? '/usr/sbin/nginx';

@@ -10,7 +10,7 @@
  */
 import net from 'node:net';
 import { readinessKind, type ExecReadiness, type HttpReadiness, type ReadinessProbe, type TcpReadiness, type VersionProbe } from '../config/probes.js';
-import { ExitCode, FleetrollError } from '../errors.js';
+import { FleetrollError } from '../errors.js';
 import type { ProbeTarget, Prober, Runtime } from '../ports.js';
 import { HttpProber, parseAddress } from './http.js';
 
@@ -59,7 +59,7 @@ export class FleetProber implements Prober {
 
   private runtime(target: ProbeTarget): Runtime {
     const rt = this.runtimes.get(target.host);
-    if (!rt) throw new FleetrollError('E_INTERNAL', ExitCode.rolloutFailed, `no runtime for host ${target.host} (probing ${target.id})`);
+    if (!rt) throw new FleetrollError('E_INTERNAL', `no runtime for host ${target.host} (probing ${target.id})`);
     return rt;
   }
 
@@ -83,7 +83,7 @@ export class FleetProber implements Prober {
 
   async version(address: string): Promise<string> {
     if (this.probes.version === false) {
-      throw new FleetrollError('E_VERSION_PROBE', ExitCode.rolloutFailed, `the fleet has no version endpoint (probes.version: false): cannot ask ${address} for its version`);
+      throw new FleetrollError('E_VERSION_PROBE', `the fleet has no version endpoint (probes.version: false): cannot ask ${address} for its version`);
     }
     return this.http.version(address);
   }

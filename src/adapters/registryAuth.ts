@@ -13,7 +13,7 @@ import { readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { normalizeRegistry } from '../core/imageRef.js';
-import { ExitCode, FleetrollError } from '../errors.js';
+import { FleetrollError } from '../errors.js';
 import type { RegistryAuth, RegistryCredentials } from '../ports.js';
 
 interface DockerConfigFile {
@@ -26,7 +26,7 @@ interface DockerConfigFile {
 const HUB_KEY = 'https://index.docker.io/v1/';
 
 function credentialError(message: string, cause?: unknown): FleetrollError {
-  return new FleetrollError('E_REGISTRY_CREDENTIALS', ExitCode.rolloutFailed, message, cause === undefined ? {} : { cause });
+  return new FleetrollError('E_REGISTRY_CREDENTIALS', message, cause === undefined ? {} : { cause });
 }
 
 /** Runs `docker-credential-<helper> get` with `server` on stdin; the parsed credentials, or undefined when it has none. */

@@ -14,7 +14,7 @@
 import { open, type FileHandle } from 'node:fs/promises';
 import { constants } from 'node:fs';
 import { Composer, LineCounter, Parser, YAMLMap, YAMLSeq, isAlias, isMap, isPair, isScalar, isSeq, type CST, type Document, type ErrorCode, type Node, type YAMLError } from 'yaml';
-import { ExitCode, FleetrollError, ValidationError, type FieldIssue } from '../errors.js';
+import { FleetrollError, ValidationError, type FieldIssue } from '../errors.js';
 
 /** The largest document read: a real fleet file is a few KiB; this bounds memory and parse time. */
 export const MAX_DOCUMENT_BYTES = 1024 * 1024;
@@ -48,7 +48,7 @@ function kindOf(st: { isFIFO(): boolean; isCharacterDevice(): boolean; isBlockDe
  */
 export async function readTextFile(file: string, what: string, maxBytes: number = MAX_DOCUMENT_BYTES): Promise<string> {
   const fail = (code: 'E_NO_FILE' | 'E_INVALID', why: string, cause?: unknown): FleetrollError =>
-    new FleetrollError(code, ExitCode.invalidInput, `cannot read ${what} ${file}: ${why}`, cause === undefined ? {} : { cause });
+    new FleetrollError(code, `cannot read ${what} ${file}: ${why}`, cause === undefined ? {} : { cause });
   let fh: FileHandle;
   try {
     fh = await open(file, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0) | (constants.O_NOCTTY ?? 0));

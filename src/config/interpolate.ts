@@ -17,6 +17,11 @@ const NAME_CHAR = /[_A-Za-z0-9]/;
 const OPERATORS = [':-', ':?', ':+', '-', '?', '+'] as const;
 type Operator = (typeof OPERATORS)[number];
 
+/**
+ * Internal on purpose: the scanner throws it without knowing the field's path,
+ * and expand()'s only entry, interpolateString, turns it into a ValidationError
+ * (E_INVALID) that names the path. It never leaves this module.
+ */
 class TemplateError extends Error {}
 
 interface Scan {

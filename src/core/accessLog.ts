@@ -39,6 +39,7 @@
  * PURE: no I/O, no clock. Bytes are Uint8Array (a Node Buffer is one), decoded
  * with the global TextDecoder.
  */
+import { FleetrollError } from '../errors.js';
 
 /** The name of the log format, as `access_log ... fleetroll_json;` uses it. */
 export const LOG_FORMAT_NAME = 'fleetroll_json';
@@ -46,7 +47,12 @@ export const LOG_FORMAT_NAME = 'fleetroll_json';
 /** The value of the marker field every fleetroll_json line starts with; bumped if the fields change incompatibly. */
 export const LOG_FORMAT_VERSION = 1;
 
-export class UnsafeStickyKeyError extends Error {}
+/** A sticky key nginx cannot name as a variable (validation refuses it first): E_UNSAFE_VALUE, exit 1. */
+export class UnsafeStickyKeyError extends FleetrollError {
+  constructor(message: string) {
+    super('E_UNSAFE_VALUE', message);
+  }
+}
 
 /**
  * The nginx variable for a sticky key as the fleet file spells it:

@@ -28,6 +28,8 @@
  *
  * PURE.
  */
+import { FleetrollError } from '../errors.js';
+
 export interface UpstreamEntry {
   address: string;
   down: boolean;
@@ -96,7 +98,12 @@ export const PLACEHOLDER_ADDRESS = '127.0.0.1:9';
  */
 export const PLACEHOLDER_SERVER = `    server ${PLACEHOLDER_ADDRESS} down; # no instance in service`;
 
-export class UnsafeUpstreamValueError extends Error {}
+/** A value that would not be inert text in an nginx config (validation refuses user input first): E_UNSAFE_VALUE, exit 1. */
+export class UnsafeUpstreamValueError extends FleetrollError {
+  constructor(message: string) {
+    super('E_UNSAFE_VALUE', message);
+  }
+}
 
 function assertSafe(re: RegExp, value: unknown, what: string): asserts value is string {
   if (typeof value !== 'string' || !re.test(value)) throw new UnsafeUpstreamValueError(`refusing to write ${what} ${JSON.stringify(value)} into an nginx config`);

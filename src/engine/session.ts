@@ -194,7 +194,7 @@ export async function requestSwitchBack(store: StateStore, o: { sleep: (ms: numb
     }
     if (Date.now() - t0 > o.timeoutMs) {
       await clear();
-      throw new FleetrollError('E_SWITCH_BACK', ExitCode.rolloutFailed, `the running blue-green rollout did not switch back within ${o.timeoutMs / 1000} s`, { hint: 'see fleetroll status; the rollout may be stopping the old set already' });
+      throw new FleetrollError('E_SWITCH_BACK', `the running blue-green rollout did not switch back within ${o.timeoutMs / 1000} s`, { hint: 'see fleetroll status; the rollout may be stopping the old set already' });
     }
     await o.sleep(50);
   }
@@ -235,7 +235,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
   try {
     const state = (await h.store.read()) ?? { service: fleetIn.service, nextRevision: 1, revisions: [] };
     if (state.paused && o.continueRevision === undefined) {
-      throw new FleetrollError('E_PAUSED', ExitCode.paused, `fleet ${fleetIn.service} is paused (fleetroll pause)`, { hint: 'continue the paused rollout with `fleetroll resume -f <fleet>`' });
+      throw new FleetrollError('E_PAUSED', `fleet ${fleetIn.service} is paused (fleetroll pause)`, { hint: 'continue the paused rollout with `fleetroll resume -f <fleet>`' });
     }
     // The key of the revision hash: made once, kept in the state, never shown.
     state.revisionKey ??= randomBytes(16).toString('hex');
@@ -377,10 +377,10 @@ export async function adoptFleet(
   found: { id: string; name: string; host: string; image: string }[],
   o: { command: string; match: string },
 ): Promise<AdoptResult> {
-  if (found.length === 0) throw new FleetrollError('E_ADOPT', ExitCode.rolloutFailed, `no running container matches ${o.match}`, { hint: 'match a label (key=value) or a name pattern (api-*) of the running containers' });
+  if (found.length === 0) throw new FleetrollError('E_ADOPT', `no running container matches ${o.match}`, { hint: 'match a label (key=value) or a name pattern (api-*) of the running containers' });
   // Adopting reads each container's version over HTTP and puts its address in nginx.
   const port = fleet.port;
-  if (port === undefined) throw new FleetrollError('E_ADOPT', ExitCode.invalidInput, 'port: is required to adopt running containers (their address and version endpoint are reached through it)');
+  if (port === undefined) throw new FleetrollError('E_ADOPT', 'port: is required to adopt running containers (their address and version endpoint are reached through it)', { exitCode: ExitCode.invalidInput });
   let image = await h.store.image();
   if (!image) {
     image = found[0]?.image ?? fleet.image;
@@ -390,19 +390,19 @@ export async function adoptFleet(
   try {
     const state = (await h.store.read()) ?? { service: fleet.service, nextRevision: 1, revisions: [] };
     if (state.revisions.length > 0 || state.adopted?.length) {
-      throw new FleetrollError('E_ADOPT', ExitCode.invalidInput, `${fleet.service} is already managed by fleetroll (${state.revisions.length} revision(s) in its history); adopt is for fleets it has never deployed`);
+      throw new FleetrollError('E_ADOPT', `${fleet.service} is already managed by fleetroll (${state.revisions.length} revision(s) in its history); adopt is for fleets it has never deployed`, { exitCode: ExitCode.invalidInput });
     }
     const instances = [];
     for (const c of found) {
       const info = await deps.runtimes.get(c.host)?.inspect(c.id, fleet.port);
-      if (!info?.address) throw new FleetrollError('E_ADOPT', ExitCode.rolloutFailed, `${c.name} on ${c.host} has no address on a Docker network fleetroll can reach`);
+      if (!info?.address) throw new FleetrollError('E_ADOPT', `${c.name} on ${c.host} has no address on a Docker network fleetroll can reach`);
       const ready = await deps.prober.ready({ id: info.id, host: c.host, address: info.address });
       const version = await deps.prober.version(info.address).catch(() => '');
       instances.push({ name: info.name, host: c.host, address: info.address, version, ready, id: info.id });
     }
     const versions = [...new Set(instances.map((i) => i.version))];
     if (versions.length !== 1 || !versions[0]) {
-      throw new FleetrollError('E_ADOPT', ExitCode.rolloutFailed, `the matched containers do not report one version: ${instances.map((i) => `${i.name}=${JSON.stringify(i.version)}`).join(', ')}`, { hint: 'adopt one version at a time (narrow --match)' });
+      throw new FleetrollError('E_ADOPT', `the matched containers do not report one version: ${instances.map((i) => `${i.name}=${JSON.stringify(i.version)}`).join(', ')}`, { hint: 'adopt one version at a time (narrow --match)' });
     }
     const images = [...new Set(found.map((c) => c.image))];
     const record: RevisionRecord = {

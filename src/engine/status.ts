@@ -7,7 +7,7 @@
  */
 import type { Fleet } from '../config/load.js';
 import { parseUpstreamServers } from '../core/upstream.js';
-import { ExitCode, FleetrollError } from '../errors.js';
+import { FleetrollError } from '../errors.js';
 import { LABELS } from '../ports.js';
 import type { DeployDeps } from './rollout.js';
 import { revisionOf } from './revision.js';
@@ -128,9 +128,9 @@ export async function watchRollout(store: StatusHandles['store'], timeoutMs: num
     // paused record without the flag is a rollout being resumed, not one that ended.
     const resuming = last?.outcome === 'paused' && state?.paused !== true;
     if (last && last.outcome !== 'in progress' && !resuming) {
-      throw new FleetrollError('E_ROLLOUT_FAILED', ExitCode.rolloutFailed, `rollout of revision ${last.number} ${last.outcome}${last.message ? `: ${last.message}` : ''}`);
+      throw new FleetrollError('E_ROLLOUT_FAILED', `rollout of revision ${last.number} ${last.outcome}${last.message ? `: ${last.message}` : ''}`);
     }
-    if (Date.now() > until) throw new FleetrollError('E_TIMEOUT', ExitCode.rolloutFailed, `timed out after ${timeoutMs / 1000} s waiting for ${line}`);
+    if (Date.now() > until) throw new FleetrollError('E_TIMEOUT', `timed out after ${timeoutMs / 1000} s waiting for ${line}`);
     await new Promise((r) => setTimeout(r, pollMs));
   }
 }

@@ -170,7 +170,7 @@ export async function startNginx(docker: Dockerode, names: DemoNames, image: str
   await c.start();
   const info = await c.inspect();
   const bound = info.NetworkSettings.Ports['80/tcp']?.[0]?.HostPort;
-  if (!bound) throw new FleetrollError('E_REHEARSE', 1, `nginx container ${names.nginx} has no published port`);
+  if (!bound) throw new FleetrollError('E_REHEARSE', `nginx container ${names.nginx} has no published port`);
   return Number(bound);
 }
 
@@ -200,7 +200,7 @@ export async function waitForHttp(url: string, timeoutMs: number): Promise<void>
       await answers(url, 1000);
       return;
     } catch (err) {
-      if (Date.now() > until) throw new FleetrollError('E_REHEARSE', 1, `nginx did not answer on ${url}: ${(err as Error).message}`);
+      if (Date.now() > until) throw new FleetrollError('E_REHEARSE', `nginx did not answer on ${url}: ${(err as Error).message}`);
       await systemClock.sleep(100);
     }
   }

@@ -51,7 +51,7 @@ export async function scriptRollout(fleet: Fleet, deps: DeployDeps, opts: Script
   const listAll = async () => (await Promise.all([...deps.runtimes.values()].map((rt) => rt.list(labels)))).flat();
   const runtime = (host: string) => {
     const rt = deps.runtimes.get(host);
-    if (!rt) throw new FleetrollError('E_INTERNAL', 1, `no runtime for host ${host}`);
+    if (!rt) throw new FleetrollError('E_INTERNAL', `no runtime for host ${host}`);
     return rt;
   };
 

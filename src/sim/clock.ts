@@ -6,6 +6,7 @@
  * due at that instant, and repeats until the awaited promise settles.
  * A 10,000-instance rollout runs in well under a second of real time.
  */
+import { FleetrollError } from '../errors.js';
 import type { Clock } from '../ports.js';
 
 interface Timer {
@@ -15,7 +16,16 @@ interface Timer {
   cancelled: boolean;
 }
 
-class StalledError extends Error {}
+/**
+ * The engine awaits something no timer will ever bring: a fleetroll bug, not
+ * a fleet problem (the progress deadline always keeps a timer pending), and it
+ * reaches `fleetroll simulate` and the library's simulate(), so it has a code.
+ */
+class StalledError extends FleetrollError {
+  constructor(message: string) {
+    super('E_INTERNAL', message);
+  }
+}
 
 export class VirtualClock implements Clock {
   private t: number;

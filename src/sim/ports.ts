@@ -174,7 +174,7 @@ export class SimRuntime implements Runtime {
   ) {}
 
   private check(): void {
-    if (this.w.faults.hostsGone?.has(this.host)) throw new FleetrollError('E_HOST', 1, `host ${this.host}: the Docker engine does not answer (simulated)`);
+    if (this.w.faults.hostsGone?.has(this.host)) throw new FleetrollError('E_DOCKER_UNREACHABLE', `host ${this.host}: the Docker engine does not answer (simulated)`);
   }
 
   async ping(): Promise<void> {
@@ -218,7 +218,7 @@ export class SimRuntime implements Runtime {
     if (!c || c.state !== 'running') return;
     if ((this.w.faults.failStops ?? 0) > 0) {
       this.w.faults.failStops = (this.w.faults.failStops ?? 1) - 1;
-      throw new FleetrollError('E_DOCKER', 1, `host ${this.host}: stopping ${c.name} failed: 500 server error (simulated)`);
+      throw new FleetrollError('E_DOCKER', `host ${this.host}: stopping ${c.name} failed: 500 server error (simulated)`);
     }
     c.stopping = true;
     this.w.emit({ kind: 'stopping', c });
@@ -265,7 +265,7 @@ export class SimRuntime implements Runtime {
   private container(id: string): SimContainer {
     this.check();
     const c = this.w.containers.get(id);
-    if (!c) throw new FleetrollError('E_CONTAINER_MISSING', 1, `container ${id} does not exist on ${this.host} (simulated)`);
+    if (!c) throw new FleetrollError('E_CONTAINER_MISSING', `container ${id} does not exist on ${this.host} (simulated)`);
     return c;
   }
 
@@ -278,7 +278,7 @@ export class SimRuntime implements Runtime {
   /** Any command exits 0 once the app is ready, 1 before. */
   async exec(id: string, _cmd: readonly string[], _timeoutMs: number): Promise<number> {
     const c = this.container(id);
-    if (c.state !== 'running') throw new FleetrollError('E_CONTAINER_NOT_RUNNING', 1, `container ${id} on ${this.host} is not running (simulated)`);
+    if (c.state !== 'running') throw new FleetrollError('E_CONTAINER_NOT_RUNNING', `container ${id} on ${this.host} is not running (simulated)`);
     return isReady(this.w, c) ? 0 : 1;
   }
 
@@ -365,7 +365,7 @@ export class SimRouter implements Router {
     const fail = this.w.faults.failReload?.get(this.name) ?? 0;
     if (fail > 0) {
       this.w.faults.failReload?.set(this.name, fail - 1);
-      throw new FleetrollError('E_NGINX', 1, `${this.name}: reload failed (simulated)`);
+      throw new FleetrollError('E_NGINX_RELOAD', `${this.name}: reload failed (simulated)`);
     }
     if (this.w.timings.reloadMs > 0) await this.w.clock.sleep(this.w.timings.reloadMs);
     const previous = this.loaded;

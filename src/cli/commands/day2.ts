@@ -8,7 +8,7 @@ import { loadFleet } from '../../config/load.js';
 import { findAdoptable, parseAdoptMatch } from '../../engine/adopt.js';
 import { adoptFleet, fleetForRecord, requestSwitchBack } from '../../engine/session.js';
 import { CRASH_LOOP_RESTARTS, publicRecord, statusReport, watchRollout, type StatusReport } from '../../engine/status.js';
-import { ExitCode, FleetrollError, fieldError } from '../../errors.js';
+import { FleetrollError, fieldError } from '../../errors.js';
 import type { RevisionRecord } from '../../ports.js';
 import { parseCount, parseDuration } from '../args.js';
 import { fleetFileOption, jsonOption, withRolloutOptions } from '../options.js';
@@ -123,7 +123,7 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
       if (!target) throw fieldError('--to-revision', `no revision ${o.toRevision} in the history of ${fleet.service} (kept: ${revisions.map((r) => r.number).join(', ') || 'none'})`);
     } else {
       target = [...revisions].reverse().find((r) => r.hash !== current?.hash && r.outcome === 'complete');
-      if (!target) throw new FleetrollError('E_NO_PREVIOUS', ExitCode.rolloutFailed, `nothing to undo: ${fleet.service} has no earlier completed revision`, { hint: 'see fleetroll history' });
+      if (!target) throw new FleetrollError('E_NO_PREVIOUS', `nothing to undo: ${fleet.service} has no earlier completed revision`, { hint: 'see fleetroll history' });
     }
     await executeRollout(fleetForRecord(fleet, target, { state: stateNow }), out, o, { verb: `undo to revision ${target.number}:`, changeCause: `undo to revision ${target.number}` });
   });

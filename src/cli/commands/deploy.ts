@@ -2,7 +2,7 @@ import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { loadFleet, type Fleet } from '../../config/load.js';
 import { healthOf } from '../../engine/rollout.js';
 import { runManaged, type ManagedResult } from '../../engine/session.js';
-import { ExitCode, FleetrollError, RolloutFailedError } from '../../errors.js';
+import { errorJson, ExitCode, FleetrollError, RolloutFailedError } from '../../errors.js';
 import { parseCount } from '../args.js';
 import { eventPrinter } from '../events.js';
 import {
@@ -130,7 +130,7 @@ export async function executeRollout(
     if (o.json && err instanceof FleetrollError) {
       // stoppedBy "analysis": the gate took the new version out of traffic (rolled back, canary aborted or switched back).
       const stoppedBy = err instanceof RolloutFailedError ? err.details.stoppedBy : undefined;
-      out.json({ outcome: err.code === 'E_PAUSED' ? 'paused' : 'failed', code: err.code, message: err.message, hint: err.hint, ...(stoppedBy !== undefined ? { stoppedBy } : {}), ...(health ? { health } : {}) });
+      out.json({ outcome: err.code === 'E_PAUSED' ? 'paused' : 'failed', ...errorJson(err), ...(stoppedBy !== undefined ? { stoppedBy } : {}), ...(health ? { health } : {}) });
     }
     else if (health) for (const l of healthLines(health)) out.line(l);
     throw err;

@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { SERVICE_RE } from '../../config/schema.js';
-import { fieldError, ReportedFailure } from '../../errors.js';
+import { ExitCode, fieldError, ReportedFailure } from '../../errors.js';
 import { runExperiment } from '../../experiment/experiment.js';
 import { fmtStat, type ExperimentSummary } from '../../experiment/report.js';
 import { assertPlannable, loadExperimentSpec } from '../../experiment/spec.js';
@@ -129,7 +129,7 @@ Examples:
       // report what ran; a second one exits at once.
       const abort = new AbortController();
       const onSignal = () => {
-        if (abort.signal.aborted) process.exit(130);
+        if (abort.signal.aborted) process.exit(ExitCode.interrupted);
         abort.abort();
         log('stopping after the run in progress (Ctrl-C again to quit at once)');
       };
@@ -154,7 +154,7 @@ Examples:
       }
       if (o.json) out.json(summary);
       else printExperiment(summary, out);
-      if (abort.signal.aborted) throw new ReportedFailure(130);
+      if (abort.signal.aborted) throw new ReportedFailure(ExitCode.interrupted);
       if (!summary.ok) throw new ReportedFailure();
     });
 }
