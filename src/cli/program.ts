@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError, type CommandUnknownOpts } from '@commander-js/extra-typings';
 import { ExitCode, FleetrollError, ReportedFailure } from '../errors.js';
-import { processOut, type Out } from './output.js';
+import { printFailureJson, processOut, type Out } from './output.js';
 
 type Register = (program: CommandUnknownOpts, out: Out) => void;
 
@@ -92,6 +92,7 @@ export function causeChain(err: unknown, maxDepth = 10): string {
 /** Runs the CLI and returns the exit code; never throws. */
 export async function run(argv: string[], out: Out = processOut()): Promise<number> {
   const verbose = argv.includes('--verbose');
+  const json = argv.includes('--json');
   try {
     const program = await buildProgram(out, argv);
     await program.parseAsync(argv, { from: 'user' });
@@ -104,12 +105,14 @@ export async function run(argv: string[], out: Out = processOut()): Promise<numb
     }
     if (err instanceof FleetrollError) {
       if (err instanceof ReportedFailure) return err.exitCode;
+      if (json) printFailureJson(out, err);
       process.stderr.write(`error: ${err.message}\n`);
       if (err.hint) process.stderr.write(`hint: ${err.hint}\n`);
       if (verbose) process.stderr.write(`${causeChain(err)}\n`);
       return err.exitCode;
     }
     const e = err as Error;
+    if (json) printFailureJson(out, err);
     process.stderr.write(`error: ${e?.message ?? String(err)}\n`);
     if (verbose) process.stderr.write(`${causeChain(err)}\n`);
     else process.stderr.write('(an unexpected error: run again with --verbose for the stack trace and its causes)\n');

@@ -220,7 +220,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     await first?.ping();
   } catch (err) {
     const hint = err instanceof FleetrollError && err.hint ? err.hint : 'fix the problem above and run the deploy again';
-    throw new RolloutFailedError(`preflight failed, nothing was changed:\n  ${(err as Error).message}`, hint, {}, 'preflight');
+    throw new RolloutFailedError(`preflight failed, nothing was changed:\n  ${(err as Error).message}`, hint, err instanceof FleetrollError ? { code: err.code } : {}, 'preflight');
   }
   let image = await h.store.image();
   if (!image) {

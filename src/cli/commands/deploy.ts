@@ -2,7 +2,7 @@ import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { loadFleet, type Fleet } from '../../config/load.js';
 import { healthOf } from '../../engine/rollout.js';
 import { runManaged, type ManagedResult } from '../../engine/session.js';
-import { errorJson, ExitCode, FleetrollError, RolloutFailedError } from '../../errors.js';
+import { ExitCode, FleetrollError, RolloutFailedError } from '../../errors.js';
 import { parseCount } from '../args.js';
 import { eventPrinter } from '../events.js';
 import {
@@ -17,7 +17,7 @@ import {
   replacementPolicyOption,
   type RolloutOptions,
 } from '../options.js';
-import type { Out } from '../output.js';
+import { printFailureJson, type Out } from '../output.js';
 import { healthLines } from '../health.js';
 import { explainStrategy } from '../strategy.js';
 import { accessLogOpeners, buildDeps, fleetHandles } from '../../wiring.js';
@@ -130,7 +130,9 @@ export async function executeRollout(
     if (o.json && err instanceof FleetrollError) {
       // stoppedBy "analysis": the gate took the new version out of traffic (rolled back, canary aborted or switched back).
       const stoppedBy = err instanceof RolloutFailedError ? err.details.stoppedBy : undefined;
-      out.json({ outcome: err.code === 'E_PAUSED' ? 'paused' : 'failed', ...errorJson(err), ...(stoppedBy !== undefined ? { stoppedBy } : {}), ...(health ? { health } : {}) });
+      // phase "preflight": nothing was changed, so a retry is safe.
+      const phase = err instanceof RolloutFailedError ? err.phase : undefined;
+      printFailureJson(out, err, { ...(phase !== undefined ? { phase } : {}), ...(stoppedBy !== undefined ? { stoppedBy } : {}), ...(health ? { health } : {}) });
     }
     else if (health) for (const l of healthLines(health)) out.line(l);
     throw err;
