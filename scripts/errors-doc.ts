@@ -230,6 +230,7 @@ export function renderErrorsDoc(): string {
     '| `switchedAt`, `switchIssuedAt`, `switchedBackAt`, `switchBackIssuedAt` | ISO time | blue-green: when the switch (and the switch back) was issued and in force |',
     '| `stuck` | string[] | the progress deadline passed: the new instances that never became available |',
     '| `hook` | string | a hook failed: its name |',
+    '| `nginxTestFailed` | boolean | the new upstream failed `nginx -t`: every upstream file was restored, nothing reloaded |',
     '| `instances` | object[] | verification failed: each instance with `name`, `host`, `tries`, and `version` / `address` / `error` / `problem` |',
     '| `rolledBackTo` | string | `onFailure: rollback` ran: the revision (spec hash) the fleet went back to |',
     '',

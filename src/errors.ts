@@ -413,6 +413,8 @@ export type RolloutFailureDetails = {
   switchIssuedAt?: string | undefined;
   switchedBackAt?: string | undefined;
   switchBackIssuedAt?: string | undefined;
+  /** The new upstream failed `nginx -t`: every upstream file was restored and nothing reloaded. */
+  nginxTestFailed?: boolean;
   /** The code of the host or nginx failure that stopped the rollout (E_DOCKER, E_NGINX_TEST, ...). */
   code?: ErrorCode;
 };

@@ -11,7 +11,7 @@
  */
 import { isTerminating, type Phase } from '../core/decide.js';
 import type { UpstreamEntry } from '../core/upstream.js';
-import { ExitCode, FleetrollError } from '../errors.js';
+import { FleetrollError } from '../errors.js';
 import type { InstanceInfo } from '../ports.js';
 import { LABELS } from '../ports.js';
 import type { RolloutContext } from './context.js';
@@ -83,7 +83,7 @@ export class Lifecycle {
     const rt = d.runtimes.get(host);
     d.work
       .run(host, async () => {
-        if (!rt) throw new FleetrollError('E_INTERNAL', ExitCode.rolloutFailed, `no runtime for host ${host}`);
+        if (!rt) throw new FleetrollError('E_INTERNAL', `no runtime for host ${host}`);
         return rt.run(spec);
       })
       .then(
@@ -197,7 +197,7 @@ export class Lifecycle {
     d.journal('stop', 'begin', { names: [inst.id] });
     d.work
       .run(inst.host, async () => {
-        if (!rt) throw new FleetrollError('E_INTERNAL', ExitCode.rolloutFailed, `no runtime for host ${inst.host}`);
+        if (!rt) throw new FleetrollError('E_INTERNAL', `no runtime for host ${inst.host}`);
         await rt.stop(dockerId, d.fleet.terminationGracePeriodSeconds);
         await rt.remove(dockerId);
       })
