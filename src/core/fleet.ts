@@ -1,11 +1,11 @@
 /**
  * The instance-level face of the rolling algorithm: reduce what was observed
- * to counts, ask `planWave`, and pick which concrete instances to stop.
+ * to the counts rolling.ts decides on, and pick which concrete instances to
+ * stop. core/decide.ts uses both for every decision.
  *
  * PURE: no I/O, no clock.
  */
-import { isComplete, planWave, type FleetCounts, type Wave } from './rolling.js';
-import type { ResolvedStrategy } from './strategy.js';
+import type { FleetCounts } from './rolling.js';
 
 /** One instance as observed now (from Docker labels plus readiness tracking). */
 export interface ObservedInstance {
@@ -113,40 +113,5 @@ export function countFleet(desired: Desired, instances: Iterable<CountedInstance
     current,
     old: sorted.map(({ revision, total, available }) => ({ revision, total, available })),
     ...(holdTerminating ? { terminating } : {}),
-  };
-}
-
-export interface InstanceWave {
-  wave: Wave;
-  /** Instances to drain and stop, in the order they should go. */
-  stop: ObservedInstance[];
-  /** New instances to start right away (they fit under maxTotal already). */
-  startNow: number;
-  /** New instances to start once the stops are done. */
-  startAfterStops: number;
-  complete: boolean;
-}
-
-/** The next wave for the observed fleet: what deploy executes and plan/simulate predict. */
-export function nextWave(desired: Desired, instances: readonly ObservedInstance[], strategy: ResolvedStrategy): InstanceWave {
-  const counts = countFleet(desired, instances);
-  const wave = planWave(counts, strategy);
-  const byRevision = new Map<string, ObservedInstance[]>();
-  for (const i of instances) {
-    const list = byRevision.get(i.revision) ?? [];
-    list.push(i);
-    byRevision.set(i.revision, list);
-  }
-  const pick = (revision: string, n: number) => pickForStop(byRevision.get(revision) ?? [], n);
-  const stop = [
-    ...wave.stopOld.flatMap((s) => pick(s.revision, s.count)),
-    ...pick(desired.revision, wave.stopNew),
-  ];
-  return {
-    wave,
-    stop,
-    startNow: wave.startBeforeStops,
-    startAfterStops: wave.start - wave.startBeforeStops,
-    complete: isComplete(counts),
   };
 }

@@ -1,13 +1,13 @@
 /**
  * Property tests: for many random (replicas, maxSurge, maxUnavailable) and
- * random starting fleets, drive the instance-level algorithm the way the
- * executor does, with new instances becoming ready in random order, and check
- * the invariants after every action and that every rollout completes.
+ * random starting fleets, drive the controller's decision (core/decide.ts)
+ * the way the engine does, with new instances becoming ready in random order,
+ * and check the invariants after every action and that every rollout completes.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { nextWave, type ObservedInstance } from '../../src/core/fleet.js';
+import { decide, type InstanceView } from '../../src/core/decide.js';
 import { seededRandom } from '../../src/core/random.js';
 import { resolveStrategy, type IntOrPercent, type ResolvedStrategy } from '../../src/core/strategy.js';
 import { ValidationError } from '../../src/errors.js';
@@ -26,14 +26,16 @@ interface RunResult {
 /**
  * Runs a rollout to the end. `start` is the initial fleet. Unavailable old
  * instances stay unavailable; new instances become ready (and available) a few
- * at a time in random order, as the world decides.
+ * at a time in random order, as the world decides. An instance decide()
+ * terminates is gone before the next decision (its drain and stop take no
+ * time here), so what is alive is what the algorithm counts.
  */
-function drive(s: ResolvedStrategy, start: ObservedInstance[], seed: number): RunResult {
+function drive(s: ResolvedStrategy, start: InstanceView[], seed: number): RunResult {
   const rand = seededRandom(seed);
   let fleet = [...start];
   let serial = 0;
   const violations: string[] = [];
-  const available = () => fleet.filter((i) => i.available).length;
+  const available = () => fleet.filter((i) => i.phase === 'available').length;
   // Bounds hold relative to where the fleet started: a fleet already outside
   // them (extra instances, outages) must not be pushed further out.
   const ceiling = Math.max(s.maxTotal, fleet.length);
@@ -43,36 +45,35 @@ function drive(s: ResolvedStrategy, start: ObservedInstance[], seed: number): Ru
     if (available() < floor) violations.push(`${when}: ${available()} available < ${floor}`);
   };
   const startNew = (n: number) => {
-    for (let k = 0; k < n; k++) fleet.push({ id: `new-${serial++}`, revision: 'new', running: true, ready: false, available: false, created: 1000 + serial });
+    for (let k = 0; k < n; k++) fleet.push({ id: `new-${serial++}`, host: HOST, revision: 'new', phase: 'unready', routed: false, created: 1000 + serial });
   };
   let waves = 0;
   for (let guard = 0; guard < 20 * (s.replicas + 5); guard++) {
-    const w = nextWave({ revision: 'new', replicas: s.replicas }, fleet, s);
-    if (w.complete) return { waves, violations, complete: true };
-    if (w.stop.length + w.startNow + w.startAfterStops > 0) {
+    const d = decide(fleet, { revision: 'new', replicas: s.replicas, strategy: s, now: 0, hosts: [{ name: HOST }] });
+    if (d.complete) return { waves, violations, complete: true };
+    const acted = d.terminate.length + d.start.length > 0;
+    if (acted) {
       waves++;
-      startNew(w.startNow);
-      check(`wave ${waves} before stops`);
-      const gone = new Set(w.stop.map((i) => i.id));
+      const gone = new Set(d.terminate);
       fleet = fleet.filter((i) => !gone.has(i.id));
-      check(`wave ${waves} after stops`);
-      startNew(w.startAfterStops);
-      check(`wave ${waves} after starts`);
+      check(`step ${waves} after terminations`);
+      startNew(d.start.length);
+      check(`step ${waves} after starts`);
     }
-    const waiting = fleet.filter((i) => i.revision === 'new' && !i.available);
+    const waiting = fleet.filter((i) => i.revision === 'new' && i.phase !== 'available');
     if (waiting.length === 0) {
-      if (w.stop.length + w.startNow + w.startAfterStops === 0) return { waves, violations: [...violations, 'stalled with nothing to wait for'], complete: false };
+      if (!acted) return { waves, violations: [...violations, 'stalled with nothing to wait for'], complete: false };
       continue;
     }
     // Some of the waiting new instances become ready; at least one.
     const n = 1 + Math.floor(rand() * waiting.length);
-    for (const i of waiting.slice(0, n)) Object.assign(i, { ready: true, available: true });
+    for (const i of waiting.slice(0, n)) i.phase = 'available';
   }
   return { waves, violations: [...violations, 'did not finish'], complete: false };
 }
 
-const oldFleet = (n: number): ObservedInstance[] =>
-  Array.from({ length: n }, (_, k) => ({ id: `old-${k}`, revision: 'old', running: true, ready: true, available: true, created: k }));
+const HOST = 'local';
+const oldFleet = (n: number): InstanceView[] => Array.from({ length: n }, (_, k) => ({ id: `old-${k}`, host: HOST, revision: 'old', phase: 'available', routed: true, created: k }));
 
 describe('properties of the rolling algorithm', () => {
   it('from an all-old fleet: bounds hold at every step and every valid rollout completes', () => {
@@ -103,12 +104,12 @@ describe('properties of the rolling algorithm', () => {
       fc.property(fc.integer({ min: 0, max: 20 }), intOrPercent(6, 150), intOrPercent(6, 100), fc.array(instance, { maxLength: 30 }), fc.integer(), (replicas, surge, unav, raw, seed) => {
         if (isZeroValue(surge) && isZeroValue(unav)) return;
         const s = resolveStrategy({ replicas, cli: { maxSurge: surge, maxUnavailable: unav } });
-        const start: ObservedInstance[] = raw.map((r, k) => ({
+        const start: InstanceView[] = raw.map((r, k) => ({
           id: `i-${k}`,
+          host: HOST,
           revision: r.revision,
-          running: r.state !== 'exited',
-          ready: r.state === 'available',
-          available: r.state === 'available',
+          phase: r.state === 'exited' ? 'failed' : r.state,
+          routed: r.state === 'available',
           created: r.revision === 'old-a' ? k : r.revision === 'old-b' ? 100 + k : 200 + k,
         }));
         const r = drive(s, start, seed);
@@ -123,8 +124,11 @@ describe('properties of the rolling algorithm', () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 30 }), (replicas) => {
         const s = resolveStrategy({ replicas, strategy: { type: 'Recreate' } });
-        const w = nextWave({ revision: 'new', replicas }, oldFleet(replicas), s);
-        assert.deepEqual([w.stop.length, w.startNow, w.startAfterStops], [replicas, 0, replicas]);
+        const ctx = { revision: 'new', replicas, strategy: s, now: 0, hosts: [{ name: HOST }] };
+        const first = decide(oldFleet(replicas), ctx);
+        // Every old instance goes, and nothing starts until none is left.
+        const then = decide([], ctx);
+        assert.deepEqual([first.terminate.length, first.start.length, then.start.length], [replicas, 0, replicas]);
       }),
     );
   });

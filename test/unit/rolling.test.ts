@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { nextWave, type ObservedInstance } from '../../src/core/fleet.js';
+import { decide, type InstanceView, type Phase } from '../../src/core/decide.js';
 import { placement, planRollout } from '../../src/core/plan.js';
 import { decideStep, isComplete, planWave, type FleetCounts, type Step } from '../../src/core/rolling.js';
 import { resolveStrategy } from '../../src/core/strategy.js';
@@ -103,40 +103,35 @@ describe('planWave: the order of a wave keeps both bounds', () => {
   });
 });
 
-describe('nextWave: picking concrete instances', () => {
-  const inst = (id: string, revision: string, state: 'available' | 'ready' | 'unready' | 'exited', created = 0): ObservedInstance => ({
-    id,
-    revision,
-    created,
-    running: state !== 'exited',
-    ready: state === 'ready' || state === 'available',
-    available: state === 'available',
-  });
+describe('decide: picking concrete instances', () => {
+  const inst = (id: string, revision: string, phase: Phase, created = 0, host = 'local'): InstanceView => ({ id, host, revision, created, phase, routed: phase !== 'failed' });
+  const decideFor = (revision: string, replicas: number, fleet: InstanceView[], maxSurge: number, maxUnavailable: number, hosts = ['local']) =>
+    decide(fleet, { revision, replicas, strategy: rolling(replicas, maxSurge, maxUnavailable), now: 0, hosts: hosts.map((name) => ({ name })) });
 
   it('stops exited, then unready, then available old instances', () => {
-    const fleet = [inst('a', 'v1', 'available'), inst('b', 'v1', 'unready'), inst('c', 'v1', 'exited'), inst('d', 'v1', 'available')];
-    const w = nextWave({ revision: 'v2', replicas: 4 }, fleet, rolling(4, 0, 3));
+    const fleet = [inst('a', 'v1', 'available'), inst('b', 'v1', 'unready'), inst('c', 'v1', 'failed'), inst('d', 'v1', 'available')];
+    const d = decideFor('v2', 4, fleet, 0, 3);
     // maxUnavailable 3: both unhealthy ones are cleaned up, then one available one.
-    assert.deepEqual(w.stop.map((i) => i.id).slice(0, 2), ['c', 'b']);
-    assert.equal(w.stop.length, 3);
+    assert.deepEqual(d.terminate.slice(0, 2), ['c', 'b']);
+    assert.equal(d.terminate.length, 3);
   });
 
   it('oldest revision goes first', () => {
     const fleet = [inst('new1', 'v3', 'available', 30), inst('mid', 'v2', 'available', 20), inst('old', 'v1', 'available', 10)];
-    const w = nextWave({ revision: 'v3', replicas: 2 }, fleet, rolling(2, 0, 1));
-    assert.equal(w.stop[0]?.id, 'old');
+    const d = decideFor('v3', 2, fleet, 0, 1);
+    assert.equal(d.terminate[0], 'old');
   });
 
   it('reports completion and does nothing on a finished fleet', () => {
     const fleet = [inst('a', 'v2', 'available'), inst('b', 'v2', 'available')];
-    const w = nextWave({ revision: 'v2', replicas: 2 }, fleet, rolling(2, 1, 0));
-    assert.equal(w.complete, true);
-    assert.deepEqual([w.stop.length, w.startNow, w.startAfterStops], [0, 0, 0]);
+    const d = decideFor('v2', 2, fleet, 1, 0);
+    assert.equal(d.complete, true);
+    assert.deepEqual([d.terminate.length, d.start.length], [0, 0]);
   });
 
   describe('stops even out the spread across hosts', () => {
-    const on = (id: string, host: string, created: number, state: 'available' | 'unready' = 'available'): ObservedInstance => ({ ...inst(id, 'v2', state, created), host });
-    const rows: { name: string; fleet: ObservedInstance[]; replicas: number; want: string[] }[] = [
+    const on = (id: string, host: string, created: number, phase: Phase = 'available') => inst(id, 'v2', phase, created, host);
+    const rows: { name: string; fleet: InstanceView[]; replicas: number; want: string[] }[] = [
       {
         // a3 (a is fullest), then a and b tie at 2: the newer b2, then a2; 1/1/1 left.
         name: 'scale 6 → 3 on hosts holding 3/2/1: always from the fullest host, leaving 1/1/1',
@@ -159,15 +154,15 @@ describe('nextWave: picking concrete instances', () => {
     ];
     for (const r of rows) {
       it(r.name, () => {
-        const w = nextWave({ revision: 'v2', replicas: r.replicas }, r.fleet, rolling(r.replicas, 1, 0));
-        assert.deepEqual(w.stop.map((i) => i.id), r.want);
+        const d = decideFor('v2', r.replicas, r.fleet, 1, 0, ['a', 'b', 'c']);
+        assert.deepEqual(d.terminate, r.want);
       });
     }
   });
 
   it('an empty host gets its replicas started', () => {
-    const w = nextWave({ revision: 'v2', replicas: 3 }, [], rolling(3, 1, 0));
-    assert.deepEqual([w.startNow, w.startAfterStops], [3, 0]);
+    const d = decideFor('v2', 3, [], 1, 0);
+    assert.deepEqual([d.start.length, d.terminate.length], [3, 0]);
   });
 });
 
