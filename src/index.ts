@@ -22,7 +22,8 @@ import { basename } from 'node:path';
 import { fleetFromObject as loadFromObject, loadFleet, type CliOverrides, type Fleet, type VariableLookup } from './config/load.js';
 import { fleetNotes } from './config/notes.js';
 import { planStrategy, type StrategyPlan } from './core/plan.js';
-import { MAX_REPLICAS, resolveStrategy, type ResolvedStrategy } from './core/strategy.js';
+import { MAX_REPLICAS, type ResolvedStrategy } from './core/strategy.js';
+import { loadStrategy } from './config/strategy.js';
 import type { EventSink, RolloutEvent } from './engine/events.js';
 import { deploy as engineDeploy, type AccessLogOpener, type DeployDeps, type DeployOptions, type DeployResult } from './engine/rollout.js';
 import { runManaged, type FleetHandles, type ManagedResult } from './engine/session.js';
@@ -273,7 +274,7 @@ async function strategyOf(source: FleetSource | StrategyFlags, overrides: CliOve
     throw new ValidationError([{ path: 'replicas', message: `must be a whole number from 0 to ${MAX_REPLICAS}, got ${JSON.stringify(replicas)}` }]);
   }
   return {
-    strategy: resolveStrategy({
+    strategy: loadStrategy({
       replicas,
       cli: { maxSurge: source.maxSurge, maxUnavailable: source.maxUnavailable },
       replacementPolicy: { cli: source.replacementPolicy },

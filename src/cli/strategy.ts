@@ -6,7 +6,7 @@
  */
 import { Option, type Command, type OptionValues } from '@commander-js/extra-typings';
 import type { Fleet } from '../config/load.js';
-import { MAX_REPLICAS, MODE_DESCRIPTION, SOURCE_LABEL, resolveStrategy, type CanaryStep, type ResolvedStrategy } from '../core/strategy.js';
+import { MAX_REPLICAS, MODE_DESCRIPTION, SOURCE_LABEL, type CanaryStep, type ResolvedStrategy } from '../core/strategy.js';
 import { ValidationError } from '../errors.js';
 import { parseCount } from './args.js';
 import { composeServiceOption, maxSurgeOption, maxUnavailableOption, optionalFleetFileOption, replacementPolicyOption } from './options.js';
@@ -59,7 +59,9 @@ export async function strategyFromOptions(o: StrategyFlagValues): Promise<{ stra
   if (o.replicas === undefined) {
     throw new ValidationError([{ path: '--replicas', message: 'is required without -f: give a fleet file (-f fleet.yaml) or a replica count (--replicas 4)' }]);
   }
-  return { strategy: resolveStrategy({ replicas: o.replicas, cli: { maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable }, replacementPolicy: { cli: o.replacementPolicy }, paths: {} }) };
+  // The flags are checked by the fleet file's strategy schema: zod loads, the YAML parser does not.
+  const { loadStrategy } = await import('../config/strategy.js');
+  return { strategy: loadStrategy({ replicas: o.replicas, cli: { maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable }, replacementPolicy: { cli: o.replacementPolicy }, paths: {} }) };
 }
 
 /** "30 s", "5 min", "1 h 30 min" */

@@ -9,13 +9,15 @@ import { probeIssues, portIssues } from './probes.js';
 import { dirname, resolve as resolvePath } from 'node:path';
 import { readDocument, readFleetOrComposeDocument, readTextFile } from './document.js';
 import { FleetrollError, ValidationError, type FieldIssue } from '../errors.js';
-import { BUILTIN_DEFAULTS, resolveStrategy, type ResolvedStrategy, type RollingUpdateInput } from '../core/strategy.js';
+import { BUILTIN_DEFAULTS, type ResolvedStrategy } from '../core/strategy.js';
+import { checkStrategyLayers, loadStrategy } from './strategy.js';
 import type { ContainerConfig } from '../core/container.js';
 import { containerConfigOf } from './container.js';
 import { interpolateTree, parseDotenv } from './interpolate.js';
 import { digestSecretFiles } from './secrets.js';
 import { ADOPT_IGNORABLE, composeService, fleetFromCompose, isComposeDocument } from './compose.js';
-import { defaultsSchema, fleetSchema, strategySchema, zodIssues, type DefaultsParsed, type FleetFileParsed } from './schema.js';
+import { defaultsSchema, fleetSchema, type DefaultsParsed, type FleetFileParsed } from './schema.js';
+import { zodIssues } from './fields.js';
 
 export interface CliOverrides {
   image?: string | undefined;
@@ -338,17 +340,12 @@ function strategyFleetIssues(f: FleetFileParsed, s: ResolvedStrategy, defaultsSt
   return issues;
 }
 
-/** maxSurge / maxUnavailable problems of a file that failed the schema (best effort). */
-function strategyIssuesOf(raw: Record<string, unknown>): FieldIssue[] {
-  const strategy = strategySchema.safeParse(raw.strategy);
-  if (!strategy.success || strategy.data === undefined) return [];
-  const replicas = typeof raw.replicas === 'number' && Number.isInteger(raw.replicas) && raw.replicas >= 0 ? raw.replicas : 1;
-  try {
-    resolveStrategy({ replicas, strategy: strategy.data });
-    return [];
-  } catch (err) {
-    return err instanceof ValidationError ? err.issues.filter((i) => i.path !== 'replicas') : [];
-  }
+/** The strategy's problems of a file that failed the schema, so one pass fixes the file. */
+function strategyIssuesOf(raw: unknown): FieldIssue[] {
+  if (raw === null || typeof raw !== 'object') return [];
+  const r = raw as Record<string, unknown>;
+  const replicas = typeof r.replicas === 'number' && Number.isInteger(r.replicas) && r.replicas >= 0 ? r.replicas : 1;
+  return checkStrategyLayers({ replicas, strategy: r.strategy, replacementPolicy: { own: r.replacementPolicy } }).issues;
 }
 
 /**
@@ -394,8 +391,7 @@ export async function fleetFromObject(rawIn: unknown, file: string, cli: CliOver
   const raw = prepared.raw;
   const parsed = fleetSchema.safeParse(raw);
   if (!parsed.success || prepared.issues.length > 0) {
-    // Report strategy value problems alongside schema problems, so one pass fixes the file.
-    throw new ValidationError([...prepared.issues, ...(parsed.success ? [] : zodIssues(parsed.error)), ...strategyIssuesOf(raw as Record<string, unknown>)], { source: file });
+    throw new ValidationError([...prepared.issues, ...(parsed.success ? [] : zodIssues(parsed.error)), ...strategyIssuesOf(raw)], { source: file });
   }
   const f = cli.replicas !== undefined ? { ...parsed.data, replicas: cli.replicas } : parsed.data;
 
@@ -428,11 +424,10 @@ export async function fleetFromObject(rawIn: unknown, file: string, cli: CliOver
   let strategy: ResolvedStrategy | undefined;
   const defaultsStrategyPath = typeof f.defaults === 'string' ? `${defaultsPrefix}strategy` : 'defaults/strategy';
   try {
-    const cliLayer: RollingUpdateInput = { maxSurge: cli.maxSurge, maxUnavailable: cli.maxUnavailable };
-    strategy = resolveStrategy({
+    strategy = loadStrategy({
       replicas: f.replicas,
       group: f.group,
-      cli: cliLayer,
+      cli: { maxSurge: cli.maxSurge, maxUnavailable: cli.maxUnavailable },
       strategy: f.strategy,
       defaults: defaults?.strategy,
       replacementPolicy: { cli: cli.replacementPolicy, own: f.replacementPolicy, defaults: defaults?.replacementPolicy },

@@ -6,6 +6,7 @@
  */
 import type * as zod from 'zod';
 import * as z from './zod.js';
+import { int, pattern, seconds } from './fields.js';
 import { analysisSchema } from './analysis.js';
 import { containerFields } from './container.js';
 import { MAX_REPLICAS } from '../core/strategy.js';
@@ -28,100 +29,12 @@ const ENV_KEY_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 export const VERSION_RE = /^[A-Za-z0-9][A-Za-z0-9._+\-]{0,127}$/;
 const DOCKER_ENDPOINT_RE = /^(unix:\/\/\/[A-Za-z0-9._\-/]+|tcp:\/\/[A-Za-z0-9.\-]+:[0-9]{1,5}|ssh:\/\/([A-Za-z0-9._\-]+@)?[A-Za-z0-9.\-]+(:[0-9]{1,5})?)$/;
 
-const pattern = (re: RegExp, what: string) =>
-  z.string({ error: (i) => (i.input === undefined ? 'is required' : `must be a string (${what})`) }).regex(re, { error: (i) => `must be ${what}, got ${JSON.stringify(i.input)}` });
-
-const int = (min: number, max: number, what = 'an integer') =>
-  z
-    .number({ error: (i) => (i.input === undefined ? 'is required' : `must be ${what} from ${min} to ${max}, got ${JSON.stringify(i.input)}`) })
-    .int({ error: (i) => `must be ${what} from ${min} to ${max}, got ${JSON.stringify(i.input)}` })
-    .min(min, { error: (i) => `must be ${what} from ${min} to ${max}, got ${JSON.stringify(i.input)}` })
-    .max(max, { error: (i) => `must be ${what} from ${min} to ${max}, got ${JSON.stringify(i.input)}` });
-
-const seconds = (min: number, max: number) =>
-  z
-    .number({ error: (i) => `must be a number of seconds from ${min} to ${max}, got ${JSON.stringify(i.input)}` })
-    .min(min, { error: (i) => `must be a number of seconds from ${min} to ${max}, got ${JSON.stringify(i.input)}` })
-    .max(max, { error: (i) => `must be a number of seconds from ${min} to ${max}, got ${JSON.stringify(i.input)}` });
-
-/** maxSurge / maxUnavailable: format checked by core/strategy (one place for those rules). */
-const intOrPercent = z.union([z.number(), z.string()], { error: (i) => `must be an integer or a percentage string like "25%", got ${JSON.stringify(i.input)}` });
-
-/** strategy.blueGreen: the new set starts whole beside the old one; one reload switches traffic. */
-const blueGreenSchema = z
-  .object(
-    {
-      /** The old set stays (out of traffic) this long after the switch; undo inside it is one reload. */
-      scaleDownDelaySeconds: seconds(0, 86400).optional(),
-      /** An upstream the new set is written to before the switch, for a prePromotion hook to test it. */
-      previewUpstream: pattern(UPSTREAM_RE, 'an nginx upstream name: letters, digits and "_", starting with a letter or "_"').optional(),
-      /** The same, spelled as a block: `preview: { upstream: NAME }`. */
-      preview: z
-        .object({ upstream: pattern(UPSTREAM_RE, 'an nginx upstream name: letters, digits and "_", starting with a letter or "_"') }, { error: 'must be a mapping: { upstream: NAME }, the upstream the new set is written to before the switch' })
-        .strict()
-        .optional(),
-      /** false: the switch waits for `fleetroll promote`. */
-      autoPromote: z.boolean({ error: (i) => `must be true or false, got ${JSON.stringify(i.input)}` }).optional(),
-    },
-    { error: 'must be a mapping: { scaleDownDelaySeconds, preview: { upstream }, autoPromote }' },
-  )
-  .strict()
-  // One resolved name, whichever spelling the file used (the block wins when both are given).
-  .transform(({ preview, ...rest }) => (preview ? { ...rest, previewUpstream: preview.upstream } : rest));
-
-/**
- * One canary step: exactly one of setWeight, pause, analysis (core/strategy
- * checks "exactly one", the pause duration's format and, again, every value).
- */
-const canaryStepSchema = z
-  .object(
-    {
-      setWeight: int(0, 100, 'a whole percent').optional(),
-      pause: z
-        .object(
-          { duration: z.union([z.number(), z.string()], { error: (i) => `must be seconds or a duration string like "30s", "5m" or "1h", got ${JSON.stringify(i.input)}` }).optional() },
-          { error: (i) => `must be a mapping: { duration: 30s } or {} (wait for \`fleetroll promote\` or \`abort\`), got ${JSON.stringify(i.input)}` },
-        )
-        .strict()
-        .optional(),
-      // Any mapping here: merged with the top-level analysis: block, the overrides
-      // are validated as one block by the analysis schema (config/load.ts analysisStepIssues).
-      analysis: z.record(z.string(), z.unknown(), { error: (i) => `must be a mapping of analysis settings (may be empty: {}), got ${JSON.stringify(i.input)}` }).optional(),
-    },
-    { error: (i) => `must be a step: { setWeight: N }, { pause: { duration: 30s } }, { pause: {} } or { analysis: {} }, got ${JSON.stringify(i.input)}` },
-  )
-  .strict();
-
-/** strategy.canary: weighted, sticky steps, then a rolling update (strategy.rollingUpdate) replaces the stable set. */
-const canarySchema = z
-  .object(
-    {
-      /** A fixed canary instance count; default: ceil(weight% × replicas), at least 1. */
-      canaryReplicas: int(1, 10000).optional(),
-      /** "remote_addr" (default), "cookie:NAME" or "header:NAME": format checked by core/strategy. */
-      stickyKey: z.string({ error: (i) => `must be "remote_addr", "cookie:NAME" or "header:NAME", got ${JSON.stringify(i.input)}` }).optional(),
-      /** "header:NAME" or "cookie:NAME" whose value always / never forces the canary / stable: format checked by core/strategy. */
-      force: z.string({ error: (i) => `must be "header:NAME" or "cookie:NAME", got ${JSON.stringify(i.input)}` }).optional(),
-      steps: z.array(canaryStepSchema, { error: 'must be a list of steps like [{ setWeight: 10 }, { pause: { duration: 5m } }]' }).optional(),
-    },
-    { error: 'must be a mapping: { steps, stickyKey, force, canaryReplicas }' },
-  )
-  .strict();
-
-export const strategySchema = z
-  .object({
-    type: z
-      .enum(['RollingUpdate', 'Recreate', 'BlueGreen', 'Canary'], { error: (i) => `must be "RollingUpdate", "Recreate", "BlueGreen" or "Canary", got ${JSON.stringify(i.input)}` })
-      .optional(),
-    rollingUpdate: z.object({ maxSurge: intOrPercent.optional(), maxUnavailable: intOrPercent.optional() }).strict().optional(),
-    blueGreen: blueGreenSchema.optional(),
-    canary: canarySchema.optional(),
-  })
-  .strict();
-
 /** The rollout settings a fleet may set itself or take from shared defaults. */
 const rolloutFields = {
-  strategy: strategySchema.optional(),
+  // strategy and replacementPolicy are layers of the strategy: config/strategy.ts checks
+  // them (with the shared defaults', the flags' and replicas) and names a defaults file's
+  // problems by that file, so the schema only carries them.
+  strategy: z.unknown().optional(),
   minReadySeconds: seconds(0, 86400).optional(),
   progressDeadlineSeconds: seconds(1, 86400).optional(),
   drainSeconds: seconds(0, 3600).optional(),
@@ -129,8 +42,8 @@ const rolloutFields = {
   revisionHistoryLimit: int(0, 1000).optional(),
   /** How many hosts may have Docker work in flight at once (work on one host is always in order). */
   hostParallelism: int(1, 1000).optional(),
-  /** TerminationStarted | TerminationComplete; checked by core/strategy with the other strategy values. */
-  replacementPolicy: z.string({ error: (i) => `must be "TerminationStarted" or "TerminationComplete", got ${JSON.stringify(i.input)}` }).optional(),
+  /** TerminationStarted | TerminationComplete: checked by config/strategy.ts with the other strategy layers. */
+  replacementPolicy: z.unknown().optional(),
 };
 
 /** What shared defaults may hold: a default rollout and its timings. */
@@ -238,19 +151,3 @@ export const fleetSchema = z
 
 export type FleetFileParsed = zod.output<typeof fleetSchema>;
 export type DefaultsParsed = zod.output<typeof defaultsSchema>;
-
-/** zod issues as slash paths, e.g. `loadBalancers/0/nginx/upstream: must be ...`. */
-export function zodIssues(error: zod.ZodError, prefix = ''): { path: string; message: string }[] {
-  return error.issues.map((i) => {
-    const path = [prefix, ...i.path.map(String)].filter((s) => s !== '').join('/');
-    if (i.code === 'invalid_key') {
-      // Other mappings' key schemas (secretFiles, ...) say what their keys must be.
-      if (i.path[0] !== 'env' && i.issues[0] !== undefined) return { path, message: i.issues[0].message };
-      return { path, message: 'env names must be letters, digits and "_", not starting with a digit' };
-    }
-    if (i.code === 'unrecognized_keys') {
-      return { path, message: `unknown field${i.keys.length > 1 ? 's' : ''} ${i.keys.map((k) => JSON.stringify(k)).join(', ')}` };
-    }
-    return { path, message: i.message };
-  });
-}

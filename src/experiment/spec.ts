@@ -23,11 +23,13 @@
  */
 import type * as zod from 'zod';
 import { analysisSchema, parseDurationSeconds, parsePercent } from '../config/analysis.js';
-import { VERSION_RE, zodIssues } from '../config/schema.js';
+import { VERSION_RE } from '../config/schema.js';
+import { zodIssues } from '../config/fields.js';
 import * as z from '../config/zod.js';
 import { readDocument } from '../config/load.js';
 import { USER_HEADER } from './probes.js';
-import { BUILTIN_DEFAULTS, resolveStrategy, type ResolvedStrategy, type StrategyInput } from '../core/strategy.js';
+import { BUILTIN_DEFAULTS, STRATEGY_TYPES, type ResolvedStrategy, type StrategyInput } from '../core/strategy.js';
+import { intOrPercentSchema, loadStrategy, replacementPolicySchema } from '../config/strategy.js';
 import { ValidationError, type FieldIssue } from '../errors.js';
 
 const msg = (what: string) => ({ error: (i: { input?: unknown }) => `must be ${what}, got ${JSON.stringify(i.input)}` });
@@ -35,7 +37,6 @@ const number = (min: number, max: number, what = 'a number') => z.number(msg(`${
 const integer = (min: number, max: number) => number(min, max, 'an integer').int(msg(`an integer from ${min} to ${max}`));
 /** One value, or a list of values: a dimension of the matrix. */
 const oneOrMany = <T extends zod.ZodType>(t: T) => z.union([t, z.array(t).min(1, 'must list at least one value').max(12, 'must list at most 12 values')]);
-const intOrPercent = z.union([z.number(), z.string()], msg('an integer or a percentage string like "25%"'));
 
 /** A mapping of analysis settings (validated with the fleet file's analysis schema once the layers are merged). */
 const analysisBlock = z.record(z.string(), z.unknown(), msg('a mapping of analysis settings (interval, minRequests, maxErrorRate, ...)'));
@@ -47,18 +48,29 @@ const analysisBlock = z.record(z.string(), z.unknown(), msg('a mapping of analys
  */
 export const EXPERIMENT_STICKY_KEY = `header:${USER_HEADER}`;
 
+/** The strategy types of an experiment: the fleet file's, and the two hand-made controls it compares them with. */
+const EXPERIMENT_TYPES = [...STRATEGY_TYPES, 'naive', 'script'] as const;
+
+/**
+ * One strategy of the matrix. Its fleet-file settings (maxSurge,
+ * maxUnavailable, replacementPolicy) are the fleet schema's own fields, and
+ * its blueGreen and canary blocks become a fleet file's strategy, checked by
+ * config/strategy.ts like any fleet's (resolveFor); the blocks here only add
+ * what an experiment cannot run (a preview, a manual promote, more than a
+ * short run allows).
+ */
 const strategySchema = z
   .object({
     /** Shown in tables and charts; default derived from the settings ("1/0", "Recreate", "naive", "script b=2", "BlueGreen", "Canary 25%", "+ analysis"). */
     name: z.string(msg('a short label')).min(1, 'must not be empty').max(40, 'must be at most 40 characters').optional(),
     type: z
-      .enum(['RollingUpdate', 'Recreate', 'BlueGreen', 'Canary', 'naive', 'script'], msg('"RollingUpdate", "Recreate", "BlueGreen", "Canary", "naive" or "script"'))
+      .enum(EXPERIMENT_TYPES, msg(`${EXPERIMENT_TYPES.slice(0, -1).map((t) => JSON.stringify(t)).join(', ')} or ${JSON.stringify(EXPERIMENT_TYPES[EXPERIMENT_TYPES.length - 1])}`))
       .default('RollingUpdate'),
     /** RollingUpdate, and Canary's final rolling update. */
-    maxSurge: intOrPercent.optional(),
-    maxUnavailable: intOrPercent.optional(),
+    maxSurge: intOrPercentSchema.optional(),
+    maxUnavailable: intOrPercentSchema.optional(),
     /** RollingUpdate and Canary (its final rolling update): the fleet file's replacementPolicy; unset leaves the fleet's default. */
-    replacementPolicy: z.enum(['TerminationStarted', 'TerminationComplete'], msg('"TerminationStarted" or "TerminationComplete"')).optional(),
+    replacementPolicy: replacementPolicySchema.optional(),
     /** naive only: pause between two replaced instances (the article's `sleep 3`). */
     intervalSeconds: number(0, 60).optional(),
     /** script only (required): instances the hand-written script replaces at once. */
@@ -79,7 +91,7 @@ const strategySchema = z
       )
       .strict()
       .optional(),
-    /** Canary only (required): the fleet file's strategy.canary; steps are checked by core/strategy, the sticky key is the probes' X-User header. */
+    /** Canary only (required): the fleet file's strategy.canary, its steps checked as the fleet file's are; the sticky key is the probes' X-User header. */
     canary: z
       .object(
         {
@@ -392,12 +404,12 @@ function fleetSettings(spec: ExperimentSpec, s: StrategySpec, i: number): { stra
   return { ...(analysis ? { analysis } : {}), issues };
 }
 
-/** resolveStrategy for one strategy of the spec at `replicas`, with paths into the spec. */
+/** One strategy of the spec at `replicas`, checked and resolved as a fleet file's, with paths into the spec. */
 function resolveFor(s: StrategySpec, i: number, replicas: number, fleetStrategy: StrategyInput | undefined): ResolvedStrategy | undefined {
   if (s.type === 'naive' || s.type === 'script') return undefined;
-  if (s.type === 'Recreate') return resolveStrategy({ replicas, strategy: { type: 'Recreate' } });
+  if (s.type === 'Recreate') return loadStrategy({ replicas, strategy: { type: 'Recreate' } });
   const p = `strategies/${i}`;
-  return resolveStrategy({
+  return loadStrategy({
     replicas,
     // BlueGreen takes no maxSurge / maxUnavailable (strategyIssues says so once).
     ...(s.type === 'BlueGreen' ? {} : { cli: { maxSurge: s.maxSurge, maxUnavailable: s.maxUnavailable } }),
@@ -406,7 +418,7 @@ function resolveFor(s: StrategySpec, i: number, replicas: number, fleetStrategy:
   });
 }
 
-/** Cross-field rules: strategy fields that only fit one type, duplicate names, the gate, and what resolveStrategy rejects. */
+/** Cross-field rules: strategy fields that only fit one type, duplicate names, the gate, and the fleet file's strategy rules (resolveFor). */
 function strategyIssues(spec: ExperimentSpec): FieldIssue[] {
   const issues: FieldIssue[] = [];
   const add = (issue: FieldIssue) => {

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { analysisSchema, parseDurationSeconds, parsePercent } from '../../src/config/analysis.js';
-import { zodIssues } from '../../src/config/schema.js';
+import { zodIssues } from '../../src/config/fields.js';
 import { evaluate, formatPercent, gateStatus, type AnalysisSpec, type GateState, type Measurement, type Verdict } from '../../src/core/gate.js';
 import type { TrafficStats } from '../../src/core/logStats.js';
 

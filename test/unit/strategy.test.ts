@@ -11,6 +11,7 @@ import {
   type ResolvedStrategy,
   type StrategyLayers,
 } from '../../src/core/strategy.js';
+import { loadStrategy } from '../../src/config/strategy.js';
 
 function issuesOf(fn: () => unknown): { path: string; message: string }[] {
   try {
@@ -73,7 +74,8 @@ describe('resolveStrategy: accepted values and fenceposts', () => {
   }
 });
 
-describe('resolveStrategy: invalid values name the field and what is allowed', () => {
+// Strategy input is checked by config/strategy.ts (the schema and the rules across layers) before resolveStrategy sees it.
+describe('loadStrategy: invalid values name the field and what is allowed', () => {
   const rows: { name: string; layers: StrategyLayers; path: string; message: RegExp }[] = [
     { name: 'both zero integers', layers: { replicas: 4, cli: { maxSurge: 0, maxUnavailable: 0 } }, path: '--max-surge and --max-unavailable', message: /may not both be 0/ },
     { name: 'both zero percent', layers: { replicas: 4, strategy: { rollingUpdate: { maxSurge: '0%', maxUnavailable: '0' } } }, path: 'strategy/rollingUpdate/maxSurge and strategy/rollingUpdate/maxUnavailable', message: /may not both be 0/ },
@@ -96,7 +98,7 @@ describe('resolveStrategy: invalid values name the field and what is allowed', (
   ];
   for (const r of rows) {
     it(r.name, () => {
-      const issues = issuesOf(() => resolveStrategy(r.layers));
+      const issues = issuesOf(() => loadStrategy(r.layers));
       const hit = issues.find((i) => i.path === r.path);
       assert.ok(hit, `no issue at ${r.path}: ${JSON.stringify(issues)}`);
       assert.match(hit.message, r.message);
@@ -104,8 +106,12 @@ describe('resolveStrategy: invalid values name the field and what is allowed', (
   }
 
   it('reports every problem at once', () => {
-    const issues = issuesOf(() => resolveStrategy({ replicas: 4, cli: { maxSurge: 'abc', maxUnavailable: '200%' } }));
+    const issues = issuesOf(() => loadStrategy({ replicas: 4, cli: { maxSurge: 'abc', maxUnavailable: '200%' } }));
     assert.deepEqual(issues.map((i) => i.path), ['--max-surge', '--max-unavailable']);
+  });
+
+  it('resolveStrategy itself trusts its layers: an unchecked value is a programming error, not a ValidationError', () => {
+    assert.throws(() => resolveStrategy({ replicas: 4, cli: { maxSurge: 'abc' } }), (err: unknown) => err instanceof Error && !(err instanceof ValidationError) && /loadStrategy/.test(err.message));
   });
 
   it('parseIntOrPercent keeps the raw value for messages', () => {
@@ -361,7 +367,7 @@ describe('parsePauseDuration', () => {
   }
 });
 
-describe('resolveStrategy: BlueGreen and Canary settings that do not fit name the field and what is allowed', () => {
+describe('loadStrategy: BlueGreen and Canary settings that do not fit name the field and what is allowed', () => {
   const canary = (c: object, extra: object = {}): StrategyLayers => ({ replicas: 4, strategy: { type: 'Canary', canary: c as never, ...extra } });
   const rows: { name: string; layers: StrategyLayers; path: string; message: RegExp }[] = [
     { name: 'an unknown type', layers: { replicas: 4, strategy: { type: 'Linear' as never } }, path: 'strategy/type', message: /must be "RollingUpdate", "Recreate", "BlueGreen" or "Canary", got "Linear"/ },
@@ -381,14 +387,14 @@ describe('resolveStrategy: BlueGreen and Canary settings that do not fit name th
     { name: 'a pause duration with a space', layers: canary({ steps: [{ pause: { duration: '5 min' } }] }), path: 'strategy/canary/steps/0/pause/duration', message: /"30s", "5m" or "1h".*got "5 min"/ },
     { name: 'a pause of 0', layers: canary({ steps: [{ pause: { duration: 0 } }] }), path: 'strategy/canary/steps/0/pause/duration', message: /more than 0 .*leave duration out to wait for `fleetroll promote` or `abort`/ },
     { name: 'a pause that is not a mapping', layers: canary({ steps: [{ pause: null }] }), path: 'strategy/canary/steps/0/pause', message: /must be a mapping: \{ duration: 30s \} or \{\}/ },
-    { name: 'a pause with an unknown field', layers: canary({ steps: [{ pause: { seconds: 5 } }] }), path: 'strategy/canary/steps/0/pause', message: /unknown field "seconds"; only duration/ },
+    { name: 'a pause with an unknown field', layers: canary({ steps: [{ pause: { seconds: 5 } }] }), path: 'strategy/canary/steps/0/pause', message: /unknown field "seconds"/ },
     { name: 'an analysis that is not a mapping', layers: canary({ steps: [{ analysis: 'strict' }] }), path: 'strategy/canary/steps/0/analysis', message: /must be a mapping of analysis settings \(may be empty: \{\}\), got "strict"/ },
     { name: 'a sticky cookie without a name', layers: canary({ steps: STEPS, stickyKey: 'cookie:' }), path: 'strategy/canary/stickyKey', message: /"remote_addr", "cookie:NAME" or "header:NAME" .*got "cookie:"/ },
     { name: 'a sticky key of another kind', layers: canary({ steps: STEPS, stickyKey: 'query:user' }), path: 'strategy/canary/stickyKey', message: /got "query:user"/ },
     { name: 'a sticky name nginx could read as syntax', layers: canary({ steps: STEPS, stickyKey: 'header:X;include' }), path: 'strategy/canary/stickyKey', message: /NAME: letters, digits, "_" and "-"/ },
     { name: 'force by the client address (only a header or cookie can force)', layers: canary({ steps: STEPS, force: 'remote_addr' }), path: 'strategy/canary/force', message: /"header:NAME" or "cookie:NAME" .*got "remote_addr"/ },
     { name: 'force naming nginx syntax', layers: canary({ steps: STEPS, force: 'cookie:a"; } include x; #' }), path: 'strategy/canary/force', message: /NAME: letters, digits, "_" and "-"/ },
-    { name: 'force that is not a string', layers: canary({ steps: STEPS, force: true as unknown as string }), path: 'strategy/canary/force', message: /got boolean/ },
+    { name: 'force that is not a string', layers: canary({ steps: STEPS, force: true as unknown as string }), path: 'strategy/canary/force', message: /got true/ },
     { name: 'canaryReplicas above replicas', layers: canary({ steps: STEPS, canaryReplicas: 5 }), path: 'strategy/canary/canaryReplicas', message: /must be at most replicas \(4\), got 5/ },
     { name: 'canaryReplicas of 0', layers: canary({ steps: STEPS, canaryReplicas: 0 }), path: 'strategy/canary/canaryReplicas', message: /integer from 1 to 10000, got 0/ },
     { name: 'the final rolling update with both limits 0', layers: canary({ steps: STEPS }, { rollingUpdate: { maxSurge: 0, maxUnavailable: 0 } }), path: 'strategy/rollingUpdate/maxSurge and strategy/rollingUpdate/maxUnavailable', message: /may not both be 0/ },
@@ -400,7 +406,7 @@ describe('resolveStrategy: BlueGreen and Canary settings that do not fit name th
   ];
   for (const r of rows) {
     it(r.name, () => {
-      const issues = issuesOf(() => resolveStrategy(r.layers));
+      const issues = issuesOf(() => loadStrategy(r.layers));
       const hit = issues.find((i) => i.path === r.path);
       assert.ok(hit, `no issue at ${r.path}: ${JSON.stringify(issues)}`);
       assert.match(hit.message, r.message);
@@ -408,7 +414,7 @@ describe('resolveStrategy: BlueGreen and Canary settings that do not fit name th
   }
 
   it('every bad step is reported at once', () => {
-    const issues = issuesOf(() => resolveStrategy(canary({ steps: [{ setWeight: 101 }, { pause: { duration: 'soon' } }, {}], stickyKey: 'x' })));
+    const issues = issuesOf(() => loadStrategy(canary({ steps: [{ setWeight: 101 }, { pause: { duration: 'soon' } }, {}], stickyKey: 'x' })));
     assert.deepEqual(issues.map((i) => i.path), ['strategy/canary/stickyKey', 'strategy/canary/steps/0/setWeight', 'strategy/canary/steps/1/pause/duration', 'strategy/canary/steps/2']);
   });
 
