@@ -6,7 +6,7 @@
  * The spec builders are pure (data in, spec out); only renderSvg runs Vega.
  */
 import type { TopLevelSpec } from 'vega-lite';
-import type { CapacityPoint } from './analysis.js';
+import type { CapacityPoint } from './timeline.js';
 import type { SecondBucket } from './metrics.js';
 
 const FONT = 'Helvetica, Arial, sans-serif';

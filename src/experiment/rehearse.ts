@@ -20,7 +20,7 @@ import type { EventSink } from '../engine/events.js';
 import { naiveReplace } from './naiveControl.js';
 import { FleetrollError, RolloutFailedError } from '../errors.js';
 import { LABELS, type Router } from '../ports.js';
-import type { TimedEvent } from './analysis.js';
+import type { TimedEvent } from './phases.js';
 import { mixedVersionWindow, summarizeRequests, type RequestRecord, type RequestSummary } from './metrics.js';
 import { startLoad } from './probes.js';
 import { scriptRollout, type ScriptOptions } from './scriptControl.js';

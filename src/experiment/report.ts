@@ -7,7 +7,8 @@
 import type { TopLevelSpec } from 'vega-lite';
 import type { DeployHealthReport } from '../core/deployHealth.js';
 import type { StrategyInput } from '../core/strategy.js';
-import type { CellAggregate, CapacityPoint, DeployOutcome, NewVersionMetrics, RunMetrics, Stat } from './analysis.js';
+import type { CellAggregate, DeployOutcome, NewVersionMetrics, RunMetrics, Stat } from './analysis.js';
+import type { CapacityPoint } from './timeline.js';
 import { capacitySpec, failuresSpec, versionsPerSecondSpec, windowDurationSpec, type FailuresRow, type WindowDurationRow } from './charts.js';
 import type { Block } from './document.js';
 import type { SecondBucket } from './metrics.js';

@@ -8,22 +8,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { resolveStrategy } from '../../src/core/strategy.js';
 import type { RolloutEvent } from '../../src/engine/events.js';
-import {
-  aggregateRuns,
-  attributeFailures,
-  capacityTimeline,
-  derivePhases,
-  failureTime,
-  measuredTimings,
-  rangeOver,
-  runMetrics,
-  stat,
-  type CapacityPoint,
-  type Phase,
-  type RunMetrics,
-  type RunnerEvent,
-  type TimedEvent,
-} from '../../src/experiment/analysis.js';
+import { aggregateRuns, runMetrics, stat, type RunMetrics } from '../../src/experiment/analysis.js';
+import { attributeFailures, derivePhases, failureTime, type Phase, type RunnerEvent, type TimedEvent } from '../../src/experiment/phases.js';
+import { capacityTimeline, measuredTimings, rangeOver, type CapacityPoint } from '../../src/experiment/timeline.js';
 import type { RequestRecord } from '../../src/experiment/metrics.js';
 
 const engine = (t: number, event: RolloutEvent): TimedEvent => ({ t, source: 'engine', event });
