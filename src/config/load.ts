@@ -272,9 +272,6 @@ const TIMING_BUILTIN: Record<TimingField, number> = {
   hostParallelism: 8,
 };
 
-// Re-exported: the experiment spec and older callers read documents through this module.
-export { readDocument };
-
 function defaultVersion(image: string): string {
   const noDigest = image.split('@')[0] ?? image;
   const lastSlash = noDigest.lastIndexOf('/');
