@@ -1,0 +1,125 @@
+/**
+ * The local stage a rehearsal (and the experiment, and the integration
+ * tests) plays on: the names of its network, nginx container and upstream,
+ * an nginx in a container that proxies everything to the fleet and writes
+ * the fleetroll_json access log, a wait for it to answer, and a teardown
+ * that removes everything a rehearsal of that name created.
+ */
+import http from 'node:http';
+import type Dockerode from 'dockerode';
+import { LOG_FORMAT, LOG_FORMAT_NAME } from '../core/accessLog.js';
+import { renderUpstream } from '../core/upstream.js';
+import { putFile } from '../adapters/docker.js';
+import { systemClock } from '../engine/rollout.js';
+import { FleetrollError } from '../errors.js';
+import { LABELS } from '../ports.js';
+
+/** LABELS.demo under its older name, which test/integration/fixture.ts imports. */
+export const DEMO_LABEL = LABELS.demo;
+
+export interface DemoNames {
+  service: string;
+  network: string;
+  nginx: string;
+  upstream: string;
+}
+
+export function demoNames(name: string): DemoNames {
+  return { service: name, network: `${name}-net`, nginx: `${name}-nginx`, upstream: name.replace(/-/g, '_') };
+}
+
+export const UPSTREAM_FILE = '/etc/nginx/conf.d/upstream.conf';
+export const APP_PORT = 8080;
+/**
+ * Where the nginx startNginx starts writes the fleetroll_json access log (as
+ * templates/nginx.conf.example does): a fleet's `accessLog:` for it.
+ */
+export const ACCESS_LOG = '/var/log/nginx/fleetroll.log';
+/** Its conf.d file: the log_format and the access_log, beside the image's own log (to stdout). */
+const ACCESS_LOG_CONF = '/etc/nginx/conf.d/00-fleetroll-log.conf';
+
+function serverBlock(upstream: string): string {
+  return `# Written by fleetroll rehearse: proxy everything to the fleet.
+server {
+    listen 80;
+    location / {
+        proxy_pass http://${upstream};
+        proxy_connect_timeout 1s;
+        proxy_next_upstream error timeout;
+    }
+}
+`;
+}
+
+/** Removes everything a rehearsal with this name created: instances, nginx, network. */
+export async function teardown(docker: Dockerode, names: DemoNames): Promise<number> {
+  let removed = 0;
+  for (const filter of [`${LABELS.service}=${names.service}`, `${LABELS.demo}=${names.service}`]) {
+    const list = await docker.listContainers({ all: true, filters: { label: [filter] } });
+    await Promise.all(
+      list.map(async (c) => {
+        await docker.getContainer(c.Id).remove({ force: true, v: true }).catch((err: { statusCode?: number }) => {
+          if (err.statusCode !== 404 && err.statusCode !== 409) throw err;
+        });
+        removed++;
+      }),
+    );
+  }
+  const nets = await docker.listNetworks({ filters: { label: [`${LABELS.demo}=${names.service}`] } });
+  for (const n of nets) await docker.getNetwork(n.Id).remove().catch(() => {});
+  return removed;
+}
+
+export async function startNginx(docker: Dockerode, names: DemoNames, image: string, port: number, template: string): Promise<number> {
+  const c = await docker.createContainer({
+    name: names.nginx,
+    Image: image,
+    Labels: { [LABELS.demo]: names.service },
+    ExposedPorts: { '80/tcp': {} },
+    HostConfig: {
+      NetworkMode: names.network,
+      PortBindings: { '80/tcp': [{ HostIp: '127.0.0.1', HostPort: port === 0 ? '' : String(port) }] },
+      RestartPolicy: { Name: 'no' },
+    },
+  });
+  await putFile(docker, names.nginx, '/etc/nginx/conf.d/default.conf', serverBlock(names.upstream));
+  await putFile(docker, names.nginx, ACCESS_LOG_CONF, `# Written by fleetroll: every request in the format fleetroll reads.\n${LOG_FORMAT}access_log ${ACCESS_LOG} ${LOG_FORMAT_NAME};\n`);
+  await putFile(docker, names.nginx, UPSTREAM_FILE, renderUpstream(template, { service: names.service, upstream: names.upstream, servers: [] }));
+  await c.start();
+  const info = await c.inspect();
+  const bound = info.NetworkSettings.Ports['80/tcp']?.[0]?.HostPort;
+  if (!bound) throw new FleetrollError('E_REHEARSE', `nginx container ${names.nginx} has no published port`);
+  return Number(bound);
+}
+
+/**
+ * One GET that resolves on any answer. node:http with its own connection
+ * (no pool) and a timer of its own: with fetch and AbortSignal.timeout (an
+ * unref'd timer) a process that had nothing else to wait for sometimes ended
+ * mid-wait with exit 13 (an unsettled await) when test files ran side by side.
+ */
+function answers(url: string, timeoutMs: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const req = http.get(url, { agent: false }, (res) => {
+      res.resume();
+      res.on('end', () => resolve());
+      res.on('error', reject);
+    });
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+    req.on('error', reject);
+  });
+}
+
+/** nginx answers (a 502 with no backends is an answer). */
+export async function waitForHttp(url: string, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await answers(url, 1000);
+      return;
+    } catch (err) {
+      if (Date.now() > until) throw new FleetrollError('E_REHEARSE', `nginx did not answer on ${url}: ${(err as Error).message}`);
+      await systemClock.sleep(100);
+    }
+  }
+}
