@@ -8,7 +8,10 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { ADOPT_IGNORABLE, COMPOSE_SERVICE_FIELDS, MAPPED_FIELDS, applyMergeKeys, composeService, fleetFromCompose, isComposeDocument, parseBytes, parseGoDurationMs } from '../../src/config/compose.js';
+import { ADOPT_IGNORABLE, COMPOSE_SERVICE_FIELDS, composeService, fleetFromCompose, isComposeDocument } from '../../src/config/compose.js';
+import { parseBytes, parseGoDurationMs } from '../../src/config/composeMapping.js';
+import { MAPPED_FIELDS } from '../../src/config/composeMappers.js';
+import { applyMergeKeys } from '../../src/config/composeRead.js';
 import { NEWER_SERVICE_FIELDS } from '../../src/config/composeSchema.js';
 import { ValidationError } from '../../src/errors.js';
 
