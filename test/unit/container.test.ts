@@ -10,7 +10,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fleetFromObject, type Fleet } from '../../src/config/load.js';
-import { composeDurationSeconds, containerConfigOf, parseBytes, splitWords } from '../../src/config/container.js';
+import { containerConfigOf } from '../../src/config/container.js';
+import { composeDurationSeconds } from '../../src/config/containerRuntime.js';
+import { parseBytes, splitWords } from '../../src/config/containerValues.js';
 import { bindSources, CONTAINER_DEFAULTS, dockerCreateBody, namedVolumes, type ContainerConfig, type CreateBase } from '../../src/core/container.js';
 import { ValidationError } from '../../src/errors.js';
 
