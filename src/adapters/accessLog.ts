@@ -57,7 +57,8 @@
 import { open, stat, type FileHandle } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import type Dockerode from 'dockerode';
-import { LineSplitter, parseAccessLine } from '../core/accessLog.js';
+import { parseAccessLine } from '../core/accessLog.js';
+import { LineSplitter } from '../core/lineSplitter.js';
 import { FleetrollError } from '../errors.js';
 import type { AccessLogCounters, AccessLogSource } from '../ports.js';
 import { engineMessage, statusOf } from './dockerRetry.js';

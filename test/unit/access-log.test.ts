@@ -1,5 +1,5 @@
 /**
- * The access log parser (src/core/accessLog.ts): the shipped log format, the
+ * The access log parser (src/core/accessLog.ts, src/core/lineSplitter.ts): the shipped log format, the
  * line splitter (partial lines, UTF-8 split across chunks, oversized lines),
  * the line parser on what nginx really writes (retries, no live upstreams,
  * a client that left, no upstream at all) and garbage counted, not thrown.
@@ -10,7 +10,6 @@ import { describe, it } from 'node:test';
 import {
   AccessLogParser,
   LOG_FORMAT,
-  LineSplitter,
   attemptsOf,
   isServerAddress,
   parseAccessLine,
@@ -20,6 +19,7 @@ import {
   type AccessRecord,
   type UpstreamAttempt,
 } from '../../src/core/accessLog.js';
+import { LineSplitter } from '../../src/core/lineSplitter.js';
 import { line } from './access-log-lines.js';
 
 describe('the shipped log format', () => {
