@@ -13,7 +13,8 @@ import { revisionOf } from '../engine/revision.js';
 import type { RolloutEvent } from '../engine/events.js';
 import { LABELS } from '../ports.js';
 import { VirtualClock } from './clock.js';
-import { SimProber, SimRouter, SimRuntime, SimWorld, type SimFaults } from './ports.js';
+import { SimProber, SimRouter, SimWorld, type SimFaults } from './ports.js';
+import { SimRuntime } from './runtime.js';
 
 export interface SimulationTimings {
   /** From container start to readiness passing, ms. */

@@ -12,7 +12,8 @@ import { deploy, deployWith, ExitCode, FleetrollError, fleetFromObject, loadFlee
 import { planStrategy } from '../../src/core/plan.js';
 import { LABELS } from '../../src/ports.js';
 import { VirtualClock } from '../../src/sim/clock.js';
-import { SimProber, SimRuntime, SimWorld } from '../../src/sim/ports.js';
+import { SimProber, SimWorld } from '../../src/sim/ports.js';
+import { SimRuntime } from '../../src/sim/runtime.js';
 import { simulateRollout } from '../../src/sim/simulate.js';
 
 const example = (name: string) => fileURLToPath(new URL(`../../examples/${name}`, import.meta.url));

@@ -16,7 +16,8 @@ import { verify, type ToVerify, type Verified } from '../../src/engine/verify.js
 import { InterruptedError, RolloutFailedError } from '../../src/errors.js';
 import { LABELS, systemClock, type ProbeTarget, type Prober, type Runtime } from '../../src/ports.js';
 import { VirtualClock } from '../../src/sim/clock.js';
-import { SimRuntime, SimWorld } from '../../src/sim/ports.js';
+import { SimWorld } from '../../src/sim/ports.js';
+import { SimRuntime } from '../../src/sim/runtime.js';
 
 const PROBE_TIMEOUT_MS = 1000;
 const BUDGET_MS = 30_000;

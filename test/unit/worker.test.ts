@@ -17,7 +17,8 @@ import type { RolloutEvent } from '../../src/engine/events.js';
 import { RolloutFailedError, ValidationError } from '../../src/errors.js';
 import { LABELS, type ProbeTarget, type Runtime } from '../../src/ports.js';
 import { VirtualClock } from '../../src/sim/clock.js';
-import { SimRuntime, SimWorld, simImageId } from '../../src/sim/ports.js';
+import { SimWorld, simImageId } from '../../src/sim/ports.js';
+import { SimRuntime } from '../../src/sim/runtime.js';
 
 const OLD_REVISION = 'worker-old';
 

@@ -1,0 +1,139 @@
+/**
+ * The simulated Docker host: the Runtime port over a SimWorld (./ports.ts).
+ * Its own file: the largest of the simulated ports, it depends on the world
+ * while nothing in the world depends on it.
+ */
+import { FleetrollError } from '../errors.js';
+import { LABELS, type ContainerHealth, type ImageInfo, type InstanceInfo, type InstanceSpec, type Runtime } from '../ports.js';
+import { isReady, simImageId, type SimContainer, type SimWorld } from './ports.js';
+
+function info(c: SimContainer): InstanceInfo {
+  const running = c.state === 'running';
+  return { id: c.id, name: c.name, host: c.host, labels: c.labels, state: c.state, running, exitCode: running ? undefined : 0, address: running && c.port !== undefined ? c.address : undefined };
+}
+
+export class SimRuntime implements Runtime {
+  constructor(
+    readonly host: string,
+    private readonly w: SimWorld,
+  ) {}
+
+  private check(): void {
+    if (this.w.faults.hostsGone?.has(this.host)) throw new FleetrollError('E_DOCKER_UNREACHABLE', `host ${this.host}: the Docker engine does not answer (simulated)`);
+  }
+
+  async ping(): Promise<void> {
+    this.check();
+  }
+
+  async inspect(id: string): Promise<InstanceInfo | undefined> {
+    this.check();
+    const c = this.w.containers.get(id);
+    return c ? info(c) : undefined;
+  }
+
+  async list(labels: Record<string, string>): Promise<InstanceInfo[]> {
+    this.check();
+    const out: InstanceInfo[] = [];
+    for (const c of this.w.containers.values()) {
+      if (c.host !== this.host) continue;
+      if (Object.entries(labels).every(([k, v]) => c.labels[k] === v)) out.push(info(c));
+    }
+    return out;
+  }
+
+  async run(spec: InstanceSpec): Promise<InstanceInfo> {
+    this.check();
+    if (this.w.timings.runMs > 0) await this.w.clock.sleep(this.w.timings.runMs);
+    this.check();
+    const c = this.w.make(this.host, spec.name, spec.labels, spec.port, spec.image);
+    const version = spec.labels[LABELS.version] ?? '';
+    const f = this.w.faults;
+    if (!f.neverReady?.has(version)) {
+      c.readyAt = this.w.clock.now() + this.w.spread(this.w.timings.startupMs);
+      if (f.crashAfterReadyMs?.versions.has(version)) this.w.clock.timer(c.readyAt - this.w.clock.now() + f.crashAfterReadyMs.ms, () => this.w.exit(c));
+    }
+    this.w.emit({ kind: 'started', c });
+    return info(c);
+  }
+
+  async stop(id: string): Promise<void> {
+    this.check();
+    const c = this.w.containers.get(id);
+    if (!c || c.state !== 'running') return;
+    if ((this.w.faults.failStops ?? 0) > 0) {
+      this.w.faults.failStops = (this.w.faults.failStops ?? 1) - 1;
+      throw new FleetrollError('E_DOCKER', `host ${this.host}: stopping ${c.name} failed: 500 server error (simulated)`);
+    }
+    c.stopping = true;
+    this.w.emit({ kind: 'stopping', c });
+    await this.w.clock.sleep(this.w.spread(this.w.timings.stopMs));
+    this.w.exit(c);
+  }
+
+  async remove(id: string): Promise<void> {
+    this.check();
+    const c = this.w.containers.get(id);
+    if (!c) return;
+    this.w.exit(c);
+    this.w.forget(c);
+    this.w.emit({ kind: 'removed', c });
+  }
+
+  async imageExists(): Promise<boolean> {
+    return true;
+  }
+
+  async networkExists(): Promise<boolean> {
+    return true;
+  }
+
+  saveImage(): Promise<NodeJS.ReadableStream> {
+    throw new Error('simulated hosts do not copy images');
+  }
+
+  async pullImage(): Promise<string | undefined> {
+    return undefined;
+  }
+
+  async loadImage(): Promise<void> {}
+
+  async logs(id: string): Promise<string> {
+    const c = this.w.containers.get(id);
+    return c ? `simulated ${c.name}` : '';
+  }
+
+  async specOf(): Promise<undefined> {
+    return undefined;
+  }
+
+  private container(id: string): SimContainer {
+    this.check();
+    const c = this.w.containers.get(id);
+    if (!c) throw new FleetrollError('E_CONTAINER_MISSING', `container ${id} does not exist on ${this.host} (simulated)`);
+    return c;
+  }
+
+  /** Docker's healthcheck passes once the app is ready (every simulated image has one). */
+  async health(id: string): Promise<ContainerHealth> {
+    const c = this.container(id);
+    return isReady(this.w, c) ? 'healthy' : c.state === 'running' ? 'starting' : 'unhealthy';
+  }
+
+  /** Any command exits 0 once the app is ready, 1 before. */
+  async exec(id: string, _cmd: readonly string[], _timeoutMs: number): Promise<number> {
+    const c = this.container(id);
+    if (c.state !== 'running') throw new FleetrollError('E_CONTAINER_NOT_RUNNING', `container ${id} on ${this.host} is not running (simulated)`);
+    return isReady(this.w, c) ? 0 : 1;
+  }
+
+  async imageInfo(image: string): Promise<ImageInfo> {
+    this.check();
+    return { id: simImageId(image), repoDigests: [], healthcheck: true };
+  }
+
+  async containerImage(id: string): Promise<string | undefined> {
+    this.check();
+    return this.w.containers.get(id)?.imageId;
+  }
+}
