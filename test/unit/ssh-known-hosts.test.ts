@@ -5,7 +5,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { checkHostKey, knownHostKeys, knownHostsName } from '../../src/adapters/ssh.js';
+import { checkHostKey, knownHostKeys, knownHostsName } from '../../src/adapters/sshAuth.js';
 
 // Two ed25519 public key blobs (any bytes do: they are compared, not parsed).
 const KEY_A = Buffer.concat([Buffer.from('\0\0\0\x0bssh-ed25519\0\0\0\x20'), randomBytes(32)]);
