@@ -4,32 +4,25 @@
  * On a machine with no registry access there is no `node:20-alpine` or `nginx` to pull.
  * Instead we assemble a tiny root filesystem from binaries already on this host (the
  * running `node`, `/usr/sbin/nginx`) plus every shared library `ldd` lists and the
- * dynamic loader, and `docker import` it. The example app is then built FROM that base
+ * dynamic loader, and `docker import` it (./rootfs.ts). The example app is then built FROM that base
  * with the legacy builder (`DOCKER_BUILDKIT=0`: the docker CLI here has no buildx).
  *
  * Where an official image is already present locally (e.g. `node:20-alpine` on a
  * developer laptop) it is preferred; a registry is never required.
  *
- * All commands run through execa with argument arrays (no shell). Every function is
+ * All commands run through execa with argument arrays (no shell; ./localCommands.ts). Every function is
  * idempotent: an existing, up-to-date tag is reused.
  */
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, chown, copyFile, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { copyFile, mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LABELS } from '../ports.js';
+import { binaryVersion, docker, imageExists, type DockerCliOptions } from './localCommands.js';
+import { addBinaryWithLibs, importRootfs, withTempDir, writeUsers } from './rootfs.js';
 
-/** Options shared by every function here. */
-export interface DockerCliOptions {
-  /** docker CLI binary (default `docker` on PATH). */
-  dockerBin?: string;
-  /** Engine to talk to, e.g. `unix:///var/run/docker.sock`, `tcp://h:2376`, `ssh://u@h` (default: the CLI's own). */
-  dockerHost?: string;
-  /** Progress lines ("building fleetroll/node-base:20.20.2 ..."). Default: silent. */
-  log?: (line: string) => void;
-}
+export type { DockerCliOptions };
 
 export interface BaseImageOptions extends DockerCliOptions {
   /** Tag to produce (default `fleetroll/node-base:<node version>` / `fleetroll/nginx-base:<nginx version>`). */
@@ -72,68 +65,12 @@ export interface BuildAppImageOptions extends DockerCliOptions {
   force?: boolean;
 }
 
-
 const DEFAULT_NODE_OFFICIAL = ['node:20-alpine', 'node:20-slim', 'node:20'];
 const DEFAULT_NGINX_OFFICIAL = ['nginx:stable-alpine', 'nginx:alpine', 'nginx:stable', 'nginx:latest'];
 const PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 // ---------------------------------------------------------------------------------------
-// command helpers
-
-interface RunResult {
-  stdout: string;
-  stderr: string;
-  exitCode: number;
-}
-
-function dockerEnv(opts: DockerCliOptions, extra: Record<string, string> = {}): Record<string, string> {
-  const env: Record<string, string> = { ...extra };
-  if (opts.dockerHost) env.DOCKER_HOST = opts.dockerHost;
-  return env;
-}
-
-/** Run a command; throw an Error naming `what`, the command, the exit code and stderr when it fails. */
-async function run(
-  what: string,
-  file: string,
-  args: readonly string[],
-  options: { env?: Record<string, string>; allowFailure?: boolean; cwd?: string } = {},
-): Promise<RunResult> {
-  const { execa } = await import('execa');
-  const result = await execa(file, args, {
-    reject: false,
-    stdin: 'ignore',
-    env: options.env ?? {},
-    cwd: options.cwd,
-    maxBuffer: 64 * 1024 * 1024,
-  });
-  const stdout = String(result.stdout ?? '');
-  const stderr = String(result.stderr ?? '');
-  const exitCode = result.exitCode ?? -1;
-  if ((result.failed || exitCode !== 0) && !options.allowFailure) {
-    const detail = stderr.trim() || stdout.trim().split('\n').slice(-15).join('\n') || result.shortMessage || 'no output';
-    const cmd = [file, ...args].map((a) => (/[\s"']/.test(a) ? JSON.stringify(a) : a)).join(' ');
-    throw new Error(`${what}: \`${cmd}\` ${exitCode === -1 ? 'could not run' : `exited with ${exitCode}`}: ${detail}`, {
-      cause: result,
-    });
-  }
-  return { stdout, stderr, exitCode };
-}
-
-function docker(opts: DockerCliOptions, what: string, args: readonly string[], env: Record<string, string> = {}, allowFailure = false) {
-  return run(what, opts.dockerBin ?? 'docker', args, { env: dockerEnv(opts, env), allowFailure });
-}
-
-// ---------------------------------------------------------------------------------------
 // public API
-
-/** True when the engine has an image with this tag (or id). */
-async function imageExists(tag: string, opts: DockerCliOptions = {}): Promise<boolean> {
-  const r = await docker(opts, `inspecting image ${tag}`, ['image', 'inspect', '--format', '{{.Id}}', tag], {}, true);
-  if (r.exitCode === 0) return true;
-  if (/no such image/i.test(r.stderr)) return false;
-  throw new Error(`inspecting image ${tag}: docker exited with ${r.exitCode}: ${r.stderr.trim() || 'no output'}`);
-}
 
 /**
  * Ensure a base image with `node` on PATH, a uid-1000 user `node`, /tmp (1777).
@@ -294,7 +231,7 @@ export async function buildAppImage(opts: BuildAppImageOptions): Promise<string>
 }
 
 // ---------------------------------------------------------------------------------------
-// rootfs assembly
+// image choice
 
 /** Pulls an official image where a registry is reachable; undefined (quietly) where not. */
 async function tryPull(opts: BaseImageOptions, image: string | undefined): Promise<string | undefined> {
@@ -314,92 +251,6 @@ async function findOfficial(opts: BaseImageOptions, defaults: string[]): Promise
     if (await imageExists(c, opts)) return c;
   }
   return undefined;
-}
-
-async function binaryVersion(binary: string, args: string[], re: RegExp): Promise<string> {
-  const r = await run(`reading the version of ${binary}`, binary, args, { env: {} });
-  const m = re.exec(`${r.stdout}\n${r.stderr}`);
-  if (!m?.[1]) throw new Error(`reading the version of ${binary}: unexpected output: ${(r.stdout + r.stderr).trim()}`);
-  return m[1];
-}
-
-/** Absolute paths of the shared libraries (and loader) `binary` needs, per `ldd`. */
-async function sharedLibraries(binary: string): Promise<string[]> {
-  const r = await run(`listing the libraries of ${binary}`, 'ldd', [binary], { env: { LC_ALL: 'C' }, allowFailure: true });
-  if (r.exitCode !== 0) {
-    if (/not a dynamic executable|statically linked/i.test(r.stdout + r.stderr)) return [];
-    throw new Error(`listing the libraries of ${binary}: \`ldd ${binary}\` exited with ${r.exitCode}: ${r.stderr.trim()}`);
-  }
-  const libs: string[] = [];
-  for (const line of r.stdout.split('\n')) {
-    const t = line.trim();
-    if (!t || /statically linked/.test(t)) continue;
-    if (/=>\s*not found/.test(t)) throw new Error(`listing the libraries of ${binary}: missing library: ${t}`);
-    // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)"  or  "/lib64/ld-linux-x86-64.so.2 (0x...)"
-    const m = /=>\s*(\/\S+)/.exec(t) ?? /^(\/\S+)/.exec(t);
-    if (m?.[1]) libs.push(m[1]);
-    // else: linux-vdso.so.1 (provided by the kernel)
-  }
-  return [...new Set(libs)];
-}
-
-/** Copy `binary` to `target` inside root, plus every library at the path ldd reports (symlinks resolved). */
-async function addBinaryWithLibs(root: string, binary: string, target: string): Promise<void> {
-  const dest = path.join(root, target);
-  await mkdir(path.dirname(dest), { recursive: true });
-  await copyFile(binary, dest);
-  await chmod(dest, 0o755);
-  for (const lib of await sharedLibraries(binary)) {
-    const libDest = path.join(root, lib);
-    if (existsSync(libDest)) continue;
-    await mkdir(path.dirname(libDest), { recursive: true });
-    await copyFile(lib, libDest); // follows symlinks: the loader at /lib64/... becomes a real file
-    await chmod(libDest, 0o755);
-  }
-}
-
-interface User { name: string; uid: number; gid: number; home: string }
-
-async function writeUsers(root: string, users: User[], extraGroups: { name: string; gid: number }[] = []): Promise<void> {
-  await mkdir(path.join(root, 'etc'), { recursive: true });
-  const passwd = users.map((u) => `${u.name}:x:${u.uid}:${u.gid}:${u.name}:${u.home}:/sbin/nologin`).join('\n') + '\n';
-  const groups = [...users.map((u) => ({ name: u.name, gid: u.gid })), ...extraGroups];
-  const group = groups.map((g) => `${g.name}:x:${g.gid}:`).join('\n') + '\n';
-  await writeFile(path.join(root, 'etc/passwd'), passwd);
-  await writeFile(path.join(root, 'etc/group'), group);
-  await writeFile(path.join(root, 'etc/nsswitch.conf'), 'passwd: files\ngroup: files\nhosts: files dns\n');
-  const tmp = path.join(root, 'tmp');
-  await mkdir(tmp, { recursive: true });
-  await chmod(tmp, 0o1777);
-  const amRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-  for (const u of users) {
-    const home = path.join(root, u.home);
-    await mkdir(home, { recursive: true });
-    if (u.uid === 0) await chmod(home, 0o700);
-    else if (amRoot) await chown(home, u.uid, u.gid);
-    else await chmod(home, 0o1777); // tar below maps every owner to root
-  }
-}
-
-/** Tar `root` (owned by root in the image) and `docker import` it as `tag`. */
-async function importRootfs(opts: DockerCliOptions, dir: string, root: string, tag: string, changes: string[]): Promise<void> {
-  const tarFile = path.join(dir, 'rootfs.tar');
-  const amRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-  const ownerArgs = amRoot ? ['--numeric-owner'] : ['--owner=0', '--group=0', '--numeric-owner'];
-  await run(`creating the rootfs tar for ${tag}`, 'tar', ['--create', '--file', tarFile, '--directory', root, ...ownerArgs, '.'], { env: { LC_ALL: 'C' } });
-  const args = ['import'];
-  for (const c of changes) args.push('--change', c);
-  args.push('--message', 'fleetroll local base image (host binaries, no registry)', tarFile, tag);
-  await docker(opts, `importing ${tag}`, args);
-}
-
-async function withTempDir<T>(fn: (dir: string) => Promise<T>): Promise<T> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'fleetroll-image-'));
-  try {
-    return await fn(dir);
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
 }
 
 /** examples/app, found by walking up from this module (works from src/ and from dist/). */
