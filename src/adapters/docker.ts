@@ -1,9 +1,10 @@
 /**
  * The Docker side of fleetroll: `DockerRuntime` implements the `Runtime` port with
  * dockerode against one engine (`unix://`, `tcp://` with optional TLS, or `ssh://`),
- * plus helpers the engine and tests share: networks, exec with exit code, and single
- * files in and out of a container through the archive API (works on images without a
- * shell, such as fleetroll/nginx-base).
+ * plus `ensureNetwork`. Its parts each have a file: connecting and what a failure to
+ * connect means (./dockerConnect.ts), Docker's answers as InstanceInfo
+ * (./dockerInspect.ts), images (./dockerImages.ts), exec and single files in and out
+ * of a container (./dockerFiles.ts), error wording and retries (./dockerRetry.ts).
  *
  * Idempotence follows Docker's status codes: stop → 304 (already stopped) and 404 (gone)
  * are success; remove → 404 is success, and a 409 "removal already in progress" is
@@ -12,161 +13,22 @@
  *
  * Environment values are secrets: they are never logged and never put in an error message.
  */
-import { readFileSync } from 'node:fs';
-import type { Agent } from 'node:http';
 import { createRequire } from 'node:module';
-import { userInfo } from 'node:os';
-import { posix } from 'node:path';
 import { Readable } from 'node:stream';
 import type Dockerode from 'dockerode';
-import { FleetrollError, type ErrorCode } from '../errors.js';
+import { FleetrollError } from '../errors.js';
 import { dockerCreateBody } from '../core/container.js';
 import { LABELS, type ContainerHealth, type ImageInfo, type InstanceInfo, type InstanceSpec, type RegistryAuth, type Runtime } from '../ports.js';
-import { engineMessage, retryTransient, statusOf, type RetryOptions } from './dockerRetry.js';
+import { dockerOptions, unreachableError, type DockerHostConfig } from './dockerConnect.js';
+import { demux, execIn } from './dockerFiles.js';
+import * as images from './dockerImages.js';
+import { instanceFromInspect, instanceFromList, present } from './dockerInspect.js';
+import { engineMessage, retryTransient, runtimeError, statusOf, type RetryOptions } from './dockerRetry.js';
 import { SshDockerAgent } from './ssh.js';
-import { createTar, readTar, type TarEntry } from './tar.js';
 
-/** "addr:hostPort" of a container whose app port is published on its host's address. */
-function publishedAddress(labels: Record<string, string>, hostPort: string | number | undefined): string | undefined {
-  const addr = labels[LABELS.publishAddress];
-  return addr && hostPort ? `${addr}:${hostPort}` : undefined;
-}
-
-/** One Docker host as the fleet file describes it. */
-export interface DockerHostConfig {
-  name: string;
-  /** `unix:///path`, `tcp://host:port` or `ssh://user@host[:port]`. */
-  docker: string;
-  /** Client TLS for `tcp://` (paths to PEM files). */
-  tls?: { ca: string; cert: string; key: string } | undefined;
-  /** For `ssh://`: the private key to log in with (default: the agent, else ~/.ssh/id_*). */
-  ssh?: { identityFile: string } | undefined;
-}
-
-function runtimeError(code: ErrorCode, message: string, cause: unknown, hint?: string): FleetrollError {
-  return new FleetrollError(code, message, hint === undefined ? { cause } : { cause, hint });
-}
-
-/** dockerode's options plus the docker-modem ones its types leave out. */
-export type DockerConnectOptions = Dockerode.DockerOptions & { agent?: Agent | undefined; pathPrefix?: string | undefined };
-
-/**
- * dockerode options for an endpoint URL. Every connection key is set so DOCKER_HOST & co
- * (DOCKER_CERT_PATH, DOCKER_PATH_PREFIX, DOCKER_CLIENT_TIMEOUT) cannot leak in.
- * `ssh://` goes through SshDockerAgent (one shared SSH connection, host key checked
- * against known_hosts), not docker-modem's ssh support: see ./ssh.ts for why.
- */
-export function dockerOptions(host: DockerHostConfig): DockerConnectOptions {
-  const endpoint = host.docker;
-  const where = `hosts[${host.name}]/docker`;
-  const invalid = (msg: string) => new FleetrollError('E_INVALID', `${where}: ${msg}`);
-  const base: DockerConnectOptions = {
-    socketPath: undefined,
-    host: undefined,
-    port: undefined,
-    username: undefined,
-    ca: undefined,
-    cert: undefined,
-    key: undefined,
-    agent: undefined,
-    pathPrefix: undefined,
-    timeout: undefined,
-  };
-  if (endpoint.startsWith('unix://')) {
-    const socketPath = endpoint.slice('unix://'.length);
-    if (!socketPath.startsWith('/')) throw invalid(`${JSON.stringify(endpoint)}: expected unix:///absolute/path`);
-    return { ...base, socketPath, protocol: 'http' };
-  }
-  let url: URL;
-  try {
-    url = new URL(endpoint);
-  } catch {
-    throw invalid(`${JSON.stringify(endpoint)} is not a URL (unix:///path, tcp://host:port or ssh://user@host)`);
-  }
-  const hostname = url.hostname.replace(/^\[(.*)\]$/, '$1');
-  if (!hostname) throw invalid(`${JSON.stringify(endpoint)} has no host name`);
-  if (url.protocol === 'tcp:') {
-    if (host.tls) {
-      const read = (what: string, file: string) => {
-        try {
-          return readFileSync(file);
-        } catch (err) {
-          throw new FleetrollError(
-            'E_INVALID',
-            `hosts[${host.name}]/tls/${what}: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`,
-            { cause: err },
-          );
-        }
-      };
-      return {
-        ...base,
-        host: hostname,
-        port: url.port || '2376',
-        protocol: 'https',
-        ca: read('ca', host.tls.ca),
-        cert: read('cert', host.tls.cert),
-        key: read('key', host.tls.key),
-      };
-    }
-    return { ...base, host: hostname, port: url.port || '2375', protocol: 'http' };
-  }
-  if (url.protocol === 'ssh:') {
-    const username = decodeURIComponent(url.username) || userInfo().username;
-    const port = Number(url.port || '22');
-    // Plain HTTP spoken over the agent's dial-stdio channels; host/port only name it in URLs.
-    return { ...base, host: hostname, port, protocol: 'http', agent: new SshDockerAgent({ host: hostname, port, username, ...(host.ssh ? { identityFile: host.ssh.identityFile } : {}) }) };
-  }
-  throw invalid(`unsupported scheme ${JSON.stringify(url.protocol)} in ${JSON.stringify(endpoint)} (use unix://, tcp:// or ssh://)`);
-}
-
-/** What the TLS errors a misconfigured tcp:// host gives mean, in words (Node's codes; the ALERT ones are the engine refusing). */
-const TLS_CODES: Record<string, string> = {
-  UNABLE_TO_VERIFY_LEAF_SIGNATURE: "the engine's certificate is not signed by tls.ca",
-  SELF_SIGNED_CERT_IN_CHAIN: "the engine's certificate is not signed by tls.ca",
-  DEPTH_ZERO_SELF_SIGNED_CERT: "the engine's certificate is self-signed and not tls.ca",
-  UNABLE_TO_GET_ISSUER_CERT_LOCALLY: "the engine's certificate is not signed by tls.ca",
-  ERR_TLS_CERT_ALTNAME_INVALID: "the engine's certificate does not name this host (subjectAltName)",
-  CERT_HAS_EXPIRED: "the engine's certificate has expired",
-  ERR_SSL_TLSV1_ALERT_UNKNOWN_CA: 'the engine does not accept tls.cert (not signed by the CA it trusts)',
-  ERR_SSL_SSLV3_ALERT_BAD_CERTIFICATE: 'the engine does not accept tls.cert',
-  ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED: 'the engine wants a client certificate',
-  ERR_SSL_WRONG_VERSION_NUMBER: 'the engine does not speak TLS there (drop tls, or use its TLS port)',
-  EPROTO: 'TLS handshake failed',
-  ECONNRESET: 'the engine closed the connection (does it listen with TLS there?)',
-};
-
-/** The `ssh` command line that reaches an ssh:// endpoint, for hints. */
-function sshCommand(endpoint: string): string {
-  try {
-    const u = new URL(endpoint);
-    return `ssh ${u.port ? `-p ${u.port} ` : ''}${u.username ? `${decodeURIComponent(u.username)}@` : ''}${u.hostname}`;
-  } catch {
-    return 'ssh';
-  }
-}
-
-/** Docker's container name, without the leading slash. */
-function cleanName(name: string | undefined): string {
-  return (name ?? '').replace(/^\//, '');
-}
-
-interface NetworkLike {
-  IPAddress?: string;
-}
-
-/** "ip:port" from the first network with an IP, or undefined. */
-function addressFrom(networks: Record<string, NetworkLike> | undefined, labels: Record<string, string>, preferred?: string): string | undefined {
-  const port = labels[LABELS.port];
-  if (!port || !networks) return undefined;
-  const pick = (preferred && networks[preferred]?.IPAddress) || Object.values(networks).find((n) => n?.IPAddress)?.IPAddress;
-  return pick ? `${pick}:${port}` : undefined;
-}
-
-/** Exit code from a listContainers Status such as "Exited (137) 3 seconds ago". */
-function exitCodeFromStatus(status: string | undefined): number | undefined {
-  const m = /\((-?\d+)\)/.exec(status ?? '');
-  return m?.[1] === undefined ? undefined : Number(m[1]);
-}
+// The Docker adapter's face: callers (the nginx router, rehearse, the tests) import these from here.
+export { dockerOptions, type DockerConnectOptions, type DockerHostConfig } from './dockerConnect.js';
+export { execIn, getFile, getFileEntry, putFile, type ExecResult } from './dockerFiles.js';
 
 export class DockerRuntime implements Runtime {
   readonly host: string;
@@ -201,23 +63,8 @@ export class DockerRuntime implements Runtime {
       const ping = this.docker.ping.bind(this.docker) as unknown as (opts: { abortSignal: AbortSignal }) => Promise<unknown>;
       await ping({ abortSignal: AbortSignal.timeout(timeoutMs) });
     } catch (err) {
-      const e = err as NodeJS.ErrnoException;
       // Over ssh, a channel that closes before the answer is "socket hang up": the agent knows why.
-      const sshProblem = ssh instanceof SshDockerAgent ? ssh.lastProblem : undefined;
-      const detail =
-        e?.name === 'AbortError' || e?.name === 'TimeoutError'
-          ? `no answer within ${timeoutMs} ms${sshProblem ? ` (${sshProblem})` : ''}`
-          : sshProblem
-            ? sshProblem
-            : e?.code
-              ? `${e.code}${this.tls && TLS_CODES[e.code] ? ` (${TLS_CODES[e.code]})` : ''}`
-              : engineMessage(err);
-      const hint = this.endpoint.startsWith('unix://')
-        ? 'is dockerd running? try: sudo dockerd, or scripts/setup-host.sh'
-        : this.endpoint.startsWith('ssh://')
-          ? `check that \`${sshCommand(this.endpoint)} docker version\` works without a prompt (key in an ssh-agent, host in ~/.ssh/known_hosts) and that dockerd runs there`
-          : 'is dockerd listening on that address (and TLS configured to match)?';
-      throw runtimeError('E_DOCKER_UNREACHABLE', `cannot reach ${this.where}: ${detail}; ${hint}`, err, hint);
+      throw unreachableError(this.where, this.endpoint, this.tls, err, timeoutMs, ssh instanceof SshDockerAgent ? ssh.lastProblem : undefined);
     }
   }
 
@@ -229,24 +76,7 @@ export class DockerRuntime implements Runtime {
     } catch (err) {
       throw runtimeError('E_DOCKER', `listing containers on ${this.where}: ${engineMessage(err)}`, err);
     }
-    return containers.map((c) => {
-      const labels = c.Labels ?? {};
-      const running = c.State === 'running';
-      return {
-        id: c.Id,
-        name: cleanName(c.Names?.[0]),
-        host: this.host,
-        labels,
-        state: c.State,
-        running,
-        exitCode: running ? undefined : exitCodeFromStatus(c.Status),
-        address: running
-          ? labels[LABELS.publishAddress]
-            ? publishedAddress(labels, c.Ports?.find((p) => String(p.PrivatePort) === labels[LABELS.port] && p.PublicPort)?.PublicPort)
-            : addressFrom(c.NetworkSettings?.Networks as Record<string, NetworkLike>, labels)
-          : undefined,
-      };
-    });
+    return containers.map((c) => instanceFromList(c, this.host));
   }
 
   /** The engine's inspect of a container; undefined when it does not exist. */
@@ -262,75 +92,23 @@ export class DockerRuntime implements Runtime {
   /** One container by id or name; `port` supplies the app port for containers fleetroll did not create (adopted). */
   async inspect(id: string, port?: number): Promise<InstanceInfo | undefined> {
     const info = await this.inspectContainer(id);
-    if (!info) return undefined;
-    const labels: Record<string, string> = { ...(info.Config?.Labels ?? {}), ...(port !== undefined && !info.Config?.Labels?.[LABELS.port] ? { [LABELS.port]: String(port) } : {}) };
-    const running = info.State?.Running === true;
-    return {
-      restartCount: info.RestartCount ?? 0,
-      id: info.Id,
-      name: cleanName(info.Name),
-      host: this.host,
-      labels,
-      state: info.State?.Status ?? 'unknown',
-      running,
-      exitCode: running ? undefined : info.State?.ExitCode,
-      address: running
-        ? labels[LABELS.publishAddress]
-          ? publishedAddress(labels, (info.NetworkSettings?.Ports as Record<string, { HostPort?: string }[] | null> | undefined)?.[`${labels[LABELS.port]}/tcp`]?.[0]?.HostPort)
-          : addressFrom(info.NetworkSettings?.Networks as Record<string, NetworkLike>, labels, info.HostConfig?.NetworkMode)
-        : undefined,
-    };
+    return info ? instanceFromInspect(info, this.host, port) : undefined;
   }
 
-  /** True when an inspect succeeds, false on 404; anything else is an error naming what was asked. */
-  private async present(what: string, inspect: () => Promise<unknown>): Promise<boolean> {
-    try {
-      await inspect();
-      return true;
-    } catch (err) {
-      if (statusOf(err) === 404) return false;
-      throw runtimeError('E_DOCKER', `inspecting ${what} on ${this.where}: ${engineMessage(err)}`, err);
-    }
+  private present(what: string, inspect: () => Promise<unknown>): Promise<boolean> {
+    return present(this.where, what, inspect);
   }
 
-  /**
-   * `docker pull`, with `auth` as the engine's X-Registry-Auth header for a
-   * private registry; undefined when the engine has the image afterwards,
-   * else its reason. The reason is the engine's message, which names the
-   * registry and never the credentials.
-   */
-  async pullImage(image: string, auth?: RegistryAuth): Promise<string | undefined> {
-    try {
-      const stream = (await this.docker.pull(image, auth ? { authconfig: { ...auth } } : {})) as NodeJS.ReadableStream;
-      await new Promise<void>((resolve, reject) => this.docker.modem.followProgress(stream, (err: unknown) => (err ? reject(err) : resolve())));
-    } catch (err) {
-      return engineMessage(err);
-    }
-    return (await this.imageExists(image)) ? undefined : 'the engine reported success but does not have the image';
+  pullImage(image: string, auth?: RegistryAuth): Promise<string | undefined> {
+    return images.pull(this.docker, this.where, image, auth);
   }
 
-  /** `docker save` as a stream (the image's layers as a tar). */
-  async saveImage(image: string): Promise<NodeJS.ReadableStream> {
-    try {
-      return await this.docker.getImage(image).get();
-    } catch (err) {
-      throw runtimeError('E_DOCKER', `exporting image ${image} from ${this.where}: ${engineMessage(err)}`, err);
-    }
+  saveImage(image: string): Promise<NodeJS.ReadableStream> {
+    return images.save(this.docker, this.where, image);
   }
 
-  /** `docker load` from a stream; resolves when the engine has the image. */
-  async loadImage(tar: NodeJS.ReadableStream): Promise<void> {
-    let res: NodeJS.ReadableStream;
-    try {
-      res = await this.docker.loadImage(tar);
-    } catch (err) {
-      throw runtimeError('E_DOCKER', `loading an image into ${this.where}: ${engineMessage(err)}`, err);
-    }
-    // The answer is a stream of JSON progress messages; an error arrives as one of them.
-    let text = '';
-    for await (const chunk of res) text += chunk.toString();
-    const failed = text.split('\n').map((l) => l.trim()).filter(Boolean).map((l) => { try { return JSON.parse(l) as { error?: string }; } catch { return {}; } }).find((m) => m.error);
-    if (failed?.error) throw runtimeError('E_DOCKER', `loading an image into ${this.where}: ${failed.error}`, failed);
+  loadImage(tar: NodeJS.ReadableStream): Promise<void> {
+    return images.load(this.docker, this.where, tar);
   }
 
   networkExists(name: string): Promise<boolean> {
@@ -482,19 +260,12 @@ export class DockerRuntime implements Runtime {
     }
   }
 
-  async imageInfo(ref: string): Promise<ImageInfo | undefined> {
-    try {
-      const info = await this.docker.getImage(ref).inspect();
-      const test = (info.Config as { Healthcheck?: { Test?: string[] } } | undefined)?.Healthcheck?.Test;
-      return { id: info.Id, repoDigests: info.RepoDigests ?? [], healthcheck: Array.isArray(test) && test.length > 0 && test[0] !== 'NONE' };
-    } catch (err) {
-      if (statusOf(err) === 404) return undefined;
-      throw runtimeError('E_DOCKER', `inspecting image ${ref} on ${this.where}: ${engineMessage(err)}`, err);
-    }
+  imageInfo(ref: string): Promise<ImageInfo | undefined> {
+    return images.info(this.docker, this.where, ref);
   }
 
   imageExists(image: string): Promise<boolean> {
-    return this.present(`image ${image}`, () => this.docker.getImage(image).inspect());
+    return images.exists(this.docker, this.where, image);
   }
 
   /** Creates the named volume unless it exists (labelled as fleetroll's, never removed by it). */
@@ -585,28 +356,6 @@ export class DockerRuntime implements Runtime {
   }
 }
 
-/**
- * Splits Docker's multiplexed stream (8-byte frame headers) into `stdout` and
- * `stderr` chunks with dockerode's own demuxer, which passes output that is not
- * multiplexed (TTY) through as stdout. Resolves when the stream ends.
- */
-function demux(docker: Dockerode, stream: NodeJS.ReadableStream, stdout: Buffer[], stderr: Buffer[]): Promise<void> {
-  const sink = (chunks: Buffer[]) => ({ write: (c: Buffer) => chunks.push(Buffer.from(c)) > 0 }) as unknown as NodeJS.WritableStream;
-  return new Promise<void>((resolve, reject) => {
-    let settled = false;
-    const done = (err?: Error) => {
-      if (settled) return;
-      settled = true;
-      if (err) reject(err);
-      else resolve();
-    };
-    stream.on('end', () => done());
-    stream.on('close', () => done());
-    stream.on('error', (e: Error) => done(e));
-    docker.modem.demuxStream(stream as Readable, sink(stdout), sink(stderr));
-  });
-}
-
 function dockerOf(target: DockerRuntime | Dockerode): Dockerode {
   return target instanceof DockerRuntime ? target.docker : target;
 }
@@ -641,110 +390,3 @@ export async function ensureNetwork(target: DockerRuntime | Dockerode, name: str
   }
 }
 
-export interface ExecResult {
-  exitCode: number;
-  stdout: string;
-  stderr: string;
-}
-
-function containerError(err: unknown, container: string, doing: string): FleetrollError {
-  const status = statusOf(err);
-  const msg = engineMessage(err);
-  if (status === 404 && /no such container/i.test(msg)) {
-    return runtimeError('E_CONTAINER_MISSING', `${doing}: container ${container} does not exist`, err);
-  }
-  if (status === 409) {
-    return runtimeError('E_CONTAINER_NOT_RUNNING', `${doing}: container ${container} is not running (${msg})`, err);
-  }
-  return runtimeError('E_DOCKER', `${doing} in container ${container}: ${msg}`, err);
-}
-
-/**
- * Run `cmd` (argument array, no shell) in a running container; capture exit code,
- * stdout and stderr. A non-zero exit is a result, not an error; a missing or stopped
- * container is a FleetrollError (E_CONTAINER_MISSING / E_CONTAINER_NOT_RUNNING).
- */
-export async function execIn(docker: Dockerode, container: string, cmd: string[]): Promise<ExecResult> {
-  const doing = `running \`${cmd.join(' ')}\``;
-  let exec: Dockerode.Exec;
-  let stream: NodeJS.ReadableStream;
-  try {
-    exec = await docker.getContainer(container).exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true, Tty: false });
-    stream = await exec.start({ hijack: true, stdin: false });
-  } catch (err) {
-    throw containerError(err, container, doing);
-  }
-  const out: Buffer[] = [];
-  const errs: Buffer[] = [];
-  await demux(docker, stream, out, errs).catch((err: Error) => {
-    throw runtimeError('E_DOCKER', `${doing} in container ${container}: ${err.message}`, err);
-  });
-  // The stream can end a moment before the engine records the exit code.
-  let exitCode: number | null | undefined;
-  for (let i = 0; i < 50; i++) {
-    const info = await exec.inspect().catch((err: unknown) => {
-      throw containerError(err, container, doing);
-    });
-    exitCode = info.ExitCode;
-    if (!info.Running && typeof exitCode === 'number') break;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return { exitCode: typeof exitCode === 'number' ? exitCode : -1, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(errs).toString('utf8') };
-}
-
-function checkAbsolute(absPath: string): void {
-  if (!posix.isAbsolute(absPath) || absPath.endsWith('/')) {
-    throw new FleetrollError('E_INVALID', `expected an absolute file path, got ${JSON.stringify(absPath)}`);
-  }
-}
-
-/**
- * Write one file into a container (running or just created) through the archive API:
- * an in-memory tar with a single entry, extracted into the file's directory (which must
- * exist). The engine replaces an existing file (unlink + create), owner root:root.
- */
-export async function putFile(docker: Dockerode, container: string, absPath: string, content: string, mode = 0o644): Promise<void> {
-  checkAbsolute(absPath);
-  const tar = await createTar({ name: posix.basename(absPath), content, mode });
-  try {
-    await docker.getContainer(container).putArchive(tar, { path: posix.dirname(absPath) });
-  } catch (err) {
-    const status = statusOf(err);
-    const msg = engineMessage(err);
-    if (status === 404 && !/no such container/i.test(msg)) {
-      throw runtimeError('E_PUT_FILE', `writing ${absPath} in container ${container}: directory ${posix.dirname(absPath)} does not exist (${msg})`, err);
-    }
-    throw containerError(err, container, `writing ${absPath}`);
-  }
-}
-
-/** The raw tar entry for `absPath` in `container`, following symlinks; undefined when the file does not exist. */
-export async function getFileEntry(docker: Dockerode, container: string, absPath: string, depth = 0): Promise<TarEntry | undefined> {
-  checkAbsolute(absPath);
-  let stream: NodeJS.ReadableStream;
-  try {
-    stream = await docker.getContainer(container).getArchive({ path: absPath });
-  } catch (err) {
-    const status = statusOf(err);
-    const msg = engineMessage(err);
-    if (status === 404 && !/no such container/i.test(msg)) return undefined;
-    throw containerError(err, container, `reading ${absPath}`);
-  }
-  const chunks: Buffer[] = [];
-  for await (const chunk of stream as AsyncIterable<Buffer | string>) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
-  const entry = (await readTar(Buffer.concat(chunks)))[0];
-  if (!entry) return undefined;
-  if (entry.type === 'symlink' && depth < 8) {
-    const target = posix.resolve(posix.dirname(absPath), entry.linkname);
-    return getFileEntry(docker, container, target, depth + 1);
-  }
-  if (entry.type !== 'file' && entry.type !== 'contiguous-file') {
-    throw runtimeError('E_GET_FILE', `reading ${absPath} in container ${container}: not a regular file (${entry.type})`, undefined);
-  }
-  return entry;
-}
-
-/** One file's content (UTF-8) from a container; undefined when the file does not exist. */
-export async function getFile(docker: Dockerode, container: string, absPath: string): Promise<string | undefined> {
-  return (await getFileEntry(docker, container, absPath))?.content.toString('utf8');
-}

@@ -10,6 +10,7 @@
  * the caller can say what it means. When the attempts run out the error names
  * what was being done, how often it was tried and the last cause.
  */
+import { FleetrollError, type ErrorCode } from '../errors.js';
 
 /** The Docker error shape docker-modem produces. */
 interface DockerApiError {
@@ -135,4 +136,9 @@ export async function retryTransient<T>(what: string, fn: (attempt: number) => P
     if (transientFor(err, o)) throw new RetriesExhaustedError(what, made, err);
     throw err;
   }
+}
+
+/** A failed Docker call as fleetroll reports it: a FleetrollError of `code` (its exit code from the catalogue), the engine's error as its cause. */
+export function runtimeError(code: ErrorCode, message: string, cause: unknown, hint?: string): FleetrollError {
+  return new FleetrollError(code, message, hint === undefined ? { cause } : { cause, hint });
 }
