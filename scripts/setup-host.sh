@@ -10,6 +10,12 @@
 # It does NOT start a system nginx, sshd or registry (packages are installed with
 # service starts refused): tests run their own instances on free ports.
 #
+# --demo: only what `npm run demo` (fleetroll rehearse) needs: a Docker engine that
+# answers, and, when it has to install one, nginx as the tests have it (the rehearsal
+# builds its nginx image from this machine's binary where no registry is reachable).
+# The remote-host tools (sshd, openssl, docker-registry) are neither required nor
+# installed, so a machine whose engine already runs passes at once, root or not.
+#
 # Environment overrides:
 #   DOCKER_SOCK       daemon socket to check           (default /var/run/docker.sock)
 #   DOCKERD_PIDFILE   pidfile for a dockerd we start   (default /var/run/docker.pid)
@@ -25,6 +31,13 @@ DOCKERD_WAIT_S="${DOCKERD_WAIT_S:-30}"
 log() { printf 'setup-host: %s\n' "$*"; }
 die() { printf 'setup-host: ERROR: %s\n' "$*" >&2; exit 1; }
 
+demo=
+case "${1:-}" in
+  --demo) demo=1 ;;
+  '') ;;
+  *) die "unknown argument: $1 (expected none, or --demo)" ;;
+esac
+
 have() { command -v "$1" >/dev/null 2>&1; }
 # nginx lives in /usr/sbin, which may not be on a CI user's PATH.
 have_nginx() { have nginx || [ -x /usr/sbin/nginx ]; }
@@ -33,13 +46,17 @@ have_sshd() { have sshd || [ -x /usr/sbin/sshd ]; }
 # The ssh tools the tests use beside sshd (openssh-client, a dependency of openssh-server).
 have_ssh_tools() { have ssh-keygen && have ssh-agent && have ssh-add; }
 have_registry() { have docker-registry || [ -x /usr/bin/docker-registry ]; }
-have_extras() { have_sshd && have_ssh_tools && have_registry && have openssl; }
+have_extras() { [ -n "$demo" ] || { have_sshd && have_ssh_tools && have_registry && have openssl; }; }
 
 ping_daemon() {
   curl -fsS --max-time 2 --unix-socket "$DOCKER_SOCK" http://localhost/_ping >/dev/null 2>&1
 }
 
 # Already set up (any user): nothing to do.
+if [ -n "$demo" ] && have docker && ping_daemon; then
+  log "ok: docker daemon answering on $DOCKER_SOCK"
+  exit 0
+fi
 if have docker && have_nginx && have curl && have_extras && ping_daemon; then
   log "ok: docker daemon answering on $DOCKER_SOCK, nginx, sshd, docker-registry present"
   exit 0
@@ -48,12 +65,17 @@ fi
 if [ "$(id -u)" -ne 0 ]; then
   missing=()
   { have docker && have_dockerd; } || missing+=("Docker engine (apt-get install docker.io)")
-  have_nginx || missing+=("nginx (apt-get install nginx-light)")
+  [ -n "$demo" ] || have_nginx || missing+=("nginx (apt-get install nginx-light)")
   have curl || missing+=("curl")
-  { have_sshd && have_ssh_tools; } || missing+=("openssh-server")
-  have_registry || missing+=("docker-registry")
-  have openssl || missing+=("openssl")
+  if [ -z "$demo" ]; then
+    { have_sshd && have_ssh_tools; } || missing+=("openssh-server")
+    have_registry || missing+=("docker-registry")
+    have openssl || missing+=("openssl")
+  fi
   ping_daemon || missing+=("a running docker daemon on $DOCKER_SOCK (sudo dockerd, or sudo systemctl start docker)")
+  if [ -n "$demo" ]; then
+    die "the demo needs: ${missing[*]}. Run this script as root to install and start them: sudo bash scripts/setup-host.sh --demo"
+  fi
   die "the integration tests need: ${missing[*]}. Run this script as root to install and start them: sudo bash scripts/setup-host.sh"
 fi
 
@@ -63,9 +85,11 @@ pkgs=()
 if ! have docker || ! have_dockerd; then pkgs+=(docker.io); fi
 if ! have_nginx; then pkgs+=(nginx-light); fi
 if ! have curl; then pkgs+=(curl); fi
-if ! have_sshd || ! have_ssh_tools; then pkgs+=(openssh-server openssh-client); fi
-if ! have_registry; then pkgs+=(docker-registry); fi
-if ! have openssl; then pkgs+=(openssl); fi
+if [ -z "$demo" ]; then
+  if ! have_sshd || ! have_ssh_tools; then pkgs+=(openssh-server openssh-client); fi
+  if ! have_registry; then pkgs+=(docker-registry); fi
+  if ! have openssl; then pkgs+=(openssl); fi
+fi
 
 if [ "${#pkgs[@]}" -gt 0 ]; then
   have apt-get || die "missing ${pkgs[*]} and apt-get is not available"
@@ -93,14 +117,18 @@ if [ "${#pkgs[@]}" -gt 0 ]; then
     /usr/sbin/nginx -s quit 2>/dev/null || true
   fi
 else
-  log "docker, dockerd, nginx, sshd and docker-registry already installed"
+  if [ -n "$demo" ]; then
+    log "docker, dockerd, nginx and curl already installed"
+  else
+    log "docker, dockerd, nginx, sshd and docker-registry already installed"
+  fi
 fi
 
 have docker || die "docker client still missing after install"
 have_dockerd || die "dockerd still missing after install"
 have_nginx || die "nginx still missing after install"
-have_sshd || die "sshd still missing after install"
-have_registry || die "docker-registry still missing after install"
+[ -n "$demo" ] || have_sshd || die "sshd still missing after install"
+[ -n "$demo" ] || have_registry || die "docker-registry still missing after install"
 
 # --- 2. daemon ---------------------------------------------------------------------------
 if ping_daemon; then
