@@ -1,13 +1,15 @@
 /**
  * How fleetroll reaches one Docker engine: the dockerode options for an
  * endpoint URL (`unix://`, `tcp://` with optional TLS, `ssh://` through
- * ./ssh.ts), and what the errors of a misconfigured endpoint mean. Apart from
+ * ./ssh.ts), and what the errors of a misconfigured or stopped engine mean. Apart from
  * the runtime (./docker.ts) because it is configuration and diagnosis, done
  * before and after any call to the engine.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import type { Agent } from 'node:http';
 import { userInfo } from 'node:os';
+import { isAbsolute, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type Dockerode from 'dockerode';
 import { FleetrollError } from '../errors.js';
 import { engineMessage, runtimeError } from './dockerRetry.js';
@@ -122,10 +124,34 @@ function sshCommand(endpoint: string): string {
   }
 }
 
-/** What to try when the engine at `endpoint` does not answer. */
-function unreachableHint(endpoint: string): string {
+/** The socket dockerd listens on unless told otherwise (and the one scripts/setup-host.sh starts it on). */
+const DEFAULT_SOCKET = '/var/run/docker.sock';
+
+/**
+ * scripts/setup-host.sh as the user would type it, when fleetroll runs from
+ * its repository (the script is not in the published package): relative to
+ * the working directory when it is inside it. src/ and dist/ are both two
+ * levels below the root.
+ */
+export function repoSetupScript(cwd = process.cwd()): string | undefined {
+  const script = fileURLToPath(new URL('../../scripts/setup-host.sh', import.meta.url));
+  if (!existsSync(script)) return undefined;
+  const rel = relative(cwd, script);
+  return rel.startsWith('..') || isAbsolute(rel) ? script : rel;
+}
+
+/** How to start the local engine listening on `socketPath`: the repository's set-up script where there is one, else dockerd itself. */
+function localEngineHint(socketPath: string, setupScript: string | undefined, asRoot: boolean): string {
+  const sudo = asRoot ? '' : 'sudo ';
+  if (socketPath !== DEFAULT_SOCKET) return `is dockerd running on that socket? start it with: ${sudo}dockerd -H unix://${socketPath} &`;
+  if (setupScript !== undefined) return `is dockerd running? start it (installing it if missing) with: ${sudo}bash ${setupScript}`;
+  return `is dockerd running? start it with: ${sudo}systemctl start docker (without systemd: ${sudo}dockerd &; Docker Desktop: start the app)`;
+}
+
+/** What to try when the engine at `endpoint` does not answer; the local-engine facts are parameters for the tests. */
+export function unreachableHint(endpoint: string, local: { setupScript?: string | undefined; asRoot?: boolean } = { setupScript: repoSetupScript(), asRoot: process.getuid?.() === 0 }): string {
   return endpoint.startsWith('unix://')
-    ? 'is dockerd running? try: sudo dockerd, or scripts/setup-host.sh'
+    ? localEngineHint(endpoint.slice('unix://'.length), local.setupScript, local.asRoot === true)
     : endpoint.startsWith('ssh://')
       ? `check that \`${sshCommand(endpoint)} docker version\` works without a prompt (key in an ssh-agent, host in ~/.ssh/known_hosts) and that dockerd runs there`
       : 'is dockerd listening on that address (and TLS configured to match)?';
