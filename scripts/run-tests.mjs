@@ -12,7 +12,7 @@ import { join } from 'node:path';
 
 const SLOWEST_FIRST = [
   'test/integration/multihost.test.ts',
-  'test/unit/fuzz.test.ts',
+  'test/local/fuzz.test.ts',
   'test/integration/failures.test.ts',
   'test/integration/experiment.test.ts',
   'test/integration/day2-crash.test.ts',

@@ -1,5 +1,5 @@
 /**
- * Generators for the fuzz suite (test/unit/fuzz.test.ts): fleet files,
+ * Generators for the fuzz suite (test/local/fuzz.test.ts): fleet files,
  * defaults files, upstream templates and experiment specs, mostly near the
  * valid shape (so the checks past the schema run) with invalid values,
  * YAML oddities and secret markers mixed in.

@@ -17,7 +17,7 @@ import fc from 'fast-check';
 import { AccessLogParser } from '../../src/core/accessLog.js';
 import { LocalFileAccessLog, PathFollower, localFileOps, type FileOps, type PathFollowOptions } from '../../src/adapters/accessLog.js';
 import type { AccessLogCounters } from '../../src/ports.js';
-import { line } from './access-log-lines.js';
+import { line } from '../support/access-log-lines.js';
 
 const root = mkdtempSync(join(tmpdir(), 'fleetroll-access-log-'));
 after(() => rmSync(root, { recursive: true, force: true }));

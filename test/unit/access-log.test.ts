@@ -20,7 +20,7 @@ import {
   type UpstreamAttempt,
 } from '../../src/core/accessLog.js';
 import { LineSplitter } from '../../src/core/lineSplitter.js';
-import { line } from './access-log-lines.js';
+import { line } from '../support/access-log-lines.js';
 
 describe('the shipped log format', () => {
   it('templates/fleetroll-log-format.conf holds exactly LOG_FORMAT (comments aside)', () => {

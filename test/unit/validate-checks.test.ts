@@ -1,50 +1,25 @@
 /**
  * `validate` refuses what a deploy would refuse before touching a host
  * (config/checks.ts, run by every fleet load): issue 23's reproducers, each
- * with its accepted neighbour, the pure checks' tables, the nginx name limit
- * proved on the real binary, and hooks that cannot run failing as hooks.
+ * with its accepted neighbour, and the pure checks' tables. The nginx name
+ * limit proved on the real binary and hooks that cannot run are in
+ * test/local/validate-checks.test.ts.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { dockerEndpointProblem, hookArgumentProblem, imageReferenceProblem, ipv4Problem } from '../../src/config/checks.js';
-import { loadFleet } from '../../src/config/load.js';
-import { NGINX_MAP_VARIABLE_MAX, renderUpstream, splitTraffic, type UpstreamEntry, type UpstreamInput } from '../../src/core/upstream.js';
-import { runHook } from '../../src/engine/hooks.js';
-import type { RolloutEvent } from '../../src/engine/events.js';
-import { ValidationError } from '../../src/errors.js';
+import { BASE, canary, fleetFilesIn, lb, u } from '../support/fleet-checks.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'fleetroll-checks-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
-let n = 0;
-function file(text: string, name = `fleet-${n++}.yaml`): string {
-  const p = join(dir, name);
-  writeFileSync(p, text);
-  return p;
-}
-
-const BASE = 'service: api\nimage: api:1\nreplicas: 4\nport: 8080\n';
-const u = (length: number) => 'u'.repeat(length);
-const lb = (upstream: string, extra = '') => `loadBalancers:\n  - nginx: { exec: true, upstreamFile: /etc/nginx/conf.d/u.conf, upstream: ${upstream}${extra} }\n`;
-const canary = (canaryBlock: string) => `strategy:\n  type: Canary\n  canary: { ${canaryBlock}, steps: [{ setWeight: 25 }] }\n`;
+const { file, issuesOf } = fleetFilesIn(dir);
 
 writeFileSync(join(dir, 'good.tmpl'), 'upstream {{upstream}} {\n{{servers}}\n}\n');
 writeFileSync(join(dir, 'no-servers.tmpl'), 'upstream {{upstream}} {\n    server 127.0.0.1:9 down;\n}\n');
 mkdirSync(join(dir, 'a-directory.tmpl'));
-
-async function issuesOf(text: string, cli = {}): Promise<{ path: string; message: string }[]> {
-  try {
-    await loadFleet(file(text), cli);
-    return [];
-  } catch (err) {
-    assert.ok(err instanceof ValidationError, String(err));
-    assert.equal(err.exitCode, 2);
-    return [...err.issues];
-  }
-}
 
 describe('fleet load refuses what deploy would refuse (issue 23 reproducers)', () => {
   // [name, fleet file, field path or undefined (accepted), message pattern]
@@ -192,71 +167,4 @@ describe('hookArgumentProblem', () => {
       else assert.match(p ?? '(accepted)', want);
     });
   }
-});
-
-const NGINX = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((p) => existsSync(p));
-
-/** `nginx -t` on a self-contained nginx.conf that includes `upstreamConf` and proxies to each target. */
-function nginxTest(upstreamConf: string, targets: string[]): { ok: boolean; output: string } {
-  const d = join(dir, `nginx-${n++}`);
-  mkdirSync(join(d, 'tmp'), { recursive: true });
-  writeFileSync(join(d, 'upstream.conf'), upstreamConf);
-  const temp = ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((t) => `    ${t}_temp_path ${d}/tmp;`).join('\n');
-  const locations = targets.map((t, i) => `        location /${i}/ { proxy_pass http://${t}; }`).join('\n');
-  writeFileSync(join(d, 'nginx.conf'), `pid ${d}/nginx.pid;\nevents {}\nhttp {\n    access_log off;\n${temp}\n    include ${d}/upstream.conf;\n    server {\n        listen 127.0.0.1:1;\n${locations}\n    }\n}\n`);
-  const r = spawnSync(NGINX!, ['-t', '-p', d, '-c', join(d, 'nginx.conf'), '-e', 'stderr'], { encoding: 'utf8', timeout: 10_000 });
-  return { ok: r.status === 0, output: `${r.stdout}${r.stderr}` };
-}
-
-describe('the nginx variable limit is the real binary\'s', { skip: NGINX === undefined ? 'no nginx binary on this machine' : false }, () => {
-  const template = readFileSync(new URL('../../templates/upstream.conf.tmpl', import.meta.url), 'utf8');
-  const servers = (prefix: string, count: number, base: number): UpstreamEntry[] => Array.from({ length: count }, (_, i) => ({ address: `10.0.${base}.${i + 1}:8080`, down: false, name: `${prefix}-${i + 1}` }));
-  const stable = servers('stable', 3, 0);
-  const canaryServers = servers('canary', 1, 1);
-  // The derived name's length beyond the upstream's: "fleetroll_" + "_sticky" / "_route".
-  const kinds: [string, number, string, (up: string) => UpstreamInput, (up: string) => string[]][] = [
-    ['stickyKey cookie:my-session', 17, 'stickyKey: cookie:my-session', (up) => ({ service: 'api', upstream: up, hash: 'cookie:my-session', servers: splitTraffic(stable, canaryServers, 25) }), (up) => [up]],
-    ['canary.force header:X-Canary', 16, 'force: header:X-Canary', (up) => ({ service: 'api', upstream: up, servers: [...stable, ...canaryServers], force: { key: 'header:X-Canary', canary: canaryServers, stable } }), (up) => [up, `$fleetroll_${up}_route`]],
-  ];
-  for (const [what, extra, canaryBlock, input, targets] of kinds) {
-    for (const over of [0, 1]) {
-      const up = u(NGINX_MAP_VARIABLE_MAX - extra + over);
-      it(`${what}, upstream of ${up.length}: ${over ? 'nginx -t fails and validate refuses' : 'nginx -t passes and validate accepts'}`, async () => {
-        const r = nginxTest(renderUpstream(template, input(up)), targets(up));
-        assert.equal(r.ok, over === 0, r.output);
-        if (over) assert.match(r.output, /could not build variables_hash/);
-        const issues = await issuesOf(`${BASE}${canary(canaryBlock)}${lb(up)}`);
-        assert.deepEqual(issues.map((i) => i.path), over ? ['loadBalancers/0/nginx/upstream'] : []);
-      });
-    }
-  }
-});
-
-describe('runHook: a hook that cannot run is a failed hook, never a throw', () => {
-  const noExec = join(dir, 'not-executable.sh');
-  writeFileSync(noExec, '#!/bin/sh\necho hi\n');
-  chmodSync(noExec, 0o644);
-  const rows: [string, string[], number, RegExp][] = [
-    ['a NUL byte in an argument (execa throws a TypeError)', ['/bin/echo', 'a\0b'], 5000, /^could not start: TypeError: Arguments cannot contain null bytes .*: a\\u0000b$/],
-    ['a NUL byte in the program', ['/bin/ec\0ho'], 5000, /^could not start: ERR_INVALID_ARG_VALUE/],
-    ['no such program', [join(dir, 'nope.sh')], 5000, /^could not start: ENOENT$/],
-    ['not executable', [noExec], 5000, /^could not start: EACCES$/],
-    ['a directory', [dir], 5000, /^could not start: EACCES$/],
-    ['past its timeout', ['/bin/sleep', '5'], 200, /^timed out after 0\.2 s$/],
-    ['killed by a signal', ['/bin/sh', '-c', 'kill -9 $$'], 5000, /^was killed by SIGKILL$/],
-    ['non-zero exit', ['/bin/sh', '-c', 'exit 3'], 5000, /^exited with 3$/],
-  ];
-  for (const [name, argv, timeoutMs, outcome] of rows) {
-    it(name, async () => {
-      const events: RolloutEvent[] = [];
-      const r = await runHook('postDeploy', argv, {}, timeoutMs, (e) => events.push(e));
-      assert.equal(r.ok, false);
-      assert.match(r.outcome, outcome);
-      assert.ok(events.some((e) => e.type === 'info' && e.message === `hook postDeploy: ${r.outcome}`), JSON.stringify(events));
-    });
-  }
-  it('exit 0 is ok', async () => {
-    const r = await runHook('postDeploy', ['/bin/sh', '-c', 'echo fine'], {}, 5000, () => {});
-    assert.deepEqual([r.ok, r.outcome, r.output], [true, 'exited with 0', 'fine']);
-  });
 });

@@ -2,19 +2,17 @@
  * The final check of a rollout (engine/verify.ts) on a virtual clock: an
  * instance that does not answer is asked again with backoff within the budget
  * (what remains of the progress deadline), a wrong version fails at once, and
- * the failure tells a slow answer from a wrong build.
+ * the failure tells a slow answer from a wrong build. The HTTP prober's own
+ * answers, from a real server on 127.0.0.1, are in test/local/verify.test.ts.
  */
 import assert from 'node:assert/strict';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
-import { HttpProber } from '../../src/adapters/http.js';
 import { describeEvent } from '../../src/cli/events.js';
 import { fleetFromObject, type Fleet } from '../../src/config/load.js';
 import type { RolloutEvent } from '../../src/engine/events.js';
 import { verify, type ToVerify, type Verified } from '../../src/engine/verify.js';
 import { InterruptedError, RolloutFailedError } from '../../src/errors.js';
-import { LABELS, systemClock, type ProbeTarget, type Prober, type Runtime } from '../../src/ports.js';
+import { LABELS, type ProbeTarget, type Prober, type Runtime } from '../../src/ports.js';
 import { VirtualClock } from '../../src/sim/clock.js';
 import { SimWorld } from '../../src/sim/ports.js';
 import { SimRuntime } from '../../src/sim/runtime.js';
@@ -279,40 +277,6 @@ describe('verify with version: false: readiness asked again within the budget', 
       assert.ok(o.elapsedMs <= BUDGET_MS + PROBE_TIMEOUT_MS, `${o.elapsedMs} ms`);
       const tries = detailTries(err);
       if (row.staleLabel !== undefined) assert.equal(tries[`worker-${row.staleLabel + 1}`], 0, 'a wrong label is not retried');
-    });
-  }
-});
-
-describe('the HTTP version probe says what it was answered', () => {
-  const rows: { name: string; status: number; retried: boolean }[] = [
-    { name: '404: a definite answer, asked once', status: 404, retried: false },
-    { name: '503: a busy instance, asked again', status: 503, retried: true },
-  ];
-  for (const row of rows) {
-    it(row.name, async () => {
-      let asked = 0;
-      const server = http.createServer((_req, res) => {
-        asked++;
-        res.writeHead(asked === 1 ? row.status : 200).end(asked === 1 ? 'nope' : '1.1.0');
-      });
-      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-      try {
-        const address = `127.0.0.1:${(server.address() as AddressInfo).port}`;
-        const prober = new HttpProber({ readinessPath: '/health/ready', versionPath: '/api/version', timeoutMs: 2000 });
-        await assert.rejects(prober.version(address), (err: unknown) => (err as { status?: number }).status === row.status);
-        asked = 0;
-        // The real clock: the one backoff here is at most 250 ms.
-        const run = verify(await apiFleet(), 'rev1', [{ id: 'api-1', host: 'h1', address }], { prober, runtimes: new Map() }, () => {}, { clock: systemClock, budgetMs: 5000 });
-        const got = await run.then(
-          () => 'verified',
-          (err: unknown) => (err as Error).message,
-        );
-        assert.equal(asked, row.retried ? 2 : 1);
-        if (row.retried) assert.equal(got, 'verified');
-        else assert.match(got, /answered HTTP 404: nope/);
-      } finally {
-        server.close();
-      }
     });
   }
 });

@@ -4,12 +4,12 @@
  * strategy, ready from an exec or Docker's healthcheck (through the real
  * adapters/probes.ts prober on the simulated runtimes), and `version: false`
  * verifies image IDs and revision labels instead of an endpoint. Also the
- * probes: block's schema and the rule for when `port` is required.
+ * probes: block's schema and the rule for when `port` is required. The TCP
+ * probe against real sockets is in test/local/worker.test.ts.
  */
 import assert from 'node:assert/strict';
-import net from 'node:net';
-import { after, before, describe, it } from 'node:test';
-import { buildProber, tcpConnects } from '../../src/adapters/probes.js';
+import { describe, it } from 'node:test';
+import { buildProber } from '../../src/adapters/probes.js';
 import { fleetFromObject, type Fleet } from '../../src/config/load.js';
 import { deploy } from '../../src/engine/rollout.js';
 import { revisionOf } from '../../src/engine/revision.js';
@@ -314,42 +314,14 @@ describe('probes: block', () => {
   });
 });
 
-describe('the TCP and HTTP probes on 127.0.0.1', () => {
-  let server: net.Server;
-  let port = 0;
-  let closed = 0;
-  before(async () => {
-    server = net.createServer((s) => s.end());
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    port = (server.address() as net.AddressInfo).port;
-    // A port nothing listens on: bind one, then close it.
-    const probe = net.createServer();
-    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-    closed = (probe.address() as net.AddressInfo).port;
-    await new Promise<void>((resolve) => probe.close(() => resolve()));
-  });
-  after(() => new Promise<void>((resolve) => server.close(() => resolve())));
-
+describe('the probes that need no connection', () => {
   const none = new Map<string, Runtime>();
   const t = (address?: string): ProbeTarget => ({ id: 'c1', host: 'local', address });
-
-  it('tcp: true connects to the app address', async () => {
-    const p = buildProber({ readiness: { tcp: true, periodMs: 100, timeoutMs: 500 }, version: false }, none);
-    assert.equal(await p.ready(t(`127.0.0.1:${port}`)), true);
-    assert.equal(await p.ready(t(`127.0.0.1:${closed}`)), false);
-    assert.equal(await p.ready(t(undefined)), false, 'no address: not ready');
-  });
-
-  it('tcp: { port } connects to that port of the same address', async () => {
-    const p = buildProber({ readiness: { tcp: { port }, periodMs: 100, timeoutMs: 500 }, version: false }, none);
-    assert.equal(await p.ready(t(`127.0.0.1:${closed}`)), true);
-    assert.equal(await tcpConnects('127.0.0.1', closed, 500), false);
-  });
 
   it('an HTTP readiness without an address is not ready; version: false has no endpoint to ask', async () => {
     const p = buildProber({ readiness: { path: '/health/ready', periodMs: 100, timeoutMs: 500 }, version: false }, none);
     assert.equal(await p.ready(t(undefined)), false);
-    await assert.rejects(p.version(`127.0.0.1:${port}`), /no version endpoint \(probes\.version: false\)/);
+    await assert.rejects(p.version('127.0.0.1:9'), /no version endpoint \(probes\.version: false\)/);
   });
 
   it('a healthcheck or exec probe on an unknown host is an error naming it', async () => {

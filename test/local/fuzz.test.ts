@@ -69,7 +69,7 @@ after(() => {
   cleanupCli();
 });
 
-const reproduce = (kind: string, index?: number) => `seed ${SEED}, ${kind}${index !== undefined ? ` case ${index}` : ''}; rerun: FUZZ_SEED=${SEED} npx tsx --test test/unit/fuzz.test.ts`;
+const reproduce = (kind: string, index?: number) => `seed ${SEED}, ${kind}${index !== undefined ? ` case ${index}` : ''}; rerun: FUZZ_SEED=${SEED} npx tsx --test test/local/fuzz.test.ts`;
 
 interface Baseline {
   wallMs: number;

@@ -1,0 +1,86 @@
+/**
+ * The container file reader's exec path (src/adapters/containerFileAccessLog.ts)
+ * without a Docker engine but with this machine's real `stat` and `tail`: the
+ * stand-in container (test/support/fake-container.ts) runs the argument
+ * arrays the reader sends and frames their output the way Docker multiplexes
+ * it. So the commands and offsets, parsing stat's output, rotation by inode
+ * and the refusal of what is not a regular file are checked against the real
+ * tools. The rest of the container readers is in
+ * test/unit/access-log-container.test.ts.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { appendFileSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { containerFileAccessLog } from '../../src/adapters/accessLog.js';
+import { line } from '../support/access-log-lines.js';
+import { fakeContainersIn } from '../support/fake-container.js';
+
+const root = mkdtempSync(join(tmpdir(), 'fleetroll-fake-container-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+const { fakeDocker, logPath } = fakeContainersIn(root);
+
+describe('container file reader through exec (stat / tail)', () => {
+  it('reads new lines with tail -c +N from the offset, stat before and after, argument arrays only', async () => {
+    const path = logPath();
+    writeFileSync(path, 'old\n');
+    const fake = fakeDocker();
+    const src = containerFileAccessLog(fake.docker, 'nginx', path, { method: 'exec' });
+    assert.deepEqual(await src.read(), []);
+    appendFileSync(path, 'a\nb\n');
+    assert.deepEqual(await src.read(), ['a', 'b']);
+    assert.deepEqual(await src.read(), []);
+    assert.ok(fake.execs.every((c) => Array.isArray(c) && (c[0] === 'stat' || c[0] === 'tail')));
+    const tails = fake.execs.filter((c) => c[0] === 'tail');
+    // Each tail starts at the offset minus the overlap bytes re-read to check the file is the same.
+    assert.deepEqual(tails[tails.length - 1], ['tail', '-c', '+1', path]);
+    assert.ok(fake.execs.some((c) => c.join(' ') === `stat -L -c %d:%i %s %F ${path}`));
+    assert.equal(fake.archives, 0);
+  });
+
+  it('bytes, not characters: a multi-byte URI does not shift the offset', async () => {
+    const path = logPath();
+    writeFileSync(path, '');
+    const fake = fakeDocker();
+    const src = containerFileAccessLog(fake.docker, 'nginx', path, { method: 'exec', from: 'start' });
+    await src.read();
+    appendFileSync(path, '/é/ü\n');
+    assert.deepEqual(await src.read(), ['/é/ü']);
+    appendFileSync(path, 'next\n');
+    assert.deepEqual(await src.read(), ['next']);
+  });
+
+  it('rotation by rename: the rest of the old file is read at FILE.1 (same inode), then the new file', async () => {
+    const path = logPath();
+    writeFileSync(path, '');
+    const fake = fakeDocker();
+    const src = containerFileAccessLog(fake.docker, 'nginx', path, { method: 'exec' });
+    await src.read();
+    appendFileSync(path, 'a\n');
+    assert.deepEqual(await src.read(), ['a']);
+    appendFileSync(path, 'b\n');
+    renameSync(path, `${path}.1`);
+    writeFileSync(path, 'c\n');
+    assert.deepEqual(await src.read(), ['b', 'c']);
+    assert.deepEqual(src.counters, { rotations: 1, truncations: 0, lostRotations: 0, skippedLines: 0 });
+  });
+
+  it('refuses what is not a regular file (access.log linked to the output): tail would never end', async () => {
+    const path = logPath();
+    spawnSync('mkfifo', [path]);
+    const src = containerFileAccessLog(fakeDocker().docker, 'nginx', path, { method: 'exec' });
+    await assert.rejects(src.read(), /is not a regular file \(fifo\): if nginx logs to the container's output, read its log stream instead/);
+  });
+
+  it('the fleetroll_json lines parse (end to end through the fake exec)', async () => {
+    const path = logPath();
+    writeFileSync(path, '');
+    const fake = fakeDocker();
+    const src = containerFileAccessLog(fake.docker, 'nginx', path, { method: 'exec' });
+    await src.read();
+    appendFileSync(path, `${line()}\n${line({ status: '502' })}\n`);
+    assert.deepEqual(await src.read(), [line(), line({ status: '502' })]);
+  });
+});
