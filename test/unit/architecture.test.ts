@@ -1,18 +1,26 @@
 /**
- * The layering rules of .dependency-cruiser.cjs, run the way `npm run lint:deps`
- * runs them: the real tree passes (known violations aside), and a forbidden
- * import, written into a temporary folder inside src/ and removed afterwards,
- * fails naming the rule it breaks.
+ * The layering rules of .dependency-cruiser.cjs, run through
+ * dependency-cruiser's own API on the configuration `npm run lint:deps`
+ * uses (its rules, options, tsconfig and known violations): the real tree
+ * passes, and a forbidden import fails naming the rule it breaks. The
+ * forbidden imports are written into a copy of src/ in a temporary folder
+ * (the rules match paths such as ^src/core/), never into src/ itself, and
+ * the check runs in this process rather than a depcruise child per row.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
-import { describe, it } from 'node:test';
+import { copyFileSync, cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { cruise } from 'dependency-cruiser';
+import extractDepcruiseOptions from 'dependency-cruiser/config-utl/extract-depcruise-options';
+import extractTSConfig from 'dependency-cruiser/config-utl/extract-ts-config';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const depcruise = join(root, 'node_modules/dependency-cruiser/bin/dependency-cruise.mjs');
+/** What the check reads besides src/: the configuration, the known violations, the tsconfig it names. */
+const CONFIG_FILES = ['.dependency-cruiser.cjs', '.dependency-cruiser-known-violations.json', 'tsconfig.json', 'package.json'];
 
 interface Violation {
   rule: string;
@@ -20,32 +28,58 @@ interface Violation {
   to: string;
 }
 
-/** `npm run lint:deps` as CI runs it: the exit code, and the violations it prints ("error <rule>: <from> → <to>"). */
-function lintDeps(): { code: number | null; violations: Violation[]; output: string } {
-  const r = spawnSync(process.execPath, [depcruise, 'src', '--config', '.dependency-cruiser.cjs', '--ignore-known', '.dependency-cruiser-known-violations.json'], {
-    cwd: root,
-    encoding: 'utf8',
-    env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0' },
-  });
-  const output = `${r.stdout}${r.stderr}`;
-  const violations = [...output.matchAll(/^\s*error (\S+): (\S+) →[ \t]*(\S*)/gm)].map((m) => ({ rule: m[1] ?? '', from: m[2] ?? '', to: m[3] ?? '' }));
-  return { code: r.status, violations, output };
+/**
+ * `npm run lint:deps` in `base` (a tree with src/ and the configuration):
+ * the exit code, and the violations the err reporter prints ("error <rule>:
+ * <from> → <to>"). The configuration's relative paths (tsconfig.json) are
+ * read from the working directory, as the CLI reads them, so the check runs
+ * there; the tests of this file run one after another.
+ */
+async function lintDeps(base: string): Promise<{ code: number; violations: Violation[]; output: string }> {
+  const cwd = process.cwd();
+  process.chdir(base);
+  try {
+    const options = await extractDepcruiseOptions('./.dependency-cruiser.cjs');
+    const knownViolations = JSON.parse(await readFile('.dependency-cruiser-known-violations.json', 'utf8')) as never;
+    const tsConfigFile = (options as { tsConfig?: { fileName?: string } }).tsConfig?.fileName;
+    const tsConfig = tsConfigFile ? extractTSConfig(tsConfigFile) : undefined;
+    const r = await cruise(['src'], { ...options, knownViolations, outputType: 'err' }, {}, { tsConfig });
+    const output = typeof r.output === 'string' ? r.output : JSON.stringify(r.output);
+    const violations = [...output.replace(/\u001b\[[0-9;]*m/g, '').matchAll(/^\s*error (\S+): (\S+) →[ \t]*(\S*)/gm)].map((m) => ({ rule: m[1] ?? '', from: m[2] ?? '', to: m[3] ?? '' }));
+    return { code: r.exitCode, violations, output };
+  } finally {
+    process.chdir(cwd);
+  }
 }
 
-/** Writes `files` into a fresh folder under src/<layer>, runs the check, removes the folder. */
-function withProbe<T>(layer: string, files: (dir: string) => Record<string, string>, check: (dir: string) => T): T {
-  const dir = mkdtempSync(join(root, 'src', layer, 'arch-probe-'));
+/** A copy of the tree the check reads, in a temporary folder: probes go there, not into src/. */
+let copy = '';
+before(() => {
+  copy = mkdtempSync(join(tmpdir(), 'fleetroll-arch-'));
+  cpSync(join(root, 'src'), join(copy, 'src'), { recursive: true });
+  for (const f of CONFIG_FILES) copyFileSync(join(root, f), join(copy, f));
+  // Packages resolve to the real node_modules: core-no-impure-packages matches their paths.
+  symlinkSync(join(root, 'node_modules'), join(copy, 'node_modules'), 'dir');
+});
+after(() => {
+  if (copy) rmSync(copy, { recursive: true, force: true });
+});
+
+/** Writes `files` into a fresh folder under the copy's src/<layer>, runs the check there, removes the folder. */
+async function withProbe<T>(layer: string, files: Record<string, string>, check: (dir: string, r: Awaited<ReturnType<typeof lintDeps>>) => T): Promise<T> {
+  const dir = join('src', layer, `arch-probe-${process.pid}`);
+  mkdirSync(join(copy, dir));
   try {
-    for (const [name, text] of Object.entries(files(relative(root, dir)))) writeFileSync(join(dir, name), text);
-    return check(relative(root, dir));
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(copy, dir, name), text);
+    return check(dir, await lintDeps(copy));
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    rmSync(join(copy, dir), { recursive: true, force: true });
   }
 }
 
 describe('architecture rules (dependency-cruiser)', () => {
-  it('the real tree passes', () => {
-    const r = lintDeps();
+  it('the real tree passes', async () => {
+    const r = await lintDeps(root);
     assert.deepEqual(r.violations, [], 'no violations beyond the known ones');
     assert.equal(r.code, 0, r.output);
   });
@@ -70,8 +104,7 @@ describe('architecture rules (dependency-cruiser)', () => {
   ];
   for (const [name, layer, files, rule, target] of rows) {
     it(`${name} fails with ${rule}`, () =>
-      withProbe(layer, () => files, (dir) => {
-        const r = lintDeps();
+      withProbe(layer, files, (dir, r) => {
         assert.notEqual(r.code, 0, `the check fails:\n${r.output}`);
         const mine = r.violations.filter((v) => v.from.startsWith(`${dir}/`));
         assert.ok(
