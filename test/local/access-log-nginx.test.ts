@@ -20,6 +20,7 @@ import { execa } from 'execa';
 import { LocalFileAccessLog } from '../../src/adapters/accessLog.js';
 import { AccessLogParser, renderLogFormat, type AccessRecord } from '../../src/core/accessLog.js';
 import { deployHealth, revisionStats } from '../../src/core/logStats.js';
+import { waitFor } from '../support/wait.js';
 
 const NGINX = '/usr/sbin/nginx';
 const skip = existsSync(NGINX) ? false : `${NGINX} not installed`;
@@ -148,10 +149,10 @@ describe('a local nginx writing fleetroll_json, read back end to end', { skip },
   /** Reads until `n` lines came (nginx writes its line after the response). */
   async function readLines(reader: LocalFileAccessLog, n: number): Promise<string[]> {
     const lines: string[] = [];
-    for (let i = 0; i < 100 && lines.length < n; i++) {
+    await waitFor(`${n} access log lines`, async () => {
       lines.push(...(await reader.read()));
-      if (lines.length < n) await new Promise((r) => setTimeout(r, 20));
-    }
+      return lines.length >= n;
+    }, 5000, 20);
     return lines;
   }
 
@@ -224,18 +225,17 @@ describe('a local nginx writing fleetroll_json, read back end to end', { skip },
     // Reopening is asynchronous (the master reopens, then signals the worker): probe until a
     // request lands in the new file (nginx writes a line just after its response, so look
     // for any probe). The probes are lines like any other; left out below.
-    for (let i = 0; ; i++) {
-      await get(`/app/probe-${i}`);
-      if (existsSync(logFile()) && readFileSync(logFile(), 'utf8').includes('/app/probe-')) break;
-      assert.ok(i < 200, 'nginx reopened its log within 200 probes');
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    let probe = 0;
+    await waitFor('nginx to write a probe into the reopened log', async () => {
+      await get(`/app/probe-${probe++}`);
+      return existsSync(logFile()) && readFileSync(logFile(), 'utf8').includes('/app/probe-');
+    }, 5000, 5);
     await get('/app/after-reopen');
     const uris: string[] = [];
-    for (let i = 0; i < 100 && !uris.includes('/app/after-reopen'); i++) {
+    await waitFor('/app/after-reopen in the reader\'s lines', async () => {
       uris.push(...new AccessLogParser().parse(await reader.read()).map((r) => r.uri));
-      if (!uris.includes('/app/after-reopen')) await new Promise((r) => setTimeout(r, 20));
-    }
+      return uris.includes('/app/after-reopen');
+    }, 5000, 20);
     assert.deepEqual(
       uris.filter((u) => !u.startsWith('/app/probe-')),
       ['/app/before-1', '/app/before-2', '/app/after-rename', '/app/after-reopen'],

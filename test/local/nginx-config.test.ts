@@ -17,6 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { renderUpstream, splitTraffic, type StickyKey, type UpstreamEntry, type UpstreamInput } from '../../src/core/upstream.js';
+import { waitFor } from '../support/wait.js';
 
 const NGINX = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((p) => existsSync(p));
 const skip = NGINX === undefined ? 'no nginx binary on this machine' : false;
@@ -151,13 +152,12 @@ async function serve(file: string, upstreams: string[]): Promise<{ port: number;
     agent.destroy();
     nginx.kill('SIGTERM');
   };
-  for (let i = 0; ; i++) {
-    if (await get(port, {}, agent).then(() => true, () => false)) break;
-    if (i >= 100 || nginx.exitCode !== null) {
-      stop();
-      assert.fail(`nginx did not start: ${stderr}`);
-    }
-    await new Promise((r) => setTimeout(r, 50));
+  // Up, or gone: either ends the wait (a dead nginx will not answer later).
+  const answered = async () => nginx.exitCode !== null || (await get(port, {}, agent).then(() => true, () => false));
+  const up = await waitFor(`nginx on port ${port} to answer`, answered, 5000, 50).then(() => nginx.exitCode === null, () => false);
+  if (!up) {
+    stop();
+    assert.fail(`nginx did not start: ${stderr}`);
   }
   return { port, agent, stop };
 }
