@@ -50,14 +50,22 @@ ping_tls() {
     "https://$(cat "$tcpfile")/_ping" >/dev/null 2>&1
 }
 
+# Whether process PID's command line contains TEXT. A pid file outlives its process (this
+# machine's /var/run survives restarts), and its pid may by now belong to anything else.
+runs_with() {
+  local pid=$1 text=$2
+  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
+  tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q -- "$text"
+}
+
 stop_engine() {
-  if [ -f "$pidfile" ]; then
+  if [ -f "$pidfile" ] && runs_with "$(cat "$pidfile" 2>/dev/null || true)" "--pidfile $pidfile"; then
     pid=$(cat "$pidfile"); kill "$pid" 2>/dev/null || true
     for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
   fi
   # Its containerd goes with it (dockerd stops it; one left behind would hold the engine's socket).
   cpid=$(cat "$exec_root/containerd/containerd.pid" 2>/dev/null || true)
-  if [ -n "$cpid" ] && tr '\0' ' ' <"/proc/$cpid/cmdline" 2>/dev/null | grep -q -- "$exec_root/containerd/containerd.toml"; then
+  if runs_with "$cpid" "$exec_root/containerd/containerd.toml"; then
     kill "$cpid" 2>/dev/null || true
     for _ in $(seq 1 50); do kill -0 "$cpid" 2>/dev/null || break; sleep 0.2; done
   fi
@@ -106,7 +114,12 @@ case $cmd in
       stop_engine # running without TCP: restart it with TCP and TLS
     fi
     [ "$(id -u)" -eq 0 ] || { echo "second-engine: must run as root" >&2; exit 1; }
-    if [ -f "$pidfile" ] && ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then rm -f "$pidfile"; fi
+    # dockerd refuses to start while its pid file names a live process ("pid file found"), whatever
+    # that process is. This engine's own dockerd that does not answer is stopped; any other pid is stale.
+    if [ -f "$pidfile" ]; then
+      if runs_with "$(cat "$pidfile" 2>/dev/null || true)" "--pidfile $pidfile"; then stop_engine; fi
+      rm -f "$pidfile"
+    fi
     if ! ip link show "$bridge" >/dev/null 2>&1; then
       # A /24 per engine name, in a range Docker's own pools do not use.
       n=$(( $(printf '%s' "$name" | cksum | cut -d' ' -f1) % 200 + 20 ))
@@ -123,7 +136,7 @@ case $cmd in
     cpid_file="$exec_root/containerd/containerd.pid"
     if [ -f "$cpid_file" ]; then
       cpid=$(cat "$cpid_file" 2>/dev/null || true)
-      if ! { [ -n "$cpid" ] && tr '\0' ' ' <"/proc/$cpid/cmdline" 2>/dev/null | grep -q -- "$exec_root/containerd/containerd.toml"; }; then
+      if ! runs_with "$cpid" "$exec_root/containerd/containerd.toml"; then
         rm -f "$cpid_file"
       fi
     fi
@@ -134,6 +147,7 @@ case $cmd in
       listen+=(-H "tcp://$addr" --tlsverify --tlscacert "$certs/ca.pem" --tlscert "$certs/server-cert.pem" --tlskey "$certs/server-key.pem")
       echo "$addr" >"$tcpfile"
     fi
+    logstart=$(stat -c %s "$log" 2>/dev/null || echo 0)
     setsid nohup dockerd --data-root "$root" --exec-root "$exec_root" "${listen[@]}" --pidfile "$pidfile" \
       --bridge "$bridge" --iptables=false --ip-masq=false --ip6tables=false </dev/null >>"$log" 2>&1 &
     up() { if [ -n "$tls" ]; then ping && ping_tls; else ping; fi; }
@@ -145,7 +159,7 @@ case $cmd in
       if [ -f "$pidfile" ] && ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then break; fi
       sleep 0.2
     done
-    up || { tail -n 20 "$log" >&2; echo "second-engine: dockerd $name did not start (see $log)" >&2; exit 1; }
+    up || { tail -c "+$((logstart + 1))" "$log" | tail -n 20 >&2; echo "second-engine: dockerd $name did not start (see $log)" >&2; exit 1; }
     if [ -n "$tls" ]; then echo "tcp://$addr"; echo "$certs"; else echo "unix://$sock"; fi
     ;;
   stop) stop_engine ;;
