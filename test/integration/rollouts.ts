@@ -8,7 +8,7 @@ import { buildAppImage, ensureNodeBaseImage } from '../../src/adapters/localImag
 import type Dockerode from 'dockerode';
 import type { RequestRecord } from '../../src/experiment/metrics.js';
 import { LABELS } from '../../src/ports.js';
-import { docker, failedOf, moreRequests, runCli, startLoad, type CliRun, type TestFleet } from './fixture.js';
+import { docker, explainFailed, failedOf, moreRequests, runCli, startLoad, type CliRun, type TestFleet } from './fixture.js';
 
 export async function inspectAll(f: TestFleet): Promise<Dockerode.ContainerInspectInfo[]> {
   return Promise.all((await f.instances()).map((i) => docker.getContainer(i.id).inspect()));
@@ -24,18 +24,26 @@ export interface Rollout {
   records: RequestRecord[];
   failed: RequestRecord[];
   seconds: number;
+  /**
+   * The assertion message for `failed`: each failed request with what nginx
+   * logged near it, then the CLI's output (what the rollout did meanwhile).
+   */
+  why: string;
 }
 
 /** Runs the CLI with GET + POST load through nginx from before it starts until after it ends. */
 export async function underLoad(f: TestFleet, args: string[], env: NodeJS.ProcessEnv = {}): Promise<Rollout> {
   const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 2 });
+  const loadStart = Date.now() - load.elapsed();
   await moreRequests(load, 5, 'requests before the rollout');
   const t0 = performance.now();
   const run = await runCli(args, { env });
   const seconds = (performance.now() - t0) / 1000;
   await moreRequests(load, 5, 'requests after the rollout');
   const records = await load.stop();
-  return { run, records, failed: failedOf(records), seconds };
+  const failed = failedOf(records);
+  const why = failed.length === 0 ? 'no request failed' : `${await explainFailed(f, records, loadStart)}\nthe CLI printed:\n${run.stdout}${run.stderr}`;
+  return { run, records, failed, seconds, why };
 }
 
 export function report(t: TestContext, what: string, r: Rollout): void {
