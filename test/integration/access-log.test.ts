@@ -15,7 +15,7 @@ import { ContainerLogStreamAccessLog, containerFileAccessLog } from '../../src/a
 import { execIn, getFile, putFile } from '../../src/adapters/docker.js';
 import { AccessLogParser, LOG_FORMAT } from '../../src/core/accessLog.js';
 import type { AccessLogSource } from '../../src/ports.js';
-import { docker, guard, useFleets, type TestFleet } from './fixture.js';
+import { docker, useFleets, waitFor, type TestFleet } from './fixture.js';
 
 /**
  * Not ACCESS_LOG, which the fixture's nginx writes from its start: a line in
@@ -31,13 +31,13 @@ const fleet = useFleets();
  * response, so any probe of this kind counts, not only the last one.
  */
 async function probeUntilLogged(f: TestFleet, what: string): Promise<void> {
-  for (let i = 0; ; i++) {
+  let i = 0;
+  await waitFor(`nginx to log a probe to ${LOG} (${what})`, async () => {
     // Right after a reload the old workers close idle keep-alive connections, and fetch may
     // have picked one of those: that request is lost before nginx sees it, so try the next.
-    await fetch(`${f.url}/probe-${what}-${i}`).then((r) => r.arrayBuffer(), () => undefined);
-    if (((await getFile(docker, f.names.nginx, LOG)) ?? '').includes(`"/probe-${what}-`)) return;
-    assert.ok(i < 100, `nginx logged to ${LOG} within 100 probes (${what})`);
-  }
+    await fetch(`${f.url}/probe-${what}-${i++}`).then((r) => r.arrayBuffer(), () => undefined);
+    return ((await getFile(docker, f.names.nginx, LOG)) ?? '').includes(`"/probe-${what}-`);
+  }, 10_000, 50);
 }
 
 /** fleetroll_json to a file and to stdout (next to the image's own combined log), then a reload. */
@@ -57,18 +57,17 @@ async function requests(url: string, paths: string[]): Promise<void> {
   for (const p of paths) await (await fetch(`${url}${p}`)).arrayBuffer();
 }
 
-/** Reads until `n` lines came or 5 s passed. */
 /**
  * Reads until `n` lines of the test's own requests came (a probe's line, which
- * a late write may bring first, does not count), or the hang guard ends.
+ * a late write may bring first, does not count); fails naming them once the
+ * hang guard (5 s at the default concurrency) ends.
  */
 async function readLines(src: AccessLogSource, n: number): Promise<string[]> {
   const lines: string[] = [];
-  const until = Date.now() + guard(5000);
-  while (urisOf(lines).length < n && Date.now() < until) {
+  await waitFor(`${n} request line(s) from the access log source`, async () => {
     lines.push(...(await src.read()));
-    if (urisOf(lines).length < n) await new Promise((r) => setTimeout(r, 100));
-  }
+    return urisOf(lines).length >= n;
+  }, 5000, 100);
   return lines;
 }
 
@@ -79,14 +78,13 @@ const urisOf = (lines: string[]) =>
     .map((r) => r.uri)
     .filter((u) => !u.startsWith('/probe-'));
 
-/** Reads until a line for `uri` came or the hang guard (5 s at the default concurrency) ended; returns the URIs of every line read. */
+/** Reads until a line for `uri` came (failing once the hang guard ends); returns the URIs of every line read. */
 async function readUntil(src: AccessLogSource, uri: string): Promise<string[]> {
   const uris: string[] = [];
-  const until = Date.now() + guard(5000);
-  while (!uris.includes(uri) && Date.now() < until) {
+  await waitFor(`${uri} in the access log source`, async () => {
     uris.push(...urisOf(await src.read()));
-    if (!uris.includes(uri)) await new Promise((r) => setTimeout(r, 100));
-  }
+    return uris.includes(uri);
+  }, 5000, 100);
   return uris;
 }
 
@@ -173,14 +171,7 @@ describe("the nginx container's own log stream", () => {
 
     await docker.getContainer(f.names.nginx).restart({ t: 1 });
     const url = await urlOf(f); // the published port may change
-    for (let i = 0; i < 50; i++) {
-      const ok = await fetch(url).then(
-        () => true,
-        () => false,
-      );
-      if (ok) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await waitFor('nginx to answer after its restart', () => fetch(url).then(() => true), 10_000, 100);
     await requests(url, ['/three']);
     const after = await readUntil(src, '/three');
     // The probe requests of the wait loop above are "/" lines; /one and /two must not come again.
