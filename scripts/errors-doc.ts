@@ -1,7 +1,8 @@
 /**
- * Writes docs/errors.md from ERROR_CODES (src/errors.ts), the one source of
- * truth for codes and exit codes; test/unit/errors.test.ts fails when the page
- * and the catalogue differ. Run after changing a code:
+ * Writes docs/errors.md from ERROR_CODES (src/errorCodes.ts, re-exported by
+ * src/errors.ts), the one source of truth for codes and exit codes;
+ * test/unit/errors.test.ts fails when the page and the catalogue differ. Run
+ * after changing a code:
  *
  *   npx tsx scripts/errors-doc.ts
  *
@@ -12,17 +13,37 @@ import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ERROR_CODES, EXIT_CODE_MEANINGS, ExitCode, type ErrorCode, type ExitCodeName } from '../src/errors.js';
 
+/** A CI example: its text, or for one of the common shapes below, its text for the code. */
+type Example = string | ((code: ErrorCode) => string);
+
+/**
+ * After a command that runs a rollout (by default a plain deploy): the job
+ * fails, and first does `then` when the code, read where the rollout puts a
+ * host's or nginx's failure (`.details.code // .code`, see "Failures during a
+ * rollout"), is this one.
+ */
+function afterRollout(then: string, o: { command?: string; comment?: string } = {}): Example {
+  return (code) => `${o.comment ? `# ${o.comment}\n` : ''}out=$(${o.command ?? 'fleetroll deploy -f fleet.yaml'} --json) && exit 0
+[ "$(printf '%s' "$out" | jq -r '.details.code // .code')" = ${code} ] && ${then}
+exit 1`;
+}
+
+/** After any command: when it fails with this code (read by `jq`), `then`; the job fails either way. */
+function onCode(command: string, then: string, jq = '.code'): Example {
+  return (code) => `out=$(${command} --json) || {
+  [ "$(printf '%s' "$out" | jq -r ${jq})" = ${code} ] && ${then}
+  exit 1
+}`;
+}
+
 /** How a CI script reacts to each code. Shell, `jq` for the JSON; `$out` is the command's stdout. */
-const CI_EXAMPLES: Record<ErrorCode, string> = {
+const CI_EXAMPLES: Record<ErrorCode, Example> = {
   E_INVALID: `# Fail the job with every problem, one per line, before anything is deployed.
 if ! out=$(fleetroll validate -f fleet.yaml --json); then
   printf '%s' "$out" | jq -r '.details.issues[] | "\\(.path): \\(.message)"'
   exit 1
 fi`,
-  E_NO_FILE: `out=$(fleetroll deploy -f "$FLEET" --json) || {
-  [ "$(printf '%s' "$out" | jq -r .code)" = E_NO_FILE ] && echo "no fleet file at $FLEET: check the job's checkout" >&2
-  exit 1
-}`,
+  E_NO_FILE: onCode('fleetroll deploy -f "$FLEET"', `echo "no fleet file at $FLEET: check the job's checkout" >&2`),
   E_REPORTED: `# The summary is the JSON itself: read the figures, not an error object.
 fleetroll rehearse --json > rehearsal.json || echo "rehearsal failed: see rehearsal.json" >&2`,
   E_ROLLOUT_FAILED: `out=$(fleetroll deploy -f fleet.yaml --image "api:$TAG" --json) && exit 0
@@ -49,32 +70,17 @@ if [ $? -eq 3 ]; then
 fi`,
   E_TIMEOUT: `# A deploy started elsewhere: wait for it, fail the job when it neither completes nor fails in 15 minutes.
 fleetroll status -f fleet.yaml --watch --timeout 15m || { echo "rollout did not end in time (E_TIMEOUT) or failed" >&2; exit 1; }`,
-  E_NO_PREVIOUS: `out=$(fleetroll undo -f fleet.yaml --json) || {
-  [ "$(printf '%s' "$out" | jq -r .code)" = E_NO_PREVIOUS ] && echo "nothing to go back to: deploy a known-good image" >&2
-  exit 1
-}`,
-  E_SWITCH_BACK: `out=$(fleetroll undo -f fleet.yaml --json) || {
-  [ "$(printf '%s' "$out" | jq -r .code)" = E_SWITCH_BACK ] && fleetroll status -f fleet.yaml
-  exit 1
-}`,
+  E_NO_PREVIOUS: onCode('fleetroll undo -f fleet.yaml', 'echo "nothing to go back to: deploy a known-good image" >&2'),
+  E_SWITCH_BACK: onCode('fleetroll undo -f fleet.yaml', 'fleetroll status -f fleet.yaml'),
   E_ADOPT: `out=$(fleetroll adopt -f fleet.yaml --match app=bookstore --json)
 case $? in
   0) ;;
   2) echo "adopt refused the request: $(printf '%s' "$out" | jq -r .message)" >&2; exit 1 ;;
   *) echo "could not adopt: $(printf '%s' "$out" | jq -r .message)" >&2; exit 1 ;;
 esac`,
-  E_STATE: `out=$(fleetroll history -f fleet.yaml --json) || {
-  [ "$(printf '%s' "$out" | jq -r .code)" = E_STATE ] && echo "the fleet's state is damaged: page the owner, do not deploy" >&2
-  exit 1
-}`,
-  E_REHEARSE: `out=$(fleetroll rehearse --json) || {
-  [ "$(printf '%s' "$out" | jq -r '.code // empty')" = E_REHEARSE ] && echo "the runner cannot host the rehearsal's nginx (ports?)" >&2
-  exit 1
-}`,
-  E_DOCKER: `# A Docker call failed mid-rollout: the rollout ends as E_ROLLOUT_FAILED with the cause in details.code.
-out=$(fleetroll deploy -f fleet.yaml --json) && exit 0
-[ "$(printf '%s' "$out" | jq -r '.details.code // .code')" = E_DOCKER ] && echo "Docker failed on a host: deploy again once it is healthy (the rollout continues)" >&2
-exit 1`,
+  E_STATE: onCode('fleetroll history -f fleet.yaml', `echo "the fleet's state is damaged: page the owner, do not deploy" >&2`),
+  E_REHEARSE: onCode('fleetroll rehearse', `echo "the runner cannot host the rehearsal's nginx (ports?)" >&2`, `'.code // empty'`),
+  E_DOCKER: afterRollout('echo "Docker failed on a host: deploy again once it is healthy (the rollout continues)" >&2', { comment: 'A Docker call failed mid-rollout: the rollout ends as E_ROLLOUT_FAILED with the cause in details.code.' }),
   E_DOCKER_UNREACHABLE: `# Retry once after a pause when a host did not answer; any other failure fails at once.
 for attempt in 1 2; do
   out=$(fleetroll deploy -f fleet.yaml --json) && exit 0
@@ -82,69 +88,33 @@ for attempt in 1 2; do
   sleep 60
 done
 exit 1`,
-  E_CONTAINER_MISSING: `out=$(fleetroll deploy -f fleet.yaml --json) && exit 0
-[ "$(printf '%s' "$out" | jq -r '.details.code // .code')" = E_CONTAINER_MISSING ] && fleetroll status -f fleet.yaml
-exit 1`,
-  E_CONTAINER_NOT_RUNNING: `out=$(fleetroll deploy -f fleet.yaml --json) && exit 0
-[ "$(printf '%s' "$out" | jq -r '.details.code // .code')" = E_CONTAINER_NOT_RUNNING ] && fleetroll status -f fleet.yaml
-exit 1`,
-  E_CONTAINER_START: `out=$(fleetroll deploy -f fleet.yaml --image "api:$TAG" --json) && exit 0
-[ "$(printf '%s' "$out" | jq -r '.details.code // .code')" = E_CONTAINER_START ] && echo "api:$TAG does not start: $(printf '%s' "$out" | jq -r .message)" >&2
-exit 1`,
-  E_NAME_CONFLICT: `out=$(fleetroll deploy -f fleet.yaml --json) && exit 0
-[ "$(printf '%s' "$out" | jq -r '.details.code // .code')" = E_NAME_CONFLICT ] && echo "a container left by hand is in the way: see the hint" >&2
-exit 1`,
-  E_NETWORK_MISSING: `out=$(fleetroll deploy -f fleet.yaml --json) && exit 0
-[ "$(printf '%s' "$out" | jq -r '.details.code // .code')" = E_NETWORK_MISSING ] && echo "create the network on the host first (see the hint)" >&2
-exit 1`,
-  E_IMAGE_MISSING: `out=$(fleetroll deploy -f fleet.yaml --image "api:$TAG" --json) && exit 0
-[ "$(printf '%s' "$out" | jq -r '.details.code // .code')" = E_IMAGE_MISSING ] && echo "push api:$TAG to the registry the hosts pull from" >&2
-exit 1`,
-  E_EXEC_TIMEOUT: `out=$(fleetroll deploy -f fleet.yaml --json) && exit 0
-[ "$(printf '%s' "$out" | jq -r '.details.code // .code')" = E_EXEC_TIMEOUT ] && echo "the exec readiness probe is too slow: raise probes.readiness.timeoutMs" >&2
-exit 1`,
-  E_PUT_FILE: `out=$(fleetroll deploy -f fleet.yaml --json) && exit 0
-[ "$(printf '%s' "$out" | jq -r '.details.code // .code')" = E_PUT_FILE ] && echo "upstreamFile's directory is missing in the nginx container" >&2
-exit 1`,
-  E_GET_FILE: `out=$(fleetroll deploy -f fleet.yaml --json) && exit 0
-[ "$(printf '%s' "$out" | jq -r '.details.code // .code')" = E_GET_FILE ] && echo "a path in the fleet file names something that is not a file" >&2
-exit 1`,
-  E_REGISTRY_CREDENTIALS: `out=$(fleetroll deploy -f fleet.yaml --json) && exit 0
-[ "$(printf '%s' "$out" | jq -r '.details.code // .code')" = E_REGISTRY_CREDENTIALS ] && echo "log the runner in: docker login registry.example:5000" >&2
-exit 1`,
-  E_NGINX_MISSING: `out=$(fleetroll deploy -f fleet.yaml --json) && exit 0
-[ "$(printf '%s' "$out" | jq -r '.details.code // .code')" = E_NGINX_MISSING ] && echo "the load balancer's nginx container is gone" >&2
-exit 1`,
-  E_NGINX_NOT_RUNNING: `out=$(fleetroll deploy -f fleet.yaml --json) && exit 0
-[ "$(printf '%s' "$out" | jq -r '.details.code // .code')" = E_NGINX_NOT_RUNNING ] && echo "start the load balancer's nginx, then run the job again" >&2
-exit 1`,
-  E_NGINX_TEST: `# nginx refused the config: nothing was reloaded, nginx serves as before. A human must fix nginx.conf or the template.
-out=$(fleetroll deploy -f fleet.yaml --json) && exit 0
-[ "$(printf '%s' "$out" | jq -r '.details.code // .code')" = E_NGINX_TEST ] && printf '%s' "$out" | jq -r .message >&2
-exit 1`,
-  E_NGINX_RELOAD: `out=$(fleetroll deploy -f fleet.yaml --json) && exit 0
-[ "$(printf '%s' "$out" | jq -r '.details.code // .code')" = E_NGINX_RELOAD ] && echo "nginx did not reload: check its error log" >&2
-exit 1`,
-  E_NGINX_FILE: `out=$(fleetroll deploy -f fleet.yaml --json) && exit 0
-[ "$(printf '%s' "$out" | jq -r '.details.code // .code')" = E_NGINX_FILE ] && echo "fleetroll cannot write the upstream file: check its path and permissions" >&2
-exit 1`,
-  E_VERSION_PROBE: `out=$(fleetroll deploy -f fleet.yaml --json) && exit 0
-[ "$(printf '%s' "$out" | jq -r '.details.code // .code')" = E_VERSION_PROBE ] && echo "the app does not answer probes.version.path" >&2
-exit 1`,
-  E_ACCESS_LOG: `# Without a readable access log the analysis cannot judge the canary; the deploy reports it.
-out=$(fleetroll deploy -f fleet.yaml --json) && exit 0
-[ "$(printf '%s' "$out" | jq -r '.details.code // .code')" = E_ACCESS_LOG ] && echo "check loadBalancers[].nginx.accessLog" >&2
-exit 1`,
-  E_UNSAFE_VALUE: `out=$(fleetroll deploy -f fleet.yaml --json) && exit 0
-[ "$(printf '%s' "$out" | jq -r '.details.code // .code')" = E_UNSAFE_VALUE ] && printf '%s' "$out" | jq -r .message >&2
-exit 1`,
-  E_INTERNAL: `out=$(fleetroll simulate -f fleet.yaml --json) || {
-  [ "$(printf '%s' "$out" | jq -r .code)" = E_INTERNAL ] && echo "a fleetroll bug: attach the output of the same command with --verbose to a report" >&2
-  exit 1
-}`,
+  E_CONTAINER_MISSING: afterRollout('fleetroll status -f fleet.yaml'),
+  E_CONTAINER_NOT_RUNNING: afterRollout('fleetroll status -f fleet.yaml'),
+  E_CONTAINER_START: afterRollout(`echo "api:$TAG does not start: $(printf '%s' "$out" | jq -r .message)" >&2`, { command: 'fleetroll deploy -f fleet.yaml --image "api:$TAG"' }),
+  E_NAME_CONFLICT: afterRollout('echo "a container left by hand is in the way: see the hint" >&2'),
+  E_NETWORK_MISSING: afterRollout('echo "create the network on the host first (see the hint)" >&2'),
+  E_IMAGE_MISSING: afterRollout('echo "push api:$TAG to the registry the hosts pull from" >&2', { command: 'fleetroll deploy -f fleet.yaml --image "api:$TAG"' }),
+  E_EXEC_TIMEOUT: afterRollout('echo "the exec readiness probe is too slow: raise probes.readiness.timeoutMs" >&2'),
+  E_PUT_FILE: afterRollout(`echo "upstreamFile's directory is missing in the nginx container" >&2`),
+  E_GET_FILE: afterRollout('echo "a path in the fleet file names something that is not a file" >&2'),
+  E_REGISTRY_CREDENTIALS: afterRollout('echo "log the runner in: docker login registry.example:5000" >&2'),
+  E_NGINX_MISSING: afterRollout(`echo "the load balancer's nginx container is gone" >&2`),
+  E_NGINX_NOT_RUNNING: afterRollout(`echo "start the load balancer's nginx, then run the job again" >&2`),
+  E_NGINX_TEST: afterRollout(`printf '%s' "$out" | jq -r .message >&2`, { comment: 'nginx refused the config: nothing was reloaded, nginx serves as before. A human must fix nginx.conf or the template.' }),
+  E_NGINX_RELOAD: afterRollout('echo "nginx did not reload: check its error log" >&2'),
+  E_NGINX_FILE: afterRollout('echo "fleetroll cannot write the upstream file: check its path and permissions" >&2'),
+  E_VERSION_PROBE: afterRollout('echo "the app does not answer probes.version.path" >&2'),
+  E_ACCESS_LOG: afterRollout('echo "check loadBalancers[].nginx.accessLog" >&2', { comment: 'Without a readable access log the analysis cannot judge the canary; the deploy reports it.' }),
+  E_UNSAFE_VALUE: afterRollout(`printf '%s' "$out" | jq -r .message >&2`),
+  E_INTERNAL: onCode('fleetroll simulate -f fleet.yaml', 'echo "a fleetroll bug: attach the output of the same command with --verbose to a report" >&2'),
 };
 
 const EXIT_ORDER: ExitCodeName[] = ['ok', 'rolloutFailed', 'invalidInput', 'lockHeld', 'paused', 'interrupted'];
+
+function exampleFor(c: ErrorCode): string {
+  const e = CI_EXAMPLES[c];
+  return typeof e === 'string' ? e : e(c);
+}
 
 export function renderErrorsDoc(): string {
   const codes = Object.keys(ERROR_CODES) as ErrorCode[];
@@ -274,7 +244,7 @@ export function renderErrorsDoc(): string {
       `**What to do.** ${info.whatToDo}`,
       '',
       '```sh',
-      CI_EXAMPLES[c],
+      exampleFor(c),
       '```',
       '',
     );

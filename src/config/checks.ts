@@ -110,7 +110,8 @@ function portProblem(port: string): string | undefined {
 /**
  * tcp://host:port and ssh://[user@]host[:port] past the schema's pattern:
  * the port in range and the host a real host name, else every Docker command
- * fails with "is not a URL" (adapters/docker.ts parses it with `new URL`).
+ * fails with "is not a URL" (adapters/dockerConnect.ts dockerOptions parses it
+ * with `new URL`).
  */
 export function dockerEndpointProblem(endpoint: string): string | undefined {
   const m = /^(tcp|ssh):\/\/(?:[^@/]*@)?([^:/]*)(?::([0-9]*))?$/.exec(endpoint);

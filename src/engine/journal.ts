@@ -44,3 +44,15 @@ export function journalWriter(store: Pick<StateStore, 'appendJournal'>, rollout:
   };
   return write;
 }
+
+/** The steps that end a rollout in the journal: one that has none of them never finished. */
+export const ENDED_STEPS: readonly string[] = ['complete', 'failed', 'paused', 'interrupted', 'rolled back'];
+
+/** The last rollout in the journal, if it never reached an end (complete, failed, ...). */
+export function unfinishedRollout(journal: JournalEntry[]): { rollout: string; last: JournalEntry } | undefined {
+  const last = journal[journal.length - 1];
+  if (!last) return undefined;
+  const mine = journal.filter((e) => e.rollout === last.rollout);
+  const ended = mine.some((e) => ENDED_STEPS.includes(e.step));
+  return ended ? undefined : { rollout: last.rollout, last };
+}

@@ -15,6 +15,7 @@ import { LABELS, type Router, type Runtime } from '../ports.js';
 import type { HostWork } from './hostWork.js';
 import { copyImage, pullAuthFor, pullImage, redact, type ImageSources, type PullAuth } from './images.js';
 import type { LoadBalancer } from './traffic.js';
+import { strategyTraits } from './strategies/index.js';
 
 export async function preflight(fleet: Fleet, balancers: readonly LoadBalancer[], work: HostWork, s: ImageSources & { copyImages: boolean }): Promise<void> {
   // Docker's healthcheck as readiness: the fleet's own, or else the image must bring one.
@@ -114,7 +115,7 @@ export async function preflight(fleet: Fleet, balancers: readonly LoadBalancer[]
  * first deploy with force set is what writes the map nginx.conf may then use).
  */
 async function forceNotice(fleet: Fleet, lb: LoadBalancer, emit: (e: { type: 'info'; message: string }) => void): Promise<void> {
-  const force = fleet.strategy.type === 'Canary' ? fleet.strategy.canary.force : undefined;
+  const force = strategyTraits(fleet.strategy).forcedRoute;
   const router: Router = lb.router;
   if (force === undefined || !router.config) return;
   const text = await router.config().catch(() => undefined);

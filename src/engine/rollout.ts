@@ -24,6 +24,7 @@ import { pinImage } from './pin.js';
 import { preflight } from './preflight.js';
 import { revisionOf } from './revision.js';
 import { rollBack } from './rollback.js';
+import { strategyTraits } from './strategies/index.js';
 import { verify } from './verify.js';
 
 export type { LoadBalancer } from './traffic.js';
@@ -150,7 +151,7 @@ class Rollout {
       paused: this.deps.paused,
       list: () => this.list(),
       postWave: this.fleet.hooks?.postWave || this.rollingGate() ? (boundary, instances, inService) => this.afterWave(boundary, instances, inService) : undefined,
-      afterSwitch: this.deps.trafficWindow && this.fleet.analysis && this.fleet.strategy.type === 'BlueGreen' && !this.firstDeploy ? (inService) => runGate(this.fleet.analysis!, this.gateDeps(), 'analysis after the switch', inService) : undefined,
+      afterSwitch: this.deps.trafficWindow && this.fleet.analysis && strategyTraits(this.fleet.strategy).analysisGate === 'afterSwitch' && !this.firstDeploy ? (inService) => runGate(this.fleet.analysis!, this.gateDeps(), 'analysis after the switch', inService) : undefined,
       analyze: this.deps.trafficWindow ? (step, inService) => runGate(step.spec ?? this.fleet.analysis!, this.gateDeps(), `canary analysis (${step.path})`, inService) : undefined,
       skipCanarySteps: this.firstDeploy,
       prePromotion: this.fleet.hooks?.prePromotion ? (instances) => this.hook('prePromotion', this.contextOfInstances(instances, 1)) : undefined,
@@ -197,9 +198,9 @@ class Rollout {
   /** No stable revision was running when the rollout began, and its canary steps or gates are skipped (skipsOnFirstDeploy). */
   private firstDeploy = false;
 
-  /** RollingUpdate with an `analysis:` block: the first wave's new instances are the free canary. */
+  /** A strategy whose `analysis:` block gates the first wave (RollingUpdate): its new instances are the free canary. */
   private rollingGate(): boolean {
-    return this.fleet.analysis !== undefined && this.fleet.strategy.type === 'RollingUpdate' && !this.firstDeploy;
+    return this.fleet.analysis !== undefined && strategyTraits(this.fleet.strategy).analysisGate === 'firstWave' && !this.firstDeploy;
   }
 
   /**

@@ -11,7 +11,8 @@ import { FleetrollError } from '../errors.js';
 import { LABELS } from '../ports.js';
 import type { DeployDeps } from './rollout.js';
 import { revisionOf } from './revision.js';
-import { ADOPTED_PREFIX, fleetForRecord, withState, type FleetHandles } from './session.js';
+import { ADOPTED_PREFIX, fleetForRecord, withState } from './records.js';
+import type { FleetHandles } from './types.js';
 
 /** What status reads of the fleet's state and lock. */
 export interface StatusHandles {

@@ -13,21 +13,20 @@
  * A server that is up in a config nginx has loaded, or in one being written,
  * is "routed" (`routes`): the engine never stops an instance nginx may still
  * send requests to.
+ *
+ * This file decides when to write and reload and confirms what a reload put
+ * in force; what is in force and how the wanted servers differ from it is
+ * inForce.ts, the files and their all-or-nothing write upstreamFiles.ts.
  */
-import { listsOnlyServers, parseUpstreamServers, renderUpstream, type ForceKey, type StickyKey, type UpstreamEntry, type UpstreamInput } from '../core/upstream.js';
-import { RolloutFailedError } from '../errors.js';
-import type { Clock, Journal, Router, UpstreamFile } from '../ports.js';
+import type { ForceKey, StickyKey, UpstreamEntry } from '../core/upstream.js';
+import type { Clock, Journal } from '../ports.js';
 import type { EventSink } from './events.js';
 import { faultPoint } from './faults.js';
-import { sameEntry, UpstreamList } from './upstreamList.js';
+import { InForce, splitSignature } from './inForce.js';
+import { UpstreamFiles, type LoadBalancer } from './upstreamFiles.js';
+import { UpstreamList } from './upstreamList.js';
 
-/** A load balancer: how to reach it, and what to write into its upstream file. */
-export interface LoadBalancer {
-  router: Router;
-  /** Upstream file template (templates/upstream.conf.tmpl or the fleet's own). */
-  template: string;
-  upstream: string;
-}
+export type { LoadBalancer } from './upstreamFiles.js';
 
 export interface TrafficOptions {
   service: string;
@@ -65,35 +64,6 @@ export interface TrafficOptions {
   force?: { key: ForceKey; canary: (address: string) => boolean } | undefined;
 }
 
-/** What beyond the up/down sets changes how nginx splits traffic: the hash line, the weights and the forced canary side. */
-function splitSignature(hash: StickyKey | undefined, servers: readonly UpstreamEntry[], force?: UpstreamInput['force']): string {
-  const weights = servers.filter((e) => !e.down && e.weight !== undefined).map((e) => `${e.address}=${e.weight}`);
-  const forced = force ? force.canary.map((e) => e.address).sort() : [];
-  return `${hash ?? ''}|${weights.sort().join(',')}|${forced.join(',')}`;
-}
-
-/** A file written (or read at the start): its text on demand, and for a router that reads servers, what it lists. */
-interface WrittenFile extends Partial<UpstreamFile> {
-  text(): string;
-  hash?: StickyKey | undefined;
-  /** The controller's list the servers are a version of. */
-  list?: UpstreamList | undefined;
-  version?: number | undefined;
-}
-
-const UP = 1;
-const DOWN = 2;
-
-interface Diff {
-  /** Addresses to change in force, and what they become (UP | DOWN bits). */
-  target: Map<string, number>;
-  upAdded: string[];
-  upRemoved: string[];
-  /** Entries down that are not down in force, and entries up at addresses not up in force. */
-  newDown: UpstreamEntry[];
-  newUp: UpstreamEntry[];
-}
-
 /** The names of the servers up (or down), for the journal: only spelled out when the journal is written. */
 class Names {
   constructor(
@@ -108,44 +78,10 @@ class Names {
   }
 }
 
-function put(r: Router, f: WrittenFile): Promise<void> {
-  return r.writeServers && f.servers ? r.writeServers(f as UpstreamFile) : r.writeAndTest(f.text());
-}
-
-/**
- * Whether two files have the same text. Two lists of servers under the same
- * template and hash line render alike exactly when their entries are equal
- * (every field reaches the file), so those are compared without rendering;
- * two versions of the controller's list, by version, unless a server's state
- * is known to have changed (`changed`: then they differ).
- */
-function sameFile(a: WrittenFile, b: WrittenFile | undefined, changed: boolean): boolean {
-  if (b === undefined) return false;
-  if (a.list !== undefined && a.list === b.list && a.hash === b.hash) {
-    if (a.version === b.version) return true;
-    if (changed) return false;
-  }
-  if (a.servers && b.servers && a.hash === b.hash) {
-    const [x, y] = [a.servers(), b.servers()];
-    if (x.length !== y.length) return false;
-    for (let i = 0; i < x.length; i++) if (!sameEntry(x[i]!, y[i]!)) return false;
-    return true;
-  }
-  return a.text() === b.text();
-}
-
 export class Traffic {
-  private readonly lastContent: (string | undefined)[] = [];
-  /** What each file holds, as far as the engine knows: what it read at the start, then what it wrote. */
-  private readonly lastFile: (WrittenFile | undefined)[] = [];
-  private inForceUp = new Set<string>();
-  private inForceDown = new Set<string>();
-  private inForcePreview = new Set<string>();
-  private inForceSplit = '||';
-  /** The controller's list as last compared, and its version then. */
-  private seen: { list: UpstreamList; version: number } | undefined;
-  /** Addresses whose servers differed from those in force when last compared (compared again next time). */
-  private unsettled = new Set<string>();
+  /** What nginx has in force. */
+  private readonly loaded = new InForce();
+  private readonly files: UpstreamFiles;
   private writingUp: Set<string> | undefined;
   private dirty = false;
   private timer: { cancel(): void } | undefined;
@@ -159,7 +95,9 @@ export class Traffic {
   /** When the reloads of the config now in force were issued (nginx moves traffic between this and their return). */
   reloadIssuedAt: number | undefined;
 
-  constructor(private readonly o: TrafficOptions) {}
+  constructor(private readonly o: TrafficOptions) {
+    this.files = new UpstreamFiles({ service: o.service, balancers: o.balancers, restored: () => this.o.emit({ type: 'upstream', action: 'restore', down: [], up: [], reloads: this.reloads }) });
+  }
 
   /**
    * Reads what every nginx has now (preflight has checked them), so an
@@ -167,42 +105,31 @@ export class Traffic {
    * older than its file: `recovering` reloads every nginx once.
    */
   async load(recovering: boolean): Promise<void> {
-    for (const lb of this.o.balancers) {
-      const content = await lb.router.read();
-      this.lastContent.push(content);
-      this.lastFile.push(content === undefined ? undefined : { text: () => content });
-    }
-    // Only the main upstream's block: a preview block's servers take no traffic.
-    const first = this.lastContent.findIndex((c) => c !== undefined);
-    const current = parseUpstreamServers(this.lastContent[first] ?? '', this.o.balancers[first]?.upstream);
-    if (this.o.preview) this.inForcePreview = new Set(parseUpstreamServers(this.lastContent[first] ?? '', this.o.preview.upstream).filter((e) => !e.down).map((e) => e.address));
-    this.inForceUp = new Set(current.filter((e) => !e.down).map((e) => e.address));
-    this.inForceDown = new Set(current.filter((e) => e.down).map((e) => e.address));
-    // What nginx lists that the fleet may not: compared on the first write.
-    for (const a of this.inForceUp) this.unsettled.add(a);
-    for (const a of this.inForceDown) this.unsettled.add(a);
+    const contents = await this.files.read();
+    const first = contents.findIndex((c) => c !== undefined);
+    this.loaded.load(contents[first] ?? '', this.o.balancers[first]?.upstream, this.o.preview?.upstream);
     this.recoveryReload = recovering;
   }
 
   /** nginx may send requests to this address: it is up in a config in force or being written. */
   routes(address: string | undefined): boolean {
     if (address === undefined) return false;
-    return this.inForceUp.has(address) || (this.writingUp?.has(address) ?? false);
+    return this.loaded.up.has(address) || (this.writingUp?.has(address) ?? false);
   }
 
   /** Up in the config every nginx has confirmed in force (not merely in one being written). */
   inForce(address: string | undefined): boolean {
-    return address !== undefined && this.inForceUp.has(address);
+    return address !== undefined && this.loaded.up.has(address);
   }
 
   /** Up in the preview upstream of the config in force. */
   inPreview(address: string | undefined): boolean {
-    return address !== undefined && this.inForcePreview.has(address);
+    return address !== undefined && this.loaded.preview.has(address);
   }
 
   /** Listed `down` in the config in force. */
   markedDown(address: string | undefined): boolean {
-    return address !== undefined && this.inForceDown.has(address);
+    return address !== undefined && this.loaded.down.has(address);
   }
 
   /** Nothing waiting and nothing being written (once broken, nothing can wait: no change goes out any more). */
@@ -287,21 +214,21 @@ export class Traffic {
     // The controller's list as it is now, spelled out only where needed (a real nginx's file, a canary's split).
     const version = list?.version ?? 0;
     const servers = list ? () => list.entriesAt(version) : () => desired as readonly UpstreamEntry[];
-    const d = this.diff(desired, servers);
+    const d = this.loaded.diff(desired, servers);
     const preview = this.o.preview ? { upstream: this.o.preview.upstream, servers: this.o.preview.servers() } : undefined;
     const previewSet = new Set((preview?.servers ?? []).filter((e) => !e.down).map((e) => e.address));
-    const previewChanged = preview !== undefined && (previewSet.size !== this.inForcePreview.size || [...previewSet].some((a) => !this.inForcePreview.has(a)));
+    const previewChanged = preview !== undefined && (previewSet.size !== this.loaded.preview.size || [...previewSet].some((a) => !this.loaded.preview.has(a)));
     const hash = wanted.hash;
     const f = this.o.force;
     const up = f ? servers().filter((e) => !e.down) : [];
     const force = f ? { key: f.key, canary: up.filter((e) => f.canary(e.address)), stable: up.filter((e) => !f.canary(e.address)) } : undefined;
     const split = splitSignature(hash, list && list.weighted === 0 ? [] : servers(), force);
     const upChanged = d.upAdded.length + d.upRemoved.length > 0;
-    const reload = upChanged || d.newDown.length > 0 || previewChanged || split !== this.inForceSplit || this.recoveryReload;
+    const reload = upChanged || d.newDown.length > 0 || previewChanged || split !== this.loaded.split || this.recoveryReload;
     if (!reload && !final) return;
     this.writingUp = new Set(d.upAdded);
     try {
-      const written = await this.writeAll(servers, { preview, hash, force }, list && { list, version }, upChanged || d.newDown.length > 0);
+      const written = await this.files.writeAll(servers, { preview, hash, force }, list && { list, version }, upChanged || d.newDown.length > 0);
       if (!reload) return;
       const toReload = this.recoveryReload ? this.o.balancers.map((_, i) => i) : written;
       this.recoveryReload = false;
@@ -312,15 +239,7 @@ export class Traffic {
         this.reloads++;
       }
       this.reloadIssuedAt = issuedAt;
-      for (const [a, st] of d.target) {
-        if (st & UP) this.inForceUp.add(a);
-        else this.inForceUp.delete(a);
-        if (st & DOWN) this.inForceDown.add(a);
-        else this.inForceDown.delete(a);
-      }
-      this.unsettled.clear();
-      this.inForcePreview = previewSet;
-      this.inForceSplit = split;
+      this.loaded.confirm(d, previewSet, split);
       this.o.emit({
         type: 'upstream',
         action: d.newDown.length > 0 ? 'drain' : final ? 'final' : 'enable',
@@ -329,119 +248,9 @@ export class Traffic {
         reloads: this.reloads,
       });
       this.o.journal('reload', 'end', { up: new Names(servers, false), down: new Names(servers, true) });
-      this.o.applied(this.inForceUp, this.inForceDown, [...d.upAdded, ...d.upRemoved]);
+      this.o.applied(this.loaded.up, this.loaded.down, [...d.upAdded, ...d.upRemoved]);
     } finally {
       this.writingUp = undefined;
     }
-  }
-
-  /**
-   * How the servers wanted now differ from those in force, address by
-   * address. From the list the controller keeps, only the addresses changed
-   * since the last look (and those left different then) are compared; a
-   * plain list (a canary's weighted split) is compared whole.
-   */
-  private diff(desired: UpstreamList | readonly UpstreamEntry[], servers: () => readonly UpstreamEntry[]): Diff {
-    const list = desired instanceof UpstreamList ? desired : undefined;
-    let at: (address: string) => readonly UpstreamEntry[];
-    const candidates = new Set<string>(this.unsettled);
-    const seen = this.seen;
-    if (list && seen?.list === list) {
-      for (const c of list.changes(seen.version)) candidates.add(c.address);
-      at = (a) => list.at(a);
-    } else {
-      const byAddress = new Map<string, UpstreamEntry[]>();
-      for (const e of servers()) {
-        const same = byAddress.get(e.address);
-        if (same) same.push(e);
-        else byAddress.set(e.address, [e]);
-      }
-      for (const a of byAddress.keys()) candidates.add(a);
-      for (const a of this.inForceUp) candidates.add(a);
-      for (const a of this.inForceDown) candidates.add(a);
-      at = (a) => byAddress.get(a) ?? [];
-    }
-    this.seen = list ? { list, version: list.version } : undefined;
-    const out: Diff = { target: new Map(), upAdded: [], upRemoved: [], newDown: [], newUp: [] };
-    for (const a of candidates) {
-      const entries = at(a);
-      let st = 0;
-      for (const e of entries) st |= e.down ? DOWN : UP;
-      const inUp = this.inForceUp.has(a);
-      const inDown = this.inForceDown.has(a);
-      if (((st & UP) !== 0) === inUp && ((st & DOWN) !== 0) === inDown) continue;
-      out.target.set(a, st);
-      if (st & UP && !inUp) out.upAdded.push(a);
-      if (!(st & UP) && inUp) out.upRemoved.push(a);
-      for (const e of entries) {
-        if (e.down && !inDown) out.newDown.push(e);
-        if (!e.down && !inUp) out.newUp.push(e);
-      }
-    }
-    // Servers that differ but need no reload (a gone server's down line) are compared again next time.
-    this.unsettled = new Set(out.target.keys());
-    // In the file's order: the list's is by name; a plain list's is its own.
-    if (list) {
-      const byName = (x: UpstreamEntry, y: UpstreamEntry) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0);
-      out.newDown.sort(byName);
-      out.newUp.sort(byName);
-    } else {
-      const down = new Set(out.newDown);
-      const up = new Set(out.newUp);
-      out.newDown = servers().filter((e) => down.has(e));
-      out.newUp = servers().filter((e) => up.has(e));
-    }
-    return out;
-  }
-
-  /** Writes and checks every changed file; on a failed check restores the ones written and throws. Returns the indexes written. */
-  private async writeAll(servers: () => readonly UpstreamEntry[], parts: Pick<UpstreamInput, 'preview' | 'hash' | 'force'>, of: { list: UpstreamList; version: number } | undefined, changed: boolean): Promise<number[]> {
-    const lbs = this.o.balancers;
-    const files = lbs.map((lb) => this.file(lb, servers, parts, of));
-    const written: number[] = [];
-    for (const [i, { router: r }] of lbs.entries()) {
-      const file = files[i]!;
-      if (sameFile(file, this.lastFile[i], changed)) continue;
-      try {
-        await put(r, file);
-        written.push(i);
-      } catch (err) {
-        for (const j of written) {
-          const prev = this.lastFile[j];
-          const lb = lbs[j];
-          if (prev !== undefined && lb) await put(lb.router, prev).catch(() => {});
-        }
-        this.o.emit({ type: 'upstream', action: 'restore', down: [], up: [], reloads: this.reloads });
-        throw new RolloutFailedError(
-          `${r.name}: the new upstream failed nginx -t; every upstream file was restored and nothing was reloaded:\n${(err as Error).message}`,
-          'nginx keeps serving its previous config. Fix the nginx config or the upstream template, then deploy again: the rollout continues from where it stopped.',
-          { nginxTestFailed: true },
-        );
-      }
-    }
-    for (const i of written) this.lastFile[i] = files[i];
-    return written;
-  }
-
-  /** A load balancer's file for these parts: rendered now for a real nginx, on demand for one that reads servers. */
-  private file(lb: LoadBalancer, servers: () => readonly UpstreamEntry[], parts: Pick<UpstreamInput, 'preview' | 'hash' | 'force'>, of: { list: UpstreamList; version: number } | undefined): WrittenFile {
-    const render = () => renderUpstream(lb.template, { service: this.o.service, upstream: lb.upstream, servers: servers(), ...parts });
-    if (!lb.router.writeServers || !listsOnlyServers(lb.template, parts)) {
-      const text = render();
-      return { text: () => text };
-    }
-    let text: string | undefined;
-    return {
-      text: () => (text ??= render()),
-      servers,
-      hash: parts.hash,
-      list: of?.list,
-      version: of?.version,
-      changesSince: (earlier) => {
-        const e = earlier as WrittenFile;
-        if (of === undefined || e.list !== of.list || e.version === undefined || e.version > of.version) return undefined;
-        return of.list.changes(e.version, of.version);
-      },
-    };
   }
 }

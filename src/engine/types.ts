@@ -2,7 +2,7 @@
 import type { Fleet } from '../config/load.js';
 import type { DeployHealthReport } from '../core/deployHealth.js';
 import type { WindowStats } from '../core/logStats.js';
-import type { AccessLogSource, Clock, Journal, Prober, RegistryCredentials, Runtime } from '../ports.js';
+import type { AccessLogSource, Clock, FleetLockPort, Journal, Prober, RegistryCredentials, Runtime, StateStore } from '../ports.js';
 import type { ControllerTiming, ControllerView } from './context.js';
 import type { EventSink } from './events.js';
 import type { Adopted } from './observe.js';
@@ -125,3 +125,10 @@ export interface DeployWatch {
   finish(): Promise<DeployHealthReport>;
 }
 
+/** A fleet's state and lock (on its first host), for the managed commands. */
+export interface FleetHandles {
+  store: StateStore;
+  lock: FleetLockPort;
+  /** "user@host", recorded with each revision. */
+  who: string;
+}

@@ -22,7 +22,7 @@ import { pinImage } from '../../src/engine/pin.js';
 import { preflight } from '../../src/engine/preflight.js';
 import { redact } from '../../src/engine/images.js';
 import { revisionOf } from '../../src/engine/revision.js';
-import { fleetForRecord } from '../../src/engine/session.js';
+import { fleetForRecord } from '../../src/engine/records.js';
 import { LABELS, type ImageInfo, type InstanceInfo, type RegistryAuth, type Runtime } from '../../src/ports.js';
 
 const SERVER = 'reg.test:5000';

@@ -14,7 +14,7 @@ import { containerFields } from '../../src/config/container.js';
 import { NOT_KEPT } from '../../src/config/secrets.js';
 import type { ContainerConfig } from '../../src/core/container.js';
 import { revisionOf, secretDigest, type RevisionInput } from '../../src/engine/revision.js';
-import { fleetForRecord, recordSpec, scrubLegacySecrets } from '../../src/engine/session.js';
+import { fleetForRecord, recordSpec, scrubLegacySecrets } from '../../src/engine/records.js';
 import { ValidationError } from '../../src/errors.js';
 import type { FleetState, RevisionRecord } from '../../src/ports.js';
 

@@ -5,8 +5,9 @@
  */
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { loadFleet } from '../../config/load.js';
-import { findAdoptable, parseAdoptMatch } from '../../engine/adopt.js';
-import { adoptFleet, fleetForRecord, requestSwitchBack } from '../../engine/session.js';
+import { adoptFleet, findAdoptable, parseAdoptMatch } from '../../engine/adopt.js';
+import { fleetForRecord } from '../../engine/records.js';
+import { requestSwitchBack } from '../../engine/switchBack.js';
 import { CRASH_LOOP_RESTARTS, publicRecord, statusReport, watchRollout, type StatusReport } from '../../engine/status.js';
 import { FleetrollError, fieldError } from '../../errors.js';
 import type { RevisionRecord } from '../../ports.js';

@@ -2,7 +2,7 @@ import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { placement, planStrategy, type BlueGreenPlan, type CanaryPlan, type Plan, type PlannedStep } from '../../core/plan.js';
 import type { ResolvedStrategy } from '../../core/strategy.js';
 import type { Fleet } from '../../config/load.js';
-import { changesFromRunning } from '../../engine/session.js';
+import { changesFromRunning } from '../../engine/records.js';
 import { jsonOption } from '../options.js';
 import { buildDeps, fleetHandles } from '../../wiring.js';
 import { table, type Out } from '../output.js';

@@ -1,0 +1,52 @@
+/**
+ * `fleetroll undo` during a blue-green rollout's scaleDownDelaySeconds: the
+ * request to the running rollout, through the fleet state, to switch back.
+ */
+import { FleetrollError } from '../errors.js';
+import type { JournalEntry, StateStore } from '../ports.js';
+import { ENDED_STEPS } from './journal.js';
+
+export type SwitchBackResult = { outcome: 'switched back'; ms: number } | { outcome: 'too late' };
+
+/**
+ * `fleetroll undo` while a blue-green rollout of the fleet waits out
+ * scaleDownDelaySeconds (its journal has a switch and no end yet): asks that
+ * rollout, through the fleet state, to switch traffic back, and waits until
+ * it says the old set serves again. The running deploy does the switch-back
+ * (it holds the lock and knows both sets): one write and one reload per
+ * nginx, then it drains and removes the new set. Returns undefined when no
+ * such rollout is running, "too late" when it ended first (the old set was
+ * already going), and otherwise the milliseconds from the request to the
+ * reload in force, on this machine's clock.
+ */
+export async function requestSwitchBack(store: StateStore, o: { sleep: (ms: number) => Promise<void>; timeoutMs: number }): Promise<SwitchBackResult | undefined> {
+  const ofLast = (journal: JournalEntry[]) => {
+    const last = journal[journal.length - 1]?.rollout;
+    return journal.filter((e) => e.rollout === last);
+  };
+  const mine = ofLast(await store.journal());
+  if (mine.some((e) => ENDED_STEPS.includes(e.step)) || !mine.some((e) => e.step === 'switch')) return undefined;
+  const rollout = mine[0]?.rollout;
+  const state = await store.read();
+  if (!state) return undefined;
+  const t0 = Date.now();
+  await store.write({ ...state, switchBack: true });
+  const clear = async () => {
+    const s = await store.read();
+    if (s?.switchBack) await store.write({ ...s, switchBack: undefined });
+  };
+  for (;;) {
+    const entries = (await store.journal()).filter((e) => e.rollout === rollout);
+    const back = entries.find((e) => e.step === 'switched-back');
+    if (back) return { outcome: 'switched back', ms: Math.max(0, Date.parse(back.at) - t0) };
+    if (entries.some((e) => ENDED_STEPS.includes(e.step))) {
+      await clear();
+      return { outcome: 'too late' };
+    }
+    if (Date.now() - t0 > o.timeoutMs) {
+      await clear();
+      throw new FleetrollError('E_SWITCH_BACK', `the running blue-green rollout did not switch back within ${o.timeoutMs / 1000} s`, { hint: 'see fleetroll status; the rollout may be stopping the old set already' });
+    }
+    await o.sleep(50);
+  }
+}

@@ -1,0 +1,132 @@
+/**
+ * The upstream file of every load balancer, written all-or-nothing: every
+ * changed file is written and checked before any nginx reloads; if one check
+ * fails, the files already written are put back (and the caller reloads
+ * nothing). A router that reads servers gets them as a list, with what
+ * changed since its last file; a real nginx gets the rendered text.
+ */
+import { listsOnlyServers, renderUpstream, type StickyKey, type UpstreamEntry, type UpstreamInput } from '../core/upstream.js';
+import { RolloutFailedError } from '../errors.js';
+import type { Router, UpstreamFile } from '../ports.js';
+import { sameEntry, type UpstreamList } from './upstreamList.js';
+
+/** A load balancer: how to reach it, and what to write into its upstream file. */
+export interface LoadBalancer {
+  router: Router;
+  /** Upstream file template (templates/upstream.conf.tmpl or the fleet's own). */
+  template: string;
+  upstream: string;
+}
+
+/** What a file has besides its servers. */
+export type FileParts = Pick<UpstreamInput, 'preview' | 'hash' | 'force'>;
+
+/** A version of the controller's list. */
+export interface ListVersion {
+  list: UpstreamList;
+  version: number;
+}
+
+/** A file written (or read at the start): its text on demand, and for a router that reads servers, what it lists. */
+interface WrittenFile extends Partial<UpstreamFile> {
+  text(): string;
+  hash?: StickyKey | undefined;
+  /** The controller's list the servers are a version of. */
+  list?: UpstreamList | undefined;
+  version?: number | undefined;
+}
+
+function put(r: Router, f: WrittenFile): Promise<void> {
+  return r.writeServers && f.servers ? r.writeServers(f as UpstreamFile) : r.writeAndTest(f.text());
+}
+
+/**
+ * Whether two files have the same text. Two lists of servers under the same
+ * template and hash line render alike exactly when their entries are equal
+ * (every field reaches the file), so those are compared without rendering;
+ * two versions of the controller's list, by version, unless a server's state
+ * is known to have changed (`changed`: then they differ).
+ */
+function sameFile(a: WrittenFile, b: WrittenFile | undefined, changed: boolean): boolean {
+  if (b === undefined) return false;
+  if (a.list !== undefined && a.list === b.list && a.hash === b.hash) {
+    if (a.version === b.version) return true;
+    if (changed) return false;
+  }
+  if (a.servers && b.servers && a.hash === b.hash) {
+    const [x, y] = [a.servers(), b.servers()];
+    if (x.length !== y.length) return false;
+    for (let i = 0; i < x.length; i++) if (!sameEntry(x[i]!, y[i]!)) return false;
+    return true;
+  }
+  return a.text() === b.text();
+}
+
+export class UpstreamFiles {
+  /** What each file holds, as far as the engine knows: what it read at the start, then what it wrote. */
+  private readonly last: (WrittenFile | undefined)[] = [];
+
+  constructor(private readonly o: { service: string; balancers: readonly LoadBalancer[]; restored: () => void }) {}
+
+  /** Reads every load balancer's file: its text, undefined where there is none yet. */
+  async read(): Promise<(string | undefined)[]> {
+    const contents: (string | undefined)[] = [];
+    for (const lb of this.o.balancers) {
+      const content = await lb.router.read();
+      contents.push(content);
+      this.last.push(content === undefined ? undefined : { text: () => content });
+    }
+    return contents;
+  }
+
+  /** Writes and checks every changed file; on a failed check restores the ones written and throws. Returns the indexes written. */
+  async writeAll(servers: () => readonly UpstreamEntry[], parts: FileParts, of: ListVersion | undefined, changed: boolean): Promise<number[]> {
+    const lbs = this.o.balancers;
+    const files = lbs.map((lb) => this.file(lb, servers, parts, of));
+    const written: number[] = [];
+    for (const [i, { router: r }] of lbs.entries()) {
+      const file = files[i]!;
+      if (sameFile(file, this.last[i], changed)) continue;
+      try {
+        await put(r, file);
+        written.push(i);
+      } catch (err) {
+        for (const j of written) {
+          const prev = this.last[j];
+          const lb = lbs[j];
+          if (prev !== undefined && lb) await put(lb.router, prev).catch(() => {});
+        }
+        this.o.restored();
+        throw new RolloutFailedError(
+          `${r.name}: the new upstream failed nginx -t; every upstream file was restored and nothing was reloaded:\n${(err as Error).message}`,
+          'nginx keeps serving its previous config. Fix the nginx config or the upstream template, then deploy again: the rollout continues from where it stopped.',
+          { nginxTestFailed: true },
+        );
+      }
+    }
+    for (const i of written) this.last[i] = files[i];
+    return written;
+  }
+
+  /** A load balancer's file for these parts: rendered now for a real nginx, on demand for one that reads servers. */
+  private file(lb: LoadBalancer, servers: () => readonly UpstreamEntry[], parts: FileParts, of: ListVersion | undefined): WrittenFile {
+    const render = () => renderUpstream(lb.template, { service: this.o.service, upstream: lb.upstream, servers: servers(), ...parts });
+    if (!lb.router.writeServers || !listsOnlyServers(lb.template, parts)) {
+      const text = render();
+      return { text: () => text };
+    }
+    let text: string | undefined;
+    return {
+      text: () => (text ??= render()),
+      servers,
+      hash: parts.hash,
+      list: of?.list,
+      version: of?.version,
+      changesSince: (earlier) => {
+        const e = earlier as WrittenFile;
+        if (of === undefined || e.list !== of.list || e.version === undefined || e.version > of.version) return undefined;
+        return of.list.changes(e.version, of.version);
+      },
+    };
+  }
+}
