@@ -28,7 +28,8 @@ type WorldHook = (w: SimWorld, clock: { now(): number }) => void;
 /**
  * Hooks the invariant checks into a simulation:
  *  - available: servers up in nginx (running, ready) never fall below replicas - maxUnavailable once that held;
- *  - alive: non-terminating instances never exceed replicas + maxSurge (once within), and with
+ *  - alive: non-terminating instances never exceed replicas + maxSurge (once within, or from the
+ *    start when the fleet before the rollout was), and with
  *    TerminationComplete (or Recreate) no more containers than that are alive at all;
  *  - no container is stopped while any nginx still lists it up;
  *  - a container that was up in an nginx was marked down there at least drainMs before its stop;
@@ -53,6 +54,9 @@ export function invariants(s: ResolvedStrategy, t: SimulationTimings, opts: { re
   const everUp = new Map<string, Set<string>>();
   const world = (w: SimWorld, clock: { now(): number }) => {
     const complete = s.type === 'Recreate' || s.replacementPolicy === 'TerminationComplete';
+    // A fleet within the bounds before the rollout must stay so from its first event on (a
+    // first wave that starts one too many is the first event the checks see).
+    aliveHeld = w.alive() <= s.maxTotal;
     w.onEvent = (e) => {
       checked.events++;
       const now = clock.now();
