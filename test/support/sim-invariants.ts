@@ -7,7 +7,7 @@
  * table of scenarios under both.
  */
 import { isTerminating } from '../../src/core/decide.js';
-import type { ResolvedStrategy } from '../../src/core/strategy.js';
+import { canaryInstancesFor, type ResolvedStrategy } from '../../src/core/strategy.js';
 import { parseUpstreamServers } from '../../src/core/upstream.js';
 import type { ControllerView } from '../../src/engine/context.js';
 import type { RolloutEvent } from '../../src/engine/events.js';
@@ -28,8 +28,8 @@ type WorldHook = (w: SimWorld, clock: { now(): number }) => void;
 /**
  * Hooks the invariant checks into a simulation:
  *  - available: servers up in nginx (running, ready) never fall below replicas - maxUnavailable once that held;
- *  - alive: non-terminating instances never exceed replicas + maxSurge (once within, or from the
- *    start when the fleet before the rollout was), and with
+ *  - alive: non-terminating instances never exceed replicas + maxSurge (a driver's `maxTotal` if
+ *    it has one; once within, or from the start when the fleet before the rollout was), and with
  *    TerminationComplete (or Recreate) no more containers than that are alive at all;
  *  - no container is stopped while any nginx still lists it up;
  *  - a container that was up in an nginx was marked down there at least drainMs before its stop;
@@ -37,7 +37,7 @@ type WorldHook = (w: SimWorld, clock: { now(): number }) => void;
  *  - no analysis window starts before the routing it judges is in force: at its start, every
  *    nginx has a reload in force that routes to the new revision (`gated` wraps the access logs).
  */
-export function invariants(s: ResolvedStrategy, t: SimulationTimings, opts: { readyChecks?: boolean } = {}): { setup: Pick<SimulationSetup, 'world' | 'inspect'>; checked: Checked; gated: (w: TrafficWindow) => TrafficWindow } {
+export function invariants(s: ResolvedStrategy, t: SimulationTimings, opts: { readyChecks?: boolean; maxTotal?: DriverChecks['maxTotal'] } = {}): { setup: Pick<SimulationSetup, 'world' | 'inspect'>; checked: Checked; gated: (w: TrafficWindow) => TrafficWindow } {
   const checked: Checked = { violations: [], events: 0 };
   /** Per nginx, each reload's time and how many servers of the new revision it put in force. */
   const newInForce = new Map<string, { at: number; n: number }[]>();
@@ -96,10 +96,10 @@ export function invariants(s: ResolvedStrategy, t: SimulationTimings, opts: { re
       }
       if (controller) {
         const counted = controller.instances().filter((i) => !isTerminating(i.phase) && !i.stopFailed).length;
-        const limit = s.maxTotal;
+        const limit = opts.maxTotal?.(counted) ?? s.maxTotal;
         if (counted <= limit && (!complete || w.alive() <= limit)) aliveHeld = true;
         else if (aliveHeld) {
-          if (counted > limit) fail(`${counted} instances counted > replicas + maxSurge ${limit}`);
+          if (counted > limit) fail(`${counted} instances counted > ${opts.maxTotal ? 'what the driver allows now' : 'replicas + maxSurge'} ${limit}`);
           if (complete && w.alive() > limit) fail(`${w.alive()} containers alive > ${limit} with ${s.replacementPolicy}`);
         }
       }
@@ -147,6 +147,8 @@ export interface DriverChecks {
   world: WorldHook;
   events?: (e: RolloutEvent, at: number) => void;
   gated?: (w: TrafficWindow) => TrafficWindow;
+  /** The most instances (not terminating) the driver may count now, given how many it counts, in place of replicas + maxSurge. */
+  maxTotal?: (counted: number) => number;
   violations: string[];
 }
 
@@ -264,7 +266,9 @@ export function blueGreenChecks(s: ResolvedStrategy, oldAtStart = s.replicas): D
 }
 
 /**
- * Canary: the share of the weights nginx serves the canary never exceeds
+ * Canary: no more instances than replicas and the canaries of the step's
+ * weight, and after the steps never more than replicas + maxSurge or the
+ * fewest counted since; the share of the weights nginx serves the canary never exceeds
  * the weight of the step in force when that file was written (the rolling
  * update after the steps aside); while the steps run below 100%, the stable
  * set stays whole in the main upstream; after an abort no file routes to a
@@ -282,8 +286,16 @@ export function canaryChecks(s: ResolvedStrategy): DriverChecks {
   const writtenAllows = new Map<string, number>();
   const reloads = new Map<string, { at: number; share: number; canaries: number }[]>();
   let world: SimWorld | undefined;
+  let lowestSinceFinal = Number.POSITIVE_INFINITY;
   return {
     violations,
+    // The steps surge by the canaries their weight needs, beside every stable instance; the rolling
+    // update after them starts nothing while that leaves it above replicas + maxSurge.
+    maxTotal: (counted) => {
+      if (!final) return s.replicas + canaryInstancesFor(weight, s.replicas, s.type === 'Canary' ? s.canary.canaryReplicas : undefined);
+      lowestSinceFinal = Math.min(lowestSinceFinal, counted);
+      return Math.max(s.maxTotal, lowestSinceFinal);
+    },
     events: (e) => {
       if (e.type === 'canaryStep' && e.kind === 'setWeight') weight = e.weight;
       if (e.type === 'canaryDone') final = true;
@@ -325,7 +337,7 @@ export async function checkedRun(s: ResolvedStrategy, t: SimulationTimings, more
   let clock: { now(): number } | undefined;
   let world: SimWorld | undefined;
   const setup = more(() => clock!.now());
-  const inv = invariants(s, t, { readyChecks: !setup.faults?.crashAfterReadyMs });
+  const inv = invariants(s, t, { readyChecks: !setup.faults?.crashAfterReadyMs, maxTotal: driver?.maxTotal });
   const traffic = setup.trafficWindow ? inv.gated(driver?.gated ? driver.gated(setup.trafficWindow) : setup.trafficWindow) : setup.trafficWindow;
   const outcome = await simulateRollout(s, t, {
     ...setup,
