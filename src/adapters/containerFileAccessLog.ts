@@ -4,11 +4,10 @@
  * exec (`stat`, `tail`) or, in an image without them, Docker's archive API
  * (the shared rules: ./accessLog.ts). Its own file: all of its Docker calls.
  */
-import type { Readable } from 'node:stream';
 import type Dockerode from 'dockerode';
 import { FleetrollError } from '../errors.js';
 import type { AccessLogCounters, AccessLogSource } from '../ports.js';
-import { getFileEntry } from './dockerFiles.js';
+import { demux, getFileEntry, startExec } from './dockerFiles.js';
 import { engineMessage } from './dockerRetry.js';
 import { PathFollower, type FileOps, type PathFollowOptions } from './pathFollower.js';
 
@@ -48,24 +47,13 @@ const EMPTY = new Uint8Array(0);
 
 /** Runs an argument array in the container; stdout as bytes (log lines can hold any byte), stderr as text. */
 async function execRaw(docker: Dockerode, container: string, cmd: string[]): Promise<{ exitCode: number; stdout: Buffer; stderr: string }> {
-  let exec: Dockerode.Exec;
-  let stream: NodeJS.ReadableStream;
-  try {
-    exec = await docker.getContainer(container).exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true, Tty: false });
-    stream = await exec.start({ hijack: true, stdin: false });
-  } catch (err) {
+  const { exec, stream } = await startExec(docker, container, cmd).catch((err: unknown) => {
     if (/executable file not found|no such file or directory/i.test(engineMessage(err))) throw new ToolMissing(engineMessage(err));
     throw new FleetrollError('E_ACCESS_LOG', `running \`${cmd.join(' ')}\` in container ${container}: ${engineMessage(err)}`, { cause: err });
-  }
+  });
   const out: Buffer[] = [];
   const errs: Buffer[] = [];
-  await new Promise<void>((resolve, reject) => {
-    const sink = (chunks: Buffer[]) => ({ write: (c: Buffer) => chunks.push(Buffer.from(c)) > 0 }) as unknown as NodeJS.WritableStream;
-    stream.on('end', resolve);
-    stream.on('close', resolve);
-    stream.on('error', reject);
-    docker.modem.demuxStream(stream as Readable, sink(out), sink(errs));
-  });
+  await demux(docker, stream, out, errs);
   // The stream can end a moment before the engine records the exit code.
   let exitCode = -1;
   for (let i = 0; i < 50; i++) {

@@ -53,20 +53,25 @@ function containerError(err: unknown, container: string, doing: string): Fleetro
 }
 
 /**
+ * Creates and starts an exec of `cmd` (argument array, no shell) with stdout and stderr
+ * attached and no TTY (so the output is multiplexed, for `demux`); fails with the engine's
+ * error as it is, for the caller to say what it was doing.
+ */
+export async function startExec(docker: Dockerode, container: string, cmd: string[]): Promise<{ exec: Dockerode.Exec; stream: NodeJS.ReadableStream }> {
+  const exec = await docker.getContainer(container).exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true, Tty: false });
+  return { exec, stream: await exec.start({ hijack: true, stdin: false }) };
+}
+
+/**
  * Run `cmd` (argument array, no shell) in a running container; capture exit code,
  * stdout and stderr. A non-zero exit is a result, not an error; a missing or stopped
  * container is a FleetrollError (E_CONTAINER_MISSING / E_CONTAINER_NOT_RUNNING).
  */
 export async function execIn(docker: Dockerode, container: string, cmd: string[]): Promise<ExecResult> {
   const doing = `running \`${cmd.join(' ')}\``;
-  let exec: Dockerode.Exec;
-  let stream: NodeJS.ReadableStream;
-  try {
-    exec = await docker.getContainer(container).exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true, Tty: false });
-    stream = await exec.start({ hijack: true, stdin: false });
-  } catch (err) {
+  const { exec, stream } = await startExec(docker, container, cmd).catch((err: unknown) => {
     throw containerError(err, container, doing);
-  }
+  });
   const out: Buffer[] = [];
   const errs: Buffer[] = [];
   await demux(docker, stream, out, errs).catch((err: Error) => {

@@ -67,18 +67,27 @@ export function mapVolumes(c: Ctx, v: unknown): void {
   if (out.length > 0) c.fields.volumes = [...((c.fields.volumes as unknown[] | undefined) ?? []), ...out];
 }
 
-export function mapConfigs(c: Ctx, v: unknown): void {
-  const defs = isObj(c.doc.configs) ? (c.doc.configs as Json) : {};
-  const out: unknown[] = [];
+/**
+ * Each item of a service's configs: or secrets: (short or long syntax, as
+ * `{ source, ... }`) with its top-level definition; one the top level does
+ * not define is refused and skipped.
+ */
+function eachDefined(c: Ctx, v: unknown, kind: 'config' | 'secret', f: (o: Json, source: string, def: Json, p: string) => void): void {
+  const key = `${kind}s`;
+  const defs = isObj(c.doc[key]) ? (c.doc[key] as Json) : {};
   (v as unknown[]).forEach((item, i) => {
-    const p = `configs/${i}`;
+    const p = `${key}/${i}`;
     const o: Json = typeof item === 'string' ? { source: item } : (item as Json);
     const source = String(o.source);
     const def = defs[source];
-    if (!isObj(def)) {
-      refuse(c, p, `refers to config ${JSON.stringify(source)}, which the top-level configs: does not define`);
-      return;
-    }
+    if (!isObj(def)) refuse(c, p, `refers to ${kind} ${JSON.stringify(source)}, which the top-level ${key}: does not define`);
+    else f(o, source, def as Json, p);
+  });
+}
+
+export function mapConfigs(c: Ctx, v: unknown): void {
+  const out: unknown[] = [];
+  eachDefined(c, v, 'config', (o, source, def, p) => {
     if (typeof def.file !== 'string') {
       const kind = def.external ? 'external' : def.content !== undefined ? 'content' : def.environment !== undefined ? 'environment' : 'this';
       c.issues.push({ path: `configs/${source}`, message: `a ${kind} config would need a file written on every host; fleetroll mounts configs given as file: (used at ${c.base}/${p})` });
@@ -92,18 +101,9 @@ export function mapConfigs(c: Ctx, v: unknown): void {
 }
 
 export function mapSecrets(c: Ctx, v: unknown): void {
-  const defs = isObj(c.doc.secrets) ? (c.doc.secrets as Json) : {};
   const secrets: unknown[] = [];
   const files: Json = {};
-  (v as unknown[]).forEach((item, i) => {
-    const p = `secrets/${i}`;
-    const o: Json = typeof item === 'string' ? { source: item } : (item as Json);
-    const source = String(o.source);
-    const def = defs[source];
-    if (!isObj(def)) {
-      refuse(c, p, `refers to secret ${JSON.stringify(source)}, which the top-level secrets: does not define`);
-      return;
-    }
+  eachDefined(c, v, 'secret', (o, source, def, p) => {
     const dp = `secrets/${source}`;
     let ok = true;
     if (def.external) {

@@ -10,24 +10,16 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { appendFileSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
-import { containerFileAccessLog } from '../../src/adapters/accessLog.js';
+import { appendFileSync, renameSync, writeFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
 import { line } from '../support/access-log-lines.js';
-import { fakeContainersIn } from '../support/fake-container.js';
+import { fakeContainers } from '../support/fake-container.js';
 
-const root = mkdtempSync(join(tmpdir(), 'fleetroll-fake-container-'));
-after(() => rmSync(root, { recursive: true, force: true }));
-const { fakeDocker, logPath } = fakeContainersIn(root);
+const { fileReader } = fakeContainers();
 
 describe('container file reader through exec (stat / tail)', () => {
   it('reads new lines with tail -c +N from the offset, stat before and after, argument arrays only', async () => {
-    const path = logPath();
-    writeFileSync(path, 'old\n');
-    const fake = fakeDocker();
-    const src = containerFileAccessLog(fake.docker, 'nginx', path, { method: 'exec' });
+    const { path, fake, src } = fileReader('old\n', {}, { method: 'exec' });
     assert.deepEqual(await src.read(), []);
     appendFileSync(path, 'a\nb\n');
     assert.deepEqual(await src.read(), ['a', 'b']);
@@ -41,10 +33,7 @@ describe('container file reader through exec (stat / tail)', () => {
   });
 
   it('bytes, not characters: a multi-byte URI does not shift the offset', async () => {
-    const path = logPath();
-    writeFileSync(path, '');
-    const fake = fakeDocker();
-    const src = containerFileAccessLog(fake.docker, 'nginx', path, { method: 'exec', from: 'start' });
+    const { path, src } = fileReader('', {}, { method: 'exec', from: 'start' });
     await src.read();
     appendFileSync(path, '/é/ü\n');
     assert.deepEqual(await src.read(), ['/é/ü']);
@@ -53,10 +42,7 @@ describe('container file reader through exec (stat / tail)', () => {
   });
 
   it('rotation by rename: the rest of the old file is read at FILE.1 (same inode), then the new file', async () => {
-    const path = logPath();
-    writeFileSync(path, '');
-    const fake = fakeDocker();
-    const src = containerFileAccessLog(fake.docker, 'nginx', path, { method: 'exec' });
+    const { path, src } = fileReader('', {}, { method: 'exec' });
     await src.read();
     appendFileSync(path, 'a\n');
     assert.deepEqual(await src.read(), ['a']);
@@ -68,17 +54,13 @@ describe('container file reader through exec (stat / tail)', () => {
   });
 
   it('refuses what is not a regular file (access.log linked to the output): tail would never end', async () => {
-    const path = logPath();
+    const { path, src } = fileReader(undefined, {}, { method: 'exec' });
     spawnSync('mkfifo', [path]);
-    const src = containerFileAccessLog(fakeDocker().docker, 'nginx', path, { method: 'exec' });
     await assert.rejects(src.read(), /is not a regular file \(fifo\): if nginx logs to the container's output, read its log stream instead/);
   });
 
   it('the fleetroll_json lines parse (end to end through the fake exec)', async () => {
-    const path = logPath();
-    writeFileSync(path, '');
-    const fake = fakeDocker();
-    const src = containerFileAccessLog(fake.docker, 'nginx', path, { method: 'exec' });
+    const { path, src } = fileReader('', {}, { method: 'exec' });
     await src.read();
     appendFileSync(path, `${line()}\n${line({ status: '502' })}\n`);
     assert.deepEqual(await src.read(), [line(), line({ status: '502' })]);

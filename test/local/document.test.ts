@@ -12,29 +12,18 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { after, describe, it } from 'node:test';
 import { readTextFile } from '../../src/config/document.js';
-import { FleetrollError } from '../../src/errors.js';
+import { refusedRead } from '../support/refused-read.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'fleetroll-document-local-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('readTextFile: only regular files (issue 23 item 7)', () => {
-  async function rejection(p: Promise<unknown>): Promise<FleetrollError> {
-    try {
-      await p;
-    } catch (err) {
-      assert.ok(err instanceof FleetrollError, String(err));
-      assert.equal(err.exitCode, 2);
-      return err;
-    }
-    assert.fail('expected the read to be refused');
-  }
-
   it('a FIFO is refused at once, not read for ever', async () => {
     const fifo = join(dir, 'fifo.yaml');
     await promisify(execFile)('mkfifo', [fifo]);
     const started = performance.now();
     const guard = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('readTextFile blocked on the FIFO')), 5000).unref());
-    const err = await Promise.race([rejection(readTextFile(fifo, 'fleet file')), guard]);
+    const err = await Promise.race([refusedRead(readTextFile(fifo, 'fleet file')), guard]);
     assert.ok(performance.now() - started < 2000, 'promptly');
     assert.equal(err.message, `cannot read fleet file ${fifo}: is not a regular file (a FIFO)`);
     assert.equal(err.code, 'E_INVALID');

@@ -7,10 +7,13 @@
  * stream is a stream the test writes Docker frames into.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
+import { after } from 'node:test';
 import Dockerode from 'dockerode';
+import { containerFileAccessLog } from '../../src/adapters/accessLog.js';
 import { createTar } from '../../src/adapters/tar.js';
 
 /** One Docker multiplexed frame: stream 1 = stdout, 2 = stderr. */
@@ -102,4 +105,27 @@ export function fakeContainersIn(root: string): { fakeDocker: (o?: FakeOptions) 
       return join(d, 'access.log');
     },
   };
+}
+
+type FileReaderOptions = NonNullable<Parameters<typeof containerFileAccessLog>[3]>;
+
+/**
+ * Fake containers under a temp folder of their own, removed after the test
+ * file; `fileReader` gives a test a fresh access.log holding `content`
+ * (undefined: no file yet), a fake container and the file reader on it.
+ */
+export function fakeContainers(): ReturnType<typeof fakeContainersIn> & {
+  root: string;
+  fileReader: (content: string | undefined, o?: FakeOptions, opts?: FileReaderOptions) => { path: string; fake: Fake; src: ReturnType<typeof containerFileAccessLog> };
+} {
+  const root = mkdtempSync(join(tmpdir(), 'fleetroll-fake-container-'));
+  after(() => rmSync(root, { recursive: true, force: true }));
+  const { fakeDocker, logPath } = fakeContainersIn(root);
+  const fileReader = (content: string | undefined, o: FakeOptions = {}, opts?: FileReaderOptions) => {
+    const path = logPath();
+    if (content !== undefined) writeFileSync(path, content);
+    const fake = fakeDocker(o);
+    return { path, fake, src: containerFileAccessLog(fake.docker, 'nginx', path, opts) };
+  };
+  return { root, fakeDocker, logPath, fileReader };
 }

@@ -13,32 +13,24 @@
  * runs the same readers on real Docker.
  */
 import assert from 'node:assert/strict';
-import { appendFileSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { appendFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import Dockerode from 'dockerode';
-import { ContainerLogStreamAccessLog, containerFileAccessLog } from '../../src/adapters/accessLog.js';
+import { ContainerLogStreamAccessLog } from '../../src/adapters/accessLog.js';
 import { line } from '../support/access-log-lines.js';
-import { fakeContainersIn, frame } from '../support/fake-container.js';
+import { fakeContainers, frame } from '../support/fake-container.js';
 
-const root = mkdtempSync(join(tmpdir(), 'fleetroll-fake-container-'));
-after(() => rmSync(root, { recursive: true, force: true }));
-const { fakeDocker, logPath } = fakeContainersIn(root);
+const { root, fakeDocker, fileReader } = fakeContainers();
 
 describe('container file reader without stat/tail in the image', () => {
   it('exec: fails with the reason', async () => {
-    const path = logPath();
-    writeFileSync(path, 'x\n');
-    const src = containerFileAccessLog(fakeDocker({ tools: false }).docker, 'nginx', path, { method: 'exec' });
+    const { src } = fileReader('x\n', { tools: false }, { method: 'exec' });
     await assert.rejects(src.read(), /reading the access log .* in container nginx: stat: .*executable file not found/);
   });
 
   it('auto: falls back to the archive API for good after the first missing tool', async () => {
-    const path = logPath();
-    writeFileSync(path, 'old\n');
-    const fake = fakeDocker({ tools: false });
-    const src = containerFileAccessLog(fake.docker, 'nginx', path);
+    const { path, fake, src } = fileReader('old\n', { tools: false });
     assert.deepEqual(await src.read(), []);
     appendFileSync(path, 'a\n');
     assert.deepEqual(await src.read(), ['a']);
@@ -47,10 +39,7 @@ describe('container file reader without stat/tail in the image', () => {
   });
 
   it('archive: a file replaced under the reader (no inode to go by) is told by content', async () => {
-    const path = logPath();
-    writeFileSync(path, '');
-    const fake = fakeDocker({ tools: false });
-    const src = containerFileAccessLog(fake.docker, 'nginx', path, { method: 'archive' });
+    const { path, src } = fileReader('', { tools: false }, { method: 'archive' });
     await src.read();
     appendFileSync(path, 'first\n');
     assert.deepEqual(await src.read(), ['first']);
@@ -63,8 +52,7 @@ describe('container file reader without stat/tail in the image', () => {
   });
 
   it('archive: a missing file is no lines, then read from 0 when it appears', async () => {
-    const path = logPath();
-    const src = containerFileAccessLog(fakeDocker({ tools: false }).docker, 'nginx', path, { method: 'archive' });
+    const { path, src } = fileReader(undefined, { tools: false }, { method: 'archive' });
     assert.deepEqual(await src.read(), []);
     writeFileSync(path, 'a\n');
     assert.deepEqual(await src.read(), ['a']);

@@ -2,107 +2,21 @@
  * The controller on simulated ports and a virtual clock: every strategy
  * shape and every failure, with the invariants checked after every event of
  * the simulated world (a container started, stopping or gone, an upstream
- * written or reloaded).
+ * written or reloaded). The checks are test/support/sim-invariants.ts's
+ * `invariants`; each driver's own are in test/unit/drivers.test.ts.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { isTerminating } from '../../src/core/decide.js';
 import { planRollout } from '../../src/core/plan.js';
 import { resolveStrategy, type ResolvedStrategy } from '../../src/core/strategy.js';
 import { parseUpstreamServers } from '../../src/core/upstream.js';
 import { describeEvent } from '../../src/cli/events.js';
-import type { ControllerView } from '../../src/engine/context.js';
 import { ExitCode, FleetrollError, RolloutFailedError } from '../../src/errors.js';
 import { LABELS } from '../../src/ports.js';
 import type { SimFaults, SimWorld } from '../../src/sim/ports.js';
 import { simulateRollout, type SimulationSetup, type SimulationTimings } from '../../src/sim/simulate.js';
-
-const T: SimulationTimings = { startupMs: 3000, drainMs: 2000, stopMs: 1000, minReadyMs: 0, jitter: 0, seed: 1 };
-
-interface Checked {
-  violations: string[];
-  events: number;
-}
-
-/**
- * Hooks the invariant checks into a simulation:
- *  - available: servers up in nginx (running, ready) never fall below replicas - maxUnavailable once that held;
- *  - alive: non-terminating instances never exceed replicas + maxSurge (once within), and with
- *    TerminationComplete (or Recreate) no more containers than that are alive at all;
- *  - no container is stopped while any nginx still lists it up;
- *  - a container that was up in an nginx was marked down there at least drainMs before its stop;
- *  - an upstream written never lists as up a container that is not ready;
- *  - no analysis window starts before the routing it judges is in force: at its start, every
- *    nginx has a reload in force that routes to the new revision (`gated` wraps the access logs).
- */
-function invariants(s: ResolvedStrategy, t: SimulationTimings, opts: { readyChecks?: boolean } = {}): { setup: Pick<SimulationSetup, 'world' | 'inspect'>; checked: Checked; gated: (w: NonNullable<SimulationSetup['trafficWindow']>) => NonNullable<SimulationSetup['trafficWindow']> } {
-  const checked: Checked = { violations: [], events: 0 };
-  /** Per nginx, each reload's time and how many servers of the new revision it put in force. */
-  const newInForce = new Map<string, { at: number; n: number }[]>();
-  const gated = (inner: NonNullable<SimulationSetup['trafficWindow']>): NonNullable<SimulationSetup['trafficWindow']> => async (from, to) => {
-    for (const [lb, reloads] of newInForce) {
-      const last = reloads.filter((r) => r.at <= from).at(-1);
-      if (!last || last.n === 0) checked.violations.push(`an analysis window starts at t=${from}, before ${lb} routed to the new revision (${reloads.find((r) => r.n > 0)?.at ?? 'never'})`);
-    }
-    return inner(from, to);
-  };
-  let controller: ControllerView | undefined;
-  let availableHeld = false;
-  let aliveHeld = false;
-  const everUp = new Map<string, Set<string>>();
-  const world = (w: SimWorld, clock: { now(): number }) => {
-    const complete = s.type === 'Recreate' || s.replacementPolicy === 'TerminationComplete';
-    w.onEvent = (e) => {
-      checked.events++;
-      const now = clock.now();
-      const fail = (m: string) => checked.violations.push(`t=${now}: ${m}`);
-      if (e.kind === 'written' && opts.readyChecks !== false) {
-        for (const a of e.up()) {
-          const c = w.byAddress(a);
-          if (!c || c.state !== 'running' || c.readyAt > now) fail(`${e.lb.name} written with ${c?.name ?? a} up while it is not ready`);
-        }
-      }
-      if (e.kind === 'reloaded') for (const a of e.lb.up) (everUp.get(e.lb.name) ?? everUp.set(e.lb.name, new Set()).get(e.lb.name)!).add(a);
-      if (e.kind === 'reloaded') {
-        const n = [...e.lb.up].filter((a) => w.byAddress(a)?.labels[LABELS.version] === 'new').length;
-        (newInForce.get(e.lb.name) ?? newInForce.set(e.lb.name, []).get(e.lb.name)!).push({ at: now, n });
-      }
-      if (e.kind === 'stopping' || (e.kind === 'exited' && !e.c.stopping && controller?.instances().find((i) => i.id === e.c.name)?.phase === 'stopping')) {
-        for (const r of w.routers) {
-          if (r.up.has(e.c.address)) fail(`${e.c.name} stopped while ${r.name} still routes to it`);
-          const wasUp = everUp.get(r.name)?.has(e.c.address) ?? false;
-          const since = r.downSince.get(e.c.address);
-          if (wasUp && (since === undefined || now - since < t.drainMs)) fail(`${e.c.name} stopped ${since === undefined ? 'without being marked down' : `${now - since} ms after being marked down`} in ${r.name} (drain ${t.drainMs} ms)`);
-        }
-      }
-      // Capacity as users see it, per nginx (they reload one after another): up, running and ready.
-      if (w.routers.length > 0) {
-        const capacities = w.routers.map((r) => {
-          let n = 0;
-          for (const a of r.up) {
-            const c = w.byAddress(a);
-            if (c && c.state === 'running' && c.readyAt <= now) n++;
-          }
-          return n;
-        });
-        const capacity = Math.min(...capacities);
-        if (capacity >= s.minAvailable) availableHeld = true;
-        else if (availableHeld && e.kind === 'reloaded') fail(`${capacity} servers in service < minAvailable ${s.minAvailable}`);
-      }
-      if (controller) {
-        const counted = controller.instances().filter((i) => !isTerminating(i.phase) && !i.stopFailed).length;
-        const limit = s.maxTotal;
-        if (counted <= limit && (!complete || w.alive() <= limit)) aliveHeld = true;
-        else if (aliveHeld) {
-          if (counted > limit) fail(`${counted} instances counted > replicas + maxSurge ${limit}`);
-          if (complete && w.alive() > limit) fail(`${w.alive()} containers alive > ${limit} with ${s.replacementPolicy}`);
-        }
-      }
-    };
-  };
-  return { setup: { world, inspect: (c) => (controller = c) }, checked, gated };
-}
+import { ANALYSIS, checkedRun, invariants, logsSaying, runningVersions, T } from '../support/sim-invariants.js';
 
 async function rollout(s: ResolvedStrategy, t: Partial<SimulationTimings> = {}, setup: SimulationSetup = {}) {
   const timings = { ...T, ...t };
@@ -360,35 +274,8 @@ function randomTimings(seed: number, jitter: number): SimulationTimings {
  * outcome (the result, or what it threw), the world and the violations.
  */
 async function checkedRollout(s: ResolvedStrategy, seed: number, jitter: number, more: (now: () => number) => Partial<SimulationSetup> = () => ({}), watch?: (w: SimWorld, clock: { now(): number }) => void) {
-  const t = randomTimings(seed, jitter);
-  const inv = invariants(s, t);
-  let clock: { now(): number } | undefined;
-  let world: SimWorld | undefined;
-  const outcome = await simulateRollout(s, t, {
-    ...inv.setup,
-    progressDeadlineSeconds: 120,
-    world: (w, c) => {
-      inv.setup.world?.(w, c);
-      clock = c;
-      world = w;
-      watch?.(w, c);
-    },
-    ...gatedSetup(more(() => clock!.now()), inv.gated),
-  }).then(
-    (x) => x,
-    (e: unknown) => e,
-  );
-  return { outcome, world: world!, violations: inv.checked.violations };
-}
-
-/** The setup with its access logs (if any) behind the invariant check of analysis windows. */
-function gatedSetup(setup: Partial<SimulationSetup>, gated: ReturnType<typeof invariants>['gated']): Partial<SimulationSetup> {
-  return setup.trafficWindow ? { ...setup, trafficWindow: gated(setup.trafficWindow) } : setup;
-}
-
-/** The version label of every running container of the simulated world. */
-function runningVersions(world: SimWorld): (string | undefined)[] {
-  return [...world.containers.values()].filter((c) => c.state === 'running').map((c) => c.labels[LABELS.version]);
+  const { outcome, world, violations } = await checkedRun(s, randomTimings(seed, jitter), (now) => ({ progressDeadlineSeconds: 120, ...more(now), ...(watch ? { world: watch } : {}) }));
+  return { outcome, world, violations };
 }
 
 async function randomCase(replicas: number, surge: number, unav: number, complete: boolean, seed: number, jitter: number, hosts: number, failStops: number) {
@@ -805,22 +692,7 @@ describe('controller: random blue-green rollouts (property)', () => {
 });
 
 describe('controller: the analysis gate', () => {
-  const spec = { interval: 10, minRequests: 20, maxErrorRate: 0.05, failureLimit: 0, onInconclusive: 'pause' as const, latencyFloorMs: 10, inconclusiveLimit: 0, successCount: 1 };
-  const stats = (label: string, requests: number, errors: number) => ({
-    label, startMs: 0, endMs: 0, requests, errors5xx: errors, clientClosed: 0, connectionFailures: 0, retriedFailures: 0, attempts: requests, errors, errorRate: requests ? errors / requests : 0, latencyMs: { p50: 5, p95: 9, p99: 12, max: 15 },
-  });
-  /** Access-log figures as the gate reads them: the new revision with `errors` of 100 requests, the old one clean. */
-  const logsSaying = (errors: number) => {
-    let world: SimWorld | undefined;
-    const asked: number[] = [];
-    const trafficWindow = async (from: number, to: number) => {
-      asked.push(to - from);
-      const fresh = [...world!.containers.values()].find((c) => c.labels[LABELS.version] === 'new')?.labels[LABELS.revision] ?? 'none';
-      const at = (x: ReturnType<typeof stats>) => ({ ...x, startMs: from, endMs: to });
-      return { startMs: from, endMs: to, byRevision: { [fresh]: at(stats(fresh, 100, errors)), old: at(stats('old', 300, 0)) }, unattributed: at(stats('', 0, 0)) };
-    };
-    return { trafficWindow, asked, world: (w: SimWorld) => (world = w) };
-  };
+  const spec = ANALYSIS;
   const canaryWithAnalysis = resolveStrategy({ replicas: 4, strategy: { type: 'Canary', canary: { steps: [{ setWeight: 25 }, { analysis: {} }, { setWeight: 50 }] } } as never });
   const stepSpec = () => {
     const s = canaryWithAnalysis;

@@ -10,7 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { MAX_DEPTH, MAX_DOCUMENT_BYTES, MAX_ISSUES, parseDocumentText, readDocument, readTextFile } from '../../src/config/document.js';
-import { FleetrollError, ValidationError } from '../../src/errors.js';
+import { ValidationError } from '../../src/errors.js';
+import { refusedRead } from '../support/refused-read.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'fleetroll-document-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -223,29 +224,18 @@ describe('parseDocumentText: keys that reach Object.prototype (issue 23 item 5)'
 });
 
 describe('readTextFile: only regular files of bounded size (issue 23 item 7)', () => {
-  async function rejection(p: Promise<unknown>): Promise<FleetrollError> {
-    try {
-      await p;
-    } catch (err) {
-      assert.ok(err instanceof FleetrollError, String(err));
-      assert.equal(err.exitCode, 2);
-      return err;
-    }
-    assert.fail('expected the read to be refused');
-  }
-
   it('/dev/zero is refused before a byte is read (was 605 MB of memory)', async () => {
-    const err = await rejection(readTextFile('/dev/zero', 'fleet file'));
+    const err = await refusedRead(readTextFile('/dev/zero', 'fleet file'));
     assert.equal(err.message, 'cannot read fleet file /dev/zero: is not a regular file (a character device)');
   });
 
   it('/dev/urandom likewise (was 1.1 GB)', async () => {
-    assert.match((await rejection(readTextFile('/dev/urandom', 'fleet file'))).message, /is not a regular file \(a character device\)$/);
+    assert.match((await refusedRead(readTextFile('/dev/urandom', 'fleet file'))).message, /is not a regular file \(a character device\)$/);
   });
 
   it('a file over the limit is refused with its size and the limit', async () => {
     const big = file(Buffer.alloc(Math.round(3.2 * 1024 * 1024), 'a'));
-    const err = await rejection(readTextFile(big, 'fleet file'));
+    const err = await refusedRead(readTextFile(big, 'fleet file'));
     assert.equal(err.message, `cannot read fleet file ${big}: it is 3.2 MiB, larger than the 1 MiB a fleet file may be`);
   });
 
@@ -254,7 +244,7 @@ describe('readTextFile: only regular files of bounded size (issue 23 item 7)', (
   });
 
   it('a file that reports no size (/proc) is cut off at the limit', async () => {
-    const err = await rejection(readTextFile('/proc/self/status', 'fleet file', 100));
+    const err = await refusedRead(readTextFile('/proc/self/status', 'fleet file', 100));
     assert.match(err.message, /: it is more than 100 bytes, larger than the 100 bytes a fleet file may be$/);
   });
 
@@ -267,7 +257,7 @@ describe('readTextFile: only regular files of bounded size (issue 23 item 7)', (
   for (const [name, path, why, code] of rows) {
     it(name, async () => {
       const p = path();
-      const err = await rejection(readTextFile(p, 'fleet file'));
+      const err = await refusedRead(readTextFile(p, 'fleet file'));
       assert.equal(err.message, `cannot read fleet file ${p}: ${why}`);
       assert.equal(err.code, code);
     });

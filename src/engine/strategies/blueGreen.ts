@@ -39,6 +39,8 @@ export class BlueGreenDriver extends BaseDriver {
   private backInForceAt: number | undefined;
   private backIssuedAt: number | undefined;
   private gateStarted = false;
+  /** The switch is decided: the step that terminates the old set requests its write. */
+  private switchToWrite = false;
   /** The gate after the switch is measuring: the rollout is not complete (nor stalled) until it decides. */
   private gateRunning = false;
   readonly preview: TrafficOptions['preview'];
@@ -102,6 +104,10 @@ export class BlueGreenDriver extends BaseDriver {
   /** Once every new instance is available: the preview, prePromotion, promote, then the switch. */
   reconcile(): void {
     const { ctx } = this;
+    if (this.switchToWrite) {
+      this.switchToWrite = false;
+      ctx.traffic.request();
+    }
     if (this.state !== 'before') return;
     const fresh = ctx.fresh();
     if (fresh.length < ctx.d.fleet.replicas || fresh.some((i) => i.phase !== 'available')) return;
@@ -130,8 +136,10 @@ export class BlueGreenDriver extends BaseDriver {
         ctx.emit({ type: 'switch', instances: fresh.length, prePromotion: prePromotion !== undefined });
         ctx.d.journal('switch', 'begin', { keepOldMs: this.delayMs });
         ctx.progress();
-        // The decision now terminates the whole old set at once, and its mark-down goes out with the new set's enable.
-        ctx.traffic.request();
+        // The next step's decision terminates the whole old set at once; the switch is requested
+        // from that step (reconcile), after it: requested here, a write still finishing (the
+        // preview's) went out again at once with the new set up beside the old (two reloads).
+        this.switchToWrite = true;
         ctx.schedule();
       },
       (err: unknown) => {
