@@ -51,6 +51,11 @@ async function play(row: Scenario, checks: DriverChecks): Promise<void> {
   if (!row.fails) {
     assert.ok(!(outcome instanceof Error), String(outcome));
     assert.deepEqual(runningVersions(world), Array<string>(row.s.replicas).fill('new'));
+    // Done means served: every nginx routes to the whole new set, and nothing else.
+    for (const r of world.routers) {
+      const up = [...r.up].map((a) => world.byAddress(a));
+      assert.deepEqual(up.map((c) => `${c?.labels[LABELS.version]} ${c?.state}`), Array<string>(row.s.replicas).fill('new running'), `${r.name} serves the whole new set at the end`);
+    }
     return;
   }
   assert.ok(outcome instanceof FleetrollError, String(outcome));
@@ -121,6 +126,8 @@ describe('BlueGreen (BlueGreenDriver)', () => {
     { name: 'new instances crash before minReadySeconds: fails, the old set serving', s: blueGreen(3), t: { minReadyMs: 5000 }, setup: () => ({ faults: crashes }), fails: { message: /made no progress/ }, serving: 'old' },
     { name: 'old instances exit as soon as they are switched out', s: blueGreen(3), setup: () => ({ faults: { exitWhenMarkedDown: true } }) },
     { name: 'preview upstream, autoPromote', s: blueGreen(3, 30, { previewUpstream: 'preview_1' }) },
+    { name: 'first deploy (nothing running) with a preview upstream', s: blueGreen(3, 2, { previewUpstream: 'preview_1' }), setup: () => ({ initialReplicas: 0 }) },
+    { name: 'first deploy (nothing running)', s: blueGreen(3), setup: () => ({ initialReplicas: 0 }) },
     { name: 'preview upstream, autoPromote false: promoted at 20 s', s: blueGreen(3, 10, { previewUpstream: 'preview_1', autoPromote: false }), setup: (now) => ({ promoted: async () => now() >= 20_000 }) },
     { name: 'switch back (undo) 7 s after the switch: the old set back in one reload, the new set removed', s: blueGreen(3), setup: undoAt(10_000), fails: { message: /rolled back \(undo\)/ }, serving: 'alone' },
     { name: 'switch back with slow reloads (4 s) and two load balancers', s: blueGreen(4), t: { reloadMs: 4000 }, setup: (now) => ({ loadBalancers: 2, ...undoAt(20_000)(now) }), fails: { message: /rolled back \(undo\)/ }, serving: 'alone' },

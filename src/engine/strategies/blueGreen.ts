@@ -90,7 +90,11 @@ export class BlueGreenDriver extends BaseDriver {
   }
 
   override settled(): boolean {
-    return !this.gateRunning;
+    if (this.gateRunning || this.switchToWrite || this.state === 'promoting') return false;
+    // With no old set to wait on (a first deploy) decide says complete as soon as the new set
+    // is available, before promotion and the switch: complete means nginx routes the new set.
+    const { ctx } = this;
+    return this.state === 'switched' || ctx.fresh().every((i) => i.address !== undefined && ctx.traffic.routes(i.address));
   }
 
   override hidesNew(): boolean {
