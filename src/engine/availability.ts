@@ -29,6 +29,7 @@ export class Availability {
     const now = ctx.now();
     if (ok && inst.phase === 'unready') {
       this.life.setPhase(inst, 'ready');
+      inst.keptInTraffic = undefined;
       inst.readySince = now;
       ctx.emit({ type: 'ready', name: inst.id });
       ctx.d.journal('ready', 'end', { name: inst.id });
@@ -102,6 +103,7 @@ export class Availability {
         inst.routed = ctx.traffic.routes(inst.address);
         if (inst.stopAt === undefined && !inst.routed) inst.stopAt = ctx.now();
       } else {
+        inst.keptInTraffic = undefined;
         this.life.setPhase(inst, 'failed');
       }
       ctx.emit({ type: 'info', message: `${inst.id} on ${inst.host}: ${inst.lastProbe}` });

@@ -30,6 +30,14 @@ export interface Instance extends InstanceView {
   leftTrafficAt?: number | undefined;
   /** When the reload that put it up in every nginx was confirmed in force (what an analysis of its traffic starts from). */
   inForceAt?: number | undefined;
+  /**
+   * Found not ready at the start while nginx routed it: it stays up in nginx
+   * until it answers ready again or the rollout marks it down (then it is
+   * drained like a serving one). A readiness probe that times out on a busy
+   * machine must not make a deploy's first write empty the upstream; it still
+   * counts as unavailable, so it is replaced first.
+   */
+  keptInTraffic?: boolean | undefined;
   /** What the last probe or observation said, for the deadline report. */
   lastProbe: string;
   /** How it last exited, when it did and then ran again (restarted by its engine): kept for the deadline report. */

@@ -59,6 +59,7 @@ export class Lifecycle {
       labels: info.labels,
     };
     inst.routed = this.ctx.traffic.routes(inst.address);
+    if (phase === 'unready' && inst.routed) inst.keptInTraffic = true;
     this.ctx.view.add(inst);
     if (phase === 'unready') this.ctx.readiness.watch(inst);
     return inst;
@@ -263,7 +264,7 @@ export class Lifecycle {
       if (inst.routed) inst.leftTrafficAt = undefined;
       else if (was && !isTerminating(inst.phase)) inst.leftTrafficAt = now;
       if (inst.phase !== 'draining' || inst.stopAt !== undefined || inst.routed || inst.dockerId === undefined) continue;
-      const wasServing = inst.before === 'ready' || inst.before === 'available';
+      const wasServing = inst.before === 'ready' || inst.before === 'available' || inst.keptInTraffic === true;
       inst.stopAt = now + (wasServing ? driver.drainMsFor(inst) : 0);
       if (wasServing) drained.push(inst.id);
     }
@@ -281,6 +282,7 @@ export class Lifecycle {
     if (!i.address) return undefined;
     if (hideNew && i.revision === this.ctx.revision && !t.routes(i.address)) return undefined;
     if (i.phase === 'ready' || i.phase === 'available') return { address: i.address, down: false, name: i.id };
+    if (i.phase === 'unready' && i.keptInTraffic && t.routes(i.address)) return { address: i.address, down: false, name: i.id };
     if (isTerminating(i.phase) && (t.routes(i.address) || t.markedDown(i.address))) return { address: i.address, down: true, name: i.id };
     return undefined;
   }

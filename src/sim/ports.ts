@@ -46,6 +46,12 @@ export interface SimFaults {
   failReload?: Map<string, number>;
   /** Instances that exit on their own as soon as they are marked down (a container dying while drained). */
   exitWhenMarkedDown?: boolean;
+  /**
+   * The fleet found at the start fails its readiness probe until this time
+   * (ms on the virtual clock), although nginx routes to it: a healthcheck
+   * that times out on a busy machine.
+   */
+  oldUnreadyUntilMs?: number;
 }
 
 export interface SimContainer {

@@ -147,6 +147,7 @@ export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings,
   for (let i = 0; i < initial; i++) {
     const host = fleet.hosts[i % fleet.hosts.length]!.name;
     const c = world.seed(host, `old-${i + 1}`, { [LABELS.managed]: 'true', [LABELS.service]: fleet.service, [LABELS.revision]: OLD_REVISION, [LABELS.version]: 'old', [LABELS.created]: '0' }, fleet.port);
+    if (setup.faults?.oldUnreadyUntilMs !== undefined) c.readyAt = setup.faults.oldUnreadyUntilMs;
     servers.push({ address: c.address, down: false, name: c.name });
   }
   const routers = Array.from({ length: setup.loadBalancers ?? 1 }, (_, i) => {

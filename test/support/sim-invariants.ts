@@ -33,7 +33,9 @@ type WorldHook = (w: SimWorld, clock: { now(): number }) => void;
  *    TerminationComplete (or Recreate) no more containers than that are alive at all;
  *  - no container is stopped while any nginx still lists it up;
  *  - a container that was up in an nginx was marked down there at least drainMs before its stop;
- *  - an upstream written never lists as up a container that is not ready;
+ *  - an upstream written never lists as up a container that is not ready, but for one nginx
+ *    routed before the rollout and has listed up in every write since (found unready, it
+ *    stays in traffic until it is ready again or marked down: it must not empty nginx);
  *  - no analysis window starts before the routing it judges is in force: at its start, every
  *    nginx has a reload in force that routes to the new revision (`gated` wraps the access logs).
  */
@@ -52,7 +54,10 @@ export function invariants(s: ResolvedStrategy, t: SimulationTimings, opts: { re
   let availableHeld = false;
   let aliveHeld = false;
   const everUp = new Map<string, Set<string>>();
+  /** Per nginx, what it routed before the rollout and has listed up in every write since. */
+  const upSinceStart = new Map<string, Set<string>>();
   const world = (w: SimWorld, clock: { now(): number }) => {
+    for (const r of w.routers) upSinceStart.set(r.name, new Set(r.up));
     const complete = s.type === 'Recreate' || s.replacementPolicy === 'TerminationComplete';
     // A fleet within the bounds before the rollout must stay so from its first event on (a
     // first wave that starts one too many is the first event the checks see).
@@ -61,9 +66,15 @@ export function invariants(s: ResolvedStrategy, t: SimulationTimings, opts: { re
       checked.events++;
       const now = clock.now();
       const fail = (m: string) => checked.violations.push(`t=${now}: ${m}`);
+      if (e.kind === 'written') {
+        const kept = upSinceStart.get(e.lb.name);
+        const up = new Set(e.up());
+        if (kept) for (const a of kept) if (!up.has(a)) kept.delete(a);
+      }
       if (e.kind === 'written' && opts.readyChecks !== false) {
         for (const a of e.up()) {
           const c = w.byAddress(a);
+          if (upSinceStart.get(e.lb.name)?.has(a) && c?.state === 'running') continue;
           if (!c || c.state !== 'running' || c.readyAt > now) fail(`${e.lb.name} written with ${c?.name ?? a} up while it is not ready`);
         }
       }

@@ -287,6 +287,41 @@ async function randomCase(replicas: number, surge: number, unav: number, complet
   else if (r instanceof Error) assert.ok(r instanceof RolloutFailedError, String(r));
 }
 
+/**
+ * Issue 24: on a busy machine the app's own healthcheck timed out, so the
+ * deploy found every old instance unready while nginx routed to it; its first
+ * write took them all out of the upstream and nginx answered 502 for 15 s.
+ * Found unready, an instance nginx routes to stays up there until it is ready
+ * again or the rollout marks it down; it still counts as unavailable.
+ */
+describe('controller: an old fleet found unready while nginx routes to it stays in nginx', () => {
+  const rows: { name: string; s: ResolvedStrategy; setup?: SimulationSetup; readyAtMs: number }[] = [
+    { name: '1/0 on 3, the old set unready for the whole rollout', s: strategy(3, 1, 0), readyAtMs: 3_600_000 },
+    { name: '0/1 on 3, the old set unready for the whole rollout', s: strategy(3, 0, 1), readyAtMs: 3_600_000 },
+    { name: '25%/25% on 4 behind two load balancers, the old set ready again after 2 s', s: strategy(4, '25%', '25%'), setup: { loadBalancers: 2 }, readyAtMs: 2000 },
+  ];
+  for (const r of rows) {
+    it(r.name, async () => {
+      let fewestUp = Number.POSITIVE_INFINITY;
+      const res = await rollout(r.s, {}, {
+        ...r.setup,
+        faults: { oldUnreadyUntilMs: r.readyAtMs },
+        world: (w) => {
+          const user = w.onEvent;
+          w.onEvent = (e) => {
+            user?.(e);
+            if (e.kind === 'reloaded') fewestUp = Math.min(fewestUp, ...w.routers.map((lb) => lb.up.size));
+          };
+        },
+      });
+      assert.deepEqual(res.checked.violations, []);
+      assert.ok(fewestUp >= r.s.minAvailable, `nginx listed only ${fewestUp} server(s) up (minAvailable ${r.s.minAvailable})`);
+      assert.equal(res.deploy.instances.length, r.s.replicas);
+      assert.ok(res.deploy.instances.every((i) => i.version === 'new'));
+    });
+  }
+});
+
 describe('controller: random timings and failures (property)', () => {
   it('a failed stop while a replacement drains (found by the property test)', () => randomCase(3, 0, 0, false, 211, 0.5878312278195961, 1, 1));
 
