@@ -10,6 +10,7 @@ import type Dockerode from 'dockerode';
 import { LOG_FORMAT, LOG_FORMAT_NAME } from '../core/accessLog.js';
 import { renderUpstream } from '../core/upstream.js';
 import { putFile } from '../adapters/docker.js';
+import { retryTransient } from '../adapters/dockerRetry.js';
 import { systemClock } from '../engine/rollout.js';
 import { FleetrollError } from '../errors.js';
 import { LABELS } from '../ports.js';
@@ -85,7 +86,9 @@ export async function startNginx(docker: Dockerode, names: DemoNames, image: str
   await putFile(docker, names.nginx, '/etc/nginx/conf.d/default.conf', serverBlock(names.upstream));
   await putFile(docker, names.nginx, ACCESS_LOG_CONF, `# Written by fleetroll: every request in the format fleetroll reads.\n${LOG_FORMAT}access_log ${ACCESS_LOG} ${LOG_FORMAT_NAME};\n`);
   await putFile(docker, names.nginx, UPSTREAM_FILE, renderUpstream(template, { service: names.service, upstream: names.upstream, servers: [] }));
-  await c.start();
+  // A port Docker chose can be taken between its choice and the bind (an
+  // outgoing connection got it): the next start picks another one.
+  await retryTransient(`starting ${names.nginx}`, () => c.start(), { portClashIsTransient: port === 0 });
   const info = await c.inspect();
   const bound = info.NetworkSettings.Ports['80/tcp']?.[0]?.HostPort;
   if (!bound) throw new FleetrollError('E_REHEARSE', `nginx container ${names.nginx} has no published port`);

@@ -145,14 +145,15 @@ export type Ports = [Runtime, Router, Prober, Clock, StateStore];
       files,
     });
     writeFileSync(join(project, 'tsconfig.json'), JSON.stringify(tsconfig(['deploy.ts', 'ports.ts'])));
-    // A strict check of every declaration (skipLibCheck off): about 20 s alone, over a minute with the suite at twice its concurrency.
-    const r = run(process.execPath, [tsc, '-p', 'tsconfig.json'], project, 180_000);
+    // A strict check of every declaration (skipLibCheck off): about 20 s alone, over a minute with
+    // the suite at twice its concurrency, and more at a load of 40; a hang guard, not a bound.
+    const r = run(process.execPath, [tsc, '-p', 'tsconfig.json'], project, 900_000);
     assert.equal(r.code, 0, r.stdout + r.stderr);
 
     // The declarations are real types, not `any`: a misuse fails the same check.
     writeFileSync(join(project, 'misuse.ts'), "import { plan } from 'fleetroll';\nexport const waves: string = (await plan({ replicas: 4 })).strategy.maxSurge;\n");
     writeFileSync(join(project, 'tsconfig.misuse.json'), JSON.stringify(tsconfig(['misuse.ts'])));
-    const bad = run(process.execPath, [tsc, '-p', 'tsconfig.misuse.json'], project, 180_000);
+    const bad = run(process.execPath, [tsc, '-p', 'tsconfig.misuse.json'], project, 900_000);
     assert.equal(bad.code, 2, bad.stdout + bad.stderr);
     assert.match(bad.stdout, /misuse\.ts\(2,14\): error TS2322: Type 'number' is not assignable to type 'string'/);
   });

@@ -92,7 +92,7 @@ services:
     healthcheck:
       test: ${JSON.stringify(HEALTH_TEST)}
       interval: 1s
-      timeout: 2s
+      timeout: 20s
       retries: 3
       start_period: 1s
     stop_grace_period: 8s
@@ -148,7 +148,7 @@ describe('a compose file as the fleet\'s container, on a real engine under load 
           assert.deepEqual(c.HostConfig.LogConfig, { Type: 'json-file', Config: { 'max-size': '1m', 'max-file': maxFile } }, `${c.Name}: logging`);
           for (const [k, v] of Object.entries(labels)) assert.equal(c.Config.Labels[k], v, `${c.Name}: label ${k}`);
           assert.equal(c.Config.Labels[LABELS.service], svc, 'x-fleetroll service: names the fleet');
-          assert.deepEqual(c.Config.Healthcheck, { Test: HEALTH_TEST, Interval: 1e9, Timeout: 2e9, Retries: 3, StartPeriod: 1e9 }, `${c.Name}: healthcheck`);
+          assert.deepEqual(c.Config.Healthcheck, { Test: HEALTH_TEST, Interval: 1e9, Timeout: 20e9, Retries: 3, StartPeriod: 1e9 }, `${c.Name}: healthcheck`);
           const vol = c.Mounts.find((m) => m.Destination === '/home/node');
           assert.deepEqual([vol?.Type, vol?.Name, vol?.RW], ['volume', volume, true], `${c.Name}: the named volume, named as compose names it`);
           assert.equal((c.Config as { StopTimeout?: number }).StopTimeout, 8, `${c.Name}: stop_grace_period`);

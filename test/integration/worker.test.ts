@@ -14,6 +14,7 @@ import { execa } from 'execa';
 import { removeFleetState } from '../../src/adapters/fleetState.js';
 import { teardown, demoNames } from '../../src/experiment/rehearse.js';
 import { LABELS } from '../../src/ports.js';
+import { guard } from '../support/wait.js';
 import { docker, ensureImages, runCli, runtime, uniqueName } from './fixture.js';
 
 /** On the images this file builds, so they are removed by label. */
@@ -117,7 +118,7 @@ describe('a worker with no port and no load balancer, version: false', { concurr
     const service = uniqueName('probes-ex');
     services.push(service);
     const { now } = await rollWorker(service, 'fleetroll-example:1.0.0', 'fleetroll-example:1.1.0', { exec: ['node', '-e', HEALTHY] }, 'strategy:\n  type: Recreate');
-    for (const c of now) assert.equal(await runtime.exec(c.id, ['node', '-e', HEALTHY], 5000), 0);
+    for (const c of now) assert.equal(await runtime.exec(c.id, ['node', '-e', HEALTHY], guard(30_000)), 0); // a hang guard: node -e took over 5 s in a container at load 30
     assert.equal(await runtime.health(now[0]!.id), 'none', 'the plain example image has no healthcheck');
   });
 
