@@ -23,13 +23,35 @@ import { LABELS } from '../../src/ports.js';
 import type { RequestRecord } from '../../src/experiment/metrics.js';
 import { startLoad as startProbeLoad } from '../../src/experiment/probes.js';
 import { readDefaultTemplate } from '../../src/wiring.js';
-import { waitFor } from '../support/wait.js';
+import { guard, waitFor } from '../support/wait.js';
 
 export const root = fileURLToPath(new URL('../..', import.meta.url));
 export const bin = join(root, 'dist/cli/main.js');
 export const runtime = new DockerRuntime({ name: 'local', docker: 'unix:///var/run/docker.sock' });
 export const docker = runtime.docker;
 export const prober = new HttpProber({ readinessPath: '/health/ready', versionPath: '/api/version', timeoutMs: 1000 });
+
+/**
+ * What an instance answers on its version endpoint, asked until it answers
+ * (a probe with no answer in 1 s is asked again, 100 ms doubling to 1 s
+ * apart, for up to 30 s scaled to the run), else `error: <the last failure>`.
+ * An answer is returned as it is, right or wrong: only silence is retried. On
+ * a busy machine one try failed for all four instances of a fleet that had
+ * just deployed fine.
+ */
+export async function answeredVersion(address: string): Promise<string> {
+  const deadline = Date.now() + guard(30_000);
+  let pause = 100;
+  for (;;) {
+    try {
+      return await prober.version(address);
+    } catch (e) {
+      if (Date.now() + pause > deadline) return `error: ${(e as Error).message}`;
+      await new Promise((r) => setTimeout(r, pause));
+      pause = Math.min(1000, pause * 2);
+    }
+  }
+}
 export const UPSTREAM_FILE = '/etc/nginx/conf.d/upstream.conf';
 
 let images: Promise<{ nginx: string }> | undefined;
@@ -191,7 +213,7 @@ ${o.template ? `      template: ${o.template}\n` : ''}${accessLog}${extra}${more
     instances: () => runtime.list({ [LABELS.service]: names.service }),
     async versions() {
       const list = await runtime.list({ [LABELS.service]: names.service });
-      return Promise.all(list.map((i) => prober.version(i.address ?? '').catch((e: Error) => `error: ${e.message}`)));
+      return Promise.all(list.map((i) => answeredVersion(i.address ?? '')));
     },
     async cleanup() {
       await teardown(docker, names);

@@ -14,7 +14,7 @@ import { execa } from 'execa';
 import { DockerRuntime } from '../../src/adapters/docker.js';
 import { removeFleetState } from '../../src/adapters/fleetState.js';
 import { LABELS } from '../../src/ports.js';
-import { docker, ensureImages, failedOf, loadOf, prober, root, runCli, startCliUntil, startLocalNginx, uniqueName, type LocalNginx, startLoad } from './fixture.js';
+import { answeredVersion, docker, ensureImages, failedOf, loadOf, root, runCli, startCliUntil, startLocalNginx, uniqueName, type LocalNginx, startLoad } from './fixture.js';
 
 const ENGINES = ['h2', 'h3'];
 const engine = (n: string) => execa('bash', [join(root, 'scripts/second-engine.sh'), 'start', n], { stdin: 'ignore' });
@@ -111,7 +111,7 @@ async function perHost(): Promise<Record<string, number>> {
 async function versions(): Promise<string[]> {
   const all = [new DockerRuntime({ name: 'local', docker: 'unix:///var/run/docker.sock' }), ...runtimes.values()];
   const v: string[] = [];
-  for (const rt of all) for (const c of await rt.list({ [LABELS.service]: service })) v.push(await prober.version(c.address ?? ''));
+  for (const rt of all) for (const c of await rt.list({ [LABELS.service]: service })) v.push(await answeredVersion(c.address ?? ''));
   return v.sort();
 }
 
@@ -278,7 +278,7 @@ describe('a fleet across three Docker hosts', () => {
     assert.match(stderr, /host h3 did not answer: its instances were left as they are and out of nginx/);
     const reachable = [new DockerRuntime({ name: 'local', docker: 'unix:///var/run/docker.sock' }), runtimes.get('h2')!];
     const left: string[] = [];
-    for (const rt of reachable) for (const c of await rt.list({ [LABELS.service]: service })) left.push(await prober.version(c.address ?? ''));
+    for (const rt of reachable) for (const c of await rt.list({ [LABELS.service]: service })) left.push(await answeredVersion(c.address ?? ''));
     assert.ok(left.length >= 4, `instances left on local and h2: ${left.length}`);
     assert.deepEqual(left, Array(left.length).fill('1.1.0'));
     const records = await loadOf(url, 30);

@@ -24,7 +24,7 @@ import { parseUpstreamServers } from '../../src/core/upstream.js';
 import { LABELS } from '../../src/ports.js';
 import { readDefaultTemplate } from '../../src/wiring.js';
 import { demoNames, startNginx, teardown, waitForHttp, type DemoNames } from '../../src/experiment/rehearse.js';
-import { docker, ensureImages, guard, failedOf, freePort, prober, root, runCli, runtime, startLocalNginx, uniqueName, UPSTREAM_FILE, startLoad, waitFor } from './fixture.js';
+import { answeredVersion, docker, ensureImages, guard, failedOf, freePort, root, runCli, runtime, startLocalNginx, uniqueName, UPSTREAM_FILE, startLoad, waitFor } from './fixture.js';
 
 const APP = 'fleetroll-example';
 const work = mkdtempSync(join(tmpdir(), 'fleetroll-remote-'));
@@ -119,7 +119,7 @@ async function running(rt: DockerRuntime, service: string) {
 
 async function versionsOn(rt: DockerRuntime, service: string): Promise<string[]> {
   const v: string[] = [];
-  for (const c of await running(rt, service)) v.push(await prober.version(c.address ?? ''));
+  for (const c of await running(rt, service)) v.push(await answeredVersion(c.address ?? ''));
   return v.sort();
 }
 
@@ -358,7 +358,7 @@ describe('ssh://', { timeout: guard(240_000) }, () => {
     const servers = upstreamServers(await upstream());
     assert.equal(servers.length, 2);
     for (const s of servers) assert.ok(s.startsWith(`${prefix}.`), `${s} is a container IP on fr-ssh (${prefix}.0/24)`);
-    assert.equal(await prober.version(new URL(url).host), '1.1.0', 'served through the nginx container');
+    assert.equal(await answeredVersion(new URL(url).host), '1.1.0', 'served through the nginx container');
   });
 
   it('exec and file copy over ssh: 12 concurrent execs in the nginx container all finish with their output and exit code, on one SSH connection', { timeout: guard(30_000) }, async () => {
@@ -508,7 +508,7 @@ describe('pulling from a registry', { timeout: guard(240_000) }, () => {
     assert.doesNotMatch(r.stdout, /copied image/);
     assert.equal(await rt.imageExists(image), true);
     assert.deepEqual(await versionsOn(rt, service), ['1.0.0', '1.0.0']);
-    assert.equal(await prober.version(new URL(nginx.url).host), '1.0.0', 'served through nginx');
+    assert.equal(await answeredVersion(new URL(nginx.url).host), '1.0.0', 'served through nginx');
     const prefix = await bridgePrefix('reg');
     for (const s of upstreamServers(readFileSync(nginx.upstreamFile, 'utf8'))) assert.ok(s.startsWith(`${prefix}.`), `${s} is a container IP on fr-reg`);
   });
