@@ -234,10 +234,15 @@ export class Traffic {
       this.recoveryReload = false;
       faultPoint('before-reload');
       const issuedAt = this.o.clock.now();
-      for (const i of toReload) {
-        await this.o.balancers[i]?.router.reload();
-        this.reloads++;
-      }
+      // Every nginx at once: the routing is in force when the slowest has confirmed, not the sum.
+      const reloaded = await Promise.allSettled(
+        toReload.map(async (i) => {
+          await this.o.balancers[i]?.router.reload();
+          this.reloads++;
+        }),
+      );
+      const refused = reloaded.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+      if (refused) throw refused.reason;
       this.reloadIssuedAt = issuedAt;
       this.loaded.confirm(d, previewSet, split);
       this.o.emit({

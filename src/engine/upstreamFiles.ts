@@ -79,30 +79,34 @@ export class UpstreamFiles {
     return contents;
   }
 
-  /** Writes and checks every changed file; on a failed check restores the ones written and throws. Returns the indexes written. */
+  /**
+   * Writes and checks every changed file, every load balancer at once (each
+   * is its own nginx: one's Docker calls need not wait for another's); on a
+   * failed check restores the ones written and throws. Returns the indexes
+   * written.
+   */
   async writeAll(servers: () => readonly UpstreamEntry[], parts: FileParts, of: ListVersion | undefined, changed: boolean): Promise<number[]> {
     const lbs = this.o.balancers;
     const files = lbs.map((lb) => this.file(lb, servers, parts, of));
-    const written: number[] = [];
-    for (const [i, { router: r }] of lbs.entries()) {
-      const file = files[i]!;
-      if (sameFile(file, this.last[i], changed)) continue;
-      try {
-        await put(r, file);
-        written.push(i);
-      } catch (err) {
-        for (const j of written) {
+    const todo = lbs.map((_, i) => i).filter((i) => !sameFile(files[i]!, this.last[i], changed));
+    const results = await Promise.allSettled(todo.map((i) => put(lbs[i]!.router, files[i]!)));
+    const written = todo.filter((_, k) => results[k]!.status === 'fulfilled');
+    const k = results.findIndex((r) => r.status === 'rejected');
+    if (k >= 0) {
+      const err = (results[k] as PromiseRejectedResult).reason as unknown;
+      await Promise.all(
+        written.map(async (j) => {
           const prev = this.last[j];
           const lb = lbs[j];
           if (prev !== undefined && lb) await put(lb.router, prev).catch(() => {});
-        }
-        this.o.restored();
-        throw new RolloutFailedError(
-          `${r.name}: the new upstream failed nginx -t; every upstream file was restored and nothing was reloaded:\n${(err as Error).message}`,
-          'nginx keeps serving its previous config. Fix the nginx config or the upstream template, then deploy again: the rollout continues from where it stopped.',
-          { nginxTestFailed: true },
-        );
-      }
+        }),
+      );
+      this.o.restored();
+      throw new RolloutFailedError(
+        `${lbs[todo[k]!]!.router.name}: the new upstream failed nginx -t; every upstream file was restored and nothing was reloaded:\n${err instanceof Error ? err.message : String(err)}`,
+        'nginx keeps serving its previous config. Fix the nginx config or the upstream template, then deploy again: the rollout continues from where it stopped.',
+        { nginxTestFailed: true },
+      );
     }
     for (const i of written) this.last[i] = files[i];
     return written;
