@@ -58,6 +58,21 @@ export class NginxContainerRouter implements Router {
   private readonly runtime: DockerRuntime;
   private readonly container: string;
   private readonly upstreamFile: string;
+  /**
+   * The file as fleetroll last wrote (or read) it, with its mode: what a
+   * failed `nginx -t` puts back. Kept so that a write is one archive PUT, not
+   * a GET before it (each Docker call is tens of ms on the critical path of
+   * every wave). Forgotten after anything that failed, so the next write
+   * reads the file again.
+   */
+  private known: { content: string | undefined; mode: number } | undefined;
+  /**
+   * The workers before the coming reload, asked for while the file goes in
+   * and `nginx -t` runs rather than after them: `docker top` then costs no
+   * time of its own. Taken by the next reload().
+   */
+  private workersBefore: Promise<Set<string> | undefined> | undefined;
+  private workersAskedAt = 0;
 
   constructor(opts: NginxContainerRouterOptions) {
     this.runtime = opts.runtime;
@@ -87,7 +102,10 @@ export class NginxContainerRouter implements Router {
   }
 
   async read(): Promise<string | undefined> {
-    return (await getFileEntry(this.runtime.docker, this.container, this.upstreamFile))?.content.toString('utf8');
+    const entry = await getFileEntry(this.runtime.docker, this.container, this.upstreamFile);
+    const content = entry?.content.toString('utf8');
+    this.known = { content, mode: entry ? entry.mode & 0o7777 : 0o644 };
+    return content;
   }
 
   async config(): Promise<string> {
@@ -98,16 +116,34 @@ export class NginxContainerRouter implements Router {
 
   async writeAndTest(content: string): Promise<void> {
     const docker = this.runtime.docker;
-    const previous = await getFileEntry(docker, this.container, this.upstreamFile);
-    const mode = previous ? previous.mode & 0o7777 : 0o644;
-    await putFile(docker, this.container, this.upstreamFile, content, mode);
-    const r = await this.exec(['-t']);
-    if (r.exitCode === 0) return;
-
-    const restoreWith = previous ? previous.content.toString('utf8') : RESTORED_EMPTY;
-    let restored = previous ? 'the previous content was put back' : 'the file did not exist before; it now holds only a comment';
+    this.workersBefore = this.workers();
+    this.workersAskedAt = Date.now();
+    let previous: { content: string | undefined; mode: number };
+    let r: Awaited<ReturnType<NginxContainerRouter['exec']>>;
     try {
-      await putFile(docker, this.container, this.upstreamFile, restoreWith, mode);
+      if (this.known) previous = this.known;
+      else {
+        const entry = await getFileEntry(docker, this.container, this.upstreamFile);
+        previous = { content: entry?.content.toString('utf8'), mode: entry ? entry.mode & 0o7777 : 0o644 };
+      }
+      this.known = undefined;
+      await putFile(docker, this.container, this.upstreamFile, content, previous.mode);
+      r = await this.exec(['-t']);
+    } catch (err) {
+      this.workersBefore = undefined;
+      throw err;
+    }
+    if (r.exitCode === 0) {
+      this.known = { content, mode: previous.mode };
+      return;
+    }
+    this.workersBefore = undefined;
+
+    const restoreWith = previous.content ?? RESTORED_EMPTY;
+    let restored = previous.content !== undefined ? 'the previous content was put back' : 'the file did not exist before; it now holds only a comment';
+    try {
+      await putFile(docker, this.container, this.upstreamFile, restoreWith, previous.mode);
+      this.known = { content: restoreWith, mode: previous.mode };
     } catch (err) {
       restored = `AND restoring the previous content failed: ${err instanceof Error ? err.message : String(err)}`;
     }
@@ -128,9 +164,16 @@ export class NginxContainerRouter implements Router {
   }
 
   async reload(): Promise<void> {
-    const before = await this.workers();
-    const r = await this.exec(['-s', 'reload']);
+    // A snapshot from a write long ago (a restore with no reload after it) is not trusted.
+    const pending = Date.now() - this.workersAskedAt < WORKERS_FRESH_MS ? this.workersBefore : undefined;
+    this.workersBefore = undefined;
+    const before = await (pending ?? this.workers());
+    const r = await this.exec(['-s', 'reload']).catch((err: unknown) => {
+      this.known = undefined;
+      throw err;
+    });
     if (r.exitCode !== 0) {
+      this.known = undefined;
       throw failure('E_NGINX_RELOAD', `${this.name}: \`nginx -s reload\` exited with ${r.exitCode}:\n${nginxLines(r.stderr, r.stdout)}`);
     }
     await waitForNewWorkers(this.name, before, () => this.workers());
@@ -153,7 +196,8 @@ function workerPids(titles: string[], processes: string[][], parent?: (row: stri
  * accepting connections with the old config until the master has started new
  * ones (100-300 ms seen here). Waiting until every worker is a new one makes a
  * reload mean "the new upstream is in force", which the drain relies on. The
- * workers are looked at again with a growing, jittered pause (p-retry), for at
+ * workers are looked at again with a growing, jittered pause (p-retry: 10 ms
+ * up to 100 ms, so the wait ends within a poll of the master's switch), for at
  * most RELOAD_TIMEOUT_MS.
  */
 async function waitForNewWorkers(name: string, before: Set<string> | undefined, now: () => Promise<Set<string> | undefined>): Promise<void> {
@@ -170,7 +214,7 @@ async function waitForNewWorkers(name: string, before: Set<string> | undefined, 
         seen = await now();
         if (!seen || seen.size === 0 || [...seen].some((p) => before.has(p))) throw new Error('the old workers still serve');
       },
-      { retries: 200, minTimeout: 25, factor: 1.5, maxTimeout: 250, randomize: true, maxRetryTime: RELOAD_TIMEOUT_MS },
+      { retries: 400, minTimeout: 10, factor: 1.5, maxTimeout: 100, randomize: true, maxRetryTime: RELOAD_TIMEOUT_MS },
     );
   } catch (err) {
     const old = [...(seen ?? [])].filter((p) => before.has(p));
@@ -180,6 +224,7 @@ async function waitForNewWorkers(name: string, before: Set<string> | undefined, 
 }
 
 const RELOAD_SETTLE_MS = 500;
+const WORKERS_FRESH_MS = 5_000;
 const RELOAD_TIMEOUT_MS = 10_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

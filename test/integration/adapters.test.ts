@@ -405,6 +405,17 @@ describe('NginxContainerRouter', () => {
     await router.reload(); // the restored file reloads fine
     await allServe(base, 5, '1.0.0');
 
+    // A router that never read the file: its first write reads it, later ones know what it
+    // wrote (no read before a write), and a rejected one puts exactly that back.
+    const fresh = new NginxContainerRouter({ runtime, container: name, upstreamFile: '/etc/nginx/conf.d/upstream.conf', hostName: 'local' });
+    const good2 = `${good}# written again\n`;
+    await fresh.writeAndTest(good2);
+    await fresh.reload();
+    await rejectsWith(fresh.writeAndTest(BROKEN), 'E_NGINX_TEST');
+    assert.equal(await router.read(), good2, 'what the router last wrote is back');
+    await fresh.reload(); // no write before it: the workers are asked for here
+    await allServe(base, 5, '1.0.0');
+
     // A file that did not exist: no rm in the image, so it is left comment-only.
     const extra = new NginxContainerRouter({ runtime, container: name, upstreamFile: '/etc/nginx/conf.d/extra.conf', hostName: 'local' });
     assert.equal(await extra.read(), undefined);

@@ -1,0 +1,103 @@
+/**
+ * The reload path against its floor (issue 22): one upstream change to nginx
+ * in a container on the local engine, as fleetroll makes it
+ * (NginxContainerRouter.writeAndTest + reload: the file in, `nginx -t`, the
+ * reload, and the confirmation that every worker is a new one), against the
+ * raw operations it cannot do without, timed side by side in alternating
+ * rounds on the same nginx: the archive PUT, `nginx -t` by exec, `nginx -s
+ * reload` by exec, and `docker top` polled back to back until the workers
+ * are new ones (the reload in force, learnt as soon as the engine can tell).
+ *
+ *   npx tsx bench/reload-path.ts [--rounds 15] [--docker unix:///var/run/docker.sock]
+ *
+ * It prints the median of each and the ratio full / raw per pair, with its
+ * median; the target is 1.3 ×. Exit 1 when the median ratio misses it.
+ */
+import { performance } from 'node:perf_hooks';
+import { DockerRuntime } from '../src/adapters/docker.js';
+import { execIn, putFile } from '../src/adapters/dockerFiles.js';
+import { NginxContainerRouter } from '../src/adapters/nginx.js';
+import { ensureNginxBaseImage } from '../src/adapters/localImages.js';
+import { demoNames, startNginx, teardown } from '../src/experiment/demoStage.js';
+import { LABELS } from '../src/ports.js';
+
+const arg = (name: string) => {
+  const i = process.argv.indexOf(name);
+  return i > 0 ? process.argv[i + 1] : undefined;
+};
+const ROUNDS = Number(arg('--rounds') ?? 15);
+const TARGET = 1.3;
+const runtime = new DockerRuntime({ name: 'local', docker: arg('--docker') ?? 'unix:///var/run/docker.sock' });
+const docker = runtime.docker;
+const names = demoNames(`bench-reload-${process.pid}`);
+const FILE = '/etc/nginx/conf.d/upstream.conf';
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+
+async function workers(): Promise<Set<string>> {
+  const t = (await docker.getContainer(names.nginx).top({ ps_args: '-o pid,args' })) as { Titles: string[]; Processes: string[][] };
+  const pid = t.Titles.indexOf('PID');
+  const args = t.Titles.findIndex((x) => x === 'COMMAND' || x === 'ARGS' || x === 'CMD');
+  return new Set(t.Processes.filter((p) => /nginx: worker process\s*$/.test(p[args] ?? '')).map((p) => p[pid] ?? ''));
+}
+
+/** A different but valid upstream each round, so every write is a real change. */
+const upstream = (n: number) => `upstream ${names.upstream} {\n    server 10.255.${n % 250}.1:8080;\n    server 10.255.${n % 250}.2:8080 down;\n}\n`;
+
+async function raw(n: number, before: Set<string>): Promise<number> {
+  const t0 = performance.now();
+  await putFile(docker, names.nginx, FILE, upstream(n));
+  const test = await execIn(docker, names.nginx, ['nginx', '-t']);
+  if (test.exitCode !== 0) throw new Error(`nginx -t: ${test.stderr}`);
+  const reload = await execIn(docker, names.nginx, ['nginx', '-s', 'reload']);
+  if (reload.exitCode !== 0) throw new Error(`reload: ${reload.stderr}`);
+  for (;;) {
+    const now = await workers();
+    if (now.size > 0 && ![...now].some((p) => before.has(p))) break;
+  }
+  return performance.now() - t0;
+}
+
+async function main(): Promise<void> {
+  const image = await ensureNginxBaseImage();
+  await docker.createNetwork({ Name: names.network, Labels: { [LABELS.demo]: names.service } });
+  try {
+    await startNginx(docker, names, image, 0, `upstream {{upstream}} {\n{{servers}}\n}\n`);
+    const router = new NginxContainerRouter({ runtime, container: names.nginx, upstreamFile: FILE, hostName: 'local' });
+    // One unmeasured change of each kind first (connections, exec set-up, page cache).
+    await router.writeAndTest(upstream(0));
+    await router.reload();
+    await raw(1, await workers());
+    const pairs: { raw: number; full: number }[] = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      const n = 2 * i + 2;
+      // Alternate which goes first, so a drift in the machine's load falls on both alike.
+      const fullFirst = i % 2 === 0;
+      const one = async (kind: 'raw' | 'full') => {
+        if (kind === 'raw') return raw(n, await workers());
+        const t0 = performance.now();
+        await router.writeAndTest(upstream(n + 1));
+        await router.reload();
+        return performance.now() - t0;
+      };
+      const a = await one(fullFirst ? 'full' : 'raw');
+      const b = await one(fullFirst ? 'raw' : 'full');
+      pairs.push(fullFirst ? { full: a, raw: b } : { raw: a, full: b });
+    }
+    const ratios = pairs.map((p) => p.full / p.raw);
+    console.log(`reload path, ${ROUNDS} alternating rounds on ${names.nginx}:`);
+    console.log(`  raw operations (PUT + nginx -t + reload + top until new workers): median ${median(pairs.map((p) => p.raw)).toFixed(0)} ms`);
+    console.log(`  fleetroll's change (writeAndTest + reload):                      median ${median(pairs.map((p) => p.full)).toFixed(0)} ms`);
+    console.log(`  full / raw per pair: median ${median(ratios).toFixed(2)} ×, min ${Math.min(...ratios).toFixed(2)}, max ${Math.max(...ratios).toFixed(2)} (target ${TARGET} ×)`);
+    process.exitCode = median(ratios) <= TARGET ? 0 : 1;
+  } finally {
+    await teardown(docker, names);
+    await docker.getNetwork(names.network).remove().catch(() => {});
+  }
+}
+
+await main();
