@@ -8,6 +8,7 @@ import type { ContainerConfig } from './core/container.js';
 import type { SecretRef } from './config/secrets.js';
 import type { DeployHealthReport } from './core/deployHealth.js';
 import type { UpstreamEntry } from './core/upstream.js';
+import type { StepCosts } from './core/stepCosts.js';
 
 // Re-exported: the label contract travels with the ports (InstanceInfo.labels carries it), and their users import it from here.
 export { LABELS } from './labels.js';
@@ -276,6 +277,8 @@ export interface FleetState {
   revisionKey?: string | undefined;
   nextRevision: number;
   revisions: RevisionRecord[];
+  /** What each kind of step cost in the last deploys (core/stepCosts.ts), bounded; simulate and plan price a rollout with it. */
+  costs?: StepCosts | undefined;
   /** Set by `fleetroll restart`: part of the spec hash, so changing it replaces every instance. */
   restartedAt?: string | undefined;
   /** Set by `fleetroll pause`; a running deploy stops after its current wave. */

@@ -45,3 +45,10 @@ export function parseLogFormat(v: string): LogFormat {
   if (v !== 'text' && v !== 'json') throw fieldError('--log-format', `must be "text" or "json", got ${JSON.stringify(v)}`);
   return v;
 }
+
+export type CostsSource = 'recorded' | 'nominal';
+
+export function parseCostsSource(v: string): CostsSource {
+  if (v !== 'recorded' && v !== 'nominal') throw fieldError('--costs', `must be "recorded" (the fleet's measured step costs) or "nominal" (the timings given, Docker and nginx free), got ${JSON.stringify(v)}`);
+  return v;
+}

@@ -8,10 +8,18 @@
 export type RolloutEvent =
   | { type: 'observed'; instances: number; byRevision: Record<string, number>; revision: string }
   | { type: 'wave'; index: number; start: number; stop: string[] }
-  | { type: 'upstream'; action: 'drain' | 'enable' | 'final' | 'restore'; down: string[]; up: string[]; reloads: number }
+  /**
+   * A change in force in every load balancer. `ms`: from its write starting to
+   * the last reload in force; `balancers`: the same per load balancer (by its
+   * name), so a slow one is named. Absent on a restore, and in logs from
+   * before they were measured.
+   */
+  | { type: 'upstream'; action: 'drain' | 'enable' | 'final' | 'restore'; down: string[]; up: string[]; reloads: number; ms?: number | undefined; balancers?: Record<string, number> | undefined }
   | { type: 'draining'; names: string[]; seconds: number }
-  | { type: 'stopped'; name: string; host: string }
-  | { type: 'started'; name: string; host: string; address?: string | undefined }
+  /** `ms`: docker stop + remove (absent in logs from before it was measured). */
+  | { type: 'stopped'; name: string; host: string; ms?: number | undefined }
+  /** `ms`: docker create + start (absent in logs from before it was measured). */
+  | { type: 'started'; name: string; host: string; address?: string | undefined; ms?: number | undefined }
   | { type: 'ready'; name: string }
   | { type: 'available'; name: string }
   /** `tries` and `elapsedMs`: how many probes the final check needed and how long they took (absent in logs from before it retried). */

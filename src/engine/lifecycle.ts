@@ -82,9 +82,12 @@ export class Lifecycle {
     this.batchOf(inst);
     d.journal('start', 'begin', { name: spec.name, host });
     const rt = d.runtimes.get(host);
+    // Timed from the host's turn, not the request: a start waiting in the host's queue is the controller's doing, which simulate models itself.
+    let began = 0;
     d.work
       .run(host, async () => {
         if (!rt) throw new FleetrollError('E_INTERNAL', `no runtime for host ${host}`);
+        began = ctx.now();
         return rt.run(spec);
       })
       .then(
@@ -93,7 +96,7 @@ export class Lifecycle {
           inst.address = info.address;
           ctx.view.touch(inst);
           inst.runningSince = ctx.now();
-          ctx.emit({ type: 'started', name: inst.id, host, address: info.address });
+          ctx.emit({ type: 'started', name: inst.id, host, address: info.address, ms: ctx.now() - began });
           d.journal('start', 'end', { name: inst.id, host, address: info.address });
           ctx.progress();
           if (inst.phase === 'starting') {
@@ -196,16 +199,18 @@ export class Lifecycle {
     const dockerId = inst.dockerId;
     const rt = d.runtimes.get(inst.host);
     d.journal('stop', 'begin', { names: [inst.id] });
+    let began = 0;
     d.work
       .run(inst.host, async () => {
         if (!rt) throw new FleetrollError('E_INTERNAL', `no runtime for host ${inst.host}`);
+        began = ctx.now();
         await rt.stop(dockerId, d.fleet.terminationGracePeriodSeconds);
         await rt.remove(dockerId);
       })
       .then(
         () => {
           ctx.view.remove(id);
-          ctx.emit({ type: 'stopped', name: id, host: inst.host });
+          ctx.emit({ type: 'stopped', name: id, host: inst.host, ms: ctx.now() - began });
           d.journal('stop', 'end', { names: [id] });
           faultPoint('after-stop');
           ctx.progress();

@@ -9,6 +9,7 @@ import type { Fleet } from '../config/load.js';
 import { digestSecretFiles, NOT_KEPT, resolveSecretRefs, type SecretRef } from '../config/secrets.js';
 import type { DeployHealthReport } from '../core/deployHealth.js';
 import { diffLines, diffSpecs } from '../core/specDiff.js';
+import { addCosts, type CostSample } from '../core/stepCosts.js';
 import { RolloutFailedError, ValidationError } from '../errors.js';
 import type { FleetState, RevisionRecord, RolloutOutcome, StateStore, SwitchTimes } from '../ports.js';
 import { envOf, secretDigest } from './revision.js';
@@ -134,14 +135,17 @@ export function switchTimesOf(err: unknown): SwitchTimes {
 
 const SWITCH_KEYS = ['switchedAt', 'switchIssuedAt', 'switchedBackAt', 'switchBackIssuedAt'] as const;
 
-/** Ends a revision record: its outcome, and the health numbers of this rollout (replacing an earlier rollout's). */
-export async function finishRecord(store: StateStore, n: number, outcome: RolloutOutcome, message: string, health: DeployHealthReport | undefined, switches: SwitchTimes = {}): Promise<void> {
+/** Ends a revision record: its outcome, and the health numbers of this rollout (replacing an earlier rollout's); adds its step costs to the fleet's. */
+export async function finishRecord(store: StateStore, n: number, outcome: RolloutOutcome, message: string, health: DeployHealthReport | undefined, switches: SwitchTimes = {}, costs: readonly CostSample[] = []): Promise<void> {
   const s = await store.read();
   if (!s) return;
   const r = s.revisions.find((x) => x.number === n);
   if (!r) return;
   r.outcome = outcome;
   r.finishedAt = new Date().toISOString();
+  const kept = addCosts(s.costs, costs, r.finishedAt);
+  if (kept) s.costs = kept;
+  else delete s.costs;
   r.message = message.slice(0, 500);
   if (health) r.health = health;
   else delete r.health;

@@ -24,6 +24,7 @@ import { pinImage } from './pin.js';
 import { preflight } from './preflight.js';
 import { revisionOf } from './revision.js';
 import { rollBack } from './rollback.js';
+import { StepCostRecorder } from './stepCosts.js';
 import { strategyTraits } from './strategies/index.js';
 import { verify } from './verify.js';
 
@@ -98,6 +99,8 @@ async function deployOnce(fleet: Fleet, deps: DeployDeps, options: DeployOptions
 class Rollout {
   private readonly clock: Clock;
   private readonly emit: EventSink;
+  /** What this rollout's steps cost, for the fleet's state (engine/stepCosts.ts). */
+  private readonly costs: StepCostRecorder;
   private readonly journal: Journal;
   private readonly revision: string;
   /** Every Docker call that changes a host goes through here: parallel between hosts, ordered on each. */
@@ -111,7 +114,12 @@ class Rollout {
     private readonly options: DeployOptions = {},
   ) {
     this.clock = deps.clock ?? systemClock;
-    this.emit = deps.events ?? (() => {});
+    const sink = deps.events;
+    this.costs = new StepCostRecorder(this.clock);
+    this.emit = (e) => {
+      this.costs.see(e);
+      sink?.(e);
+    };
     this.journal = deps.journal ?? (() => {});
     this.revision = revisionOf(fleet);
     this.work = new HostWork(fleet.hostParallelism);
@@ -174,9 +182,14 @@ class Rollout {
     }
     this.controllerEnded = true;
     // The controller's end is the last progress: the final check may take what remains of the deadline from it.
+    const verifyFrom = this.clock.now();
     const instances = this.deps.simulated
       ? result.instances.map((i) => ({ name: i.id, host: i.host, address: i.address, version: this.fleet.version }))
       : await verify(this.fleet, this.revision, result.instances, this.deps, this.emit, { clock: this.clock, budgetMs: this.fleet.progressDeadlineSeconds * 1000, signal: this.options.signal });
+    if (!this.deps.simulated) {
+      this.costs.fixed('verify', this.clock.now() - verifyFrom);
+      if (this.options.prepared && this.options.preparedMs !== undefined) this.costs.fixed('prepare', this.options.preparedMs);
+    }
     await this.hook('postDeploy', this.contextOfInstances(result.instances, result.waves));
     this.emit({ type: 'complete', revision: this.revision, version: this.fleet.version });
     this.journal('complete', 'end', { waves: result.waves, reloads: result.reloads });
@@ -189,6 +202,7 @@ class Rollout {
       waves: result.waves,
       reloads: result.reloads,
       instances,
+      costs: this.costs.samples,
       ...(result.switchedAtMs !== undefined ? { switchedAt: new Date(result.switchedAtMs).toISOString(), switchIssuedAt: new Date(result.switchIssuedAtMs ?? result.switchedAtMs).toISOString() } : {}),
     };
   }

@@ -227,6 +227,7 @@ export class Traffic {
     const reload = upChanged || d.newDown.length > 0 || previewChanged || split !== this.loaded.split || this.recoveryReload;
     if (!reload && !final) return;
     this.writingUp = new Set(d.upAdded);
+    const began = this.o.clock.now();
     try {
       const written = await this.files.writeAll(servers, { preview, hash, force }, list && { list, version }, upChanged || d.newDown.length > 0);
       if (!reload) return;
@@ -235,10 +236,13 @@ export class Traffic {
       faultPoint('before-reload');
       const issuedAt = this.o.clock.now();
       // Every nginx at once: the routing is in force when the slowest has confirmed, not the sum.
+      const balancers: Record<string, number> = {};
       const reloaded = await Promise.allSettled(
         toReload.map(async (i) => {
-          await this.o.balancers[i]?.router.reload();
+          const lb = this.o.balancers[i];
+          await lb?.router.reload();
           this.reloads++;
+          if (lb) balancers[lb.router.name] = this.o.clock.now() - began;
         }),
       );
       const refused = reloaded.find((r): r is PromiseRejectedResult => r.status === 'rejected');
@@ -251,6 +255,8 @@ export class Traffic {
         down: d.newDown.map((e) => e.name),
         up: d.newUp.map((e) => e.name),
         reloads: this.reloads,
+        ms: this.o.clock.now() - began,
+        balancers,
       });
       this.o.journal('reload', 'end', { up: new Names(servers, false), down: new Names(servers, true) });
       this.o.applied(this.loaded.up, this.loaded.down, [...d.upAdded, ...d.upRemoved]);

@@ -1,6 +1,7 @@
 /** The engine's inputs and outputs: ports, options and results of a rollout. */
 import type { Fleet } from '../config/load.js';
 import type { DeployHealthReport } from '../core/deployHealth.js';
+import type { CostSample } from '../core/stepCosts.js';
 import type { WindowStats } from '../core/logStats.js';
 import type { AccessLogSource, Clock, FleetLockPort, Journal, Prober, RegistryCredentials, Runtime, StateStore } from '../ports.js';
 import type { ControllerTiming, ControllerView } from './context.js';
@@ -87,6 +88,8 @@ export interface DeployResult {
   waves: number;
   reloads: number;
   instances: DeployedInstance[];
+  /** What this rollout's steps cost (core/stepCosts.ts): recorded in the fleet's state, read by simulate and plan. */
+  costs?: CostSample[] | undefined;
   /** Blue-green: when the switch's reload, which put the new set in, was in force in every nginx (ISO time), and when it was issued. */
   switchedAt?: string | undefined;
   switchIssuedAt?: string | undefined;

@@ -44,6 +44,8 @@ export function stat(values: readonly number[]): Stat | undefined {
 export interface RunInput {
   /** What `simulate` predicted for this run (predict()), for engine runs. */
   predicted?: Prediction | undefined;
+  /** The same, priced with the step costs of the experiment's earlier runs (predictCalibrated), and how many there were. */
+  calibrated?: (Prediction & { fromRuns: number }) | undefined;
   records: readonly RequestRecord[];
   events: readonly TimedEvent[];
   deployStartMs: number;
@@ -113,6 +115,10 @@ export interface RunMetrics {
    * Null unless the deploy completed (simulate predicts the rollout that passes).
    */
   overheadRatio: number | null;
+  /** `simulate` priced with the experiment's earlier runs' costs; null for the first run, or without a strategy. */
+  calibrated: (Prediction & { fromRuns: number }) | null;
+  /** Measured deploy duration over the calibrated prediction; null unless both exist and the deploy completed. */
+  calibratedRatio: number | null;
 }
 
 /** The outcome the runner recorded in its deploy-end event ('completed' when there is none). */
@@ -132,6 +138,7 @@ export function runMetrics(i: RunInput): RunMetrics {
   const waves = deployEvents.filter((e) => e.source === 'engine' && e.event.type === 'wave').length;
   const timings = measuredTimings(deployEvents);
   const predicted = i.mode === 'engine' ? (i.predicted ?? null) : null;
+  const calibrated = i.mode === 'engine' ? (i.calibrated ?? null) : null;
   const deployDurationMs = i.deployEndMs - i.deployStartMs;
   const outcome = deployOutcome(i.events);
   const fresh = newVersionFigures(i.records, i.to, { startMs: i.deployStartMs, endMs: i.deployEndMs });
@@ -168,6 +175,8 @@ export function runMetrics(i: RunInput): RunMetrics {
     },
     predicted,
     overheadRatio: predicted && predicted.durationMs > 0 && outcome === 'completed' ? round3(deployDurationMs / predicted.durationMs) : null,
+    calibrated,
+    calibratedRatio: calibrated && calibrated.durationMs > 0 && outcome === 'completed' ? round3(deployDurationMs / calibrated.durationMs) : null,
   };
 }
 
@@ -190,6 +199,10 @@ export interface CellAggregate {
   latencyP99Ms: Stat;
   overheadRatio: Stat | null;
   predicted: Prediction | null;
+  /** Measured over the calibrated prediction, over the runs that had one. */
+  calibratedRatio: Stat | null;
+  /** The calibrated predictions' durations (the first run has none). */
+  calibratedDurationMs: Stat | null;
   /** Runs per deploy outcome. */
   outcomes: Record<DeployOutcome, number>;
   /** The new version: its share of the deploy window, its own failures and the others; the times to roll back over the runs that stopped it (null when none did). */
@@ -255,6 +268,8 @@ export function aggregateRuns(runs: readonly RunMetrics[], deployErrors = 0): Ce
     latencyP99Ms: mustStat(runs.map((r) => r.requests.latencyMs.p99)),
     overheadRatio: stat(ratios) ?? null,
     predicted: runs[0]?.predicted ?? null,
+    calibratedRatio: stat(present(runs.map((r) => r.calibratedRatio))) ?? null,
+    calibratedDurationMs: stat(runs.flatMap((r) => (r.calibrated ? [r.calibrated.durationMs] : []))) ?? null,
     outcomes: {
       completed: runs.filter((r) => r.outcome === 'completed').length,
       stopped: runs.filter((r) => r.outcome === 'stopped').length,

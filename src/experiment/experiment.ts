@@ -20,7 +20,8 @@ import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../ada
 import type { DeployDeps } from '../engine/rollout.js';
 import { aggregateRuns, runMetrics } from './analysis.js';
 import type { TimedEvent } from './phases.js';
-import { predict } from './predict.js';
+import { beyondNominal, predict, predictCalibrated } from './predict.js';
+import type { CostSample } from '../core/stepCosts.js';
 import { renderSvg } from './charts.js';
 import { toHtml, toMarkdown } from './document.js';
 import { perSecond, type RequestRecord } from './metrics.js';
@@ -67,7 +68,12 @@ export function eventLines(events: readonly TimedEvent[]): unknown[] {
   return events.map((e) => ({ t: Math.round(e.t * 1000) / 1000, source: e.source, ...e.event }));
 }
 
-async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRuntime, nginxImage: string, total: number): Promise<RunOutcome> {
+/**
+ * `calibration`: the step costs of the experiment's earlier engine runs that
+ * completed, beyond their nominal timings (predict.ts beyondNominal); this
+ * run's prediction is priced with them only, and its own are added after it.
+ */
+async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRuntime, nginxImage: string, total: number, calibration: CostSample[]): Promise<RunOutcome> {
   const { cell } = run;
   const p = cell.params;
   const name = `${o.namePrefix}-${run.index}`;
@@ -116,8 +122,12 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
   );
   const strategy = cell.resolved ? r.toFleet.strategy : undefined;
   const nominal = { startupMs: p.warmupSeconds * 1000, drainMs: p.drainSeconds * 1000, stopMs: p.prestopSeconds * 1000, minReadyMs: p.minReadySeconds * 1000 };
+  const earlierRuns = calibration.filter((c) => c.kind === 'verify').length;
+  const calibrated = strategy ? await predictCalibrated(strategy, nominal, calibration, r.toFleet.probes.readiness.periodMs, r.toFleet.analysis) : undefined;
+  if (strategy && r.deploy && !r.deployError) calibration.push(...beyondNominal(r.deploy.costs ?? [], nominal));
   const metrics = runMetrics({
     predicted: strategy ? await predict(strategy, nominal, r.toFleet.analysis) : undefined,
+    calibrated: calibrated && { ...calibrated, fromRuns: earlierRuns },
     records: r.records,
     events: r.events,
     deployStartMs: r.deployStartMs,
@@ -175,7 +185,8 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
     : '';
   o.log(
     `  ${m.outcome === 'stopped' ? 'STOPPED by the analysis; ' : ''}${m.requests.total} requests, ${m.requests.failed} failed, ${m.requests.retried} retried; window ${(m.windowMs / 1000).toFixed(1)} s; deploy ${(m.deployDurationMs / 1000).toFixed(1)} s` +
-      `${m.predicted ? ` (simulate ${(m.predicted.durationMs / 1000).toFixed(1)} s${m.overheadRatio !== null ? `, overhead ${m.overheadRatio.toFixed(2)}×` : ''})` : ''}; min in service ${m.minCapacity}, peak ${m.peakInstances}, ${m.reloads} reloads` +
+      `${m.predicted ? ` (simulate ${(m.predicted.durationMs / 1000).toFixed(1)} s${m.overheadRatio !== null ? `, overhead ${m.overheadRatio.toFixed(2)}×` : ''})` : ''}` +
+      `${m.calibrated ? ` (calibrated on ${m.calibrated.fromRuns} earlier run${m.calibrated.fromRuns === 1 ? '' : 's'}: ${(m.calibrated.durationMs / 1000).toFixed(1)} s${m.calibratedRatio !== null ? `, ${m.calibratedRatio.toFixed(2)}×` : ''})` : ''}; min in service ${m.minCapacity}, peak ${m.peakInstances}, ${m.reloads} reloads` +
       (r.deployError ? `\n  deploy ${m.outcome === 'stopped' ? 'stopped' : 'FAILED'}: ${r.deployError.split('\n')[0]}` : ''),
   );
   if (bad) o.log(bad.trimEnd());
@@ -246,13 +257,14 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentSum
   await mkdir(join(o.outDir, 'charts'), { recursive: true });
 
   const outcomes: RunOutcome[] = [];
+  const calibration: CostSample[] = [];
   for (const run of planned) {
     if (o.signal?.aborted) {
       o.log(`interrupted: skipping the remaining ${planned.length - outcomes.length} run(s)`);
       break;
     }
     try {
-      outcomes.push(await runOne(o, run, runtime, nginxImage, planned.length));
+      outcomes.push(await runOne(o, run, runtime, nginxImage, planned.length, calibration));
     } catch (err) {
       // Whatever went wrong, leave nothing of this run behind.
       await teardown(runtime.docker, demoNames(`${o.namePrefix}-${run.index}`)).catch(() => {});

@@ -6,7 +6,8 @@
  */
 import type { Fleet } from '../config/load.js';
 import type { ResolvedStrategy } from '../core/strategy.js';
-import { simulateRollout, type SimulationResult } from '../sim/simulate.js';
+import { median, type CostKind, type CostSample, type TypicalCosts } from '../core/stepCosts.js';
+import { calibratedTimings, simulateRollout, type SimulationResult } from '../sim/simulate.js';
 
 /** The timings a run was configured with: what `simulate` is given to predict it. */
 export interface NominalTimings {
@@ -28,5 +29,32 @@ export type Prediction = Pick<SimulationResult, 'durationMs' | 'waves' | 'peakIn
 export async function predict(strategy: ResolvedStrategy, t: NominalTimings, analysis?: Fleet['analysis']): Promise<Prediction> {
   // simulate's access logs say the new version is as healthy as the old: an analysis costs its measurements' time and passes.
   const r = await simulateRollout(strategy, { ...t, jitter: 0, seed: 1, runMs: 500, reloadMs: 300 }, analysis ? { analysis } : {});
+  return { durationMs: r.durationMs, waves: r.waves, peakInstances: r.peakInstances, lowestCapacity: r.lowestCapacity, mixedVersionWindowMs: r.mixedVersionWindowMs, reloads: r.reloads };
+}
+
+/**
+ * One run's step costs beyond what its configuration sets (the app's warm-up
+ * and prestop): what the configurations of an experiment share, so the costs
+ * of a run with a 1 s warm-up price one with a 5 s warm-up.
+ */
+export function beyondNominal(samples: readonly CostSample[], t: NominalTimings): CostSample[] {
+  return samples.map((s) => (s.kind === 'ready' ? { ...s, ms: s.ms - t.startupMs } : s.kind === 'stop' ? { ...s, ms: s.ms - t.stopMs } : s));
+}
+
+/**
+ * `simulate` priced with the costs measured in earlier runs of the same
+ * experiment (beyondNominal samples, so an offset may be negative where a run
+ * beat its nominal timing) on top of this run's own nominal timings: the
+ * median of each kind. Undefined without any earlier sample.
+ */
+export async function predictCalibrated(strategy: ResolvedStrategy, t: NominalTimings, extra: readonly CostSample[], periodMs: number, analysis?: Fleet['analysis']): Promise<Prediction | undefined> {
+  if (extra.length === 0) return undefined;
+  const of = (kind: CostKind, plus = 0) => {
+    const xs = extra.filter((s) => s.kind === kind).map((s) => s.ms);
+    return xs.length ? Math.max(0, Math.round(median(xs) + plus)) : undefined;
+  };
+  const typical: TypicalCosts = { runMs: of('run'), readyMs: of('ready', t.startupMs), stopMs: of('stop', t.stopMs), changeMs: of('change'), prepareMs: of('prepare'), verifyMs: of('verify'), counts: {} };
+  const timings = calibratedTimings({ ...t, jitter: 0, seed: 1, periodMs, runMs: 500, reloadMs: 300 }, typical);
+  const r = await simulateRollout(strategy, timings, analysis ? { analysis } : {});
   return { durationMs: r.durationMs, waves: r.waves, peakInstances: r.peakInstances, lowestCapacity: r.lowestCapacity, mixedVersionWindowMs: r.mixedVersionWindowMs, reloads: r.reloads };
 }

@@ -69,8 +69,8 @@ export function badVersionTable(summary: ExperimentSummary): Block {
 function resultsTable(summary: ExperimentSummary): Block {
   return {
     kind: 'table',
-    head: ['configuration', 'runs', 'requests', 'failed', 'retried', 'mixed-version window (s)', 'deploy duration (s)', 'simulate: duration / window (s)', 'overhead', 'min in service', 'peak instances', 'reloads'],
-    align: ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+    head: ['configuration', 'runs', 'requests', 'failed', 'retried', 'mixed-version window (s)', 'deploy duration (s)', 'simulate: duration / window (s)', 'overhead', 'simulate calibrated (s)', 'measured / calibrated', 'min in service', 'peak instances', 'reloads'],
+    align: ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
     rows: summary.cells.map((c) => {
       const a = c.aggregate;
       return [
@@ -83,6 +83,8 @@ function resultsTable(summary: ExperimentSummary): Block {
         sec(a.deployDurationMs),
         a.predicted ? `${secOf(a.predicted.durationMs)} / ${secOf(a.predicted.mixedVersionWindowMs)}` : 'n/a',
         a.overheadRatio ? `${fmtStat(a.overheadRatio, 1, 2)}×` : 'n/a',
+        a.calibratedDurationMs ? sec(a.calibratedDurationMs) : 'n/a (no earlier run)',
+        a.calibratedRatio ? `${fmtStat(a.calibratedRatio, 1, 2)}×` : 'n/a',
         `${fmtStat(a.minCapacity)} of ${c.params.replicas}${a.predicted ? ` (sim ${a.predicted.lowestCapacity})` : ''}`,
         `${fmtStat(a.peakInstances)}${a.predicted ? ` (sim ${a.predicted.peakInstances})` : ''}`,
         `${fmtStat(a.reloads)}${a.predicted ? ` (sim ${a.predicted.reloads})` : ''}`,

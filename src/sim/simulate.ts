@@ -6,6 +6,7 @@
  */
 import type { Fleet } from '../config/load.js';
 import { seededRandom } from '../core/random.js';
+import type { TypicalCosts } from '../core/stepCosts.js';
 import type { ResolvedStrategy } from '../core/strategy.js';
 import { renderUpstream } from '../core/upstream.js';
 import { deploy, type DeployDeps, type DeployResult } from '../engine/rollout.js';
@@ -36,6 +37,8 @@ export interface SimulationTimings {
   testMs?: number | undefined;
   /** Readiness probe period, ms (default 250, the fleet default). */
   periodMs?: number | undefined;
+  /** What a deploy costs outside the controller (preflight, image checks, the final version check), added to the duration, ms (default 0). */
+  fixedMs?: number | undefined;
 }
 
 export interface SimulationResult {
@@ -221,7 +224,7 @@ export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings,
     maxSurge: s.maxSurge,
     maxUnavailable: s.maxUnavailable,
     replacementPolicy: s.replacementPolicy,
-    durationMs: clock.now(),
+    durationMs: clock.now() + (t.fixedMs ?? 0),
     waves: result.waves,
     peakInstances: world.peakAlive,
     lowestCapacity: lowest === Number.POSITIVE_INFINITY ? 0 : lowest,
@@ -229,5 +232,24 @@ export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings,
     reloads: routers.reduce((a, r) => a + r.router.reloads, 0),
     timings: t,
     deploy: result,
+  };
+}
+
+/**
+ * Timings priced with a fleet's recorded step costs (core/stepCosts.ts)
+ * where it has them, `base` elsewhere. The measured start to ready includes
+ * the wait for the next probe, which the simulated probe loop adds itself:
+ * half a period is taken off. A load-balancer change is priced whole as the
+ * reload (its write and `nginx -t` included).
+ */
+export function calibratedTimings(base: SimulationTimings, c: TypicalCosts): SimulationTimings {
+  const period = base.periodMs ?? 250;
+  return {
+    ...base,
+    ...(c.runMs !== undefined ? { runMs: c.runMs } : {}),
+    ...(c.readyMs !== undefined ? { startupMs: Math.max(0, c.readyMs - Math.round(period / 2)) } : {}),
+    ...(c.stopMs !== undefined ? { stopMs: c.stopMs } : {}),
+    ...(c.changeMs !== undefined ? { reloadMs: c.changeMs, testMs: 0 } : {}),
+    ...(c.prepareMs !== undefined || c.verifyMs !== undefined ? { fixedMs: (c.prepareMs ?? 0) + (c.verifyMs ?? 0) } : {}),
   };
 }

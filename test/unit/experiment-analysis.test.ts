@@ -518,6 +518,13 @@ describe('runMetrics', () => {
   it('the prediction given (simulate, computed by the runner) is kept, and the overhead ratio is 9.5 / 8', () => {
     assert.deepEqual(m.predicted, predicted);
     assert.equal(m.overheadRatio, 1.188);
+    assert.equal(m.calibrated, null, 'none given: no calibrated prediction');
+    assert.equal(m.calibratedRatio, null);
+  });
+  it('a calibrated prediction given is kept with its ratio, 9.5 / 9.1', () => {
+    const c = runMetrics({ predicted, calibrated: { ...predicted, durationMs: 9100, fromRuns: 2 }, records, events: ENGINE_RUN, deployStartMs: 1000, deployEndMs: 10500, loadEndMs: 11500, initial: ['o1', 'o2'], from: '1.0.0', to: '1.1.0', mode: 'engine', strategy, timings: { startupMs: 1000, drainMs: 2000, stopMs: 1000, minReadyMs: 0 } });
+    assert.equal(c.calibrated?.fromRuns, 2);
+    assert.equal(c.calibratedRatio, 1.044);
   });
   it('the naive control gets no prediction and no overhead ratio', () => {
     const n = runMetrics({ records, events: NAIVE_RUN, deployStartMs: 1000, deployEndMs: 4800, loadEndMs: 5800, initial: ['o1', 'o2'], from: '1.0.0', to: '1.1.0', mode: 'naive', timings: { startupMs: 1000, drainMs: 0, stopMs: 0, minReadyMs: 0 } });
@@ -597,6 +604,7 @@ describe('aggregateRuns', () => {
     own?: number;
     stopMs?: number;
     health?: RunMetrics['health'];
+    calibratedMs?: number;
   }): RunMetrics {
     const total = Object.values(o.outcomes).reduce((a, b) => a + b, 0);
     const failed = Object.entries(o.outcomes).filter(([k]) => !/^2/.test(k)).reduce((a, [, n]) => a + n, 0);
@@ -632,12 +640,14 @@ describe('aggregateRuns', () => {
       measured: { startToReadyMs: null, stopMs: null, decisionToReloadMs: null, readyToInNginxMs: null, removedToStartedMs: null },
       predicted: { durationMs: 8000, waves: 3, peakInstances: 3, lowestCapacity: 2, mixedVersionWindowMs: 6000, reloads: 3 },
       overheadRatio: o.ratio === undefined ? o.durationMs / 8000 : o.ratio,
+      calibrated: o.calibratedMs === undefined ? null : { durationMs: o.calibratedMs, waves: 3, peakInstances: 3, lowestCapacity: 2, mixedVersionWindowMs: 6000, reloads: 3, fromRuns: 1 },
+      calibratedRatio: o.calibratedMs === undefined ? null : o.durationMs / o.calibratedMs,
     };
   }
   const runs = [
     fake({ outcomes: { '200': 10, '502': 2 }, windowMs: 3000, durationMs: 9000, phases: ['before deploy', 'wave 1: draining', 'wave 2: stopping'], byPhase: [{ phase: 'wave 2: stopping', failed: 2, byStatus: { '502': 2 }, retried: 0 }], minCapacity: 1 }),
-    fake({ outcomes: { '200': 12 }, retried: 3, windowMs: 2000, durationMs: 10_000, phases: ['before deploy', 'wave 1: draining', 'wave 2: stopping'], byPhase: [{ phase: 'wave 1: draining', failed: 0, byStatus: {}, retried: 3 }] }),
-    fake({ outcomes: { '200': 11, 'error:ECONNRESET': 1 }, retried: 1, windowMs: 2500, durationMs: 8000, phases: ['before deploy', 'wave 1: draining', 'wave 2: stopping'], byPhase: [{ phase: 'wave 1: draining', failed: 1, byStatus: { 'error:ECONNRESET': 1 }, retried: 1 }] }),
+    fake({ outcomes: { '200': 12 }, retried: 3, windowMs: 2000, durationMs: 10_000, calibratedMs: 9000, phases: ['before deploy', 'wave 1: draining', 'wave 2: stopping'], byPhase: [{ phase: 'wave 1: draining', failed: 0, byStatus: {}, retried: 3 }] }),
+    fake({ outcomes: { '200': 11, 'error:ECONNRESET': 1 }, retried: 1, windowMs: 2500, durationMs: 8000, calibratedMs: 8400, phases: ['before deploy', 'wave 1: draining', 'wave 2: stopping'], byPhase: [{ phase: 'wave 1: draining', failed: 1, byStatus: { 'error:ECONNRESET': 1 }, retried: 1 }] }),
   ];
   const a = aggregateRuns(runs, 1);
 
@@ -652,6 +662,11 @@ describe('aggregateRuns', () => {
     assert.deepEqual(a.minCapacity, { median: 2, min: 1, max: 2, n: 3 });
     assert.deepEqual(a.overheadRatio, { median: 1.125, min: 1, max: 1.25, n: 3 });
     assert.deepEqual(a.predicted?.durationMs, 8000);
+  });
+  it('the calibrated prediction over the runs that had one (the first has no earlier run to price it with)', () => {
+    assert.deepEqual(a.calibratedDurationMs, { median: 8700, min: 8400, max: 9000, n: 2 });
+    assert.equal(a.calibratedRatio?.n, 2);
+    assert.ok(Math.abs(a.calibratedRatio!.max - 10_000 / 9000) < 1e-9);
   });
   it('an outcome missing from a run counts 0 there', () => {
     assert.deepEqual(a.byOutcome, {

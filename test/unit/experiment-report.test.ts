@@ -141,6 +141,8 @@ describe('scriptComparison: the script control beside fleetroll with the same ba
       latencyP99Ms: zero,
       overheadRatio: null,
       predicted: null,
+      calibratedRatio: null,
+      calibratedDurationMs: null,
       outcomes: { completed: 1, stopped: 0, failed: 0 },
       newVersion: { answeredInDeploy: zero, sentInDeploy: zero, ownFailures: zero, otherFailures: zero, stopMs: null, stopAfterFirstFailureMs: null, exposureMs: null },
       health: null,
@@ -288,7 +290,7 @@ describe('strategies against a bad version: what counts as a problem, and the ta
     const zero = st(0);
     const agg = (o: Partial<CellAggregate>): CellAggregate => ({
       runs: 2, deployErrors: 0, requests: { total: st(350), ok: zero, failed: zero, retried: zero }, byOutcome: {}, failuresByPhase: [], windowMs: st(3900, 3800, 4000), deployDurationMs: zero, minCapacity: zero, peakInstances: zero,
-      reloads: zero, waves: zero, latencyP99Ms: zero, overheadRatio: null, predicted: null, outcomes: { completed: 0, stopped: 2, failed: 0 },
+      reloads: zero, waves: zero, latencyP99Ms: zero, overheadRatio: null, predicted: null, calibratedRatio: null, calibratedDurationMs: null, outcomes: { completed: 0, stopped: 2, failed: 0 },
       newVersion: { answeredInDeploy: st(25), sentInDeploy: st(250), ownFailures: st(5), otherFailures: zero, stopMs: st(6100), stopAfterFirstFailureMs: st(3300), exposureMs: st(4000) },
       health: { requests: st(245), failed5xx: st(5), dropped: zero, mixedVersionWindowMs: zero }, ...o,
     });

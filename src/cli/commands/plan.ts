@@ -4,7 +4,9 @@ import type { ResolvedStrategy } from '../../core/strategy.js';
 import type { Fleet } from '../../config/load.js';
 import { changesFromRunning } from '../../engine/records.js';
 import { jsonOption } from '../options.js';
-import { buildDeps, fleetHandles } from '../../wiring.js';
+import type { FleetState } from '../../ports.js';
+import { simulateRollout } from '../../sim/simulate.js';
+import { pricedTimings, readStateBestEffort } from '../costs.js';
 import { table, type Out } from '../output.js';
 import { explainStrategy, secondsText, strategyFromOptions, withStrategyOptions } from '../strategy.js';
 
@@ -120,19 +122,22 @@ export function planJson(s: ResolvedStrategy, plan: ReturnType<typeof planStrate
  * Best effort: plan works without reaching the hosts, so an unreachable
  * first host only says why there is no comparison.
  */
-async function printChanges(fleet: Fleet, out: Out): Promise<void> {
-  try {
-    const deps = await buildDeps(fleet);
-    const rt = [...deps.runtimes.values()][0];
-    await (rt as { ping(ms?: number): Promise<void> } | undefined)?.ping(2000);
-    const state = await fleetHandles(fleet, deps).store.read();
-    const changes = changesFromRunning(fleet, state);
-    if (!changes) out.line('changes: none running yet (no revision in the fleet\'s history)');
-    else if (changes.lines.length === 0) out.line(`changes: none (the running revision ${changes.from.number} has this spec)`);
-    else out.line(`changes from the running revision ${changes.from.number} (${changes.from.image}):\n  ${changes.lines.join('\n  ')}`);
-  } catch (err) {
-    out.line(`changes: unknown (cannot read the fleet's state: ${(err as Error).message.split('\n')[0]})`);
+function printChanges(fleet: Fleet, read: { state?: FleetState | undefined; error?: string }, out: Out): void {
+  if (read.error !== undefined) {
+    out.line(`changes: unknown (cannot read the fleet's state: ${read.error})`);
+    return;
   }
+  const changes = changesFromRunning(fleet, read.state);
+  if (!changes) out.line('changes: none running yet (no revision in the fleet\'s history)');
+  else if (changes.lines.length === 0) out.line(`changes: none (the running revision ${changes.from.number} has this spec)`);
+  else out.line(`changes from the running revision ${changes.from.number} (${changes.from.image}):\n  ${changes.lines.join('\n  ')}`);
+}
+
+/** The rollout's duration as simulate predicts it, priced with the fleet's recorded costs where it has some. */
+async function printPredicted(strategy: ResolvedStrategy, fleet: Fleet, read: { state?: FleetState | undefined; error?: string }, out: Out): Promise<void> {
+  const priced = await pricedTimings({}, fleet, async () => read);
+  const r = await simulateRollout(strategy, priced.timings);
+  out.line(`predicted duration: ${(r.durationMs / 1000).toFixed(1)} s (${priced.text}; \`fleetroll simulate -f\` for the details)`);
 }
 
 export function registerPlan(program: CommandUnknownOpts, out: Out): void {
@@ -159,9 +164,10 @@ Examples:
         out.json(planJson(strategy, plan));
         return;
       }
-      if (fleet) {
+      const read = fleet ? await readStateBestEffort(fleet) : undefined;
+      if (fleet && read) {
         out.line(`service ${fleet.service} (${fleet.source.file}), image ${fleet.image}`);
-        await printChanges(fleet, out);
+        printChanges(fleet, read, out);
       }
       explainStrategy(strategy, out);
       if (plan.type === 'BlueGreen') printBlueGreenPlan(plan, strategy.blueGreen?.scaleDownDelaySeconds ?? 0, out);
@@ -171,5 +177,6 @@ Examples:
         const p = placement(fleet.replicas, fleet.hosts);
         out.line(`placement: ${Object.entries(p.perHost).map(([h, n]) => `${h} ${n}`).join(', ')}${p.unplaced ? ` — ${p.unplaced} instance(s) fit on no host (maxInstances)` : ''}; surge instances go to hosts below maxInstances`);
       }
+      if (fleet && read && strategy.replicas > 0) await printPredicted(strategy, fleet, read, out);
     });
 }

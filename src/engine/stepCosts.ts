@@ -1,0 +1,46 @@
+/**
+ * A rollout's step costs (core/stepCosts.ts), read off the events it emits:
+ * create + start and stop from `started` / `stopped`, a load-balancer change
+ * from `upstream`, and start to ready from the time between an instance's
+ * `started` and `ready` on the rollout's clock. The rollout adds its fixed
+ * costs (prepare, verify) itself.
+ */
+import { FLEET, type CostSample } from '../core/stepCosts.js';
+import type { Clock } from '../ports.js';
+import type { RolloutEvent } from './events.js';
+
+export class StepCostRecorder {
+  readonly samples: CostSample[] = [];
+  private readonly startedAt = new Map<string, { at: number; host: string }>();
+
+  constructor(private readonly clock: Clock) {}
+
+  see(e: RolloutEvent): void {
+    switch (e.type) {
+      case 'started':
+        if (e.ms !== undefined) this.samples.push({ kind: 'run', place: e.host, ms: e.ms });
+        this.startedAt.set(e.name, { at: this.clock.now(), host: e.host });
+        break;
+      case 'ready': {
+        const s = this.startedAt.get(e.name);
+        // Only the first readiness after a start: one seen again later (after a failed probe) is not a warm-up.
+        if (s) this.samples.push({ kind: 'ready', place: s.host, ms: this.clock.now() - s.at });
+        this.startedAt.delete(e.name);
+        break;
+      }
+      case 'stopped':
+        this.startedAt.delete(e.name);
+        if (e.ms !== undefined) this.samples.push({ kind: 'stop', place: e.host, ms: e.ms });
+        break;
+      case 'upstream':
+        for (const [lb, ms] of Object.entries(e.balancers ?? {})) this.samples.push({ kind: 'change', place: lb, ms });
+        break;
+      default:
+        break;
+    }
+  }
+
+  fixed(kind: 'prepare' | 'verify', ms: number): void {
+    this.samples.push({ kind, place: FLEET, ms });
+  }
+}

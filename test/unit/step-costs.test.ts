@@ -1,0 +1,136 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { resolveStrategy } from '../../src/core/strategy.js';
+import { addCosts, costsText, median, readCosts, typicalCosts, type CostSample, type StepCosts } from '../../src/core/stepCosts.js';
+import { StepCostRecorder } from '../../src/engine/stepCosts.js';
+import type { RolloutEvent } from '../../src/engine/events.js';
+import { calibratedTimings, simulateRollout, type SimulationTimings } from '../../src/sim/simulate.js';
+import { pricedTimings } from '../../src/cli/costs.js';
+import type { Fleet } from '../../src/config/load.js';
+
+const AT = '2026-12-03T06:00:00.000Z';
+const run = (place: string, ms: number): CostSample => ({ kind: 'run', place, ms });
+
+describe('step costs: what the state keeps', () => {
+  const rows: { name: string; previous: unknown; samples: CostSample[]; keep?: number; want: StepCosts | undefined }[] = [
+    { name: 'nothing before, nothing now: nothing kept', previous: undefined, samples: [], want: undefined },
+    { name: 'a first deploy', previous: undefined, samples: [run('h1', 300), run('h1', 320.4), { kind: 'change', place: 'lb1', ms: 250 }], want: { deploys: 1, lastAt: AT, samples: { run: { h1: [300, 320] }, change: { lb1: [250] } } } },
+    {
+      name: 'a deploy adds its samples after the kept ones, and only the newest are kept',
+      previous: { deploys: 3, lastAt: '2026-12-01T00:00:00.000Z', samples: { run: { h1: [1, 2, 3] }, stop: { h2: [900] } } },
+      samples: [run('h1', 4), run('h1', 5)],
+      keep: 4,
+      want: { deploys: 4, lastAt: AT, samples: { run: { h1: [2, 3, 4, 5] }, stop: { h2: [900] } } },
+    },
+    { name: 'a deploy without samples (nothing to do) changes nothing', previous: { deploys: 2, lastAt: AT, samples: { run: { h1: [7] } } }, samples: [], want: { deploys: 2, lastAt: AT, samples: { run: { h1: [7] } } } },
+    {
+      name: 'state from elsewhere: what is not a finite, non-negative number is dropped',
+      previous: { deploys: 1, lastAt: AT, samples: { run: { h1: [1, 'x', -3, null, 2] }, bogus: { h1: [1] }, stop: 'no' } },
+      samples: [{ kind: 'stop', place: 'h1', ms: Number.NaN }, run('h2', 9)],
+      want: { deploys: 2, lastAt: AT, samples: { run: { h1: [1, 2], h2: [9] } } },
+    },
+    { name: 'unreadable state is started afresh', previous: { deploys: 'many', samples: {} }, samples: [run('h1', 3)], want: { deploys: 1, lastAt: AT, samples: { run: { h1: [3] } } } },
+  ];
+  for (const r of rows) it(r.name, () => assert.deepEqual(addCosts(r.previous, r.samples, AT, r.keep), r.want));
+
+  it('readCosts refuses what is not costs', () => {
+    for (const v of [null, 3, 'x', { deploys: 0, lastAt: AT, samples: {} }, { deploys: 1, lastAt: 'yesterday', samples: {} }, { deploys: 1, lastAt: AT }]) assert.equal(readCosts(v), undefined, JSON.stringify(v));
+  });
+
+  it('the median of odd and even counts', () => {
+    assert.equal(median([5, 1, 3]), 3);
+    assert.equal(median([4, 1, 3, 2]), 2.5);
+  });
+
+  it('typical costs: the median of each kind over all its places, with the counts; the text names deploys and the last', () => {
+    const c: StepCosts = { deploys: 12, lastAt: AT, samples: { run: { h1: [100, 300], h2: [200] }, change: { lb1: [400, 600] }, verify: { fleet: [50] } } };
+    assert.deepEqual(typicalCosts(c), { runMs: 200, changeMs: 500, verifyMs: 50, counts: { run: 3, change: 2, verify: 1 } });
+    assert.equal(costsText(c), 'costs from 12 deploys, last on 2026-12-03 06:00 UTC');
+  });
+});
+
+describe('step costs: read off a rollout\'s events', () => {
+  it('create+start, start to ready, stop and each load balancer\'s change; a second readiness is not a warm-up', () => {
+    let now = 0;
+    const r = new StepCostRecorder({ now: () => now, sleep: async () => {} } as never);
+    const at = (t: number, e: RolloutEvent) => {
+      now = t;
+      r.see(e);
+    };
+    at(300, { type: 'started', name: 'n1', host: 'h1', ms: 280 });
+    at(2600, { type: 'ready', name: 'n1' });
+    at(2700, { type: 'upstream', action: 'enable', down: [], up: ['n1'], reloads: 1, ms: 90, balancers: { a: 90, b: 60 } });
+    at(5000, { type: 'ready', name: 'n1' });
+    at(6000, { type: 'stopped', name: 'o1', host: 'h2', ms: 1200 });
+    at(6100, { type: 'started', name: 'n2', host: 'h2' });
+    at(6200, { type: 'upstream', action: 'restore', down: [], up: [], reloads: 1 });
+    r.fixed('verify', 40);
+    assert.deepEqual(r.samples, [
+      { kind: 'run', place: 'h1', ms: 280 },
+      { kind: 'ready', place: 'h1', ms: 2300 },
+      { kind: 'change', place: 'a', ms: 90 },
+      { kind: 'change', place: 'b', ms: 60 },
+      { kind: 'stop', place: 'h2', ms: 1200 },
+      { kind: 'verify', place: 'fleet', ms: 40 },
+    ]);
+  });
+
+  it('a simulated rollout yields the costs it was given: the controller measures what the ports cost', async () => {
+    const s = resolveStrategy({ replicas: 3, strategy: { rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } });
+    const r = await simulateRollout(s, { startupMs: 2000, drainMs: 500, stopMs: 700, minReadyMs: 0, jitter: 0, seed: 1, runMs: 300, reloadMs: 150 });
+    const t = typicalCosts(addCosts(undefined, r.deploy.costs ?? [], AT)!);
+    assert.equal(t.runMs, 300);
+    assert.equal(t.stopMs, 700);
+    assert.equal(t.changeMs, 150);
+    // Ready is seen at the first probe (every 250 ms) at or after the warm-up.
+    assert.ok(t.readyMs! >= 2000 && t.readyMs! <= 2250, String(t.readyMs));
+    assert.equal(t.prepareMs, undefined, 'simulate has no preflight');
+  });
+});
+
+describe('step costs: simulate priced with them', () => {
+  const base: SimulationTimings = { startupMs: 3000, drainMs: 2000, stopMs: 1000, minReadyMs: 0, jitter: 0, seed: 1, periodMs: 250 };
+  it('each recorded kind replaces its nominal value; start to ready loses half a probe period; fixed costs add up', () => {
+    assert.deepEqual(calibratedTimings(base, { runMs: 310, readyMs: 2425, stopMs: 1500, changeMs: 800, prepareMs: 900, verifyMs: 100, counts: {} }), { ...base, runMs: 310, startupMs: 2300, stopMs: 1500, reloadMs: 800, testMs: 0, fixedMs: 1000 });
+    assert.deepEqual(calibratedTimings(base, { counts: {} }), base);
+  });
+
+  it('a calibrated prediction is the rollout the recorded costs make: a run with those costs measures what it predicts', async () => {
+    const s = resolveStrategy({ replicas: 5, strategy: { rollingUpdate: { maxSurge: 2, maxUnavailable: 2 } } });
+    // "Measured": a simulated fleet whose Docker and nginx cost what a busy machine's do.
+    const real = await simulateRollout(s, { ...base, startupMs: 2000, stopMs: 1500, runMs: 400, reloadMs: 1300 });
+    const costs = addCosts(undefined, real.deploy.costs ?? [], AT)!;
+    const nominal = await simulateRollout(s, { ...base, startupMs: 2000, stopMs: 1500 });
+    const calibrated = await simulateRollout(s, calibratedTimings({ ...base, startupMs: 2000, stopMs: 1500 }, typicalCosts(costs)));
+    const ratio = real.durationMs / calibrated.durationMs;
+    assert.ok(real.durationMs / nominal.durationMs > 1.3, `nominal is off: ${real.durationMs} vs ${nominal.durationMs}`);
+    assert.ok(ratio > 0.95 && ratio < 1.05, `calibrated ${calibrated.durationMs} vs measured ${real.durationMs}`);
+  });
+});
+
+describe('step costs: where simulate and plan take their timings from', () => {
+  const fleet = { drainSeconds: 1, minReadySeconds: 0, probes: { readiness: { periodMs: 200 } } } as unknown as Fleet;
+  const withCosts = async () => ({ state: { service: 's', nextRevision: 2, revisions: [], costs: { deploys: 2, lastAt: AT, samples: { run: { h1: [400] }, ready: { h1: [2100] }, change: { lb: [700] } } } } });
+  const rows: { name: string; o: Parameters<typeof pricedTimings>[0]; fleet?: Fleet; read?: Parameters<typeof pricedTimings>[2]; want: { source: string; text: RegExp; startupMs: number; runMs?: number; reloadMs?: number } }[] = [
+    { name: 'no fleet file: nominal', o: {}, want: { source: 'nominal', text: /no fleet file/, startupMs: 3000 } },
+    { name: 'a fleet with recorded costs', o: {}, fleet, read: withCosts, want: { source: 'recorded', text: /costs from 2 deploys, last on 2026-12-03 06:00 UTC/, startupMs: 2000, runMs: 400, reloadMs: 700 } },
+    { name: 'a flag wins over a recorded cost', o: { startup: 1.5 }, fleet, read: withCosts, want: { source: 'recorded', text: /costs from 2/, startupMs: 1500, runMs: 400, reloadMs: 700 } },
+    { name: '--costs nominal', o: { costs: 'nominal' }, fleet, read: withCosts, want: { source: 'nominal', text: /--costs nominal/, startupMs: 3000 } },
+    { name: 'a fleet never deployed', o: {}, fleet, read: async () => ({ state: undefined }), want: { source: 'nominal', text: /no deploy of this fleet has recorded any yet/, startupMs: 3000 } },
+    { name: 'state that cannot be read says why', o: {}, fleet, read: async () => ({ error: 'connect ENOENT /var/run/docker.sock' }), want: { source: 'nominal', text: /cannot read the fleet's state: connect ENOENT/, startupMs: 3000 } },
+  ];
+  for (const r of rows) {
+    it(r.name, async () => {
+      const p = await pricedTimings(r.o, r.fleet, r.read);
+      assert.equal(p.source, r.want.source);
+      assert.match(p.text, r.want.text);
+      assert.equal(p.timings.startupMs, r.want.startupMs);
+      assert.equal(p.timings.runMs, r.want.runMs);
+      assert.equal(p.timings.reloadMs, r.want.reloadMs);
+    });
+  }
+
+  it('--costs recorded without a fleet file is a field error', async () => {
+    await assert.rejects(pricedTimings({ costs: 'recorded' }, undefined), (e: Error) => /--costs/.test(JSON.stringify(e)) || /--costs/.test(e.message));
+  });
+});
