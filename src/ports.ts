@@ -169,11 +169,28 @@ export interface Router {
   /** `nginx -s reload`: new workers take the new config, old ones finish in-flight requests. */
   reload(): Promise<void>;
   /**
+   * Optional: what the last write + test and reload cost, by part, in ms:
+   * the raw operations (`file`, `nginx -t`, `nginx -s reload`) and what is
+   * not one (`workers`: waiting for the list of workers from before;
+   * `confirm`: polling until every worker is a new one). The rollout puts
+   * them in its upstream events, so the log names every part of a change.
+   */
+  lastChange?(): ChangeParts | undefined;
+  /**
    * `nginx -T`: the whole configuration nginx would load, every included file
    * with it, for checks that read how the user's nginx.conf uses what
    * fleetroll writes. Optional: a router that cannot show it skips them.
    */
   config?(): Promise<string>;
+}
+
+/** The parts of one load-balancer change (Router.lastChange), in ms; a part that did not happen is absent. */
+export interface ChangeParts {
+  file?: number | undefined;
+  'nginx -t'?: number | undefined;
+  workers?: number | undefined;
+  'nginx -s reload'?: number | undefined;
+  confirm?: number | undefined;
 }
 
 /** The instance a readiness probe looks at: a healthcheck or exec probe reaches the container through its host's Runtime. */

@@ -16,7 +16,7 @@ import { randomBytes } from 'node:crypto';
 import { readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { FleetrollError, type ErrorCode } from '../errors.js';
-import type { Router } from '../ports.js';
+import type { ChangeParts, Router } from '../ports.js';
 import { type DockerRuntime, execIn, getFileEntry, putFile } from './docker.js';
 
 /**
@@ -120,6 +120,8 @@ export class NginxContainerRouter implements Router {
     this.workersAskedAt = Date.now();
     let previous: { content: string | undefined; mode: number };
     let r: Awaited<ReturnType<NginxContainerRouter['exec']>>;
+    const t0 = Date.now();
+    this.parts = undefined;
     try {
       if (this.known) previous = this.known;
       else {
@@ -128,7 +130,9 @@ export class NginxContainerRouter implements Router {
       }
       this.known = undefined;
       await putFile(docker, this.container, this.upstreamFile, content, previous.mode);
+      const t1 = Date.now();
       r = await this.exec(['-t']);
+      this.parts = { file: t1 - t0, 'nginx -t': Date.now() - t1 };
     } catch (err) {
       this.workersBefore = undefined;
       throw err;
@@ -167,7 +171,9 @@ export class NginxContainerRouter implements Router {
     // A snapshot from a write long ago (a restore with no reload after it) is not trusted.
     const pending = Date.now() - this.workersAskedAt < WORKERS_FRESH_MS ? this.workersBefore : undefined;
     this.workersBefore = undefined;
+    const t0 = Date.now();
     const before = await (pending ?? this.workers());
+    const t1 = Date.now();
     const r = await this.exec(['-s', 'reload']).catch((err: unknown) => {
       this.known = undefined;
       throw err;
@@ -176,7 +182,16 @@ export class NginxContainerRouter implements Router {
       this.known = undefined;
       throw failure('E_NGINX_RELOAD', `${this.name}: \`nginx -s reload\` exited with ${r.exitCode}:\n${nginxLines(r.stderr, r.stdout)}`);
     }
+    const t2 = Date.now();
     await waitForNewWorkers(this.name, before, () => this.workers());
+    this.parts = { ...this.parts, workers: t1 - t0, 'nginx -s reload': t2 - t1, confirm: Date.now() - t2 };
+  }
+
+  /** The parts of the last change (ports.ts Router.lastChange). */
+  private parts: ChangeParts | undefined;
+
+  lastChange(): ChangeParts | undefined {
+    return this.parts;
   }
 }
 
@@ -302,11 +317,15 @@ export class NginxExecRouter implements Router {
   }
 
   async writeAndTest(content: string): Promise<void> {
+    const t0 = Date.now();
+    this.parts = undefined;
     const previous = await this.read();
     let mode = 0o644;
     if (previous !== undefined) mode = (await stat(this.upstreamFile).catch(() => undefined))?.mode ?? mode;
     await this.atomicWrite(content, mode & 0o7777);
+    const t1 = Date.now();
     const r = await this.nginx(['-t']);
+    this.parts = { file: t1 - t0, 'nginx -t': Date.now() - t1 };
     if (r.ok) return;
 
     let restored = previous === undefined ? 'the new file was removed again' : 'the previous content was put back';
@@ -341,11 +360,22 @@ export class NginxExecRouter implements Router {
   }
 
   async reload(): Promise<void> {
+    const t0 = Date.now();
     const before = await this.workers();
+    const t1 = Date.now();
     const r = await this.nginx(['-s', 'reload']);
     if (!r.ok) {
       throw failure('E_NGINX_RELOAD', `${this.name}: \`${r.command}\` failed:\n${r.output}`, undefined, 'is the nginx master running (its pid file present)?');
     }
+    const t2 = Date.now();
     await waitForNewWorkers(this.name, before, () => this.workers());
+    this.parts = { ...this.parts, workers: t1 - t0, 'nginx -s reload': t2 - t1, confirm: Date.now() - t2 };
+  }
+
+  /** The parts of the last change (ports.ts Router.lastChange). */
+  private parts: ChangeParts | undefined;
+
+  lastChange(): ChangeParts | undefined {
+    return this.parts;
   }
 }

@@ -82,11 +82,13 @@ export function typicalText(t: TypicalCosts): string {
   const f = (ms: number | undefined) => (ms === undefined ? undefined : `${(ms / 1000).toFixed(2)} s`);
   const parts: [string, number | undefined][] = [
     ['create+start', t.runMs],
+    ['+ per start beside it', t.runQueuedMs],
     ['start to ready', t.readyMs],
     ['stop', t.stopMs],
     ['load-balancer change', t.changeMs],
     ['preflight', t.prepareMs],
     ['final check', t.verifyMs],
+    ['health report', t.reportMs],
   ];
   return parts.flatMap(([k, v]) => (v === undefined ? [] : [`${k} ${f(v)}`])).join(', ');
 }

@@ -9,6 +9,21 @@ import type { EventSink, RolloutEvent } from '../engine/events.js';
 
 export type LogFormat = 'text' | 'json';
 
+/**
+ * ` in 0.42 s (file 40 ms, nginx -t 120 ms, ...)`: how long the change took
+ * from its write to in force, and where the slowest load balancer's time
+ * went, the waits and polls named beside the raw operations.
+ */
+function changeTime(e: Extract<RolloutEvent, { type: 'upstream' }>): string {
+  if (e.ms === undefined) return '';
+  const slowest = Object.entries(e.balancers ?? {}).sort((a, b) => b[1] - a[1])[0];
+  const parts = slowest && e.parts?.[slowest[0]];
+  const named: [string, number | undefined][] = parts ? [['file', parts.file], ['nginx -t', parts['nginx -t']], ['waiting for the old workers\' list', parts.workers], ['nginx -s reload', parts['nginx -s reload']], ['confirming new workers', parts.confirm]] : [];
+  const text = named.filter((x): x is [string, number] => x[1] !== undefined).map(([k, v]) => `${k} ${v} ms`);
+  const who = Object.keys(e.balancers ?? {}).length > 1 && slowest ? `; slowest ${slowest[0]}` : '';
+  return ` in ${(e.ms / 1000).toFixed(2)} s${text.length ? ` (${text.join(', ')}${who})` : who ? ` (${who.slice(2)})` : ''}`;
+}
+
 export function describeEvent(e: RolloutEvent): string {
   switch (e.type) {
     case 'observed': {
@@ -20,7 +35,7 @@ export function describeEvent(e: RolloutEvent): string {
     case 'upstream': {
       if (e.action === 'restore') return 'upstream: nginx -t failed; files restored, nothing reloaded';
       const parts = [...(e.up.length ? [`in: ${e.up.join(', ')}`] : []), ...(e.down.length ? [`down: ${e.down.join(', ')}`] : [])];
-      return `upstream: nginx -t ok, reloaded (${parts.join('; ') || 'tidied'}) [${e.reloads} reloads]`;
+      return `upstream: nginx -t ok, reloaded (${parts.join('; ') || 'tidied'}) [${e.reloads} reloads]${changeTime(e)}`;
     }
     case 'draining':
       return `draining ${e.names.join(', ')} for ${e.seconds} s`;

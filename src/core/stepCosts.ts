@@ -18,16 +18,19 @@
  * - stop: docker stop + remove after the drain, at its host;
  * - change: a load-balancer change, from writing its file to the reload in force, at that load balancer;
  * - prepare: preflight and image checks before the first step, for the fleet;
- * - verify: the final version check of every instance, for the fleet.
+ * - verify: the final version check of every instance, for the fleet;
+ * - report: reading the deploy's health numbers from the access logs at its end, for the fleet.
  */
-export const COST_KINDS = ['run', 'ready', 'stop', 'change', 'prepare', 'verify'] as const;
+export const COST_KINDS = ['run', 'ready', 'stop', 'change', 'prepare', 'verify', 'report'] as const;
 export type CostKind = (typeof COST_KINDS)[number];
 
 export interface CostSample {
   kind: CostKind;
-  /** A host's or load balancer's name; FLEET for prepare and verify. */
+  /** A host's or load balancer's name; FLEET for prepare, verify and report. */
   place: string;
   ms: number;
+  /** run: the starts in flight on the host when this one began, itself included (1: alone). */
+  inFlight?: number | undefined;
 }
 
 export const FLEET = 'fleet';
@@ -39,6 +42,8 @@ export interface StepCosts {
   /** When the last of them ended (ISO time). */
   lastAt: string;
   samples: Partial<Record<CostKind, Record<string, number[]>>>;
+  /** Per host, each run sample's starts in flight (CostSample.inFlight), in the same order as samples.run; 1 where unknown. */
+  inFlight?: Record<string, number[]> | undefined;
 }
 
 export const COST_SAMPLES_KEEP = 64;
@@ -52,16 +57,27 @@ export function addCosts(previous: unknown, samples: readonly CostSample[], at: 
   const before = readCosts(previous);
   if (samples.length === 0) return before;
   const out: StepCosts = { deploys: (before?.deploys ?? 0) + 1, lastAt: at, samples: {} };
+  const inFlight: Record<string, number[]> = {};
   for (const kind of COST_KINDS) {
     const places = { ...(before?.samples[kind] ?? {}) };
+    if (kind === 'run') for (const [p, xs] of Object.entries(places)) inFlight[p] = inFlightOf(before, p, xs.length);
     for (const s of samples) {
       if (s.kind !== kind || !Number.isFinite(s.ms) || s.ms < 0) continue;
       places[s.place] = [...(places[s.place] ?? []), Math.round(s.ms)];
+      if (kind === 'run') inFlight[s.place] = [...(inFlight[s.place] ?? []), s.inFlight !== undefined && Number.isInteger(s.inFlight) && s.inFlight >= 1 ? s.inFlight : 1];
     }
     for (const p of Object.keys(places)) places[p] = places[p]!.slice(-keep);
     if (Object.keys(places).length > 0) out.samples[kind] = places;
   }
+  for (const p of Object.keys(inFlight)) inFlight[p] = inFlight[p]!.slice(-keep);
+  if (Object.keys(inFlight).length > 0) out.inFlight = inFlight;
   return out;
+}
+
+/** A host's in-flight counts, aligned with its `n` run samples: 1 where the state has none (or they do not line up). */
+function inFlightOf(c: StepCosts | undefined, place: string, n: number): number[] {
+  const xs = c?.inFlight?.[place];
+  return xs && xs.length === n ? [...xs] : Array.from({ length: n }, () => 1);
 }
 
 /** Costs as the state holds them, checked: undefined if there is nothing usable. */
@@ -83,7 +99,14 @@ export function readCosts(v: unknown): StepCosts | undefined {
     }
     if (Object.keys(kept).length) samples[kind] = kept;
   }
-  return { deploys, lastAt, samples };
+  const inFlight: Record<string, number[]> = {};
+  if (typeof o.inFlight === 'object' && o.inFlight !== null) {
+    for (const [place, xs] of Object.entries(o.inFlight)) {
+      // Only counts that line up with the run samples kept: a count is meaningless beside another sample.
+      if (Array.isArray(xs) && xs.length === samples.run?.[place]?.length && xs.every((x) => Number.isInteger(x) && x >= 1)) inFlight[place] = xs as number[];
+    }
+  }
+  return { deploys, lastAt, samples, ...(Object.keys(inFlight).length ? { inFlight } : {}) };
 }
 
 /** The median of a non-empty list (the mean of the middle two for an even count). */
@@ -106,6 +129,13 @@ export interface TypicalCosts {
   changeMs?: number | undefined;
   prepareMs?: number | undefined;
   verifyMs?: number | undefined;
+  reportMs?: number | undefined;
+  /**
+   * What each start in flight before it on its host adds to a start
+   * (Docker does part of a create at a time): the slope of create + start
+   * against the starts in flight; runMs is then a start alone.
+   */
+  runQueuedMs?: number | undefined;
   /** Samples behind each figure. */
   counts: Partial<Record<CostKind, number>>;
 }
@@ -118,7 +148,34 @@ export function typicalCosts(c: StepCosts): TypicalCosts {
     out.counts[kind] = xs.length;
     out[`${kind}Ms`] = Math.round(median(xs));
   }
+  const line = runLine(c);
+  if (line) {
+    out.runMs = line.aloneMs;
+    out.runQueuedMs = line.queuedMs;
+  }
   return out;
+}
+
+/**
+ * create + start = alone + queued × (in flight - 1), by least squares over
+ * every host's samples; undefined unless the samples have starts alone and
+ * starts beside others (then the median says it all). Neither part below 0.
+ */
+export function runLine(c: StepCosts): { aloneMs: number; queuedMs: number } | undefined {
+  const pts: [number, number][] = [];
+  for (const [place, ms] of Object.entries(c.samples.run ?? {})) {
+    const k = inFlightOf(c, place, ms.length);
+    ms.forEach((m, i) => pts.push([k[i]! - 1, m]));
+  }
+  if (!pts.some(([x]) => x === 0) || !pts.some(([x]) => x > 0)) return undefined;
+  const n = pts.length;
+  const mx = pts.reduce((a, [x]) => a + x, 0) / n;
+  const my = pts.reduce((a, [, y]) => a + y, 0) / n;
+  const sxx = pts.reduce((a, [x]) => a + (x - mx) ** 2, 0);
+  const slope = Math.max(0, pts.reduce((a, [x, y]) => a + (x - mx) * (y - my), 0) / sxx);
+  // The median of starts alone, not the intercept: one slow start alone should not tilt the line.
+  const alone = median(pts.filter(([x]) => x === 0).map(([, y]) => y));
+  return { aloneMs: Math.round(alone), queuedMs: Math.round(slope) };
 }
 
 /** One line for people: where the figures come from. */

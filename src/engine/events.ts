@@ -5,21 +5,25 @@
  * of a run. Nothing reads a message's words: what a consumer acts on is a
  * field of a typed event.
  */
+import type { ChangeParts } from '../ports.js';
+
 export type RolloutEvent =
   | { type: 'observed'; instances: number; byRevision: Record<string, number>; revision: string }
   | { type: 'wave'; index: number; start: number; stop: string[] }
   /**
    * A change in force in every load balancer. `ms`: from its write starting to
    * the last reload in force; `balancers`: the same per load balancer (by its
-   * name), so a slow one is named. Absent on a restore, and in logs from
+   * name), so a slow one is named; `parts`: where a real nginx's time went,
+   * per load balancer (ports.ts ChangeParts: the raw operations, and the
+   * waits and polls that are not). Absent on a restore, and in logs from
    * before they were measured.
    */
-  | { type: 'upstream'; action: 'drain' | 'enable' | 'final' | 'restore'; down: string[]; up: string[]; reloads: number; ms?: number | undefined; balancers?: Record<string, number> | undefined }
+  | { type: 'upstream'; action: 'drain' | 'enable' | 'final' | 'restore'; down: string[]; up: string[]; reloads: number; ms?: number | undefined; balancers?: Record<string, number> | undefined; parts?: Record<string, ChangeParts> | undefined }
   | { type: 'draining'; names: string[]; seconds: number }
   /** `ms`: docker stop + remove (absent in logs from before it was measured). */
   | { type: 'stopped'; name: string; host: string; ms?: number | undefined }
-  /** `ms`: docker create + start (absent in logs from before it was measured). */
-  | { type: 'started'; name: string; host: string; address?: string | undefined; ms?: number | undefined }
+  /** `ms`: docker create + start; `inFlight`: starts running on the host when it began, itself included (both absent in logs from before they were measured). */
+  | { type: 'started'; name: string; host: string; address?: string | undefined; ms?: number | undefined; inFlight?: number | undefined }
   | { type: 'ready'; name: string }
   | { type: 'available'; name: string }
   /** `tries` and `elapsedMs`: how many probes the final check needed and how long they took (absent in logs from before it retried). */

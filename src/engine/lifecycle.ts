@@ -32,6 +32,8 @@ export class Lifecycle {
   /** Instances started within two probe periods of each other, by batch number. */
   private readonly batches = new Map<number, Instance[]>();
   private openBatch: { id: number; at: number } | undefined;
+  /** Creates + starts running on each host now: Docker does part of each one at a time, so a start's cost grows with them (core/stepCosts.ts). */
+  private readonly startsInFlight = new Map<string, number>();
 
   constructor(
     private readonly ctx: RolloutContext,
@@ -84,11 +86,18 @@ export class Lifecycle {
     const rt = d.runtimes.get(host);
     // Timed from the host's turn, not the request: a start waiting in the host's queue is the controller's doing, which simulate models itself.
     let began = 0;
+    let inFlight = 0;
     d.work
       .run(host, async () => {
         if (!rt) throw new FleetrollError('E_INTERNAL', `no runtime for host ${host}`);
         began = ctx.now();
-        return rt.run(spec);
+        inFlight = (this.startsInFlight.get(host) ?? 0) + 1;
+        this.startsInFlight.set(host, inFlight);
+        try {
+          return await rt.run(spec);
+        } finally {
+          this.startsInFlight.set(host, (this.startsInFlight.get(host) ?? 1) - 1);
+        }
       })
       .then(
         (info) => {
@@ -96,7 +105,7 @@ export class Lifecycle {
           inst.address = info.address;
           ctx.view.touch(inst);
           inst.runningSince = ctx.now();
-          ctx.emit({ type: 'started', name: inst.id, host, address: info.address, ms: ctx.now() - began });
+          ctx.emit({ type: 'started', name: inst.id, host, address: info.address, ms: ctx.now() - began, inFlight });
           d.journal('start', 'end', { name: inst.id, host, address: info.address });
           ctx.progress();
           if (inst.phase === 'starting') {

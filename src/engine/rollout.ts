@@ -25,6 +25,7 @@ import { preflight } from './preflight.js';
 import { revisionOf } from './revision.js';
 import { rollBack } from './rollback.js';
 import { StepCostRecorder } from './stepCosts.js';
+import { FLEET } from '../core/stepCosts.js';
 import { strategyTraits } from './strategies/index.js';
 import { verify } from './verify.js';
 
@@ -61,7 +62,10 @@ export async function deploy(fleetIn: Fleet, deps: DeployDeps, options: DeployOp
   } catch (err) {
     throw withHealth(err, await watch.finish());
   }
-  return { ...result, health: await watch.finish() };
+  const reportFrom = clock.now();
+  const health = await watch.finish();
+  // The health numbers are read after the last step: a cost of every deploy that reads access logs.
+  return { ...result, health, costs: [...(result.costs ?? []), { kind: 'report', place: FLEET, ms: clock.now() - reportFrom }] };
 }
 
 /** A health watch over the fleet's access logs (deps.accessLogs must be set), started now. */

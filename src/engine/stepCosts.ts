@@ -18,7 +18,7 @@ export class StepCostRecorder {
   see(e: RolloutEvent): void {
     switch (e.type) {
       case 'started':
-        if (e.ms !== undefined) this.samples.push({ kind: 'run', place: e.host, ms: e.ms });
+        if (e.ms !== undefined) this.samples.push({ kind: 'run', place: e.host, ms: e.ms, ...(e.inFlight !== undefined ? { inFlight: e.inFlight } : {}) });
         this.startedAt.set(e.name, { at: this.clock.now(), host: e.host });
         break;
       case 'ready': {
@@ -40,7 +40,7 @@ export class StepCostRecorder {
     }
   }
 
-  fixed(kind: 'prepare' | 'verify', ms: number): void {
+  fixed(kind: 'prepare' | 'verify' | 'report', ms: number): void {
     this.samples.push({ kind, place: FLEET, ms });
   }
 }

@@ -19,7 +19,7 @@
  * inForce.ts, the files and their all-or-nothing write upstreamFiles.ts.
  */
 import type { ForceKey, StickyKey, UpstreamEntry } from '../core/upstream.js';
-import type { Clock, Journal } from '../ports.js';
+import type { ChangeParts, Clock, Journal } from '../ports.js';
 import type { EventSink } from './events.js';
 import { faultPoint } from './faults.js';
 import { InForce, splitSignature } from './inForce.js';
@@ -237,12 +237,17 @@ export class Traffic {
       const issuedAt = this.o.clock.now();
       // Every nginx at once: the routing is in force when the slowest has confirmed, not the sum.
       const balancers: Record<string, number> = {};
+      const parts: Record<string, ChangeParts> = {};
       const reloaded = await Promise.allSettled(
         toReload.map(async (i) => {
           const lb = this.o.balancers[i];
           await lb?.router.reload();
           this.reloads++;
-          if (lb) balancers[lb.router.name] = this.o.clock.now() - began;
+          if (lb) {
+            balancers[lb.router.name] = this.o.clock.now() - began;
+            const p = lb.router.lastChange?.();
+            if (p) parts[lb.router.name] = p;
+          }
         }),
       );
       const refused = reloaded.find((r): r is PromiseRejectedResult => r.status === 'rejected');
@@ -257,6 +262,7 @@ export class Traffic {
         reloads: this.reloads,
         ms: this.o.clock.now() - began,
         balancers,
+        ...(Object.keys(parts).length ? { parts } : {}),
       });
       this.o.journal('reload', 'end', { up: new Names(servers, false), down: new Names(servers, true) });
       this.o.applied(this.loaded.up, this.loaded.down, [...d.upAdded, ...d.upRemoved]);

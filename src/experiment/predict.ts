@@ -6,7 +6,7 @@
  */
 import type { Fleet } from '../config/load.js';
 import type { ResolvedStrategy } from '../core/strategy.js';
-import { median, type CostKind, type CostSample, type TypicalCosts } from '../core/stepCosts.js';
+import { addCosts, median, runLine, type CostKind, type CostSample, type TypicalCosts } from '../core/stepCosts.js';
 import { calibratedTimings, simulateRollout, type SimulationResult } from '../sim/simulate.js';
 
 /** The timings a run was configured with: what `simulate` is given to predict it. */
@@ -53,7 +53,10 @@ export async function predictCalibrated(strategy: ResolvedStrategy, t: NominalTi
     const xs = extra.filter((s) => s.kind === kind).map((s) => s.ms);
     return xs.length ? Math.max(0, Math.round(median(xs) + plus)) : undefined;
   };
-  const typical: TypicalCosts = { runMs: of('run'), readyMs: of('ready', t.startupMs), stopMs: of('stop', t.stopMs), changeMs: of('change'), prepareMs: of('prepare'), verifyMs: of('verify'), counts: {} };
+  // create + start is not an offset: its line over the starts in flight comes from the samples as they are.
+  const runs = addCosts(undefined, extra.filter((s) => s.kind === 'run'), new Date(0).toISOString(), Number.MAX_SAFE_INTEGER);
+  const line = runs ? runLine(runs) : undefined;
+  const typical: TypicalCosts = { runMs: line?.aloneMs ?? of('run'), runQueuedMs: line?.queuedMs, readyMs: of('ready', t.startupMs), stopMs: of('stop', t.stopMs), changeMs: of('change'), prepareMs: of('prepare'), verifyMs: of('verify'), reportMs: of('report'), counts: {} };
   const timings = calibratedTimings({ ...t, jitter: 0, seed: 1, periodMs, runMs: 500, reloadMs: 300 }, typical);
   const r = await simulateRollout(strategy, timings, analysis ? { analysis } : {});
   return { durationMs: r.durationMs, waves: r.waves, peakInstances: r.peakInstances, lowestCapacity: r.lowestCapacity, mixedVersionWindowMs: r.mixedVersionWindowMs, reloads: r.reloads };

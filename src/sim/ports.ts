@@ -22,6 +22,8 @@ export interface SimTimings {
   stopMs: number;
   /** docker create + start, ms. */
   runMs: number;
+  /** Added to a create + start for each other start in flight on its host when it begins, ms (default 0). */
+  runQueuedMs?: number;
   /** nginx reload until the new workers are in force, ms. */
   reloadMs: number;
   /** Writing the upstream file and `nginx -t`, ms (0 if not given). */
@@ -87,6 +89,8 @@ export class SimWorld {
   private nextIp = 1;
   private running = 0;
   readonly routers: SimRouter[] = [];
+  /** Creates + starts in flight per host (SimTimings.runQueuedMs). */
+  readonly startsInFlight = new Map<string, number>();
   /** Peak of containers alive (running or stopping) at once. */
   peakAlive = 0;
   /** Called after every change of the simulated world. */

@@ -44,7 +44,15 @@ export class SimRuntime implements Runtime {
 
   async run(spec: InstanceSpec): Promise<InstanceInfo> {
     this.check();
-    if (this.w.timings.runMs > 0) await this.w.clock.sleep(this.w.timings.runMs);
+    const queued = this.w.timings.runQueuedMs ?? 0;
+    const inFlight = (this.w.startsInFlight.get(this.host) ?? 0) + 1;
+    this.w.startsInFlight.set(this.host, inFlight);
+    const ms = this.w.timings.runMs + queued * (inFlight - 1);
+    try {
+      if (ms > 0) await this.w.clock.sleep(ms);
+    } finally {
+      this.w.startsInFlight.set(this.host, (this.w.startsInFlight.get(this.host) ?? 1) - 1);
+    }
     this.check();
     const c = this.w.make(this.host, spec.name, spec.labels, spec.port, spec.image);
     const version = spec.labels[LABELS.version] ?? '';

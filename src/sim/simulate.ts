@@ -31,13 +31,15 @@ export interface SimulationTimings {
   seed: number;
   /** docker create + start, ms (default 0). */
   runMs?: number | undefined;
+  /** Added to a create + start per other start in flight on its host, ms (default 0). */
+  runQueuedMs?: number | undefined;
   /** An nginx reload until it is in force, ms (default 0). */
   reloadMs?: number | undefined;
   /** Upstream write + `nginx -t`, ms (default 0). */
   testMs?: number | undefined;
   /** Readiness probe period, ms (default 250, the fleet default). */
   periodMs?: number | undefined;
-  /** What a deploy costs outside the controller (preflight, image checks, the final version check), added to the duration, ms (default 0). */
+  /** What a deploy costs outside the controller (preflight, image checks, the final version check, the health report), added to the duration, ms (default 0). */
   fixedMs?: number | undefined;
 }
 
@@ -139,7 +141,7 @@ function healthyTraffic(revision: string): NonNullable<DeployDeps['trafficWindow
 
 export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings, setup: SimulationSetup = {}): Promise<SimulationResult & { deploy: DeployResult }> {
   const clock = new VirtualClock();
-  const world = new SimWorld(clock, { startupMs: t.startupMs, stopMs: t.stopMs, runMs: t.runMs ?? 0, reloadMs: t.reloadMs ?? 0, testMs: t.testMs ?? 0, jitter: t.jitter }, seededRandom(t.seed), setup.faults ?? {});
+  const world = new SimWorld(clock, { startupMs: t.startupMs, stopMs: t.stopMs, runMs: t.runMs ?? 0, runQueuedMs: t.runQueuedMs ?? 0, reloadMs: t.reloadMs ?? 0, testMs: t.testMs ?? 0, jitter: t.jitter }, seededRandom(t.seed), setup.faults ?? {});
   const fleet = simulatedFleet(s, t, setup);
   const revision = revisionOf(fleet);
   const runtimes = new Map(fleet.hosts.map((h) => [h.name, new SimRuntime(h.name, world)] as const));
@@ -247,9 +249,10 @@ export function calibratedTimings(base: SimulationTimings, c: TypicalCosts): Sim
   return {
     ...base,
     ...(c.runMs !== undefined ? { runMs: c.runMs } : {}),
+    ...(c.runQueuedMs !== undefined ? { runQueuedMs: c.runQueuedMs } : {}),
     ...(c.readyMs !== undefined ? { startupMs: Math.max(0, c.readyMs - Math.round(period / 2)) } : {}),
     ...(c.stopMs !== undefined ? { stopMs: c.stopMs } : {}),
     ...(c.changeMs !== undefined ? { reloadMs: c.changeMs, testMs: 0 } : {}),
-    ...(c.prepareMs !== undefined || c.verifyMs !== undefined ? { fixedMs: (c.prepareMs ?? 0) + (c.verifyMs ?? 0) } : {}),
+    ...(c.prepareMs !== undefined || c.verifyMs !== undefined || c.reportMs !== undefined ? { fixedMs: (c.prepareMs ?? 0) + (c.verifyMs ?? 0) + (c.reportMs ?? 0) } : {}),
   };
 }

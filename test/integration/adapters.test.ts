@@ -387,9 +387,15 @@ describe('NginxContainerRouter', () => {
     figure('container router writeAndTest (putFile + nginx -t via exec)', Date.now() - t);
     t = Date.now();
     await router.reload();
-    figure('container router reload (until every worker is a new one)', Date.now() - t);
+    const took = Date.now() - t;
+    figure('container router reload (until every worker is a new one)', took);
     // reload() returns once the new config is in force: the very next requests use it.
     await allServe(base, 10, '1.0.0');
+    // Where the change's time went: every part named, the reload's parts within the reload's own time.
+    const parts = router.lastChange();
+    assert.deepEqual(Object.keys(parts ?? {}).sort(), ['confirm', 'file', 'nginx -s reload', 'nginx -t', 'workers']);
+    assert.ok(Object.values(parts ?? {}).every((v) => typeof v === 'number' && v >= 0), JSON.stringify(parts));
+    assert.ok((parts?.workers ?? 0) + (parts?.['nginx -s reload'] ?? 0) + (parts?.confirm ?? 0) <= took, `${JSON.stringify(parts)} within ${took} ms`);
     assert.equal(await router.read(), good);
 
     t = Date.now();

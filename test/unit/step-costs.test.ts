@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { resolveStrategy } from '../../src/core/strategy.js';
-import { addCosts, costsText, median, readCosts, typicalCosts, type CostSample, type StepCosts } from '../../src/core/stepCosts.js';
+import { addCosts, costsText, median, readCosts, runLine, typicalCosts, type CostSample, type StepCosts } from '../../src/core/stepCosts.js';
 import { StepCostRecorder } from '../../src/engine/stepCosts.js';
 import type { RolloutEvent } from '../../src/engine/events.js';
 import { calibratedTimings, simulateRollout, type SimulationTimings } from '../../src/sim/simulate.js';
@@ -14,24 +14,40 @@ const run = (place: string, ms: number): CostSample => ({ kind: 'run', place, ms
 describe('step costs: what the state keeps', () => {
   const rows: { name: string; previous: unknown; samples: CostSample[]; keep?: number; want: StepCosts | undefined }[] = [
     { name: 'nothing before, nothing now: nothing kept', previous: undefined, samples: [], want: undefined },
-    { name: 'a first deploy', previous: undefined, samples: [run('h1', 300), run('h1', 320.4), { kind: 'change', place: 'lb1', ms: 250 }], want: { deploys: 1, lastAt: AT, samples: { run: { h1: [300, 320] }, change: { lb1: [250] } } } },
+    { name: 'a first deploy', previous: undefined, samples: [run('h1', 300), run('h1', 320.4), { kind: 'change', place: 'lb1', ms: 250 }], want: { deploys: 1, lastAt: AT, samples: { run: { h1: [300, 320] }, change: { lb1: [250] } }, inFlight: { h1: [1, 1] } } },
     {
       name: 'a deploy adds its samples after the kept ones, and only the newest are kept',
       previous: { deploys: 3, lastAt: '2026-12-01T00:00:00.000Z', samples: { run: { h1: [1, 2, 3] }, stop: { h2: [900] } } },
       samples: [run('h1', 4), run('h1', 5)],
       keep: 4,
-      want: { deploys: 4, lastAt: AT, samples: { run: { h1: [2, 3, 4, 5] }, stop: { h2: [900] } } },
+      want: { deploys: 4, lastAt: AT, samples: { run: { h1: [2, 3, 4, 5] }, stop: { h2: [900] } }, inFlight: { h1: [1, 1, 1, 1] } },
     },
     { name: 'a deploy without samples (nothing to do) changes nothing', previous: { deploys: 2, lastAt: AT, samples: { run: { h1: [7] } } }, samples: [], want: { deploys: 2, lastAt: AT, samples: { run: { h1: [7] } } } },
     {
       name: 'state from elsewhere: what is not a finite, non-negative number is dropped',
       previous: { deploys: 1, lastAt: AT, samples: { run: { h1: [1, 'x', -3, null, 2] }, bogus: { h1: [1] }, stop: 'no' } },
       samples: [{ kind: 'stop', place: 'h1', ms: Number.NaN }, run('h2', 9)],
-      want: { deploys: 2, lastAt: AT, samples: { run: { h1: [1, 2], h2: [9] } } },
+      want: { deploys: 2, lastAt: AT, samples: { run: { h1: [1, 2], h2: [9] } }, inFlight: { h1: [1, 1], h2: [1] } },
     },
-    { name: 'unreadable state is started afresh', previous: { deploys: 'many', samples: {} }, samples: [run('h1', 3)], want: { deploys: 1, lastAt: AT, samples: { run: { h1: [3] } } } },
+    { name: 'unreadable state is started afresh', previous: { deploys: 'many', samples: {} }, samples: [run('h1', 3)], want: { deploys: 1, lastAt: AT, samples: { run: { h1: [3] } }, inFlight: { h1: [1] } } },
   ];
   for (const r of rows) it(r.name, () => assert.deepEqual(addCosts(r.previous, r.samples, AT, r.keep), r.want));
+
+  it('each create + start keeps the starts in flight beside it, aligned with the samples; unknown counts are 1', () => {
+    const previous = { deploys: 1, lastAt: AT, samples: { run: { h1: [400, 410] } } };
+    const c = addCosts(previous, [{ kind: 'run', place: 'h1', ms: 700, inFlight: 3 }, { kind: 'run', place: 'h2', ms: 500 }], AT, 2)!;
+    assert.deepEqual(c.samples.run, { h1: [410, 700], h2: [500] });
+    assert.deepEqual(c.inFlight, { h1: [1, 3], h2: [1] });
+    assert.deepEqual(readCosts({ ...c, inFlight: { h1: [1], h2: [0] } })?.inFlight, undefined, 'counts that do not line up, or are not counts, are dropped');
+  });
+
+  const line: { name: string; run: Record<string, number[]>; inFlight?: Record<string, number[]>; want: ReturnType<typeof runLine> }[] = [
+    { name: 'starts alone only: no line (the median says it all)', run: { h1: [400, 500] }, want: undefined },
+    { name: 'starts beside others only: no line', run: { h1: [700, 800] }, inFlight: { h1: [2, 3] }, want: undefined },
+    { name: 'alone and beside others: the median alone, and what each other start adds', run: { h1: [400, 420, 380, 500, 600, 700] }, inFlight: { h1: [1, 1, 1, 2, 3, 4] }, want: { aloneMs: 400, queuedMs: 100 } },
+    { name: 'starts beside others that were no slower: nothing added (never below 0)', run: { h1: [500, 400, 420] }, inFlight: { h1: [1, 2, 3] }, want: { aloneMs: 500, queuedMs: 0 } },
+  ];
+  for (const r of line) it(`create + start against the starts in flight: ${r.name}`, () => assert.deepEqual(runLine({ deploys: 1, lastAt: AT, samples: { run: r.run }, ...(r.inFlight ? { inFlight: r.inFlight } : {}) }), r.want));
 
   it('readCosts refuses what is not costs', () => {
     for (const v of [null, 3, 'x', { deploys: 0, lastAt: AT, samples: {} }, { deploys: 1, lastAt: 'yesterday', samples: {} }, { deploys: 1, lastAt: AT }]) assert.equal(readCosts(v), undefined, JSON.stringify(v));
@@ -86,12 +102,21 @@ describe('step costs: read off a rollout\'s events', () => {
     assert.ok(t.readyMs! >= 2000 && t.readyMs! <= 2250, String(t.readyMs));
     assert.equal(t.prepareMs, undefined, 'simulate has no preflight');
   });
+
+  it('starts side by side on one host: each start in flight before it adds its share, and the line finds it again', async () => {
+    const s = resolveStrategy({ replicas: 4, strategy: { rollingUpdate: { maxSurge: '100%', maxUnavailable: 0 } } });
+    const r = await simulateRollout(s, { startupMs: 1000, drainMs: 500, stopMs: 700, minReadyMs: 0, jitter: 0, seed: 1, runMs: 300, runQueuedMs: 120 });
+    const runs = (r.deploy.costs ?? []).filter((c) => c.kind === 'run');
+    assert.deepEqual(runs.map((c) => [c.inFlight, c.ms]), [[1, 300], [2, 420], [3, 540], [4, 660]]);
+    const t = typicalCosts(addCosts(undefined, runs, AT)!);
+    assert.deepEqual([t.runMs, t.runQueuedMs], [300, 120]);
+  });
 });
 
 describe('step costs: simulate priced with them', () => {
   const base: SimulationTimings = { startupMs: 3000, drainMs: 2000, stopMs: 1000, minReadyMs: 0, jitter: 0, seed: 1, periodMs: 250 };
   it('each recorded kind replaces its nominal value; start to ready loses half a probe period; fixed costs add up', () => {
-    assert.deepEqual(calibratedTimings(base, { runMs: 310, readyMs: 2425, stopMs: 1500, changeMs: 800, prepareMs: 900, verifyMs: 100, counts: {} }), { ...base, runMs: 310, startupMs: 2300, stopMs: 1500, reloadMs: 800, testMs: 0, fixedMs: 1000 });
+    assert.deepEqual(calibratedTimings(base, { runMs: 310, readyMs: 2425, stopMs: 1500, changeMs: 800, prepareMs: 900, verifyMs: 100, reportMs: 300, counts: {} }), { ...base, runMs: 310, startupMs: 2300, stopMs: 1500, reloadMs: 800, testMs: 0, fixedMs: 1300 });
     assert.deepEqual(calibratedTimings(base, { counts: {} }), base);
   });
 
