@@ -77,6 +77,9 @@ export type { ContainerConfig } from './core/container.js';
 export type { DeployHealthReport } from './core/deployHealth.js';
 export type { UpstreamEntry } from './core/upstream.js';
 export type { SimulationResult, SimulationTimings } from './sim/simulate.js';
+/** A fleet's recorded step costs (FleetState.costs) as simulate's timings: `simulate(f, { timings: calibratedTimings(base, typicalCosts(readCosts(state.costs))) })`. */
+export { calibratedTimings } from './sim/simulate.js';
+export { readCosts, typicalCosts, type StepCosts, type TypicalCosts } from './core/stepCosts.js';
 
 /**
  * Validates a fleet given as an object exactly as a fleet file would be
@@ -197,8 +200,11 @@ export interface SimulateFleetOptions {
   /** For a fleet file's path: what the CLI's flags override (`--replicas`, `--max-surge`, ...). */
   overrides?: CliOverrides | undefined;
   /**
-   * The simulated durations, ms. Defaults as `fleetroll simulate`: startup 3000,
-   * stop 1000, drain and minReady from the fleet (else 2000 and 0), jitter 0, seed 1.
+   * The simulated durations, ms. Defaults as `fleetroll simulate --costs
+   * nominal`: startup 3000, stop 1000, drain and minReady from the fleet
+   * (else 2000 and 0), jitter 0, seed 1. The library does not read the
+   * fleet's recorded step costs (that needs its first host); pass them here
+   * (calibratedTimings with typicalCosts of FleetState.costs) to price with them.
    */
   timings?: Partial<SimulationTimings> | undefined;
   /** Every event of the simulated rollout, with its virtual time (ms from the start). */
@@ -221,6 +227,8 @@ export async function simulate(source: FleetSource | StrategyFlags, options: Sim
     minReadyMs: t.minReadyMs ?? Math.round((fleet?.minReadySeconds ?? 0) * 1000),
     jitter: t.jitter ?? 0,
     seed: t.seed ?? 1,
+    // The fleet's own probe period, as the CLI simulates it.
+    ...(t.periodMs === undefined && fleet ? { periodMs: fleet.probes.readiness.periodMs } : {}),
   };
   const issues = timingIssues(timings);
   if (issues.length > 0) throw new ValidationError(issues);

@@ -88,10 +88,12 @@ console.log(JSON.stringify({
     assert.deepEqual(out.fromFlags, [[4, 0], [4, 1], [3, 2], [2, 3], [1, 4], [0, 4]]);
     assert.ok((out.notes as number) > 0, 'validate says where the access logs are');
     assert.deepEqual(out.error, { fleetroll: true, validation: true, exitCode: 2, invalidInput: 2, message: 'replicas: must be a whole number from 0 to 10000, got -1' });
-    // The library's prediction is the installed CLI's own.
-    const cli = run(join(project, 'node_modules/.bin/fleetroll'), ['simulate', '-f', 'node_modules/fleetroll/examples/fleet.yaml', '--json'], project);
+    // The library's prediction is the installed CLI's own, at nominal costs (the library reads no fleet state).
+    const cli = run(join(project, 'node_modules/.bin/fleetroll'), ['simulate', '-f', 'node_modules/fleetroll/examples/fleet.yaml', '--costs', 'nominal', '--json'], project);
     assert.equal(cli.code, 0, cli.stderr);
-    assert.deepEqual(out.simulated, JSON.parse(cli.stdout));
+    const { costs, ...cliSimulated } = JSON.parse(cli.stdout) as { costs: { source: string } };
+    assert.equal(costs.source, 'nominal');
+    assert.deepEqual(out.simulated, cliSimulated);
     assert.deepEqual([(out.simulated as { durationMs: number }).durationMs, (out.simulated as { waves: number }).waves], [12050, 4]);
   });
 

@@ -44,9 +44,9 @@ describe('plan, simulate and validate do what the CLI does', () => {
     assert.equal(r.plan.type, 'Canary');
   });
 
-  it('simulate of a fleet file: the CLI\'s defaults (startup 3 s, stop 1 s, the fleet\'s drain)', async () => {
+  it('simulate of a fleet file: the CLI\'s nominal defaults (startup 3 s, stop 1 s, the fleet\'s drain and probe period)', async () => {
     const fleet = await loadFleet(example('fleet.yaml'));
-    const want = await simulateRollout(fleet.strategy, { startupMs: 3000, drainMs: 2000, stopMs: 1000, minReadyMs: 0, jitter: 0, seed: 1 });
+    const want = await simulateRollout(fleet.strategy, { startupMs: 3000, drainMs: 2000, stopMs: 1000, minReadyMs: 0, jitter: 0, seed: 1, periodMs: fleet.probes.readiness.periodMs });
     const r = await simulate(example('fleet.yaml'));
     assert.deepEqual({ ...r, deploy: undefined }, { ...want, deploy: undefined });
     assert.deepEqual([r.durationMs, r.waves, r.peakInstances, r.lowestCapacity], [12050, 4, 6, 3]);
