@@ -24,10 +24,11 @@ export async function requestSwitchBack(store: StateStore, o: { sleep: (ms: numb
     const last = journal[journal.length - 1]?.rollout;
     return journal.filter((e) => e.rollout === last);
   };
-  const mine = ofLast(await store.journal());
+  // Both at once: every Docker call here is on the path from the command to users back on the old set.
+  const [journal, state] = await Promise.all([store.journal(), store.read()]);
+  const mine = ofLast(journal);
   if (mine.some((e) => ENDED_STEPS.includes(e.step)) || !mine.some((e) => e.step === 'switch')) return undefined;
   const rollout = mine[0]?.rollout;
-  const state = await store.read();
   if (!state) return undefined;
   const t0 = Date.now();
   await store.write({ ...state, switchBack: true });

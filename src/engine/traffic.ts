@@ -156,6 +156,12 @@ export class Traffic {
     if (this.timer) this.arm(Math.max(this.o.coalesceMs, until - this.o.clock.now()));
   }
 
+  /** What waits goes out now, not within coalesceMs: a switch back that users are waiting on shares its reload with nothing. */
+  hurry(): void {
+    this.heldUntil = 0;
+    if (this.timer) this.arm(0);
+  }
+
   /** The batch is complete: what waits goes out within coalesceMs. */
   release(): void {
     this.heldUntil = 0;

@@ -44,7 +44,7 @@ export function stat(values: readonly number[]): Stat | undefined {
 export interface RunInput {
   /** What `simulate` predicted for this run (predict()), for engine runs. */
   predicted?: Prediction | undefined;
-  /** The same, priced with the step costs of the experiment's earlier runs (predictCalibrated), and how many there were. */
+  /** The same, priced with the step costs of the experiment's earlier deploys (predictCalibrated), and how many measured runs were among them. */
   calibrated?: (Prediction & { fromRuns: number }) | undefined;
   records: readonly RequestRecord[];
   events: readonly TimedEvent[];
@@ -115,7 +115,7 @@ export interface RunMetrics {
    * Null unless the deploy completed (simulate predicts the rollout that passes).
    */
   overheadRatio: number | null;
-  /** `simulate` priced with the experiment's earlier runs' costs; null for the first run, or without a strategy. */
+  /** `simulate` priced with the costs of the experiment's earlier deploys (its fleet's first deploy included); null without a strategy. */
   calibrated: (Prediction & { fromRuns: number }) | null;
   /** Measured deploy duration over the calibrated prediction; null unless both exist and the deploy completed. */
   calibratedRatio: number | null;
@@ -201,7 +201,7 @@ export interface CellAggregate {
   predicted: Prediction | null;
   /** Measured over the calibrated prediction, over the runs that had one. */
   calibratedRatio: Stat | null;
-  /** The calibrated predictions' durations (the first run has none). */
+  /** The calibrated predictions' durations. */
   calibratedDurationMs: Stat | null;
   /** Runs per deploy outcome. */
   outcomes: Record<DeployOutcome, number>;

@@ -69,11 +69,13 @@ export function eventLines(events: readonly TimedEvent[]): unknown[] {
 }
 
 /**
- * `calibration`: the step costs of the experiment's earlier engine runs that
- * completed, beyond their nominal timings (predict.ts beyondNominal); this
- * run's prediction is priced with them only, and its own are added after it.
+ * `calibration`: the step costs of the experiment's earlier deploys, beyond
+ * their nominal timings (predict.ts beyondNominal), and how many measured
+ * runs completed among them. This run's prediction is priced with them and
+ * with the deploy that started its own fleet at `from` (which comes before
+ * the measured one); its own costs are added after it.
  */
-async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRuntime, nginxImage: string, total: number, calibration: CostSample[]): Promise<RunOutcome> {
+async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRuntime, nginxImage: string, total: number, calibration: { samples: CostSample[]; runs: number }): Promise<RunOutcome> {
   const { cell } = run;
   const p = cell.params;
   const name = `${o.namePrefix}-${run.index}`;
@@ -122,9 +124,15 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
   );
   const strategy = cell.resolved ? r.toFleet.strategy : undefined;
   const nominal = { startupMs: p.warmupSeconds * 1000, drainMs: p.drainSeconds * 1000, stopMs: p.prestopSeconds * 1000, minReadyMs: p.minReadySeconds * 1000 };
-  const earlierRuns = calibration.filter((c) => c.kind === 'verify').length;
-  const calibrated = strategy ? await predictCalibrated(strategy, nominal, calibration, r.toFleet.probes.readiness.periodMs, r.toFleet.analysis) : undefined;
-  if (strategy && r.deploy && !r.deployError) calibration.push(...beyondNominal(r.deploy.costs ?? [], nominal));
+  // The deploy that started this run's fleet at `from` came before the measured one: a calibration run the experiment makes anyway.
+  const first = beyondNominal(r.initialCosts ?? [], nominal);
+  const earlierRuns = calibration.runs;
+  const calibrated = strategy ? await predictCalibrated(strategy, nominal, [...calibration.samples, ...first], r.toFleet.probes.readiness.periodMs, r.toFleet.analysis) : undefined;
+  calibration.samples.push(...first);
+  if (strategy && r.deploy && !r.deployError) {
+    calibration.samples.push(...beyondNominal(r.deploy.costs ?? [], nominal));
+    calibration.runs++;
+  }
   const metrics = runMetrics({
     predicted: strategy ? await predict(strategy, nominal, r.toFleet.analysis) : undefined,
     calibrated: calibrated && { ...calibrated, fromRuns: earlierRuns },
@@ -186,7 +194,7 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
   o.log(
     `  ${m.outcome === 'stopped' ? 'STOPPED by the analysis; ' : ''}${m.requests.total} requests, ${m.requests.failed} failed, ${m.requests.retried} retried; window ${(m.windowMs / 1000).toFixed(1)} s; deploy ${(m.deployDurationMs / 1000).toFixed(1)} s` +
       `${m.predicted ? ` (simulate ${(m.predicted.durationMs / 1000).toFixed(1)} s${m.overheadRatio !== null ? `, overhead ${m.overheadRatio.toFixed(2)}×` : ''})` : ''}` +
-      `${m.calibrated ? ` (calibrated on ${m.calibrated.fromRuns} earlier run${m.calibrated.fromRuns === 1 ? '' : 's'}: ${(m.calibrated.durationMs / 1000).toFixed(1)} s${m.calibratedRatio !== null ? `, ${m.calibratedRatio.toFixed(2)}×` : ''})` : ''}; min in service ${m.minCapacity}, peak ${m.peakInstances}, ${m.reloads} reloads` +
+      `${m.calibrated ? ` (calibrated on ${m.calibrated.fromRuns ? `${m.calibrated.fromRuns} earlier run${m.calibrated.fromRuns === 1 ? '' : 's'} and ` : ''}the fleet's first deploy: ${(m.calibrated.durationMs / 1000).toFixed(1)} s${m.calibratedRatio !== null ? `, ${m.calibratedRatio.toFixed(2)}×` : ''})` : ''}; min in service ${m.minCapacity}, peak ${m.peakInstances}, ${m.reloads} reloads` +
       (r.deployError ? `\n  deploy ${m.outcome === 'stopped' ? 'stopped' : 'FAILED'}: ${r.deployError.split('\n')[0]}` : ''),
   );
   if (bad) o.log(bad.trimEnd());
@@ -257,7 +265,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentSum
   await mkdir(join(o.outDir, 'charts'), { recursive: true });
 
   const outcomes: RunOutcome[] = [];
-  const calibration: CostSample[] = [];
+  const calibration = { samples: [] as CostSample[], runs: 0 };
   for (const run of planned) {
     if (o.signal?.aborted) {
       o.log(`interrupted: skipping the remaining ${planned.length - outcomes.length} run(s)`);

@@ -137,6 +137,8 @@ export interface UnderLoadResult {
   /** The fleet rolled to (its resolved strategy and timings). */
   toFleet: Fleet;
   deploy?: DeployResult | undefined;
+  /** What the steps of the deploy that started the fleet at `from` cost (before the measured one: an experiment's calibration). */
+  initialCosts?: DeployResult['costs'];
   /** Set when the deploy itself failed (its message). */
   deployError?: string | undefined;
   /** The deploy failed because the analysis gate failed: the new version was taken out of traffic and the fleet rolled back. */
@@ -160,6 +162,7 @@ function observedRouter(r: Router, onReload: (up: string[], down: string[]) => v
     check: () => r.check(),
     read: () => r.read(),
     ...(r.config ? { config: () => r.config!() } : {}),
+    ...(r.lastChange ? { lastChange: () => r.lastChange!() } : {}),
     async writeAndTest(content) {
       await r.writeAndTest(content);
       written = content;
@@ -281,6 +284,7 @@ export async function runUnderLoad(
       initial,
       toFleet,
       deploy: result,
+      initialCosts: initialDeploy.costs,
       deployError,
       stoppedByAnalysis,
       ...(health ? { health } : {}),

@@ -83,7 +83,7 @@ function resultsTable(summary: ExperimentSummary): Block {
         sec(a.deployDurationMs),
         a.predicted ? `${secOf(a.predicted.durationMs)} / ${secOf(a.predicted.mixedVersionWindowMs)}` : 'n/a',
         a.overheadRatio ? `${fmtStat(a.overheadRatio, 1, 2)}×` : 'n/a',
-        a.calibratedDurationMs ? sec(a.calibratedDurationMs) : 'n/a (no earlier run)',
+        a.calibratedDurationMs ? sec(a.calibratedDurationMs) : 'n/a',
         a.calibratedRatio ? `${fmtStat(a.calibratedRatio, 1, 2)}×` : 'n/a',
         `${fmtStat(a.minCapacity)} of ${c.params.replicas}${a.predicted ? ` (sim ${a.predicted.lowestCapacity})` : ''}`,
         `${fmtStat(a.peakInstances)}${a.predicted ? ` (sim ${a.predicted.peakInstances})` : ''}`,

@@ -81,6 +81,7 @@ describe('blue-green, for real', () => {
     const file = f.fleetFile({ replicas: 3, type: 'BlueGreen', scaleDownDelaySeconds: 60, image: 'fleetroll-example:1.1.0' });
     const running = await startCliUntil(['deploy', '-f', file], /switched: the old set/);
     await moreRequests(load, 10, 'requests served by the new set');
+    const undoFrom = load.elapsed();
     const undo = await runCli(['undo', '-f', file]);
     const deployed = await running.exited;
     const undoneAt = load.elapsed();
@@ -90,7 +91,8 @@ describe('blue-green, for real', () => {
     assert.equal(undo.code, 0, undo.stdout + undo.stderr);
     const ms = Number(/switched back: .* (\d+) ms after this request/.exec(undo.stdout)?.[1]);
     assert.ok(Number.isFinite(ms), undo.stdout);
-    t.diagnostic(`undo: traffic back on the old set ${ms} ms after the request`);
+    const lastNew = Math.max(...records.filter((r) => r.version === '1.1.0').map((r) => r.t + r.latencyMs));
+    t.diagnostic(`undo: traffic back on the old set ${ms} ms after the request; the new set's last answer through nginx ${Math.round(lastNew - undoFrom)} ms after the command started`);
     assert.equal(deployed.code, 1, deployed.stdout + deployed.stderr);
     assert.match(deployed.stderr, /rolled back \(undo\)/);
     assert.deepEqual(failedOf(records).length, 0, `${await explainFailed(f, records, loadStart)}\nundo:\n${undo.stdout}${undo.stderr}\ndeploy:\n${deployed.stdout}${deployed.stderr}`);

@@ -72,6 +72,10 @@ describe('experiment', () => {
     assert.ok(a.predicted.durationMs > 0);
     // The floor the timings imply is a real lower bound.
     assert.ok(a.overheadRatio && a.overheadRatio.median > 1, `overhead ${JSON.stringify(a.overheadRatio)}`);
+    // The only engine run is calibrated all the same: by the deploy that started its fleet, before the measured one.
+    assert.equal(a.calibratedDurationMs?.n, 1, 'a calibrated prediction');
+    assert.ok(a.calibratedRatio && a.calibratedRatio.median > 0, JSON.stringify(a.calibratedRatio));
+    assert.match(r.stderr, /calibrated on the fleet's first deploy: [0-9.]+ s/);
 
     // The naive control: one of two instances out at a time, no prediction.
     assert.equal(naive.aggregate.minCapacity.min, 1);

@@ -250,6 +250,7 @@ export class BlueGreenDriver extends BaseDriver {
     ctx.emit({ type: 'switchingBack', cause: error ? 'analysis' : 'undo' });
     ctx.d.journal('switch-back', 'begin', {});
     ctx.end({ kind: 'switchedBack', requestedAt: now, ...(error !== undefined ? { error } : {}) });
+    ctx.traffic.hurry();
   }
 
   override keepsDraining(inst: Instance, e: Ending, now: number): boolean {
