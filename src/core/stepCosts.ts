@@ -29,7 +29,7 @@ export interface CostSample {
   /** A host's or load balancer's name; FLEET for prepare, verify and report. */
   place: string;
   ms: number;
-  /** run: the starts in flight on the host when this one began, itself included (1: alone). */
+  /** run: the most starts in flight on the host at once while this one ran, itself included (1: alone). */
   inFlight?: number | undefined;
 }
 
@@ -42,7 +42,7 @@ export interface StepCosts {
   /** When the last of them ended (ISO time). */
   lastAt: string;
   samples: Partial<Record<CostKind, Record<string, number[]>>>;
-  /** Per host, each run sample's starts in flight (CostSample.inFlight), in the same order as samples.run; 1 where unknown. */
+  /** Per host, each run sample's starts in flight beside it (CostSample.inFlight), in the same order as samples.run; 1 where unknown. */
   inFlight?: Record<string, number[]> | undefined;
 }
 
@@ -131,9 +131,9 @@ export interface TypicalCosts {
   verifyMs?: number | undefined;
   reportMs?: number | undefined;
   /**
-   * What each start in flight before it on its host adds to a start
-   * (Docker does part of a create at a time): the slope of create + start
-   * against the starts in flight; runMs is then a start alone.
+   * What each other start in flight beside it on its host adds to a start
+   * (Docker shares itself among them): the slope of create + start against
+   * the starts in flight; runMs is then a start alone.
    */
   runQueuedMs?: number | undefined;
   /** Samples behind each figure. */
@@ -181,4 +181,29 @@ export function runLine(c: StepCosts): { aloneMs: number; queuedMs: number } | u
 /** One line for people: where the figures come from. */
 export function costsText(c: StepCosts): string {
   return `costs from ${c.deploys} deploy${c.deploys === 1 ? '' : 's'}, last on ${c.lastAt.slice(0, 16).replace('T', ' ')} UTC`;
+}
+
+/**
+ * Work in progress per key (a host's creates + starts), each item with the
+ * most that were in progress at once while it ran: four starts issued
+ * together all slow down together (Docker shares itself among them), so a
+ * start is priced by that count, not by its place in the queue.
+ */
+export class Overlaps {
+  private readonly live = new Map<string, Set<{ max: number }>>();
+
+  begin(key: string): { max: number } {
+    let set = this.live.get(key);
+    if (!set) this.live.set(key, (set = new Set()));
+    const item = { max: 0 };
+    set.add(item);
+    for (const i of set) i.max = Math.max(i.max, set.size);
+    return item;
+  }
+
+  end(key: string, item: { max: number }): void {
+    const set = this.live.get(key);
+    set?.delete(item);
+    if (set?.size === 0) this.live.delete(key);
+  }
 }

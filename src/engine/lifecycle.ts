@@ -11,6 +11,7 @@
  */
 import { isTerminating, type Phase } from '../core/decide.js';
 import type { UpstreamEntry } from '../core/upstream.js';
+import { Overlaps } from '../core/stepCosts.js';
 import { FleetrollError } from '../errors.js';
 import type { InstanceInfo } from '../ports.js';
 import { LABELS } from '../ports.js';
@@ -32,8 +33,8 @@ export class Lifecycle {
   /** Instances started within two probe periods of each other, by batch number. */
   private readonly batches = new Map<number, Instance[]>();
   private openBatch: { id: number; at: number } | undefined;
-  /** Creates + starts running on each host now: Docker does part of each one at a time, so a start's cost grows with them (core/stepCosts.ts). */
-  private readonly startsInFlight = new Map<string, number>();
+  /** Creates + starts running on each host now: Docker shares itself among them, so a start's cost grows with them (core/stepCosts.ts). */
+  private readonly startsInFlight = new Overlaps();
 
   constructor(
     private readonly ctx: RolloutContext,
@@ -91,12 +92,12 @@ export class Lifecycle {
       .run(host, async () => {
         if (!rt) throw new FleetrollError('E_INTERNAL', `no runtime for host ${host}`);
         began = ctx.now();
-        inFlight = (this.startsInFlight.get(host) ?? 0) + 1;
-        this.startsInFlight.set(host, inFlight);
+        const overlap = this.startsInFlight.begin(host);
         try {
           return await rt.run(spec);
         } finally {
-          this.startsInFlight.set(host, (this.startsInFlight.get(host) ?? 1) - 1);
+          this.startsInFlight.end(host, overlap);
+          inFlight = overlap.max;
         }
       })
       .then(

@@ -12,6 +12,7 @@
  * Docker host (SimRuntime) only uses the world and is in ./runtime.ts.
  */
 import { parseUpstreamServers, PLACEHOLDER_ADDRESS, type UpstreamEntry } from '../core/upstream.js';
+import { Overlaps } from '../core/stepCosts.js';
 import { FleetrollError } from '../errors.js';
 import { LABELS, type Clock, type ProbeTarget, type Prober, type Router, type UpstreamFile } from '../ports.js';
 
@@ -22,7 +23,7 @@ export interface SimTimings {
   stopMs: number;
   /** docker create + start, ms. */
   runMs: number;
-  /** Added to a create + start for each other start in flight on its host when it begins, ms (default 0). */
+  /** Added to a create + start for each other start in flight beside it on its host, ms (default 0). */
   runQueuedMs?: number;
   /** nginx reload until the new workers are in force, ms. */
   reloadMs: number;
@@ -90,7 +91,7 @@ export class SimWorld {
   private running = 0;
   readonly routers: SimRouter[] = [];
   /** Creates + starts in flight per host (SimTimings.runQueuedMs). */
-  readonly startsInFlight = new Map<string, number>();
+  readonly startsInFlight = new Overlaps();
   /** Peak of containers alive (running or stopping) at once. */
   peakAlive = 0;
   /** Called after every change of the simulated world. */

@@ -45,13 +45,14 @@ export class SimRuntime implements Runtime {
   async run(spec: InstanceSpec): Promise<InstanceInfo> {
     this.check();
     const queued = this.w.timings.runQueuedMs ?? 0;
-    const inFlight = (this.w.startsInFlight.get(this.host) ?? 0) + 1;
-    this.w.startsInFlight.set(this.host, inFlight);
-    const ms = this.w.timings.runMs + queued * (inFlight - 1);
+    const overlap = this.w.startsInFlight.begin(this.host);
     try {
+      // Starts issued together (one decision) all register before any is priced: they share the engine.
+      if (queued > 0) await this.w.clock.sleep(0);
+      const ms = this.w.timings.runMs + queued * (overlap.max - 1);
       if (ms > 0) await this.w.clock.sleep(ms);
     } finally {
-      this.w.startsInFlight.set(this.host, (this.w.startsInFlight.get(this.host) ?? 1) - 1);
+      this.w.startsInFlight.end(this.host, overlap);
     }
     this.check();
     const c = this.w.make(this.host, spec.name, spec.labels, spec.port, spec.image);

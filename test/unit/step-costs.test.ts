@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { resolveStrategy } from '../../src/core/strategy.js';
-import { addCosts, costsText, median, readCosts, runLine, typicalCosts, type CostSample, type StepCosts } from '../../src/core/stepCosts.js';
+import { addCosts, costsText, median, Overlaps, readCosts, runLine, typicalCosts, type CostSample, type StepCosts } from '../../src/core/stepCosts.js';
 import { StepCostRecorder } from '../../src/engine/stepCosts.js';
 import type { RolloutEvent } from '../../src/engine/events.js';
 import { calibratedTimings, simulateRollout, type SimulationTimings } from '../../src/sim/simulate.js';
@@ -103,13 +103,28 @@ describe('step costs: read off a rollout\'s events', () => {
     assert.equal(t.prepareMs, undefined, 'simulate has no preflight');
   });
 
-  it('starts side by side on one host: each start in flight before it adds its share, and the line finds it again', async () => {
-    const s = resolveStrategy({ replicas: 4, strategy: { rollingUpdate: { maxSurge: '100%', maxUnavailable: 0 } } });
-    const r = await simulateRollout(s, { startupMs: 1000, drainMs: 500, stopMs: 700, minReadyMs: 0, jitter: 0, seed: 1, runMs: 300, runQueuedMs: 120 });
-    const runs = (r.deploy.costs ?? []).filter((c) => c.kind === 'run');
-    assert.deepEqual(runs.map((c) => [c.inFlight, c.ms]), [[1, 300], [2, 420], [3, 540], [4, 660]]);
-    const t = typicalCosts(addCosts(undefined, runs, AT)!);
+  it('starts side by side on one host all slow down together, each by what every other one adds; the line finds it again', async () => {
+    const timings = { startupMs: 1000, drainMs: 500, stopMs: 700, minReadyMs: 0, jitter: 0, seed: 1, runMs: 300, runQueuedMs: 120 };
+    const together = await simulateRollout(resolveStrategy({ replicas: 4, strategy: { rollingUpdate: { maxSurge: '100%', maxUnavailable: 0 } } }), timings);
+    const alone = await simulateRollout(resolveStrategy({ replicas: 2, strategy: { rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } }), timings);
+    const runs = (r: typeof alone) => (r.deploy.costs ?? []).filter((c) => c.kind === 'run');
+    assert.deepEqual(runs(together).map((c) => [c.inFlight, c.ms]), [[4, 660], [4, 660], [4, 660], [4, 660]]);
+    assert.deepEqual(runs(alone).map((c) => [c.inFlight, c.ms]), [[1, 300], [1, 300]]);
+    const t = typicalCosts(addCosts(undefined, [...runs(alone), ...runs(together)], AT)!);
     assert.deepEqual([t.runMs, t.runQueuedMs], [300, 120]);
+  });
+
+  it('Overlaps: each item keeps the most in progress at once while it ran, per key', () => {
+    const o = new Overlaps();
+    const a = o.begin('h1');
+    const b = o.begin('h1');
+    const other = o.begin('h2');
+    o.end('h1', a);
+    const c = o.begin('h1');
+    o.end('h1', b);
+    o.end('h1', c);
+    o.end('h2', other);
+    assert.deepEqual([a.max, b.max, c.max, other.max], [2, 2, 2, 1]);
   });
 });
 
