@@ -159,13 +159,18 @@ export function typicalCosts(c: StepCosts): TypicalCosts {
 /**
  * create + start = alone + queued × (in flight - 1), by least squares over
  * every host's samples; undefined unless the samples have starts alone and
- * starts beside others (then the median says it all). Neither part below 0.
+ * starts beside others (then the median says it all), or have only starts
+ * beside others and a start alone is assumed (`assumedAloneMs`). Neither part below 0.
  */
-export function runLine(c: StepCosts): { aloneMs: number; queuedMs: number } | undefined {
+export function runLine(c: StepCosts, assumedAloneMs?: number): { aloneMs: number; queuedMs: number } | undefined {
   const pts: [number, number][] = [];
   for (const [place, ms] of Object.entries(c.samples.run ?? {})) {
     const k = inFlightOf(c, place, ms.length);
     ms.forEach((m, i) => pts.push([k[i]! - 1, m]));
+  }
+  if (!pts.some(([x]) => x === 0) && assumedAloneMs !== undefined && pts.length > 0) {
+    // Only starts beside others (a first deploy starts them all at once): what each added beyond an assumed start alone.
+    return { aloneMs: assumedAloneMs, queuedMs: Math.max(0, Math.round(median(pts.map(([x, y]) => (y - assumedAloneMs) / x)))) };
   }
   if (!pts.some(([x]) => x === 0) || !pts.some(([x]) => x > 0)) return undefined;
   const n = pts.length;

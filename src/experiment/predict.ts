@@ -19,6 +19,10 @@ export interface NominalTimings {
   minReadyMs: number;
 }
 
+/** This machine's typical fixed costs, for the nominal prediction: docker run to a running container, and an nginx change in a container. */
+const NOMINAL_RUN_MS = 500;
+const NOMINAL_RELOAD_MS = 300;
+
 export type Prediction = Pick<SimulationResult, 'durationMs' | 'waves' | 'peakInstances' | 'lowestCapacity' | 'mixedVersionWindowMs' | 'reloads'>;
 
 /**
@@ -28,7 +32,7 @@ export type Prediction = Pick<SimulationResult, 'durationMs' | 'waves' | 'peakIn
  */
 export async function predict(strategy: ResolvedStrategy, t: NominalTimings, analysis?: Fleet['analysis']): Promise<Prediction> {
   // simulate's access logs say the new version is as healthy as the old: an analysis costs its measurements' time and passes.
-  const r = await simulateRollout(strategy, { ...t, jitter: 0, seed: 1, runMs: 500, reloadMs: 300 }, analysis ? { analysis } : {});
+  const r = await simulateRollout(strategy, { ...t, jitter: 0, seed: 1, runMs: NOMINAL_RUN_MS, reloadMs: NOMINAL_RELOAD_MS }, analysis ? { analysis } : {});
   return { durationMs: r.durationMs, waves: r.waves, peakInstances: r.peakInstances, lowestCapacity: r.lowestCapacity, mixedVersionWindowMs: r.mixedVersionWindowMs, reloads: r.reloads };
 }
 
@@ -55,9 +59,10 @@ export async function predictCalibrated(strategy: ResolvedStrategy, t: NominalTi
   };
   // create + start is not an offset: its line over the starts in flight comes from the samples as they are.
   const runs = addCosts(undefined, extra.filter((s) => s.kind === 'run'), new Date(0).toISOString(), Number.MAX_SAFE_INTEGER);
-  const line = runs ? runLine(runs) : undefined;
+  // Without a start alone yet (only the first deploy's, all at once), this machine's typical one: a start alone is never the contended median.
+  const line = runs ? runLine(runs, NOMINAL_RUN_MS) : undefined;
   const typical: TypicalCosts = { runMs: line?.aloneMs ?? of('run'), runQueuedMs: line?.queuedMs, readyMs: of('ready', t.startupMs), stopMs: of('stop', t.stopMs), changeMs: of('change'), prepareMs: of('prepare'), verifyMs: of('verify'), reportMs: of('report'), counts: {} };
-  const timings = calibratedTimings({ ...t, jitter: 0, seed: 1, periodMs, runMs: 500, reloadMs: 300 }, typical);
+  const timings = calibratedTimings({ ...t, jitter: 0, seed: 1, periodMs, runMs: NOMINAL_RUN_MS, reloadMs: NOMINAL_RELOAD_MS }, typical);
   const r = await simulateRollout(strategy, timings, analysis ? { analysis } : {});
   return { durationMs: r.durationMs, waves: r.waves, peakInstances: r.peakInstances, lowestCapacity: r.lowestCapacity, mixedVersionWindowMs: r.mixedVersionWindowMs, reloads: r.reloads };
 }

@@ -47,6 +47,9 @@ describe('step costs: what the state keeps', () => {
     { name: 'alone and beside others: the median alone, and what each other start adds', run: { h1: [400, 420, 380, 500, 600, 700] }, inFlight: { h1: [1, 1, 1, 2, 3, 4] }, want: { aloneMs: 400, queuedMs: 100 } },
     { name: 'starts beside others that were no slower: nothing added (never below 0)', run: { h1: [500, 400, 420] }, inFlight: { h1: [1, 2, 3] }, want: { aloneMs: 500, queuedMs: 0 } },
   ];
+  it('create + start with only starts beside others and a start alone assumed: what each other one added, by the median', () => {
+    assert.deepEqual(runLine({ deploys: 1, lastAt: AT, samples: { run: { h1: [1100, 1300, 800] } }, inFlight: { h1: [4, 4, 3] } }, 500), { aloneMs: 500, queuedMs: 200 });
+  });
   for (const r of line) it(`create + start against the starts in flight: ${r.name}`, () => assert.deepEqual(runLine({ deploys: 1, lastAt: AT, samples: { run: r.run }, ...(r.inFlight ? { inFlight: r.inFlight } : {}) }), r.want));
 
   it('readCosts refuses what is not costs', () => {
