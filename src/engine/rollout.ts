@@ -24,8 +24,7 @@ import { pinImage } from './pin.js';
 import { preflight } from './preflight.js';
 import { revisionOf } from './revision.js';
 import { rollBack } from './rollback.js';
-import { StepCostRecorder } from './stepCosts.js';
-import { FLEET } from '../core/stepCosts.js';
+import { fixedCost, StepCostRecorder } from './stepCosts.js';
 import { strategyTraits } from './strategies/index.js';
 import { verify } from './verify.js';
 
@@ -62,10 +61,10 @@ export async function deploy(fleetIn: Fleet, deps: DeployDeps, options: DeployOp
   } catch (err) {
     throw withHealth(err, await watch.finish());
   }
+  // The health numbers are read after the last step: a cost of every deploy that reads access logs.
   const reportFrom = clock.now();
   const health = await watch.finish();
-  // The health numbers are read after the last step: a cost of every deploy that reads access logs.
-  return { ...result, health, costs: [...(result.costs ?? []), { kind: 'report', place: FLEET, ms: clock.now() - reportFrom }] };
+  return { ...result, health, costs: [...(result.costs ?? []), fixedCost('report', clock.now() - reportFrom)] };
 }
 
 /** A health watch over the fleet's access logs (deps.accessLogs must be set), started now. */
@@ -118,12 +117,8 @@ class Rollout {
     private readonly options: DeployOptions = {},
   ) {
     this.clock = deps.clock ?? systemClock;
-    const sink = deps.events;
     this.costs = new StepCostRecorder(this.clock);
-    this.emit = (e) => {
-      this.costs.see(e);
-      sink?.(e);
-    };
+    this.emit = this.costs.sink(deps.events);
     this.journal = deps.journal ?? (() => {});
     this.revision = revisionOf(fleet);
     this.work = new HostWork(fleet.hostParallelism);
@@ -186,14 +181,10 @@ class Rollout {
     }
     this.controllerEnded = true;
     // The controller's end is the last progress: the final check may take what remains of the deadline from it.
-    const verifyFrom = this.clock.now();
     const instances = this.deps.simulated
       ? result.instances.map((i) => ({ name: i.id, host: i.host, address: i.address, version: this.fleet.version }))
-      : await verify(this.fleet, this.revision, result.instances, this.deps, this.emit, { clock: this.clock, budgetMs: this.fleet.progressDeadlineSeconds * 1000, signal: this.options.signal });
-    if (!this.deps.simulated) {
-      this.costs.fixed('verify', this.clock.now() - verifyFrom);
-      if (this.options.prepared && this.options.preparedMs !== undefined) this.costs.fixed('prepare', this.options.preparedMs);
-    }
+      : await this.costs.timed('verify', () => verify(this.fleet, this.revision, result.instances, this.deps, this.emit, { clock: this.clock, budgetMs: this.fleet.progressDeadlineSeconds * 1000, signal: this.options.signal }));
+    if (!this.deps.simulated && this.options.prepared && this.options.preparedMs !== undefined) this.costs.fixed('prepare', this.options.preparedMs);
     await this.hook('postDeploy', this.contextOfInstances(result.instances, result.waves));
     this.emit({ type: 'complete', revision: this.revision, version: this.fleet.version });
     this.journal('complete', 'end', { waves: result.waves, reloads: result.reloads });

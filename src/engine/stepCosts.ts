@@ -7,7 +7,7 @@
  */
 import { FLEET, type CostSample } from '../core/stepCosts.js';
 import type { Clock } from '../ports.js';
-import type { RolloutEvent } from './events.js';
+import type { EventSink, RolloutEvent } from './events.js';
 
 export class StepCostRecorder {
   readonly samples: CostSample[] = [];
@@ -40,7 +40,28 @@ export class StepCostRecorder {
     }
   }
 
-  fixed(kind: 'prepare' | 'verify' | 'report', ms: number): void {
-    this.samples.push({ kind, place: FLEET, ms });
+  /** The events go on to `next`, seen here first. */
+  sink(next: EventSink | undefined): EventSink {
+    return (e) => {
+      this.see(e);
+      next?.(e);
+    };
   }
+
+  fixed(kind: 'prepare' | 'verify' | 'report', ms: number): void {
+    this.samples.push(fixedCost(kind, ms));
+  }
+
+  /** `work`, timed as a fixed cost of the deploy. */
+  async timed<T>(kind: 'verify', work: () => Promise<T>): Promise<T> {
+    const from = this.clock.now();
+    const out = await work();
+    this.fixed(kind, this.clock.now() - from);
+    return out;
+  }
+}
+
+/** A cost of the deploy as a whole (core/stepCosts.ts FLEET). */
+export function fixedCost(kind: 'prepare' | 'verify' | 'report', ms: number): CostSample {
+  return { kind, place: FLEET, ms };
 }
