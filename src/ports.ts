@@ -170,9 +170,10 @@ export interface Router {
   reload(): Promise<void>;
   /**
    * Optional: what the last write + test and reload cost, by part, in ms:
-   * the raw operations (`file`, `nginx -t`, `nginx -s reload`) and what is
-   * not one (`workers`: waiting for the list of workers from before;
-   * `confirm`: polling until every worker is a new one). The rollout puts
+   * the raw operations (`file`, `nginx -t`, `nginx -s reload` or its
+   * `SIGHUP`) and what is not one (`workers`: waiting for the list of
+   * workers from before; `confirm`: polling until every worker is a new one,
+   * `handover` the part of it where nginx keeps its old workers beside the new). The rollout puts
    * them in its upstream events, so the log names every part of a change.
    */
   lastChange?(): ChangeParts | undefined;
@@ -190,7 +191,11 @@ export interface ChangeParts {
   'nginx -t'?: number | undefined;
   workers?: number | undefined;
   'nginx -s reload'?: number | undefined;
+  /** The reload as a SIGHUP through Docker's kill API, in place of `nginx -s reload` (nginx is the container's PID 1). */
+  SIGHUP?: number | undefined;
   confirm?: number | undefined;
+  /** Of `confirm`: from the first new worker seen to the last old one gone, nginx's own hold before it retires them (100 ms in its master). */
+  handover?: number | undefined;
 }
 
 /** The instance a readiness probe looks at: a healthcheck or exec probe reaches the container through its host's Runtime. */
@@ -348,6 +353,12 @@ export interface StateStore {
   write(state: FleetState): Promise<void>;
   journal(): Promise<JournalEntry[]>;
   appendJournal(entries: JournalEntry[]): Promise<void>;
+  /**
+   * Optional: calls `onWrite` soon after anyone writes the state (another
+   * process's undo, promote, abort or pause); returns a function that stops
+   * it. Polls use it to look at once; they still poll, as it may miss one.
+   */
+  watch?(onWrite: () => void): () => void;
 }
 
 /** One rollout at a time per fleet, across machines. */

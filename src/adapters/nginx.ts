@@ -18,6 +18,8 @@ import path from 'node:path';
 import { FleetrollError, type ErrorCode } from '../errors.js';
 import type { ChangeParts, Router } from '../ports.js';
 import { type DockerRuntime, execIn, getFileEntry, putFile } from './docker.js';
+import { statusOf } from './dockerRetry.js';
+import { type WorkerSnapshot, waitForNewWorkers, workerSnapshot } from './nginxWorkers.js';
 
 /**
  * What NginxContainerRouter leaves in an upstream file that did not exist before a
@@ -52,6 +54,12 @@ export interface NginxContainerRouterOptions {
   hostName: string;
 }
 
+/** What reload() needs from before the write: the workers then, and whether the master is PID 1. */
+interface Before {
+  workers: Set<string>;
+  masterIsInit: boolean;
+}
+
 /** nginx running in a container, driven through the Docker API. */
 export class NginxContainerRouter implements Router {
   readonly name: string;
@@ -67,12 +75,13 @@ export class NginxContainerRouter implements Router {
    */
   private known: { content: string | undefined; mode: number } | undefined;
   /**
-   * The workers before the coming reload, asked for while the file goes in
-   * and `nginx -t` runs rather than after them: `docker top` then costs no
-   * time of its own. Taken by the next reload().
+   * The workers before the coming reload, and whether nginx's master is the
+   * container's init process, asked for while the file goes in and `nginx -t`
+   * runs rather than after them: they then cost no time of their own. Taken
+   * by the next reload().
    */
-  private workersBefore: Promise<Set<string> | undefined> | undefined;
-  private workersAskedAt = 0;
+  private before: Promise<Before | undefined> | undefined;
+  private beforeAskedAt = 0;
 
   constructor(opts: NginxContainerRouterOptions) {
     this.runtime = opts.runtime;
@@ -116,8 +125,8 @@ export class NginxContainerRouter implements Router {
 
   async writeAndTest(content: string): Promise<void> {
     const docker = this.runtime.docker;
-    this.workersBefore = this.workers();
-    this.workersAskedAt = Date.now();
+    this.before = this.snapshot();
+    this.beforeAskedAt = Date.now();
     let previous: { content: string | undefined; mode: number };
     let r: Awaited<ReturnType<NginxContainerRouter['exec']>>;
     const t0 = Date.now();
@@ -134,14 +143,14 @@ export class NginxContainerRouter implements Router {
       r = await this.exec(['-t']);
       this.parts = { file: t1 - t0, 'nginx -t': Date.now() - t1 };
     } catch (err) {
-      this.workersBefore = undefined;
+      this.before = undefined;
       throw err;
     }
     if (r.exitCode === 0) {
       this.known = { content, mode: previous.mode };
       return;
     }
-    this.workersBefore = undefined;
+    this.before = undefined;
 
     const restoreWith = previous.content ?? RESTORED_EMPTY;
     let restored = previous.content !== undefined ? 'the previous content was put back' : 'the file did not exist before; it now holds only a comment';
@@ -157,34 +166,61 @@ export class NginxContainerRouter implements Router {
     );
   }
 
-  /** PIDs of the workers serving the current config, from `docker top`; undefined when top is unavailable. */
-  private async workers(): Promise<Set<string> | undefined> {
+  /** The workers serving the current config, from `docker top`; undefined when top is unavailable. */
+  private async workers(): Promise<WorkerSnapshot | undefined> {
     try {
       const t = (await this.runtime.docker.getContainer(this.container).top({ ps_args: '-o pid,args' })) as { Titles: string[]; Processes: string[][] };
-      return workerPids(t.Titles, t.Processes);
+      return workerSnapshot(t.Titles, t.Processes);
     } catch {
       return undefined;
     }
   }
 
+  /** The workers, and whether Docker's kill API reaches the master: its PID is the container's init PID. */
+  private async snapshot(): Promise<Before | undefined> {
+    const [w, pid] = await Promise.all([
+      this.workers(),
+      this.runtime.docker
+        .getContainer(this.container)
+        .inspect()
+        .then((i) => i.State?.Pid, () => undefined),
+    ]);
+    return w && { workers: w.workers, masterIsInit: w.master !== undefined && pid !== undefined && pid > 0 && w.master === String(pid) };
+  }
+
+  /**
+   * The master is told to reload with a SIGHUP through Docker's kill API
+   * when it is the container's init process (nginx run in the foreground,
+   * as in the official image and fleetroll/nginx-base): one engine call in
+   * place of an exec of a second nginx, which parses the whole configuration
+   * again only to find the master's pid (about 70 ms here). `nginx -t` has
+   * already passed; the signal is the one `nginx -s reload` sends. Otherwise
+   * (a shell or an init in front of nginx) it execs `nginx -s reload`.
+   */
   async reload(): Promise<void> {
     // A snapshot from a write long ago (a restore with no reload after it) is not trusted.
-    const pending = Date.now() - this.workersAskedAt < WORKERS_FRESH_MS ? this.workersBefore : undefined;
-    this.workersBefore = undefined;
+    const pending = Date.now() - this.beforeAskedAt < WORKERS_FRESH_MS ? this.before : undefined;
+    this.before = undefined;
     const t0 = Date.now();
-    const before = await (pending ?? this.workers());
+    const before = await (pending ?? this.snapshot());
     const t1 = Date.now();
-    const r = await this.exec(['-s', 'reload']).catch((err: unknown) => {
+    const how = before?.masterIsInit ? 'SIGHUP' : 'nginx -s reload';
+    try {
+      if (how === 'SIGHUP') await this.runtime.docker.getContainer(this.container).kill({ signal: 'HUP' });
+      else {
+        const r = await this.exec(['-s', 'reload']);
+        if (r.exitCode !== 0) throw failure('E_NGINX_RELOAD', `${this.name}: \`nginx -s reload\` exited with ${r.exitCode}:\n${nginxLines(r.stderr, r.stdout)}`);
+      }
+    } catch (err) {
       this.known = undefined;
-      throw err;
-    });
-    if (r.exitCode !== 0) {
-      this.known = undefined;
-      throw failure('E_NGINX_RELOAD', `${this.name}: \`nginx -s reload\` exited with ${r.exitCode}:\n${nginxLines(r.stderr, r.stdout)}`);
+      if (err instanceof FleetrollError) throw err;
+      const status = statusOf(err);
+      const what = status === 404 ? 'does not exist' : status === 409 ? 'is not running' : `could not be signalled (${err instanceof Error ? err.message : String(err)})`;
+      throw failure('E_NGINX_RELOAD', `${this.name}: reloading nginx: container ${this.container} ${what}`, err, `docker start ${this.container}, then deploy again`);
     }
     const t2 = Date.now();
-    await waitForNewWorkers(this.name, before, () => this.workers());
-    this.parts = { ...this.parts, workers: t1 - t0, 'nginx -s reload': t2 - t1, confirm: Date.now() - t2 };
+    const done = await waitForNewWorkers(this.name, before?.workers, async () => (await this.workers())?.workers);
+    this.parts = { ...this.parts, workers: t1 - t0, [how]: t2 - t1, ...done };
   }
 
   /** The parts of the last change (ports.ts Router.lastChange). */
@@ -195,53 +231,7 @@ export class NginxContainerRouter implements Router {
   }
 }
 
-/** Workers of the current generation: "nginx: worker process", not "... is shutting down". */
-function workerPids(titles: string[], processes: string[][], parent?: (row: string[]) => boolean): Set<string> {
-  const pid = titles.indexOf('PID');
-  const args = titles.findIndex((x) => x === 'COMMAND' || x === 'ARGS' || x === 'CMD');
-  return new Set(
-    processes
-      .filter((p) => /nginx: worker process\s*$/.test(p[args] ?? '') && (parent?.(p) ?? true))
-      .map((p) => p[pid] ?? ''),
-  );
-}
-
-/**
- * `nginx -s reload` only signals the master and returns; the old workers keep
- * accepting connections with the old config until the master has started new
- * ones (100-300 ms seen here). Waiting until every worker is a new one makes a
- * reload mean "the new upstream is in force", which the drain relies on. The
- * workers are looked at again with a growing, jittered pause (p-retry: 10 ms
- * up to 100 ms, so the wait ends within a poll of the master's switch), for at
- * most RELOAD_TIMEOUT_MS.
- */
-async function waitForNewWorkers(name: string, before: Set<string> | undefined, now: () => Promise<Set<string> | undefined>): Promise<void> {
-  if (!before || before.size === 0) {
-    // Cannot see the workers: give the master a moment instead.
-    await sleep(RELOAD_SETTLE_MS);
-    return;
-  }
-  let seen: Set<string> | undefined;
-  const { default: pRetry } = await import('p-retry');
-  try {
-    await pRetry(
-      async () => {
-        seen = await now();
-        if (!seen || seen.size === 0 || [...seen].some((p) => before.has(p))) throw new Error('the old workers still serve');
-      },
-      { retries: 400, minTimeout: 10, factor: 1.5, maxTimeout: 100, randomize: true, maxRetryTime: RELOAD_TIMEOUT_MS },
-    );
-  } catch (err) {
-    const old = [...(seen ?? [])].filter((p) => before.has(p));
-    const last = !seen ? 'the workers could not be listed' : seen.size === 0 ? 'no worker process running' : `worker(s) ${old.join(', ')} still from before the reload`;
-    throw failure('E_NGINX_RELOAD', `${name}: nginx did not start new worker processes within ${RELOAD_TIMEOUT_MS / 1000} s of a reload (last seen: ${last})`, err, "check nginx's error log");
-  }
-}
-
-const RELOAD_SETTLE_MS = 500;
 const WORKERS_FRESH_MS = 5_000;
-const RELOAD_TIMEOUT_MS = 10_000;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export interface NginxExecRouterOptions {
   /** Absolute path of the upstream file on this machine. */
@@ -356,7 +346,7 @@ export class NginxExecRouter implements Router {
     const masters = rows.filter((p) => (p[2] ?? '').startsWith('nginx: master process') && this.prefixArgs.every((a) => (p[2] ?? '').includes(a)));
     if (masters.length !== 1) return undefined;
     const master = masters[0]?.[0];
-    return workerPids(['PID', 'PPID', 'ARGS'], rows, (p) => p[1] === master);
+    return workerSnapshot(['PID', 'PPID', 'ARGS'], rows, (p) => p[1] === master).workers;
   }
 
   async reload(): Promise<void> {
@@ -368,8 +358,8 @@ export class NginxExecRouter implements Router {
       throw failure('E_NGINX_RELOAD', `${this.name}: \`${r.command}\` failed:\n${r.output}`, undefined, 'is the nginx master running (its pid file present)?');
     }
     const t2 = Date.now();
-    await waitForNewWorkers(this.name, before, () => this.workers());
-    this.parts = { ...this.parts, workers: t1 - t0, 'nginx -s reload': t2 - t1, confirm: Date.now() - t2 };
+    const done = await waitForNewWorkers(this.name, before, () => this.workers());
+    this.parts = { ...this.parts, workers: t1 - t0, 'nginx -s reload': t2 - t1, ...done };
   }
 
   /** The parts of the last change (ports.ts Router.lastChange). */

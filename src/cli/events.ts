@@ -18,8 +18,11 @@ function changeTime(e: Extract<RolloutEvent, { type: 'upstream' }>): string {
   if (e.ms === undefined) return '';
   const slowest = Object.entries(e.balancers ?? {}).sort((a, b) => b[1] - a[1])[0];
   const parts = slowest && e.parts?.[slowest[0]];
-  const named: [string, number | undefined][] = parts ? [['file', parts.file], ['nginx -t', parts['nginx -t']], ['waiting for the old workers\' list', parts.workers], ['nginx -s reload', parts['nginx -s reload']], ['confirming new workers', parts.confirm]] : [];
-  const text = named.filter((x): x is [string, number] => x[1] !== undefined).map(([k, v]) => `${k} ${v} ms`);
+  const confirm = parts?.confirm === undefined ? undefined : `${parts.confirm} ms${parts.handover !== undefined ? ` (nginx's hand-over from old workers to new ${parts.handover} ms)` : ''}`;
+  const named: [string, number | string | undefined][] = parts
+    ? [['file', parts.file], ['nginx -t', parts['nginx -t']], ['waiting for the old workers\' list', parts.workers], ['nginx -s reload', parts['nginx -s reload']], ['SIGHUP', parts.SIGHUP], ['confirming new workers', confirm]]
+    : [];
+  const text = named.filter((x): x is [string, number | string] => x[1] !== undefined).map(([k, v]) => `${k} ${typeof v === 'number' ? `${v} ms` : v}`);
   const who = Object.keys(e.balancers ?? {}).length > 1 && slowest ? `; slowest ${slowest[0]}` : '';
   return ` in ${(e.ms / 1000).toFixed(2)} s${text.length ? ` (${text.join(', ')}${who})` : who ? ` (${who.slice(2)})` : ''}`;
 }

@@ -35,6 +35,11 @@ describe('live view status line', () => {
       want: "upstream: nginx -t ok, reloaded (in: n1; down: o1) [2 reloads] in 0.42 s (file 40 ms, nginx -t 120 ms, waiting for the old workers' list 0 ms, nginx -s reload 90 ms, confirming new workers 170 ms)",
     },
     {
+      name: 'nginx as PID 1 of its container: the SIGHUP, and nginx\'s hand-over inside the confirmation',
+      e: change({ ms: 290, balancers: { lb: 290 }, parts: { lb: { file: 60, 'nginx -t': 70, workers: 0, SIGHUP: 8, confirm: 150, handover: 104 } } }),
+      want: "upstream: nginx -t ok, reloaded (in: n1; down: o1) [2 reloads] in 0.29 s (file 60 ms, nginx -t 70 ms, waiting for the old workers' list 0 ms, SIGHUP 8 ms, confirming new workers 150 ms (nginx's hand-over from old workers to new 104 ms))",
+    },
+    {
       name: 'several load balancers: the slowest one\'s parts, and its name',
       e: change({ ms: 900, balancers: { a: 300, b: 900 }, parts: { a: { file: 10 }, b: { file: 700, confirm: 150 } } }),
       want: 'upstream: nginx -t ok, reloaded (in: n1; down: o1) [2 reloads] in 0.90 s (file 700 ms, confirming new workers 150 ms; slowest b)',
