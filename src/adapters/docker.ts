@@ -13,7 +13,6 @@
  *
  * Environment values are secrets: they are never logged and never put in an error message.
  */
-import { createRequire } from 'node:module';
 import { Readable } from 'node:stream';
 import type Dockerode from 'dockerode';
 import { FleetrollError } from '../errors.js';
@@ -21,6 +20,7 @@ import { dockerCreateBody } from '../core/container.js';
 import { LABELS, type ContainerHealth, type ImageInfo, type InstanceInfo, type InstanceSpec, type RegistryAuth, type Runtime } from '../ports.js';
 import { dockerOptions, unreachableError, type DockerHostConfig } from './dockerConnect.js';
 import { demux, execIn } from './dockerFiles.js';
+import { dockerodeClass } from './dockerodeLoad.js';
 import * as images from './dockerImages.js';
 import { instanceFromInspect, instanceFromList, present } from './dockerInspect.js';
 import { engineMessage, retryTransient, runtimeError, statusOf, type RetryOptions } from './dockerRetry.js';
@@ -47,7 +47,7 @@ export class DockerRuntime implements Runtime {
     this.tls = host.tls !== undefined && host.docker.startsWith('tcp://');
     this.retry = opts.retry ?? {};
     // Loaded on the first runtime, not with this module: commands that never talk to Docker do not pay for it.
-    const DockerodeClass = createRequire(import.meta.url)('dockerode') as typeof Dockerode;
+    const DockerodeClass = dockerodeClass();
     this.docker = new DockerodeClass(dockerOptions(host) as Dockerode.DockerOptions);
   }
 
