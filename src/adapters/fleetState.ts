@@ -40,6 +40,11 @@ function dockerStatus(err: unknown): number | undefined {
   return typeof code === 'number' ? code : undefined;
 }
 
+/** Ends an event stream from dockerode (an http.IncomingMessage underneath). */
+function destroy(stream: NodeJS.ReadableStream): void {
+  (stream as NodeJS.ReadableStream & { destroy?: () => void }).destroy?.();
+}
+
 /** An image with one empty file and nothing else, for containers that are never started. */
 const PLACEHOLDER_IMAGE = 'fleetroll/placeholder:1';
 
@@ -125,16 +130,75 @@ export class FleetStateStore implements StateStore {
     }
   }
 
-  async read(): Promise<FleetState | undefined> {
-    if (!(await this.exists())) return undefined;
-    const text = await getFile(this.docker, this.container, '/state/state.json');
-    if (!text) return emptyState(this.service);
+  /**
+   * A file of the state, or undefined when the fleet has no state container:
+   * one archive GET, no inspect before it (a read is on the path of every
+   * poll for undo, promote and pause).
+   */
+  private async file(name: string): Promise<{ text: string | undefined } | undefined> {
     try {
-      return JSON.parse(text) as FleetState;
+      return { text: await getFile(this.docker, this.container, `/state/${name}`) };
+    } catch (err) {
+      if (err instanceof FleetrollError && err.code === 'E_CONTAINER_MISSING') return undefined;
+      throw err;
+    }
+  }
+
+  async read(): Promise<FleetState | undefined> {
+    const f = await this.file('state.json');
+    if (!f) return undefined;
+    if (!f.text) return emptyState(this.service);
+    try {
+      return JSON.parse(f.text) as FleetState;
     } catch (err) {
       throw new FleetrollError('E_STATE', `the fleet state in ${this.container} on ${this.hostName} is not valid JSON: ${(err as Error).message}`);
     }
   }
+
+  /**
+   * Tells `onWrite` soon after anything writes into the state container, from
+   * this process or another on any machine: Docker's `extract-to-dir` event
+   * for it, on the fleet's first host. A running rollout's polls for undo,
+   * promote, abort and pause look at once instead of at their next turn; they
+   * stay the safety net (the stream may drop), so an error here only ends the
+   * watch.
+   */
+  watch(onWrite: () => void): () => void {
+    this.listeners.add(onWrite);
+    // One event stream for every listener of this store (a rollout has up to four polls).
+    if (!this.events) {
+      const events: { stream?: NodeJS.ReadableStream; closed: boolean } = { closed: false };
+      this.events = events;
+      this.docker
+        .getEvents({ filters: { type: ['container'], container: [this.container], event: ['extract-to-dir'] } })
+        .then((s) => {
+          events.stream = s;
+          if (events.closed) return destroy(s);
+          s.on('data', () => {
+            for (const l of this.listeners) l();
+          });
+          // A stream that ends (the engine restarted) leaves the polls; the next watch opens another.
+          const gone = () => {
+            if (this.events === events) this.events = undefined;
+          };
+          s.on('error', gone);
+          s.on('end', gone);
+        })
+        .catch(() => {
+          if (this.events === events) this.events = undefined;
+        });
+    }
+    return () => {
+      this.listeners.delete(onWrite);
+      if (this.listeners.size > 0 || !this.events) return;
+      this.events.closed = true;
+      if (this.events.stream) destroy(this.events.stream);
+      this.events = undefined;
+    };
+  }
+
+  private readonly listeners = new Set<() => void>();
+  private events: { stream?: NodeJS.ReadableStream; closed: boolean } | undefined;
 
   async write(state: FleetState): Promise<void> {
     await putFile(this.docker, this.container, '/state/state.json', `${JSON.stringify(state, null, 2)}\n`, 0o600);
@@ -150,8 +214,7 @@ export class FleetStateStore implements StateStore {
   }
 
   async journal(): Promise<JournalEntry[]> {
-    if (!(await this.exists())) return [];
-    const text = (await getFile(this.docker, this.container, '/state/journal.ndjson')) ?? '';
+    const text = (await this.file('journal.ndjson'))?.text ?? '';
     return text
       .split('\n')
       .filter((l) => l.trim() !== '')

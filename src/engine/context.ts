@@ -29,6 +29,13 @@ export interface ControllerDeps {
   nameSuffix: () => string;
   changeCause?: string | undefined;
   signal?: AbortSignal | undefined;
+  /**
+   * Optional: calls the listener soon after the fleet state is written by
+   * anyone (ports.ts StateStore.watch); returns a function that stops it. The
+   * polls for pause, switch-back, promote and abort then look at once: undo
+   * in blue-green's delay is on the path to users back on the old set.
+   */
+  stateWrites?: ((listener: () => void) => () => void) | undefined;
   /** Asked every pausePollMs: true stops the rollout cleanly (exit 4). */
   paused?: (() => Promise<boolean>) | undefined;
   /** Every container of the fleet on every host (and adopted ones), for the periodic look at which exited. */
@@ -173,15 +180,39 @@ export class RolloutContext {
     this.timers.add(t);
   }
 
-  /** Runs `fn` every `ms` (the next wait starts once it has settled) until the run ends. */
-  every(ms: number, fn: () => Promise<void> | void): void {
-    const loop = () =>
-      this.timer(ms, () => {
-        void Promise.resolve(fn()).finally(() => {
-          if (!this.finished) loop();
-        });
+  /**
+   * Runs `fn` every `ms` (the next wait starts once it has settled) until the
+   * run ends; with `wakeOn`, also as soon as that says so (d.stateWrites), at
+   * most one run at a time: a wake during a run runs it once more after.
+   */
+  every(ms: number, fn: () => Promise<void> | void, wakeOn?: ((listener: () => void) => () => void) | undefined): void {
+    let next: { cancel(): void } | undefined;
+    let running = false;
+    let again = false;
+    const run = () => {
+      next?.cancel();
+      next = undefined;
+      if (this.finished) return;
+      if (running) {
+        again = true;
+        return;
+      }
+      running = true;
+      void Promise.resolve(fn()).finally(() => {
+        running = false;
+        if (this.finished) return;
+        if (again) {
+          again = false;
+          run();
+        } else arm();
       });
-    loop();
+    };
+    const arm = () => {
+      next = this.d.clock.timer(ms, run);
+    };
+    this.timers.add({ cancel: () => next?.cancel() });
+    if (wakeOn) this.timers.add({ cancel: wakeOn(run) });
+    arm();
   }
 
   /** Something to cancel when the run ends (a signal listener). */

@@ -103,7 +103,7 @@ export class Controller {
       ctx.every(ctx.timing.pausePollMs, async () => {
         if (ctx.ending) return;
         if (await paused().catch(() => false)) this.end({ kind: 'paused' });
-      });
+      }, ctx.d.stateWrites);
     }
     const deadline = () =>
       ctx.timer(Math.max(1, ctx.lastProgress + ctx.deadlineMs - ctx.now()), () => {

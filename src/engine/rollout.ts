@@ -156,6 +156,7 @@ class Rollout {
       changeCause: this.options.changeCause,
       signal: this.options.signal,
       paused: this.deps.paused,
+      stateWrites: this.deps.stateWrites,
       list: () => this.list(),
       postWave: this.fleet.hooks?.postWave || this.rollingGate() ? (boundary, instances, inService) => this.afterWave(boundary, instances, inService) : undefined,
       afterSwitch: this.deps.trafficWindow && this.fleet.analysis && strategyTraits(this.fleet.strategy).analysisGate === 'afterSwitch' && !this.firstDeploy ? (inService) => runGate(this.fleet.analysis!, this.gateDeps(), 'analysis after the switch', inService) : undefined,

@@ -151,7 +151,8 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
         const { secretIssues: _i, ...spec } = recordedSpecOf(r);
         return spec;
       };
-      const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, aborted, recordedSpec, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, { ...o, prepared: true, preparedMs, healthWatch });
+      const stateWrites = h.store.watch ? (l: () => void) => h.store.watch!(l) : undefined;
+      const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, aborted, stateWrites, recordedSpec, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, { ...o, prepared: true, preparedMs, healthWatch });
       await write.flush();
       await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`, result.health, { switchedAt: result.switchedAt, switchIssuedAt: result.switchIssuedAt }, result.costs);
       return { ...result, revisionNumber: record.number };

@@ -30,24 +30,31 @@ export async function requestSwitchBack(store: StateStore, o: { sleep: (ms: numb
   if (mine.some((e) => ENDED_STEPS.includes(e.step)) || !mine.some((e) => e.step === 'switch')) return undefined;
   const rollout = mine[0]?.rollout;
   if (!state) return undefined;
-  const t0 = Date.now();
-  await store.write({ ...state, switchBack: true });
-  const clear = async () => {
-    const s = await store.read();
-    if (s?.switchBack) await store.write({ ...s, switchBack: undefined });
-  };
-  for (;;) {
-    const entries = (await store.journal()).filter((e) => e.rollout === rollout);
-    const back = entries.find((e) => e.step === 'switched-back');
-    if (back) return { outcome: 'switched back', ms: Math.max(0, Date.parse(back.at) - t0) };
-    if (entries.some((e) => ENDED_STEPS.includes(e.step))) {
-      await clear();
-      return { outcome: 'too late' };
+  // The deploy's journal entry for the switch-back is a write into the state: its watch wakes the wait.
+  let poke: (() => void) | undefined;
+  const stop = store.watch?.(() => poke?.());
+  try {
+    const t0 = Date.now();
+    await store.write({ ...state, switchBack: true });
+    const clear = async () => {
+      const s = await store.read();
+      if (s?.switchBack) await store.write({ ...s, switchBack: undefined });
+    };
+    for (;;) {
+      const entries = (await store.journal()).filter((e) => e.rollout === rollout);
+      const back = entries.find((e) => e.step === 'switched-back');
+      if (back) return { outcome: 'switched back', ms: Math.max(0, Date.parse(back.at) - t0) };
+      if (entries.some((e) => ENDED_STEPS.includes(e.step))) {
+        await clear();
+        return { outcome: 'too late' };
+      }
+      if (Date.now() - t0 > o.timeoutMs) {
+        await clear();
+        throw new FleetrollError('E_SWITCH_BACK', `the running blue-green rollout did not switch back within ${o.timeoutMs / 1000} s`, { hint: 'see fleetroll status; the rollout may be stopping the old set already' });
+      }
+      await Promise.race([o.sleep(100), new Promise<void>((r) => (poke = r))]);
     }
-    if (Date.now() - t0 > o.timeoutMs) {
-      await clear();
-      throw new FleetrollError('E_SWITCH_BACK', `the running blue-green rollout did not switch back within ${o.timeoutMs / 1000} s`, { hint: 'see fleetroll status; the rollout may be stopping the old set already' });
-    }
-    await o.sleep(50);
+  } finally {
+    stop?.();
   }
 }

@@ -29,6 +29,8 @@ export interface DeployDeps {
   promoted?: () => Promise<boolean>;
   /** Canary: asked during the steps; true takes the canary out and removes it (fleetroll abort). */
   aborted?: () => Promise<boolean>;
+  /** Says when the fleet state was written (StateStore.watch): the four questions above are asked at once then. */
+  stateWrites?: (listener: () => void) => () => void;
   /** The last rollout did not finish (a crash): reload once even if the files look current. */
   recovering?: boolean;
   /** Where to copy a missing image from besides the fleet's hosts: the local engine. */

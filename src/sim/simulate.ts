@@ -84,6 +84,10 @@ export interface SimulationSetup {
   promoted?: () => Promise<boolean>;
   /** Canary: answers whether fleetroll abort was run. */
   aborted?: () => Promise<boolean>;
+  /** Says when the fleet state was written (DeployDeps.stateWrites): the questions above are asked at once. */
+  stateWrites?: DeployDeps['stateWrites'];
+  /** The controller's poll intervals, for tests (default DEFAULT_TIMING, with exits looked for rarely). */
+  timing?: Partial<import('../engine/context.js').ControllerTiming> | undefined;
   /** What the access logs would say per revision for [from, to) (the analysis gate reads it); default: the new version as healthy as the old; null: no access log. */
   trafficWindow?: DeployDeps['trafficWindow'] | null;
   signal?: AbortSignal | undefined;
@@ -208,12 +212,13 @@ export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings,
         ...(setup.switchBack ? { switchBack: setup.switchBack } : {}),
         ...(setup.promoted ? { promoted: setup.promoted } : {}),
         ...(setup.aborted ? { aborted: setup.aborted } : {}),
+        ...(setup.stateWrites ? { stateWrites: setup.stateWrites } : {}),
         ...(setup.trafficWindow !== null ? { trafficWindow: setup.trafficWindow ?? healthyTraffic(revision) } : {}),
         ...(setup.inspect ? { inspect: setup.inspect } : {}),
         // Nothing crashes unless a test says so: look for exits now and then only. A look lists
         // the whole fleet, and a 1/0 rollout lasts in proportion to it: so the larger the fleet,
         // the rarer (a look finds nothing without faults, so it changes no result).
-        timing: { observeMs: setup.faults ? 500 : Math.max(60_000, 60 * s.replicas) },
+        timing: { observeMs: setup.faults ? 500 : Math.max(60_000, 60 * s.replicas), ...setup.timing },
       },
       { signal: setup.signal },
     ),

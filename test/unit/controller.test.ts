@@ -423,6 +423,39 @@ describe('controller: blue-green', () => {
     assert.deepEqual(alive.map((c) => c.labels[LABELS.version]), ['old', 'old', 'old'], 'the new set is gone');
   });
 
+  it('undo told through the state\'s writes: the switch back starts at the request, not at the next poll', async () => {
+    const s = blueGreen(3, 30);
+    const r = watchReloads();
+    let clock: { now(): number; timer(ms: number, fn: () => void): { cancel(): void } } | undefined;
+    let requestedAt: number | undefined;
+    let listener: (() => void) | undefined;
+    const err = await simulateRollout(s, T, {
+      world: (w, c) => {
+        clock = c;
+        r.world(w, c);
+        // The operator runs fleetroll undo 5 s after the switch: the state is written, its watch says so.
+        w.onEvent = ((prev) => (e: Parameters<NonNullable<typeof w.onEvent>>[0]) => {
+          prev?.(e);
+          if (e.kind === 'reloaded' && requestedAt === undefined && r.seen.length === 1) {
+            requestedAt = c.now() + 5000;
+            c.timer(5000, () => listener?.());
+          }
+        })(w.onEvent);
+      },
+      // A poll this slow would leave the request unseen for 20 s.
+      timing: { switchBackPollMs: 20_000 },
+      stateWrites: (l) => {
+        listener = l;
+        return () => (listener = undefined);
+      },
+      switchBack: async () => requestedAt !== undefined && clock!.now() >= requestedAt,
+    }).then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof RolloutFailedError && err.details.switchedBack === true, String(err));
+    assert.deepEqual(r.seen.map((x) => [x.old, x.new]), [[0, 3], [3, 0]]);
+    const lag = r.seen[1]!.at - requestedAt!;
+    assert.ok(lag >= 0 && lag < 1000, `the switch back was in force ${lag} ms after the request (a poll would have taken up to 20 s)`);
+  });
+
   it('a new set that never becomes available fails at the deadline without ever taking traffic', async () => {
     const s = blueGreen(3);
     const r = watchReloads();

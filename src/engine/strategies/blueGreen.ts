@@ -69,13 +69,13 @@ export class BlueGreenDriver extends BaseDriver {
           ctx.emit({ type: 'promoted', skipsSteps: false });
           ctx.schedule();
         }
-      });
+      }, ctx.d.stateWrites);
     }
     if (switchBack) {
       ctx.every(ctx.timing.switchBackPollMs, async () => {
         if (ctx.ending || !this.inScaleDownDelay()) return;
         if (await switchBack().catch(() => false)) this.switchBack();
-      });
+      }, ctx.d.stateWrites);
     }
   }
 

@@ -62,7 +62,7 @@ export class CanaryDriver extends BaseDriver {
         ctx.emit({ type: 'promoted', skipsSteps: true });
         ctx.schedule();
       }
-    });
+    }, ctx.d.stateWrites);
   }
 
   /** The steps may surge by the canary count; their end is the rolling update. */
