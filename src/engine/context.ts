@@ -76,6 +76,9 @@ export interface ControllerTiming {
   switchBackPollMs: number;
 }
 
+/** How often a poll that is woken by the state's writes still looks, in case a wake was missed. */
+const WOKEN_POLL_MS = 1000;
+
 export const DEFAULT_TIMING: ControllerTiming = { coalesceMs: 50, observeMs: 1000, pausePollMs: 1000, switchBackPollMs: 100 };
 
 export interface ControllerResult {
@@ -183,7 +186,10 @@ export class RolloutContext {
   /**
    * Runs `fn` every `ms` (the next wait starts once it has settled) until the
    * run ends; with `wakeOn`, also as soon as that says so (d.stateWrites), at
-   * most one run at a time: a wake during a run runs it once more after.
+   * most one run at a time: a wake during a run runs it once more after. With
+   * a wake the timer is only the safety net for a wake that never came, so it
+   * runs at most every WOKEN_POLL_MS: each look at the state is an archive
+   * GET, which costs the engine a process of its own.
    */
   every(ms: number, fn: () => Promise<void> | void, wakeOn?: ((listener: () => void) => () => void) | undefined): void {
     let next: { cancel(): void } | undefined;
@@ -207,8 +213,9 @@ export class RolloutContext {
         } else arm();
       });
     };
+    const every = wakeOn ? Math.max(ms, WOKEN_POLL_MS) : ms;
     const arm = () => {
-      next = this.d.clock.timer(ms, run);
+      next = this.d.clock.timer(every, run);
     };
     this.timers.add({ cancel: () => next?.cancel() });
     if (wakeOn) this.timers.add({ cancel: wakeOn(run) });

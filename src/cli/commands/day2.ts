@@ -16,11 +16,14 @@ import { fleetFileOption, jsonOption, withRolloutOptions } from '../options.js';
 import { healthRows } from '../health.js';
 import { table, type Out } from '../output.js';
 import { shortDigest } from '../../core/imageRef.js';
+import { DockerRuntime } from '../../adapters/docker.js';
 import { buildDeps, fleetHandles } from '../../wiring.js';
-import { executeRollout } from './deploy.js';
 
-async function context(file: string) {
-  const fleet = await loadFleet(file);
+/** deploy.js (the whole engine) loads when a command rolls out, not for undo's switch-back or the read-only verbs. */
+const executeRollout: typeof import('./deploy.js').executeRollout = async (...args) => (await import('./deploy.js')).executeRollout(...args);
+
+async function context(file: string, loaded?: Awaited<ReturnType<typeof loadFleet>>) {
+  const fleet = loaded ?? (await loadFleet(file));
   const deps = await buildDeps(fleet);
   const h = fleetHandles(fleet, deps);
   const first = [...deps.runtimes.values()][0];
@@ -105,16 +108,26 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
       .option('--to-revision <n>', 'the revision to go back to (default: the one before the current)', parseCount('--to-revision', 1, 1_000_000))
       .addHelpText('after', '\nAn undo is itself a revision, so an undo can be undone.\n\nExamples:\n  $ fleetroll undo -f fleet.yaml\n  $ fleetroll undo -f fleet.yaml --to-revision 2'),
   ).action(async (o) => {
-    const { store, fleet } = await context(o.file);
+    const loaded = await loadFleet(o.file);
     if (o.toRevision === undefined) {
-      // A blue-green rollout still keeping the old set: switching back is one reload, not a new rollout.
-      const back = await requestSwitchBack(store, { sleep: (ms) => new Promise((r) => setTimeout(r, ms)), timeoutMs: 60_000 });
+      // A blue-green rollout still keeping the old set: switching back is one reload, not a new
+      // rollout. Users wait on this path, so it reaches only the state on the first host (no
+      // routers, probes or ping); on an error the full context below says what is wrong.
+      const first = loaded.hosts[0];
+      const quick = first ? fleetHandles(loaded, { runtimes: new Map([[first.name, new DockerRuntime(first)]]) }).store : undefined;
+      const back = quick
+        ? await requestSwitchBack(quick, { sleep: (ms) => new Promise((r) => setTimeout(r, ms)), timeoutMs: 60_000 }).catch(async (err: unknown) => {
+            await context(o.file, loaded);
+            throw err;
+          })
+        : undefined;
       if (back?.outcome === 'switched back') {
-        out.line(`switched back: the old set of ${fleet.service} serves again, ${back.ms} ms after this request (one reload per nginx); the running deploy removes the new set and ends as rolled back`);
+        out.line(`switched back: the old set of ${loaded.service} serves again, ${back.ms} ms after this request (one reload per nginx); the running deploy removes the new set and ends as rolled back`);
         return;
       }
       if (back?.outcome === 'too late') out.line('the blue-green rollout had already finished: undoing with a new rollout');
     }
+    const { store, fleet } = await context(o.file, loaded);
     const stateNow = await store.read();
     const revisions = stateNow?.revisions ?? [];
     const current = revisions[revisions.length - 1];
