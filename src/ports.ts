@@ -169,12 +169,8 @@ export interface Router {
   /** `nginx -s reload`: new workers take the new config, old ones finish in-flight requests. */
   reload(): Promise<void>;
   /**
-   * Optional: what the last write + test and reload cost, by part, in ms:
-   * the raw operations (`file`, `nginx -t`, `nginx -s reload` or its
-   * `SIGHUP`) and what is not one (`workers`: waiting for the list of
-   * workers from before; `confirm`: polling until every worker is a new one,
-   * `handover` the part of it where nginx keeps its old workers beside the new). The rollout puts
-   * them in its upstream events, so the log names every part of a change.
+   * Optional: what the last write + test and reload cost, by part (ChangeParts).
+   * The rollout puts them in its upstream events: the log names every part of a change.
    */
   lastChange?(): ChangeParts | undefined;
   /**
@@ -185,7 +181,11 @@ export interface Router {
   config?(): Promise<string>;
 }
 
-/** The parts of one load-balancer change (Router.lastChange), in ms; a part that did not happen is absent. */
+/**
+ * The parts of one load-balancer change (Router.lastChange), in ms; a part that did not happen
+ * is absent. The raw operations: file, `nginx -t`, `nginx -s reload` or SIGHUP. The rest:
+ * workers (waiting for the list from before), confirm (polling until every worker is new).
+ */
 export interface ChangeParts {
   file?: number | undefined;
   'nginx -t'?: number | undefined;
