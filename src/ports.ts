@@ -184,17 +184,17 @@ export interface Router {
 /**
  * The parts of one load-balancer change (Router.lastChange), in ms; a part that did not happen
  * is absent. The raw operations: file, `nginx -t`, `nginx -s reload` or SIGHUP. The rest:
- * workers (waiting for the list from before), confirm (polling until every worker is new).
+ * workers (waiting for the list from before), confirm (polling until every worker is new), and
+ * of it handover: first new worker seen to last old one gone (nginx's own 100 ms hold).
+ * SIGHUP goes through Docker's kill API when nginx is its container's PID 1.
  */
 export interface ChangeParts {
   file?: number | undefined;
   'nginx -t'?: number | undefined;
   workers?: number | undefined;
   'nginx -s reload'?: number | undefined;
-  /** The reload as a SIGHUP through Docker's kill API, in place of `nginx -s reload` (nginx is the container's PID 1). */
   SIGHUP?: number | undefined;
   confirm?: number | undefined;
-  /** Of `confirm`: from the first new worker seen to the last old one gone, nginx's own hold before it retires them (100 ms in its master). */
   handover?: number | undefined;
 }
 
