@@ -182,11 +182,9 @@ export interface Router {
 }
 
 /**
- * The parts of one load-balancer change (Router.lastChange), in ms; a part that did not happen
- * is absent. The raw operations: file, `nginx -t`, `nginx -s reload` or SIGHUP. The rest:
- * workers (waiting for the list from before), confirm (polling until every worker is new), and
- * of it handover: first new worker seen to last old one gone (nginx's own 100 ms hold).
- * SIGHUP goes through Docker's kill API when nginx is its container's PID 1.
+ * One load-balancer change by part, in ms (absent: did not happen). Raw: file, `nginx -t`, `nginx -s reload` or
+ * SIGHUP (Docker's kill API, nginx as PID 1). Not raw: workers (the list from before), confirm (until every
+ * worker is new) and, of it, handover (first new worker to last old one gone: nginx's own 100 ms hold).
  */
 export interface ChangeParts {
   file?: number | undefined;
