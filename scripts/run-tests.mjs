@@ -34,7 +34,16 @@ const all = readdirSync('test', { withFileTypes: true })
   .sort();
 const files = [...SLOWEST_FIRST.filter((f) => all.includes(f)), ...all.filter((f) => !SLOWEST_FIRST.includes(f))];
 const concurrency = process.env.TEST_CONCURRENCY ?? '5';
+// Hang guards for the run itself, so that a hang fails with a message
+// instead of holding the run until CI's limit. Node applies --test-timeout to
+// each file as a whole too, and kills a file that outlives it: 30 minutes
+// (the longest file takes about 5 here), scaled like the tests' own guards
+// (test/support/wait.ts). A file whose tests are done exits even if it left a
+// handle open. The CLI processes the tests start have their own, shorter
+// guard, which names what kept them open (test/support/hang.ts).
+const scale = Math.max(1, Number(concurrency) / 5 || 1);
+const guards = [`--test-timeout=${Math.round(1_800_000 * scale)}`, '--test-force-exit'];
 // TAP for the whole log, then a summary of the failures at its very end.
 const reporters = ['--test-reporter=tap', '--test-reporter-destination=stdout', '--test-reporter=./scripts/failure-summary.mjs', '--test-reporter-destination=stdout'];
-const r = spawnSync('npx', ['tsx', '--test', `--test-concurrency=${concurrency}`, ...reporters, ...process.argv.slice(2), ...files], { stdio: 'inherit', env: { ...process.env, TEST_CONCURRENCY: concurrency } });
+const r = spawnSync('npx', ['tsx', '--test', `--test-concurrency=${concurrency}`, ...guards, ...reporters, ...process.argv.slice(2), ...files], { stdio: 'inherit', env: { ...process.env, TEST_CONCURRENCY: concurrency } });
 process.exit(r.status ?? 1);

@@ -23,6 +23,7 @@ import { LABELS } from '../../src/ports.js';
 import type { RequestRecord } from '../../src/experiment/metrics.js';
 import { startLoad as startProbeLoad } from '../../src/experiment/probes.js';
 import { readDefaultTemplate } from '../../src/wiring.js';
+import { reportEnv, superviseExit } from '../support/hang.js';
 import { guard, waitFor } from '../support/wait.js';
 
 export const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -233,23 +234,37 @@ export function runCli(args: string[], opts: { signal?: AbortSignal; env?: NodeJ
   return runNode([bin, ...args], opts);
 }
 
-/** Runs node with these arguments from the project root, without blocking the test; collects its output. */
+/**
+ * Runs node with these arguments from the project root, without blocking the
+ * test; collects its output. A run that outlives the hang guard is killed and
+ * rejects with what kept it open (test/support/hang.ts).
+ */
 export function runNode(nodeArgs: string[], opts: { signal?: AbortSignal; env?: NodeJS.ProcessEnv } = {}): Promise<CliRun> {
   return new Promise((resolve, reject) => {
+    const { env, dir } = reportEnv({ ...process.env, ...opts.env });
     const child = spawn(process.execPath, nodeArgs, {
       cwd: root,
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, ...opts.env },
+      env,
       ...(opts.signal ? { signal: opts.signal } : {}),
     });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
+    const unguard = superviseExit(child, `node ${nodeArgs.map(shortPath).join(' ')}`, dir, (why) => reject(new Error(`${why}\n--- stdout\n${stdout}\n--- stderr\n${stderr}`)));
+    child.on('error', (err) => {
+      unguard();
+      reject(err);
+    });
+    child.on('close', (code) => {
+      unguard();
+      resolve({ code, stdout, stderr });
+    });
   });
 }
+
+const shortPath = (a: string) => (a.startsWith(root) ? a.slice(root.length) : a);
 
 /**
  * Samples the fleet every `everyMs` while `work` runs: containers running,
@@ -368,17 +383,24 @@ export interface RunningCli {
 
 /** Starts the built CLI in the background and resolves once its stdout matches `until`. */
 export async function startCliUntil(args: string[], until: RegExp): Promise<RunningCli> {
-  const child = spawn(process.execPath, [bin, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  const { env, dir } = reportEnv(process.env);
+  const child = spawn(process.execPath, [bin, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env });
   let stdout = '';
   let stderr = '';
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<{ code: number | null; stdout: string; stderr: string }>((res) => child.on('close', (code) => res({ code, stdout, stderr })));
+  const exited = new Promise<{ code: number | null; stdout: string; stderr: string }>((res, rej) => {
+    const unguard = superviseExit(child, `fleetroll ${args.join(' ')}`, dir, (why) => rej(new Error(`${why}\n--- stdout\n${stdout}\n--- stderr\n${stderr}`)));
+    child.on('close', (code) => {
+      unguard();
+      res({ code, stdout, stderr });
+    });
+  });
   await new Promise<void>((res, rej) => {
     child.stdout.on('data', (d: Buffer) => {
       stdout += d.toString();
       if (until.test(stdout)) res();
     });
-    void exited.then((r) => rej(new Error(`fleetroll ${args.join(' ')} exited (${r.code}) before printing ${until}:\n${r.stdout}${r.stderr}`)));
+    exited.then((r) => rej(new Error(`fleetroll ${args.join(' ')} exited (${r.code}) before printing ${until}:\n${r.stdout}${r.stderr}`)), rej);
   });
   return { child, exited };
 }
