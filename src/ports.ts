@@ -168,6 +168,8 @@ export interface Router {
   writeServers?(file: UpstreamFile): Promise<void>;
   /** `nginx -s reload`: new workers take the new config, old ones finish in-flight requests. */
   reload(): Promise<void>;
+  /** True where reload() only changes membership, with no nginx reload (the dynamic mode): none is counted. */
+  readonly reloadFree?: boolean;
   /**
    * Optional: what the last write + test and reload cost, by part (ChangeParts).
    * The rollout puts them in its upstream events: the log names every part of a change.

@@ -15,6 +15,7 @@ import { ContainerLogStreamAccessLog, LocalFileAccessLog, containerFileAccessLog
 import { DockerRuntime } from './adapters/docker.js';
 import { FleetLock, FleetStateStore, whoAmI } from './adapters/fleetState.js';
 import { NginxContainerRouter, NginxExecRouter } from './adapters/nginx.js';
+import { DynamicNginxRouter, containerPlace, defaultPeersFile, execPlace } from './adapters/nginxDynamic.js';
 import { buildProber } from './adapters/probes.js';
 import { dockerConfigCredentials } from './adapters/registryAuth.js';
 import type { AccessLogOpener, DeployDeps, LoadBalancer } from './engine/rollout.js';
@@ -50,10 +51,17 @@ export async function buildDeps(fleet: Fleet, events?: EventSink): Promise<Deplo
       : await readTemplate(DEFAULT_TEMPLATE, 'built-in template');
     const hostName = lb.host ?? fleet.hosts[0]?.name ?? 'local';
     const runtime = runtimes.get(hostName);
+    const prefixArgs = lb.config ? ['-c', lb.config] : [];
     const router =
-      lb.container && runtime
-        ? new NginxContainerRouter({ runtime, container: lb.container, upstreamFile: lb.upstreamFile, hostName })
-        : new NginxExecRouter({ upstreamFile: lb.upstreamFile, prefixArgs: lb.config ? ['-c', lb.config] : [] });
+      lb.mode === 'dynamic'
+        ? new DynamicNginxRouter({
+            place: lb.container && runtime ? containerPlace(runtime, lb.container, hostName) : execPlace({ prefixArgs }),
+            upstream: lb.upstream,
+            peersFile: lb.peersFile ?? defaultPeersFile(lb.upstream),
+          })
+        : lb.container && runtime
+          ? new NginxContainerRouter({ runtime, container: lb.container, upstreamFile: lb.upstreamFile!, hostName })
+          : new NginxExecRouter({ upstreamFile: lb.upstreamFile!, prefixArgs });
     routers.push({ router, template, upstream: lb.upstream });
   }
   const prober = buildProber(fleet.probes, runtimes);

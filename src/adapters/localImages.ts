@@ -15,7 +15,7 @@
  */
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { copyFile, mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
+import { copyFile, cp, mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LABELS } from '../ports.js';
@@ -50,7 +50,20 @@ export interface NodeBaseImageOptions extends BaseImageOptions {
 export interface NginxBaseImageOptions extends BaseImageOptions {
   /** nginx binary to package (default `/usr/sbin/nginx`). */
   nginxBinary?: string;
+  /**
+   * With nginx's Lua module, lua-resty-core and fleetroll's Lua balancer (at
+   * /etc/nginx/fleetroll/fleetroll.lua), for the dynamic mode: always
+   * assembled from this machine's packages (an official nginx has no Lua),
+   * tagged `fleetroll/nginx-lua:<nginx version>-<hash of the Lua file>` so a
+   * changed balancer makes a new image.
+   */
+  lua?: boolean;
 }
+
+/** Where Debian's Lua module and its Lua libraries are (libnginx-mod-http-lua, lua-resty-core). */
+const LUA_MODULES = ['/usr/lib/nginx/modules/ndk_http_module.so', '/usr/lib/nginx/modules/ngx_http_lua_module.so'];
+const LUA_SHARE = '/usr/share/lua/5.1';
+export const FLEETROLL_LUA = new URL('../../templates/fleetroll.lua', import.meta.url);
 
 export interface BuildAppImageOptions extends DockerCliOptions {
   /** APP_VERSION baked into the image (what /api/version reports). */
@@ -122,7 +135,7 @@ export async function ensureNodeBaseImage(opts: NodeBaseImageOptions = {}): Prom
  */
 export async function ensureNginxBaseImage(opts: NginxBaseImageOptions = {}): Promise<string> {
   const log = opts.log ?? (() => {});
-  const official = await findOfficial(opts, DEFAULT_NGINX_OFFICIAL);
+  const official = opts.lua ? undefined : await findOfficial(opts, DEFAULT_NGINX_OFFICIAL);
   if (official) {
     log(`using local official image ${official} as the nginx base`);
     return official;
@@ -132,12 +145,17 @@ export async function ensureNginxBaseImage(opts: NginxBaseImageOptions = {}): Pr
     throw new Error(`building the nginx base image: ${nginxBinary} not found (install nginx-light, see scripts/setup-host.sh)`);
   }
   const version = await binaryVersion(nginxBinary, ['-v'], /nginx\/(\d+\.\d+\.\d+)/);
-  const tag = opts.tag ?? `fleetroll/nginx-base:${version}`;
+  const lua = opts.lua ? await readFile(FLEETROLL_LUA) : undefined;
+  if (lua) {
+    const missing = [...LUA_MODULES, LUA_SHARE].filter((f) => !existsSync(f));
+    if (missing.length) throw new Error(`building the nginx image with Lua: ${missing.join(', ')} not found (apt-get install libnginx-mod-http-lua, see scripts/setup-host.sh)`);
+  }
+  const tag = opts.tag ?? (lua ? `fleetroll/nginx-lua:${version}-${createHash('sha256').update(lua).digest('hex').slice(0, 12)}` : `fleetroll/nginx-base:${version}`);
   if (!opts.force && (await imageExists(tag, opts))) {
     log(`${tag} already exists`);
     return tag;
   }
-  const pulled = await tryPull(opts, DEFAULT_NGINX_OFFICIAL[0]);
+  const pulled = lua ? undefined : await tryPull(opts, DEFAULT_NGINX_OFFICIAL[0]);
   if (pulled) return pulled;
   log(`building ${tag} from ${nginxBinary}`);
   await withTempDir(async (dir) => {
@@ -162,6 +180,12 @@ export async function ensureNginxBaseImage(opts: NginxBaseImageOptions = {}): Pr
       else if (f === 'mime.types') await writeFile(path.join(root, 'etc/nginx/mime.types'), MINIMAL_MIME_TYPES);
     }
     await writeFile(path.join(root, 'etc/nginx/nginx.conf'), DEFAULT_NGINX_CONF);
+    if (lua) {
+      for (const m of LUA_MODULES) await addBinaryWithLibs(root, m, m);
+      await cp(LUA_SHARE, path.join(root, LUA_SHARE), { recursive: true, dereference: true });
+      await mkdir(path.join(root, 'etc/nginx/fleetroll'), { recursive: true });
+      await writeFile(path.join(root, 'etc/nginx/fleetroll/fleetroll.lua'), lua);
+    }
     await symlink('/dev/stdout', path.join(root, 'var/log/nginx/access.log'));
     await symlink('/dev/stderr', path.join(root, 'var/log/nginx/error.log'));
     await importRootfs(opts, dir, root, tag, [

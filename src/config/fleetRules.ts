@@ -48,8 +48,16 @@ export function crossFieldIssues(f: FleetFileParsed, timings: { minReadySeconds:
       issues.push({ path: `${p}/accessLog`, message: `must be a regular file nginx writes to, got ${JSON.stringify(n.accessLog)}${n.container ? ': for nginx logging to its output write accessLog: stdout' : ''}` });
     }
     if (n.config && !n.exec) issues.push({ path: `${p}/config`, message: 'only applies with exec: true (the nginx.conf of the nginx on this machine)' });
-    const key = `${n.exec ? 'exec' : `${n.host ?? ''}/${n.container ?? ''}`}:${n.upstreamFile}`;
-    if (files.has(key)) issues.push({ path: `${p}/upstreamFile`, message: `the same file is already managed by loadBalancers/${files.get(key)}` });
+    if (n.mode === 'reload') {
+      if (n.upstreamFile === undefined) issues.push({ path: `${p}/upstreamFile`, message: 'is required in mode reload: the absolute path of the upstream file that nginx.conf includes (or set mode: dynamic)' });
+      if (n.peersFile !== undefined) issues.push({ path: `${p}/peersFile`, message: 'only applies with mode: dynamic' });
+    } else {
+      if (n.upstreamFile !== undefined) issues.push({ path: `${p}/upstreamFile`, message: 'does not apply with mode: dynamic (membership goes to the Lua balancer through peersFile, no upstream file is written)' });
+      if (n.template !== undefined) issues.push({ path: `${p}/template`, message: 'does not apply with mode: dynamic (no upstream file is rendered)' });
+    }
+    const file = n.mode === 'reload' ? n.upstreamFile : (n.peersFile ?? `/tmp/fleetroll-${n.upstream}.peers`);
+    const key = `${n.exec ? 'exec' : `${n.host ?? ''}/${n.container ?? ''}`}:${file}`;
+    if (files.has(key)) issues.push({ path: `${p}/${n.mode === 'reload' ? 'upstreamFile' : 'peersFile'}`, message: `the same file is already managed by loadBalancers/${files.get(key)}` });
     files.set(key, i);
   });
   if (timings.progressDeadlineSeconds <= timings.minReadySeconds) {
@@ -71,6 +79,13 @@ export function strategyFleetIssues(f: FleetFileParsed, s: ResolvedStrategy, def
       }
     });
   }
+  // Not yet in the dynamic mode: a second upstream (blue-green's preview, canary.force's routes) and the sticky canary split.
+  f.loadBalancers.forEach((lb, i) => {
+    if (lb.nginx.mode !== 'dynamic') return;
+    const p = `loadBalancers/${i}/nginx/mode`;
+    if (s.type === 'Canary') issues.push({ path: p, message: 'dynamic does not support strategy type Canary yet (its sticky split is a hash in the upstream file): use mode: reload for a canary' });
+    if (s.type === 'BlueGreen' && s.blueGreen.previewUpstream !== undefined) issues.push({ path: p, message: 'dynamic does not support blueGreen.previewUpstream yet (a second upstream block): use mode: reload, or leave the preview out' });
+  });
   if (f.hooks?.prePromotion !== undefined && s.type !== 'BlueGreen') {
     s.notes.push(`hooks.prePromotion runs only with strategy type BlueGreen (before the switch); with ${s.type} it never runs`);
   }

@@ -28,7 +28,7 @@ async function nginxNotes(fleet: Fleet): Promise<{ lines: string[]; warnings: st
     return { lines, warnings };
   }
   for (const [i, { nginx: lb }] of fleet.loadBalancers.entries()) {
-    const where = `loadBalancers/${i} (${lb.upstreamFile}, upstream ${lb.upstream})`;
+    const where = `loadBalancers/${i} (${lb.mode === 'dynamic' ? 'dynamic' : lb.upstreamFile}, upstream ${lb.upstream})`;
     if (s.type === 'Canary') {
       const key = stickyVariable(s.canary.stickyKey, lb.upstream);
       lines.push(`nginx (Canary), ${where}: while the canary runs, the upstream gets \`hash ${key.variable} consistent;\` and a weight on every server (stable and canary), so each ${s.canary.stickyKey === 'remote_addr' ? 'client address' : s.canary.stickyKey.replace(':', ' ')} stays on one version while a weight holds`);

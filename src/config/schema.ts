@@ -70,7 +70,16 @@ const nginxSchema = z
     exec: z.boolean().optional(),
     /** With exec: the nginx.conf of that nginx when not the default (passed as -c). */
     config: pattern(ABS_PATH_RE, 'an absolute path of letters, digits, ".", "_", "-" and "/"').optional(),
-    upstreamFile: pattern(ABS_PATH_RE, 'an absolute path of letters, digits, ".", "_", "-" and "/"'),
+    /**
+     * reload: membership goes into the upstream file, `nginx -t`, reload.
+     * dynamic: into fleetroll's Lua balancer through a peers file, no reload
+     * (adapters/nginxDynamic.ts, templates/nginx-dynamic.conf.example).
+     */
+    mode: z.enum(['reload', 'dynamic'], { error: (i) => `must be reload (rewrite the upstream file and reload nginx) or dynamic (fleetroll's Lua balancer, no reload), got ${JSON.stringify(i.input)}` }).default('reload'),
+    /** reload mode: the file fleetroll owns, which the nginx config includes. */
+    upstreamFile: pattern(ABS_PATH_RE, 'an absolute path of letters, digits, ".", "_", "-" and "/"').optional(),
+    /** dynamic mode: where the peers file goes (default /tmp/fleetroll-<upstream>.peers); the status file is beside it. */
+    peersFile: pattern(ABS_PATH_RE, 'an absolute path of letters, digits, ".", "_", "-" and "/"').optional(),
     upstream: pattern(UPSTREAM_RE, 'an nginx upstream name: letters, digits and "_", starting with a letter or "_"'),
     /** Own upstream template (path relative to the fleet file); default templates/upstream.conf.tmpl. */
     template: z.string().min(1).optional(),

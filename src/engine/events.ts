@@ -18,7 +18,7 @@ export type RolloutEvent =
    * waits and polls that are not). Absent on a restore, and in logs from
    * before they were measured.
    */
-  | { type: 'upstream'; action: 'drain' | 'enable' | 'final' | 'restore'; down: string[]; up: string[]; reloads: number; ms?: number | undefined; balancers?: Record<string, number> | undefined; parts?: Record<string, ChangeParts> | undefined }
+  | { type: 'upstream'; action: 'drain' | 'enable' | 'final' | 'restore'; down: string[]; up: string[]; reloads: number; ms?: number | undefined; balancers?: Record<string, number> | undefined; parts?: Record<string, ChangeParts> | undefined; reloadFree?: boolean | undefined }
   | { type: 'draining'; names: string[]; seconds: number }
   /** `ms`: docker stop + remove (absent in logs from before it was measured). */
   | { type: 'stopped'; name: string; host: string; ms?: number | undefined }

@@ -236,7 +236,11 @@ export class Traffic {
     const began = this.o.clock.now();
     try {
       const written = await this.files.writeAll(servers, { preview, hash, force }, list && { list, version }, upChanged || d.newDown.length > 0);
-      if (!reload) return;
+      if (!reload) {
+        // A tidy-up (stopped servers left out) changes no routing; a reload-free router takes it only when told.
+        await Promise.all(written.map((i) => this.o.balancers[i]?.router).filter((r) => r?.reloadFree).map((r) => r?.reload()));
+        return;
+      }
       const toReload = this.recoveryReload ? this.o.balancers.map((_, i) => i) : written;
       this.recoveryReload = false;
       faultPoint('before-reload');
@@ -248,7 +252,7 @@ export class Traffic {
         toReload.map(async (i) => {
           const lb = this.o.balancers[i];
           await lb?.router.reload();
-          this.reloads++;
+          if (!lb?.router.reloadFree) this.reloads++;
           if (lb) {
             balancers[lb.router.name] = this.o.clock.now() - began;
             const p = lb.router.lastChange?.();
@@ -269,6 +273,7 @@ export class Traffic {
         ms: this.o.clock.now() - began,
         balancers,
         ...(Object.keys(parts).length ? { parts } : {}),
+        ...(toReload.every((i) => this.o.balancers[i]?.router.reloadFree) ? { reloadFree: true } : {}),
       });
       this.o.journal('reload', 'end', { up: new Names(servers, false), down: new Names(servers, true) });
       this.o.applied(this.loaded.up, this.loaded.down, [...d.upAdded, ...d.upRemoved]);

@@ -5,6 +5,7 @@
  * the fleetroll_json access log, a wait for it to answer, and a teardown
  * that removes everything a rehearsal of that name created.
  */
+import { readFile } from 'node:fs/promises';
 import http from 'node:http';
 import type Dockerode from 'dockerode';
 import { LOG_FORMAT, LOG_FORMAT_NAME } from '../core/accessLog.js';
@@ -71,7 +72,21 @@ export async function teardown(docker: Dockerode, names: DemoNames): Promise<num
   return removed;
 }
 
-export async function startNginx(docker: Dockerode, names: DemoNames, image: string, port: number, template: string): Promise<number> {
+const DYNAMIC_CONF = new URL('../../templates/nginx-dynamic.conf.example', import.meta.url);
+
+/** templates/nginx-dynamic.conf.example for this upstream: the nginx.conf of a dynamic-mode stage. */
+export async function dynamicNginxConf(upstream: string): Promise<string> {
+  return (await readFile(DYNAMIC_CONF, 'utf8')).replaceAll('bookstore_api', upstream);
+}
+
+/**
+ * Starts the stage's nginx, published on 127.0.0.1:`port` (0: Docker picks).
+ * mode reload: the image's nginx.conf with a server block, the access log
+ * and an empty upstream file in conf.d. mode dynamic (an image with Lua,
+ * ensureNginxBaseImage({ lua: true })): templates/nginx-dynamic.conf.example
+ * as its nginx.conf.
+ */
+export async function startNginx(docker: Dockerode, names: DemoNames, image: string, port: number, template: string, mode: 'reload' | 'dynamic' = 'reload'): Promise<number> {
   const c = await docker.createContainer({
     name: names.nginx,
     Image: image,
@@ -83,9 +98,12 @@ export async function startNginx(docker: Dockerode, names: DemoNames, image: str
       RestartPolicy: { Name: 'no' },
     },
   });
-  await putFile(docker, names.nginx, '/etc/nginx/conf.d/default.conf', serverBlock(names.upstream));
-  await putFile(docker, names.nginx, ACCESS_LOG_CONF, `# Written by fleetroll: every request in the format fleetroll reads.\n${LOG_FORMAT}access_log ${ACCESS_LOG} ${LOG_FORMAT_NAME};\n`);
-  await putFile(docker, names.nginx, UPSTREAM_FILE, renderUpstream(template, { service: names.service, upstream: names.upstream, servers: [] }));
+  if (mode === 'dynamic') await putFile(docker, names.nginx, '/etc/nginx/nginx.conf', await dynamicNginxConf(names.upstream));
+  else {
+    await putFile(docker, names.nginx, '/etc/nginx/conf.d/default.conf', serverBlock(names.upstream));
+    await putFile(docker, names.nginx, ACCESS_LOG_CONF, `# Written by fleetroll: every request in the format fleetroll reads.\n${LOG_FORMAT}access_log ${ACCESS_LOG} ${LOG_FORMAT_NAME};\n`);
+    await putFile(docker, names.nginx, UPSTREAM_FILE, renderUpstream(template, { service: names.service, upstream: names.upstream, servers: [] }));
+  }
   // A port Docker chose can be taken between its choice and the bind (an
   // outgoing connection got it): the next start picks another one.
   await retryTransient(`starting ${names.nginx}`, () => c.start(), { portClashIsTransient: port === 0 });

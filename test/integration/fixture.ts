@@ -14,6 +14,7 @@ import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { DockerRuntime, ensureNetwork, getFile } from '../../src/adapters/docker.js';
 import { removeFleetState } from '../../src/adapters/fleetState.js';
+import { defaultPeersFile, parsePeers } from '../../src/adapters/nginxDynamic.js';
 import { HttpProber } from '../../src/adapters/http.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../../src/adapters/localImages.js';
 import { PLACEHOLDER_SERVER, parseUpstreamServers } from '../../src/core/upstream.js';
@@ -65,6 +66,13 @@ export function ensureImages(): Promise<{ nginx: string }> {
     return { nginx: await ensureNginxBaseImage() };
   })();
   return images;
+}
+
+let luaImage: Promise<string> | undefined;
+/** The nginx image with the Lua module and fleetroll's balancer (the dynamic mode), once per test process. */
+export function ensureLuaNginxImage(): Promise<string> {
+  luaImage ??= ensureImages().then(() => ensureNginxBaseImage({ lua: true }));
+  return luaImage;
 }
 
 export function uniqueName(prefix: string): string {
@@ -120,12 +128,18 @@ export interface FleetFileOptions {
   container?: Record<string, unknown>;
 }
 
-/** A network and an nginx container (published on 127.0.0.1), ready for a fleet. */
-export async function startTestFleet(prefix: string): Promise<TestFleet> {
-  const { nginx } = await ensureImages();
+/**
+ * A network and an nginx container (published on 127.0.0.1), ready for a
+ * fleet. mode dynamic: nginx with fleetroll's Lua balancer
+ * (templates/nginx-dynamic.conf.example), the fleet file's load balancer in
+ * mode dynamic, and upstream() reads the peers file.
+ */
+export async function startTestFleet(prefix: string, o: { mode?: 'reload' | 'dynamic' } = {}): Promise<TestFleet> {
+  const dynamic = o.mode === 'dynamic';
+  const nginx = dynamic ? await ensureLuaNginxImage() : (await ensureImages()).nginx;
   const names = demoNames(uniqueName(prefix));
   await ensureNetwork(docker, names.network, { [DEMO_LABEL]: names.service });
-  const port = await startNginx(docker, names, nginx, 0, await readDefaultTemplate());
+  const port = await startNginx(docker, names, nginx, 0, await readDefaultTemplate(), o.mode);
   const url = `http://127.0.0.1:${port}`;
   await waitForHttp(url, 10_000);
   const dir = mkdtempSync(join(tmpdir(), `${names.service}-`));
@@ -175,7 +189,7 @@ loadBalancers:
   - nginx:
       container: ${names.nginx}
       host: local
-      upstreamFile: ${UPSTREAM_FILE}
+      ${dynamic ? 'mode: dynamic' : `upstreamFile: ${UPSTREAM_FILE}`}
       upstream: ${names.upstream}
 ${o.template ? `      template: ${o.template}\n` : ''}${accessLog}${extra}${more}`;
       const file = join(dir, `fleet-${n++}.yaml`);
@@ -197,8 +211,8 @@ ${o.template ? `      template: ${o.template}\n` : ''}${accessLog}${extra}${more
       return { container: more.nginx, url: u };
     },
     async upstream(container = names.nginx) {
-      const content = (await getFile(docker, container, UPSTREAM_FILE)) ?? '';
-      const servers = parseUpstreamServers(content);
+      const content = (await getFile(docker, container, dynamic ? defaultPeersFile(names.upstream) : UPSTREAM_FILE)) ?? '';
+      const servers = dynamic ? (parsePeers(content)?.servers ?? []) : parseUpstreamServers(content);
       return { up: servers.filter((s) => !s.down).length, down: servers.filter((s) => s.down).length, content };
     },
     async accessLog(container = names.nginx) {
@@ -297,7 +311,7 @@ export async function sampleDuring<T>(fleet: TestFleet, work: Promise<T>, everyM
  * For a test file: builds the images before its tests, and returns
  * `fleet(prefix)`, which starts a test fleet that is removed after them.
  */
-export function useFleets(): (prefix: string) => Promise<TestFleet> {
+export function useFleets(): (prefix: string, o?: { mode?: 'reload' | 'dynamic' }) => Promise<TestFleet> {
   const fleets: TestFleet[] = [];
   before(async () => {
     await ensureImages();
@@ -305,8 +319,8 @@ export function useFleets(): (prefix: string) => Promise<TestFleet> {
   after(async () => {
     await Promise.all(fleets.map((f) => f.cleanup()));
   });
-  return async (prefix) => {
-    const f = await startTestFleet(prefix);
+  return async (prefix, o) => {
+    const f = await startTestFleet(prefix, o);
     fleets.push(f);
     return f;
   };

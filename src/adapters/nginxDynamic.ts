@@ -1,0 +1,277 @@
+/**
+ * The `Router` of nginx's dynamic mode (`loadBalancers[].nginx.mode: dynamic`):
+ * membership changes with no reload, so no keep-alive client connection is
+ * closed by a deploy. nginx runs fleetroll's Lua balancer
+ * (templates/fleetroll.lua, templates/nginx-dynamic.conf.example).
+ *
+ * The transport is a file, as in reload mode: fleetroll writes a peers file
+ * into nginx's filesystem (Docker's archive API, or a plain write on this
+ * machine with exec: true), and a Lua timer in nginx reads it every 10 ms and
+ * answers in a status file with the version it has in force. That needs
+ * nothing in the image but nginx and its modules (no shell, no curl, no
+ * listener fleetroll must reach through a remote host's network), and the
+ * file on disk is also what a restarted nginx starts from.
+ *
+ * The engine's contract is kept: `writeAndTest` takes the upstream file as
+ * reload mode would write it and only checks and stages its servers (so all
+ * load balancers are checked before any changes, and a restore is a restage);
+ * `reload` writes the peers file and returns once the status file confirms
+ * that version: from then on no new request goes to a server marked down.
+ */
+import { readFile, rename, unlink, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { FleetrollError } from '../errors.js';
+import { PLACEHOLDER_ADDRESS, parseUpstreamServers, type UpstreamEntry } from '../core/upstream.js';
+import type { ChangeParts, Router } from '../ports.js';
+import { type DockerRuntime, execIn, getFileEntry, putFile } from './docker.js';
+
+/** The Debian packages that give Debian 12's nginx the Lua module (lua-resty-core comes with them). */
+export const LUA_PACKAGES = 'libnginx-mod-http-lua libnginx-mod-http-ndk';
+
+/** Where the peers file goes when the fleet file does not say: /tmp is writable by nginx's workers in any image. */
+export function defaultPeersFile(upstream: string): string {
+  return `/tmp/fleetroll-${upstream}.peers`;
+}
+
+/** How fleetroll reaches one nginx: its binary and its files. */
+export interface NginxPlace {
+  /** Human name for messages, e.g. "nginx lb on local". */
+  readonly name: string;
+  nginx(args: string[]): Promise<{ ok: boolean; output: string; stdout: string }>;
+  read(file: string): Promise<string | undefined>;
+  write(file: string, text: string): Promise<void>;
+}
+
+/** nginx in a container: `docker exec nginx ...` and the archive API. */
+export function containerPlace(runtime: DockerRuntime, container: string, hostName: string): NginxPlace {
+  const docker = runtime.docker;
+  return {
+    name: `nginx ${container} on ${hostName}`,
+    nginx: async (args) => {
+      const r = await execIn(docker, container, ['nginx', ...args]);
+      return { ok: r.exitCode === 0, output: `${r.stderr}\n${r.stdout}`.trim() || '(no output)', stdout: r.stdout };
+    },
+    read: async (file) => (await getFileEntry(docker, container, file))?.content.toString('utf8'),
+    write: (file, text) => putFile(docker, container, file, text, 0o644),
+  };
+}
+
+/** nginx on this machine: its binary with argument arrays, files written aside and renamed. */
+export function execPlace(o: { nginxBin?: string; prefixArgs?: string[]; name?: string }): NginxPlace {
+  const bin = o.nginxBin ?? '/usr/sbin/nginx';
+  const prefix = o.prefixArgs ?? [];
+  return {
+    name: o.name ?? 'nginx on this machine',
+    nginx: async (args) => {
+      const { execa } = await import('execa');
+      const r = await execa(bin, [...prefix, ...args], { reject: false, stdin: 'ignore', timeout: 30_000 });
+      return { ok: !r.failed && r.exitCode === 0, output: `${String(r.stderr ?? '')}\n${String(r.stdout ?? '')}`.trim() || `could not run ${bin}`, stdout: String(r.stdout ?? '') };
+    },
+    read: async (file) => {
+      try {
+        return await readFile(file, 'utf8');
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+        throw err;
+      }
+    },
+    write: async (file, text) => {
+      const tmp = path.join(path.dirname(file), `.${path.basename(file)}.fleetroll-${process.pid}-${randomBytes(4).toString('hex')}.tmp`);
+      try {
+        await writeFile(tmp, text, { mode: 0o644, flag: 'wx' });
+        await rename(tmp, file);
+      } catch (err) {
+        await unlink(tmp).catch(() => {});
+        throw err;
+      }
+    },
+  };
+}
+
+/** A peer as fleetroll's Lua reads it. */
+const ADDRESS_RE = /^(?:[0-9]{1,3}\.){3}[0-9]{1,3}:[0-9]{1,5}$/;
+const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+
+/**
+ * The peers file for these servers (the placeholder left out). Every value
+ * is checked against what the Lua side parses, so nothing else reaches
+ * nginx: an IPv4 address and port, up or down, a weight, a container name.
+ */
+export function renderPeers(servers: readonly UpstreamEntry[], version: number): string {
+  const lines = ['fleetroll-peers 1', `version ${version}`];
+  for (const s of servers) {
+    if (s.address === PLACEHOLDER_ADDRESS) continue;
+    if (!ADDRESS_RE.test(s.address)) throw new FleetrollError('E_INVALID', `the dynamic nginx mode takes IPv4 addresses with a port, got ${JSON.stringify(s.address)}`);
+    if (!NAME_RE.test(s.name)) throw new FleetrollError('E_INVALID', `an instance name fleetroll's Lua cannot carry: ${JSON.stringify(s.name)}`);
+    const weight = s.weight ?? 1;
+    if (!Number.isInteger(weight) || weight < 1 || weight > 1000) throw new FleetrollError('E_INVALID', `a weight from 1 to 1000, got ${weight}`);
+    lines.push(`peer ${s.address} ${s.down ? 'down' : 'up'} ${weight} ${s.name}`);
+  }
+  lines.push(`end ${version}`);
+  return `${lines.join('\n')}\n`;
+}
+
+/** A complete peers file (header and trailer agree): its version and servers; undefined otherwise. */
+export function parsePeers(text: string | undefined): { version: number; servers: UpstreamEntry[] } | undefined {
+  const m = text === undefined ? null : /^fleetroll-peers 1\nversion (\d+)\n/.exec(text);
+  if (!m || !text || !new RegExp(`\\nend ${m[1]}\\n?$`).test(text)) return undefined;
+  const servers: UpstreamEntry[] = [];
+  for (const p of text.matchAll(/^peer (\S+) (up|down) (\d+) (\S+)$/gm)) {
+    const weight = Number(p[3]);
+    servers.push({ address: p[1]!, down: p[2] === 'down', name: p[4]!, ...(weight !== 1 ? { weight } : {}) });
+  }
+  return { version: Number(m[1]), servers };
+}
+
+/** What the Lua timer last wrote: the version in force, since when this nginx runs, requests in flight per peer marked down. */
+export interface PeersStatus {
+  version: number;
+  started: number;
+  inflight: Map<string, number>;
+}
+
+export function parseStatus(text: string | undefined): PeersStatus | undefined {
+  const m = text === undefined ? null : /^fleetroll-status 1\nversion (\d+)\nstarted ([0-9.]+)\n/.exec(text);
+  if (!m || !text || !new RegExp(`\\nend ${m[1]}\\n?$`).test(text)) return undefined;
+  const inflight = new Map<string, number>();
+  for (const p of text.matchAll(/^inflight (\S+) (-?\d+)$/gm)) inflight.set(p[1]!, Math.max(0, Number(p[2])));
+  return { version: Number(m[1]), started: Number(m[2]), inflight };
+}
+
+/** The servers as an upstream block, the form the engine reads (status, the start of a rollout). */
+function asUpstream(upstream: string, servers: readonly UpstreamEntry[]): string {
+  const lines = servers.map((s) => `    server ${s.address}${s.down ? ' down' : ''}${s.weight !== undefined ? ` weight=${s.weight}` : ''}; # ${s.name}`);
+  return `# fleetroll dynamic mode: the peers nginx's Lua balancer has\nupstream ${upstream} {\n${lines.join('\n')}\n}\n`;
+}
+
+const CONFIRM_TIMEOUT_MS = 5_000;
+
+export interface DynamicNginxRouterOptions {
+  place: NginxPlace;
+  upstream: string;
+  /** The peers file's path where nginx runs; the status file is the same path with ".status". */
+  peersFile: string;
+}
+
+export class DynamicNginxRouter implements Router {
+  readonly name: string;
+  /** Membership changes need no reload: the rollout counts none. */
+  readonly reloadFree = true;
+  private readonly place: NginxPlace;
+  private readonly upstream: string;
+  private readonly peersFile: string;
+  private readonly statusFile: string;
+  private staged: readonly UpstreamEntry[] | undefined;
+  private version = 0;
+  private parts: ChangeParts | undefined;
+
+  constructor(o: DynamicNginxRouterOptions) {
+    this.place = o.place;
+    this.name = `${o.place.name} (dynamic)`;
+    this.upstream = o.upstream;
+    this.peersFile = o.peersFile;
+    this.statusFile = `${o.peersFile}.status`;
+  }
+
+  /**
+   * nginx's config passes `nginx -t`, has the pieces of fleetroll's Lua for
+   * this upstream, and the Lua timer runs (its status file is there). Each
+   * failure says what to change.
+   */
+  async check(): Promise<void> {
+    const t = await this.place.nginx(['-T']);
+    if (!t.ok) {
+      const lua = /unknown directive "(?:balancer|init|init_worker|log)_by_lua|ngx_http_lua_module|ndk_http_module/.test(t.output);
+      throw new FleetrollError('E_NGINX_TEST', `${this.name}: the current configuration fails \`nginx -t\`:\n${t.output}`, {
+        hint: lua
+          ? `the dynamic mode needs nginx's Lua module: install ${LUA_PACKAGES} (Debian 12) where nginx runs, and load_module ndk_http_module.so, then ngx_http_lua_module.so (templates/nginx-dynamic.conf.example)`
+          : 'fix the nginx configuration, then deploy again',
+      });
+    }
+    const missing = dynamicConfigProblems(t.stdout, this.upstream, this.peersFile);
+    if (missing.length) {
+      throw new FleetrollError('E_NGINX_TEST', `${this.name}: nginx's configuration lacks what the dynamic mode needs for upstream ${this.upstream}:\n${missing.map((m) => `  - ${m}`).join('\n')}`, {
+        hint: 'start from templates/nginx-dynamic.conf.example, or set mode: reload',
+      });
+    }
+    const status = parseStatus(await this.place.read(this.statusFile).catch(() => undefined));
+    if (!status) {
+      throw new FleetrollError('E_NGINX_TEST', `${this.name}: no status file from fleetroll's Lua at ${this.statusFile}: its timer does not run`, {
+        hint: `check nginx's error log; the workers' user must be able to write ${path.posix.dirname(this.statusFile)}`,
+      });
+    }
+  }
+
+  async config(): Promise<string> {
+    const t = await this.place.nginx(['-T']);
+    if (!t.ok) throw new FleetrollError('E_NGINX_TEST', `${this.name}: \`nginx -T\` failed:\n${t.output}`);
+    return t.stdout;
+  }
+
+  /** The peers nginx has, as an upstream block; undefined when fleetroll has not written any yet. */
+  async read(): Promise<string | undefined> {
+    const peers = parsePeers(await this.place.read(this.peersFile));
+    if (!peers) return undefined;
+    this.version = Math.max(this.version, peers.version);
+    return asUpstream(this.upstream, peers.servers);
+  }
+
+  /** Checks and stages the servers of this upstream; nothing reaches nginx before reload(). */
+  async writeAndTest(content: string): Promise<void> {
+    const servers = parseUpstreamServers(content, this.upstream);
+    renderPeers(servers, 0);
+    this.staged = servers;
+    this.parts = undefined;
+    return Promise.resolve();
+  }
+
+  /** Writes the staged peers and waits for the Lua side to have them in force. */
+  async reload(): Promise<void> {
+    const servers = this.staged;
+    if (!servers) return;
+    const version = (this.version = Math.max(Date.now(), this.version + 1));
+    const t0 = Date.now();
+    try {
+      await this.place.write(this.peersFile, renderPeers(servers, version));
+    } catch (err) {
+      throw new FleetrollError('E_NGINX_FILE', `${this.name}: writing ${this.peersFile}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    }
+    const t1 = Date.now();
+    let seen: PeersStatus | undefined;
+    for (let wait = 5; ; wait = Math.min(wait * 2, 50)) {
+      seen = parseStatus(await this.place.read(this.statusFile).catch(() => undefined));
+      if (seen?.version === version) break;
+      if (Date.now() - t1 > CONFIRM_TIMEOUT_MS) {
+        throw new FleetrollError('E_NGINX_RELOAD', `${this.name}: fleetroll's Lua did not take the new peers within ${CONFIRM_TIMEOUT_MS / 1000} s (its status file says version ${seen?.version ?? 'none'}, wanted ${version})`, {
+          hint: "check nginx's error log and that init_worker_by_lua_block calls require(\"fleetroll\").init_worker()",
+        });
+      }
+      await new Promise((r) => setTimeout(r, wait));
+    }
+    this.staged = undefined;
+    this.parts = { file: t1 - t0, confirm: Date.now() - t1 };
+  }
+
+  lastChange(): ChangeParts | undefined {
+    return this.parts;
+  }
+
+  /** Requests in flight on each peer marked down, as the Lua side counts them (for a drain that ends when they do). */
+  async inFlight(): Promise<Map<string, number> | undefined> {
+    return parseStatus(await this.place.read(this.statusFile).catch(() => undefined))?.inflight;
+  }
+}
+
+/** What an `nginx -T` output lacks of fleetroll's Lua pieces for `upstream` (templates/nginx-dynamic.conf.example). */
+export function dynamicConfigProblems(config: string, upstream: string, peersFile: string): string[] {
+  const q = (s: string) => `["']${s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}["']`;
+  const checks: [RegExp, string][] = [
+    [/^\s*lua_shared_dict\s+fleetroll\s+\S+\s*;/m, 'lua_shared_dict fleetroll 1m;'],
+    [new RegExp(`require\\(["']fleetroll["']\\)\\.init\\(\\s*\\{[^}]*upstream\\s*=\\s*${q(upstream)}[^}]*peers\\s*=\\s*${q(peersFile)}`), `init_by_lua_block { require("fleetroll").init({ upstream = "${upstream}", peers = "${peersFile}" }) }`],
+    [/require\(["']fleetroll["']\)\.init_worker\(\)/, 'init_worker_by_lua_block { require("fleetroll").init_worker() }'],
+    [new RegExp(`balancer_by_lua_block\\s*\\{\\s*require\\(["']fleetroll["']\\)\\.balance\\(${q(upstream)}\\)`), `balancer_by_lua_block { require("fleetroll").balance("${upstream}") } in upstream ${upstream}`],
+    [/require\(["']fleetroll["']\)\.done\(\)/, 'log_by_lua_block { require("fleetroll").done() } where it proxies'],
+  ];
+  return checks.filter(([re]) => !re.test(config)).map(([, what]) => what);
+}

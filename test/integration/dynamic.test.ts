@@ -1,0 +1,47 @@
+/**
+ * The dynamic nginx mode on the real stack: nginx with the Lua module and
+ * fleetroll's balancer (templates/nginx-dynamic.conf.example) in a container
+ * built from this machine's packages, a fleet rolled under keep-alive load.
+ * What a user sees: no request failed and none needed a resend (a strict API
+ * client's view), nginx's worker processes are the same before and after
+ * (no reload), every instance answers the new version.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { getFile } from '../../src/adapters/docker.js';
+import { defaultPeersFile, parseStatus } from '../../src/adapters/nginxDynamic.js';
+import { docker, failedOf, guard, runCli, startLoad, useFleets } from './fixture.js';
+
+/** PIDs of nginx's worker processes in the container (a reload replaces them all). */
+async function workers(container: string): Promise<string[]> {
+  const t = (await docker.getContainer(container).top({ ps_args: '-o pid,args' })) as { Processes: string[][] };
+  return t.Processes.filter((p) => /nginx: worker process$/.test(p[1] ?? '')).map((p) => p[0] ?? '');
+}
+
+describe('the dynamic nginx mode (Lua balancer), for real', { timeout: guard(300_000) }, () => {
+  const fleet = useFleets();
+
+  it('a rollout under keep-alive load: no failed request, no resend, no reload (the same nginx workers), every instance on the new version', async (t) => {
+    const f = await fleet('it-dyn', { mode: 'dynamic' });
+    await f.at100(3);
+    const before = await workers(f.names.nginx);
+    assert.ok(before.length > 0, 'nginx has workers');
+    const load = startLoad(f.url, { getPerSecond: 40, postConcurrency: 2, keepAlive: true });
+    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0' })]);
+    const records = await load.stop();
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual(failedOf(records), [], 'no request failed');
+    const resent = records.filter((x) => x.retried);
+    t.diagnostic(`rollout 1.0.0 -> 1.1.0 in dynamic mode: ${records.length} requests on keep-alive connections, ${failedOf(records).length} failed, ${resent.length} resent`);
+    assert.equal(resent.length, 0, 'no request needed a resend on a new connection (a strict client would have failed them)');
+    assert.deepEqual(await workers(f.names.nginx), before, 'the same worker processes: nginx was never reloaded');
+    assert.match(r.stdout, /upstream: peers set, no reload/);
+    assert.match(r.stdout, /0 nginx reload\(s\)/);
+    assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0', '1.1.0']);
+    const up = await f.upstream();
+    assert.equal(up.up, 3, up.content);
+    assert.equal(up.down, 0, up.content);
+    const status = parseStatus(await getFile(docker, f.names.nginx, `${defaultPeersFile(f.names.upstream)}.status`));
+    assert.ok(status, 'the Lua side answers in its status file');
+  });
+});
