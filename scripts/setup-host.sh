@@ -2,7 +2,8 @@
 # setup-host.sh — make sure this (Debian 12) machine has a running Docker engine and an
 # nginx binary, so fleetroll's integration tests and examples can run; plus what the
 # remote-host tests use: sshd (openssh-server, for ssh:// hosts), openssl (TLS
-# certificates for tcp:// hosts) and docker-registry (a registry to pull from).
+# certificates for tcp:// hosts) and docker-registry (a registry to pull from); and
+# nginx's Lua module (libnginx-mod-http-lua), for the dynamic mode's nginx image.
 #
 # Idempotent and non-interactive (safe in CI). Run as root. Fast when everything is
 # already in place: it only checks the binaries and pings the daemon socket.
@@ -46,7 +47,9 @@ have_sshd() { have sshd || [ -x /usr/sbin/sshd ]; }
 # The ssh tools the tests use beside sshd (openssh-client, a dependency of openssh-server).
 have_ssh_tools() { have ssh-keygen && have ssh-agent && have ssh-add; }
 have_registry() { have docker-registry || [ -x /usr/bin/docker-registry ]; }
-have_extras() { [ -n "$demo" ] || { have_sshd && have_ssh_tools && have_registry && have openssl; }; }
+# nginx's Lua module and lua-resty-core, for the dynamic mode's nginx image (libnginx-mod-http-lua).
+have_lua() { [ -f /usr/lib/nginx/modules/ngx_http_lua_module.so ] && [ -f /usr/lib/nginx/modules/ndk_http_module.so ] && [ -d /usr/share/lua/5.1/resty/core ]; }
+have_extras() { [ -n "$demo" ] || { have_sshd && have_ssh_tools && have_registry && have openssl && have_lua; }; }
 
 ping_daemon() {
   curl -fsS --max-time 2 --unix-socket "$DOCKER_SOCK" http://localhost/_ping >/dev/null 2>&1
@@ -71,6 +74,7 @@ if [ "$(id -u)" -ne 0 ]; then
     { have_sshd && have_ssh_tools; } || missing+=("openssh-server")
     have_registry || missing+=("docker-registry")
     have openssl || missing+=("openssl")
+    have_lua || missing+=("nginx's Lua module (apt-get install libnginx-mod-http-lua)")
   fi
   ping_daemon || missing+=("a running docker daemon on $DOCKER_SOCK (sudo dockerd, or sudo systemctl start docker)")
   if [ -n "$demo" ]; then
@@ -89,6 +93,7 @@ if [ -z "$demo" ]; then
   if ! have_sshd || ! have_ssh_tools; then pkgs+=(openssh-server openssh-client); fi
   if ! have_registry; then pkgs+=(docker-registry); fi
   if ! have openssl; then pkgs+=(openssl); fi
+  if ! have_lua; then pkgs+=(libnginx-mod-http-lua); fi
 fi
 
 if [ "${#pkgs[@]}" -gt 0 ]; then
@@ -129,6 +134,7 @@ have_dockerd || die "dockerd still missing after install"
 have_nginx || die "nginx still missing after install"
 [ -n "$demo" ] || have_sshd || die "sshd still missing after install"
 [ -n "$demo" ] || have_registry || die "docker-registry still missing after install"
+[ -n "$demo" ] || have_lua || die "nginx's Lua module (libnginx-mod-http-lua) still missing after install"
 
 # --- 2. daemon ---------------------------------------------------------------------------
 if ping_daemon; then
