@@ -146,6 +146,8 @@ function asUpstream(upstream: string, servers: readonly UpstreamEntry[]): string
 }
 
 const CONFIRM_TIMEOUT_MS = 5_000;
+/** How often fleetroll's Lua reads the peers file (TICK in templates/fleetroll.lua). */
+const LUA_TICK_MS = 10;
 
 export interface DynamicNginxRouterOptions {
   place: NginxPlace;
@@ -239,7 +241,9 @@ export class DynamicNginxRouter implements Router {
     }
     const t1 = Date.now();
     let seen: PeersStatus | undefined;
-    for (let wait = 5; ; wait = Math.min(wait * 2, 50)) {
+    // The Lua timer looks every 10 ms: the first look comes just after one tick, so it usually confirms at once.
+    await new Promise((r) => setTimeout(r, LUA_TICK_MS + 2));
+    for (let wait = LUA_TICK_MS; ; wait = Math.min(wait * 2, 50)) {
       seen = parseStatus(await this.place.read(this.statusFile).catch(() => undefined));
       if (seen?.version === version) break;
       if (Date.now() - t1 > CONFIRM_TIMEOUT_MS) {

@@ -36,6 +36,11 @@ describe('the dynamic nginx mode (Lua balancer), for real', { timeout: guard(300
     assert.equal(resent.length, 0, 'no request needed a resend on a new connection (a strict client would have failed them)');
     assert.deepEqual(await workers(f.names.nginx), before, 'the same worker processes: nginx was never reloaded');
     assert.match(r.stdout, /upstream: peers set, no reload/);
+    // From the decision to the Lua side's confirmation, per change: the peers file, then the wait for the status file.
+    const changes = [...r.stdout.matchAll(/upstream: peers set, no reload .* in ([0-9.]+) s \(file (\d+) ms, confirming the peers in force (\d+) ms\)/g)];
+    assert.ok(changes.length >= 3, `a change per wave and the last one:\n${r.stdout}`);
+    const ms = changes.map((m) => Math.round(Number(m[1]) * 1000)).sort((a, b) => a - b);
+    t.diagnostic(`${changes.length} membership changes, decision to in force: median ${ms[Math.floor(ms.length / 2)]} ms, max ${ms[ms.length - 1]} ms (file ${changes.map((m) => m[2]).join('/')} ms, confirm ${changes.map((m) => m[3]).join('/')} ms)`);
     assert.match(r.stdout, /0 nginx reload\(s\)/);
     assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0', '1.1.0']);
     const up = await f.upstream();

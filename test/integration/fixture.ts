@@ -24,7 +24,7 @@ import { LABELS } from '../../src/ports.js';
 import type { RequestRecord } from '../../src/experiment/metrics.js';
 import { startLoad as startProbeLoad } from '../../src/experiment/probes.js';
 import { readDefaultTemplate } from '../../src/wiring.js';
-import { reportEnv, superviseExit } from '../support/hang.js';
+import { reportEnv, reportLeak, superviseExit } from '../support/hang.js';
 import { guard, waitFor } from '../support/wait.js';
 
 export const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -273,6 +273,7 @@ export function runNode(nodeArgs: string[], opts: { signal?: AbortSignal; env?: 
     });
     child.on('close', (code) => {
       unguard();
+      reportLeak(`node ${nodeArgs.map(shortPath).join(' ')}`, stderr);
       resolve({ code, stdout, stderr });
     });
   });
@@ -406,6 +407,7 @@ export async function startCliUntil(args: string[], until: RegExp): Promise<Runn
     const unguard = superviseExit(child, `fleetroll ${args.join(' ')}`, dir, (why) => rej(new Error(`${why}\n--- stdout\n${stdout}\n--- stderr\n${stderr}`)));
     child.on('close', (code) => {
       unguard();
+      reportLeak(`fleetroll ${args.join(' ')}`, stderr);
       res({ code, stdout, stderr });
     });
   });

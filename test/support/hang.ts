@@ -16,11 +16,15 @@ import { guard } from './wait.js';
 /** How long a CLI run in a test may take before it counts as hung, scaled to the run's concurrency. */
 export const CLI_HANG_MS = guard(360_000);
 
-/** The environment that lets `superviseExit` ask the child for a report (a SIGUSR2 writes it into the returned dir). */
+/**
+ * The environment that lets `superviseExit` ask the child for a report (a
+ * SIGUSR2 writes it into the returned dir), with the CLI's leak check on.
+ */
 export function reportEnv(env: NodeJS.ProcessEnv): { env: NodeJS.ProcessEnv; dir: string } {
   const dir = mkdtempSync(join(tmpdir(), 'fleetroll-report-'));
   const options = [env.NODE_OPTIONS, '--report-on-signal', '--report-signal=SIGUSR2', `--report-directory=${dir}`].filter(Boolean).join(' ');
-  return { env: { ...env, NODE_OPTIONS: options }, dir };
+  // The CLI names what it left open when it had to end itself (src/cli/main.ts).
+  return { env: { ...env, NODE_OPTIONS: options, FLEETROLL_LEAK_CHECK: '1' }, dir };
 }
 
 interface Report {
@@ -76,4 +80,10 @@ export function superviseExit(child: ChildProcess, what: string, dir: string, on
   }, limitMs);
   timer.unref();
   return cancel;
+}
+
+/** A CLI run that had to end itself with a handle still open says so on stderr (src/cli/main.ts): shown in the test's output. */
+export function reportLeak(what: string, stderr: string): void {
+  const line = /^fleetroll: leak check: .*$/m.exec(stderr)?.[0];
+  if (line) console.error(`${what}: ${line}`);
 }

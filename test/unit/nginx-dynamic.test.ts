@@ -1,0 +1,174 @@
+/**
+ * The pieces of the dynamic nginx mode that fleetroll renders and parses
+ * (src/adapters/nginxDynamic.ts): the peers file the Lua balancer reads, the
+ * status file it answers with, and the check of an nginx config against
+ * templates/nginx-dynamic.conf.example. The Lua side itself runs in
+ * test/integration/dynamic.test.ts.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import { DynamicNginxRouter, defaultPeersFile, dynamicConfigProblems, parsePeers, parseStatus, renderPeers, type NginxPlace } from '../../src/adapters/nginxDynamic.js';
+import { renderUpstream } from '../../src/core/upstream.js';
+
+const example = readFileSync(new URL('../../templates/nginx-dynamic.conf.example', import.meta.url), 'utf8');
+const lua = readFileSync(new URL('../../templates/fleetroll.lua', import.meta.url), 'utf8');
+
+describe('the peers file', () => {
+  const servers = [
+    { address: '10.0.0.5:8080', down: false, name: 'api-1' },
+    { address: '10.0.0.6:8080', down: true, name: 'api-2' },
+    { address: '10.0.0.7:8080', down: false, name: 'api-3', weight: 25 },
+  ];
+
+  it('renders every server with its state and weight between a header and a trailer of the same version', () => {
+    assert.equal(renderPeers(servers, 42), 'fleetroll-peers 1\nversion 42\npeer 10.0.0.5:8080 up 1 api-1\npeer 10.0.0.6:8080 down 1 api-2\npeer 10.0.0.7:8080 up 25 api-3\nend 42\n');
+  });
+
+  it('parses back what it renders', () => {
+    assert.deepEqual(parsePeers(renderPeers(servers, 7)), { version: 7, servers });
+  });
+
+  it('leaves out the placeholder a file with no instance carries', () => {
+    assert.equal(renderPeers([{ address: '127.0.0.1:9', down: true, name: 'no instance in service' }], 1), 'fleetroll-peers 1\nversion 1\nend 1\n');
+  });
+
+  const refused: [string, { address: string; down: boolean; name: string; weight?: number }, RegExp][] = [
+    ['a host name instead of an address', { address: 'api.internal:8080', down: false, name: 'a' }, /IPv4 addresses with a port/],
+    ['an address with Lua in it', { address: '10.0.0.1:80"..os.exit()', down: false, name: 'a' }, /IPv4 addresses with a port/],
+    ['a name with a space (a second field to the Lua parser)', { address: '10.0.0.1:80', down: false, name: 'a b' }, /instance name/],
+    ['a weight of 0', { address: '10.0.0.1:80', down: false, name: 'a', weight: 0 }, /weight from 1 to 1000/],
+  ];
+  for (const [name, server, message] of refused) {
+    it(`refuses ${name}`, () => {
+      assert.throws(() => renderPeers([server], 1), message);
+    });
+  }
+
+  const incomplete: [string, string][] = [
+    ['half-written (no trailer yet)', 'fleetroll-peers 1\nversion 3\npeer 10.0.0.5:8080 up 1 a\n'],
+    ['a trailer of another version', 'fleetroll-peers 1\nversion 3\nend 2\n'],
+    ['another format', 'upstream api {\n}\n'],
+  ];
+  for (const [name, text] of incomplete) {
+    it(`is not taken when ${name}`, () => {
+      assert.equal(parsePeers(text), undefined);
+    });
+  }
+});
+
+describe('the status file', () => {
+  it('gives the version in force, the start time and the requests in flight on the peers marked down', () => {
+    const s = parseStatus('fleetroll-status 1\nversion 9\nstarted 1796307841.147\ninflight 10.0.0.6:8080 2\ninflight 10.0.0.8:8080 -1\nend 9\n');
+    assert.deepEqual(s && { ...s, inflight: [...s.inflight] }, { version: 9, started: 1796307841.147, inflight: [['10.0.0.6:8080', 2], ['10.0.0.8:8080', 0]] });
+  });
+
+  it('is not taken half-written', () => {
+    assert.equal(parseStatus('fleetroll-status 1\nversion 9\nstarted 1\ninflight 10.0.0.6:8080 2\n'), undefined);
+  });
+});
+
+describe('the nginx side: templates/nginx-dynamic.conf.example and templates/fleetroll.lua', () => {
+  it('the example has every piece the preflight looks for, for its upstream and the default peers file', () => {
+    assert.deepEqual(dynamicConfigProblems(example, 'bookstore_api', defaultPeersFile('bookstore_api')), []);
+  });
+
+  it('the check names each missing piece', () => {
+    const without = example.replace(/^\s*log_by_lua_block.*$/m, '').replace(/^\s*lua_shared_dict.*$/m, '');
+    assert.deepEqual(dynamicConfigProblems(without, 'bookstore_api', defaultPeersFile('bookstore_api')), ['lua_shared_dict fleetroll 1m;', 'log_by_lua_block { require("fleetroll").done() } where it proxies']);
+  });
+
+  it('the check wants this fleet\'s upstream and peers file, not another\'s', () => {
+    const problems = dynamicConfigProblems(example, 'orders', '/tmp/fleetroll-orders.peers');
+    assert.equal(problems.length, 2);
+    assert.match(problems.join('\n'), /upstream = "orders", peers = "\/tmp\/fleetroll-orders\.peers"/);
+    assert.match(problems.join('\n'), /balance\("orders"\)/);
+  });
+
+  it('the Lua parses the formats fleetroll writes and reads (header, peer line, trailer)', () => {
+    assert.match(lua, /"\^fleetroll%-peers 1\\nversion \(%d\+\)\\n"/);
+    assert.match(lua, /"\\npeer \(%S\+\) \(%a\+\) \(%d\+\)"/);
+    assert.match(lua, /"fleetroll-status 1", "version " \.\. version, "started "/);
+    assert.match(lua, /"inflight " \.\. p\.addr/);
+    assert.match(lua, /^local TICK = 0\.01$/m, "the tick fleetroll waits for before its first look (LUA_TICK_MS)");
+  });
+});
+
+/** A place in memory: the files fleetroll writes, and a Lua side that answers when told. */
+function memoryPlace(answer: (peers: string) => string | undefined): NginxPlace & { files: Map<string, string> } {
+  const files = new Map<string, string>();
+  return {
+    name: 'nginx in memory',
+    files,
+    nginx: () => Promise.resolve({ ok: true, output: '', stdout: example }),
+    read: (f) => Promise.resolve(files.get(f)),
+    write: (f, text) => {
+      files.set(f, text);
+      const status = answer(text);
+      if (status !== undefined) files.set(`${f}.status`, status);
+      return Promise.resolve();
+    },
+  };
+}
+
+describe('DynamicNginxRouter', () => {
+  const upstream = renderUpstream('upstream {{upstream}} {\n{{servers}}\n}\n', {
+    service: 'bookstore-api',
+    upstream: 'bookstore_api',
+    servers: [
+      { address: '10.0.0.5:8080', down: false, name: 'api-1' },
+      { address: '10.0.0.6:8080', down: true, name: 'api-2' },
+    ],
+  });
+  const peersFile = defaultPeersFile('bookstore_api');
+
+  it('writeAndTest only stages: nothing reaches nginx before reload, which returns once the status names its version', async () => {
+    const place = memoryPlace((text) => `fleetroll-status 1\nversion ${parsePeers(text)?.version}\nstarted 1\nend ${parsePeers(text)?.version}\n`);
+    const r = new DynamicNginxRouter({ place, upstream: 'bookstore_api', peersFile });
+    await r.writeAndTest(upstream);
+    assert.equal(place.files.size, 0, 'nothing written by writeAndTest');
+    await r.reload();
+    assert.deepEqual(parsePeers(place.files.get(peersFile))?.servers, [
+      { address: '10.0.0.5:8080', down: false, name: 'api-1' },
+      { address: '10.0.0.6:8080', down: true, name: 'api-2' },
+    ]);
+    assert.equal(r.reloadFree, true);
+    assert.deepEqual(Object.keys(r.lastChange() ?? {}), ['file', 'confirm']);
+    assert.match((await r.read()) ?? '', /server 10\.0\.0\.6:8080 down; # api-2/);
+  });
+
+  it('a later version each change, also after reading what an earlier run wrote', async () => {
+    const place = memoryPlace((text) => `fleetroll-status 1\nversion ${parsePeers(text)?.version}\nstarted 1\nend ${parsePeers(text)?.version}\n`);
+    place.files.set(peersFile, renderPeers([], Date.now() + 60_000));
+    const r = new DynamicNginxRouter({ place, upstream: 'bookstore_api', peersFile });
+    const before = parsePeers(place.files.get(peersFile))!.version;
+    await r.read();
+    await r.writeAndTest(upstream);
+    await r.reload();
+    assert.ok(parsePeers(place.files.get(peersFile))!.version > before);
+  });
+
+  it('a Lua side that never answers: reload fails naming the version it waited for', { timeout: 20_000 }, async () => {
+    const place = memoryPlace(() => undefined);
+    const r = new DynamicNginxRouter({ place, upstream: 'bookstore_api', peersFile });
+    await r.writeAndTest(upstream);
+    await assert.rejects(r.reload(), /did not take the new peers within 5 s \(its status file says version none, wanted \d+\)/);
+  });
+
+  it('check: a config without the Lua pieces is refused, naming them', async () => {
+    const place = { ...memoryPlace(() => undefined), nginx: () => Promise.resolve({ ok: true, output: '', stdout: 'events {}\nhttp {}\n' }) };
+    const r = new DynamicNginxRouter({ place, upstream: 'bookstore_api', peersFile });
+    await assert.rejects(r.check(), /lacks what the dynamic mode needs for upstream bookstore_api:[\s\S]*lua_shared_dict fleetroll 1m;[\s\S]*balancer_by_lua_block/);
+  });
+
+  it('check: nginx without the Lua module is told the Debian packages', async () => {
+    const place = { ...memoryPlace(() => undefined), nginx: () => Promise.resolve({ ok: false, output: 'nginx: [emerg] unknown directive "balancer_by_lua_block" in /etc/nginx/nginx.conf:40', stdout: '' }) };
+    const r = new DynamicNginxRouter({ place, upstream: 'bookstore_api', peersFile });
+    await assert.rejects(r.check(), (err: Error & { hint?: string }) => /libnginx-mod-http-lua/.test(err.hint ?? '') && /fails `nginx -t`/.test(err.message));
+  });
+
+  it('check: the pieces there but no status file (the timer does not run) is refused', async () => {
+    const r = new DynamicNginxRouter({ place: memoryPlace(() => undefined), upstream: 'bookstore_api', peersFile });
+    await assert.rejects(r.check(), /no status file from fleetroll's Lua at \/tmp\/fleetroll-bookstore_api\.peers\.status/);
+  });
+});
