@@ -170,6 +170,8 @@ export interface Router {
   reload(): Promise<void>;
   /** True where reload() only changes membership, with no nginx reload (the dynamic mode): none is counted. */
   readonly reloadFree?: boolean;
+  /** Optional (the dynamic mode): requests in flight on each server marked down, as nginx counts them; a drain ends at 0. */
+  inFlight?(): Promise<ReadonlyMap<string, number> | undefined>;
   /**
    * Optional: what the last write + test and reload cost, by part (ChangeParts).
    * The rollout puts them in its upstream events: the log names every part of a change.

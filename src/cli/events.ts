@@ -43,6 +43,10 @@ export function describeEvent(e: RolloutEvent): string {
     }
     case 'draining':
       return `draining ${e.names.join(', ')} for ${e.seconds} s`;
+    case 'drained':
+      return e.reason === 'idle'
+        ? `drained ${e.name}: no request left in flight after ${(e.ms / 1000).toFixed(2)} s, stopping it before drainSeconds`
+        : `drained ${e.name}: drainSeconds over (${(e.ms / 1000).toFixed(2)} s) before every load balancer counted no request in flight`;
     case 'stopped':
       return `stopped and removed ${e.name} on ${e.host}`;
     case 'started':

@@ -112,6 +112,8 @@ export class RolloutContext {
   readonly minReadyMs: number;
   readonly deadlineMs: number;
   readonly drainMs: number;
+  /** Every load balancer counts requests in flight (the dynamic mode): a plain drain ends when none is left (idleDrain.ts). */
+  readonly endsDrainsWhenIdle: boolean;
   /** Set once by the controller: nginx and the prober need callbacks into the parts built from this context. */
   traffic!: Traffic;
   readiness!: Readiness;
@@ -134,6 +136,7 @@ export class RolloutContext {
     this.minReadyMs = d.fleet.minReadySeconds * 1000;
     this.deadlineMs = d.fleet.progressDeadlineSeconds * 1000;
     this.drainMs = d.fleet.drainSeconds * 1000;
+    this.endsDrainsWhenIdle = d.balancers.length > 0 && d.balancers.every((lb) => lb.router.inFlight !== undefined);
   }
 
   get revision(): string {

@@ -22,6 +22,7 @@ import type { InstanceInfo } from '../ports.js';
 import { Availability } from './availability.js';
 import { RolloutContext, type ControllerDeps, type ControllerResult } from './context.js';
 import { Endings } from './endings.js';
+import { watchIdleDrains } from './idleDrain.js';
 import type { Ending, Instance } from './instance.js';
 import { Lifecycle } from './lifecycle.js';
 import { Readiness } from './readiness.js';
@@ -98,6 +99,7 @@ export class Controller {
   private startWatchers(): void {
     const { ctx } = this;
     ctx.every(ctx.timing.observeMs, () => this.availability.observe());
+    watchIdleDrains(ctx);
     const paused = ctx.d.paused;
     if (paused) {
       ctx.every(ctx.timing.pausePollMs, async () => {

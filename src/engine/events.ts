@@ -20,6 +20,8 @@ export type RolloutEvent =
    */
   | { type: 'upstream'; action: 'drain' | 'enable' | 'final' | 'restore'; down: string[]; up: string[]; reloads: number; ms?: number | undefined; balancers?: Record<string, number> | undefined; parts?: Record<string, ChangeParts> | undefined; reloadFree?: boolean | undefined }
   | { type: 'draining'; names: string[]; seconds: number }
+  /** A drain that could end early (every nginx counts requests in flight): `idle` when none was left, after `ms`; `drainSeconds` when the time ran out first. */
+  | { type: 'drained'; name: string; reason: 'idle' | 'drainSeconds'; ms: number }
   /** `ms`: docker stop + remove (absent in logs from before it was measured). */
   | { type: 'stopped'; name: string; host: string; ms?: number | undefined }
   /** `ms`: docker create + start; `inFlight`: starts running on the host when it began, itself included (both absent in logs from before they were measured). */

@@ -28,6 +28,10 @@ export interface Instance extends InstanceView {
    * rest of a drain from then.
    */
   leftTrafficAt?: number | undefined;
+  /** Its drain is a plain one (drainSeconds, no strategy's hold): it may end once no request is in flight (idleDrain.ts). */
+  idleDrain?: boolean | undefined;
+  /** When its drain began (the mark-down in force), for the drained event. */
+  drainFrom?: number | undefined;
   /** When the reload that put it up in every nginx was confirmed in force (what an analysis of its traffic starts from). */
   inForceAt?: number | undefined;
   /**

@@ -205,6 +205,7 @@ export class Lifecycle {
     const d = ctx.d;
     const inst = ctx.view.get(id);
     if (!inst || inst.phase !== 'draining' || inst.dockerId === undefined) return;
+    if (inst.idleDrain && ctx.endsDrainsWhenIdle) ctx.emit({ type: 'drained', name: inst.id, reason: 'drainSeconds', ms: ctx.now() - (inst.drainFrom ?? ctx.now()) });
     ctx.view.setPhase(inst, 'stopping');
     const dockerId = inst.dockerId;
     const rt = d.runtimes.get(inst.host);
@@ -280,7 +281,10 @@ export class Lifecycle {
       else if (was && !isTerminating(inst.phase)) inst.leftTrafficAt = now;
       if (inst.phase !== 'draining' || inst.stopAt !== undefined || inst.routed || inst.dockerId === undefined) continue;
       const wasServing = inst.before === 'ready' || inst.before === 'available' || inst.keptInTraffic === true;
-      inst.stopAt = now + (wasServing ? driver.drainMsFor(inst) : 0);
+      const drainMs = wasServing ? driver.drainMsFor(inst) : 0;
+      inst.stopAt = now + drainMs;
+      inst.drainFrom = now;
+      inst.idleDrain = drainMs > 0 && drainMs === ctx.drainMs;
       if (wasServing) drained.push(inst.id);
     }
     if (drained.length > 0) {

@@ -95,6 +95,12 @@ export interface SimulationSetup {
   inspect?: ((c: import('../engine/context.js').ControllerView) => void) | undefined;
   /** Replicas running before the rollout (default: the strategy's replicas). */
   initialReplicas?: number | undefined;
+  /**
+   * The dynamic nginx mode: every simulated nginx counts the requests in
+   * flight on a server marked down, this many after it has been down for
+   * `downForMs` (Router.inFlight), so a drain can end when they do.
+   */
+  inFlight?: ((address: string, downForMs: number) => number) | undefined;
 }
 
 const TEMPLATE = 'upstream {{upstream}} {\n{{servers}}\n}\n';
@@ -162,7 +168,14 @@ export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings,
   const routers = Array.from({ length: setup.loadBalancers ?? 1 }, (_, i) => {
     const upstream = `simulated_${i + 1}`;
     const content = renderUpstream(TEMPLATE, { service: fleet.service, upstream, servers });
-    return { router: new SimRouter(`nginx ${i + 1}`, world, content), template: TEMPLATE, upstream };
+    const router = new SimRouter(`nginx ${i + 1}`, world, content);
+    const count = setup.inFlight;
+    if (count) {
+      Object.assign(router, {
+        inFlight: () => Promise.resolve(new Map([...router.downSince].map(([a, since]) => [a, count(a, world.clock.now() - since)] as const))),
+      });
+    }
+    return { router, template: TEMPLATE, upstream };
   });
 
   // What users see: servers up in nginx, and when each version served.

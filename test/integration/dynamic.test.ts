@@ -49,4 +49,21 @@ describe('the dynamic nginx mode (Lua balancer), for real', { timeout: guard(300
     const status = parseStatus(await getFile(docker, f.names.nginx, `${defaultPeersFile(f.names.upstream)}.status`));
     assert.ok(status, 'the Lua side answers in its status file');
   });
+
+  it('a drain ends when its last request does: slow POSTs on the drained instances finish, and each drain ends right after, well before drainSeconds', async (t) => {
+    const f = await fleet('it-dyn-idle', { mode: 'dynamic' });
+    const env = { ORDER_DELAY_MS: '1200' };
+    const first = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, env })]);
+    assert.equal(first.code, 0, first.stderr);
+    const load = startLoad(f.url, { getPerSecond: 20, postConcurrency: 3, keepAlive: true, timeoutMs: 10_000 });
+    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', env, drainSeconds: 8 })]);
+    const records = await load.stop();
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual(failedOf(records), [], 'no request failed: the slow ones on the drained instances finished');
+    const drains = [...r.stdout.matchAll(/drained (\S+): no request left in flight after ([0-9.]+) s/g)].map((m) => Number(m[2]));
+    t.diagnostic(`drains ended after ${drains.map((x) => `${x.toFixed(2)} s`).join(', ')} with drainSeconds 8 (POSTs take 1.2 s); ${records.filter((x) => x.method === 'POST').length} POSTs, ${records.length} requests, 0 failed`);
+    assert.equal(drains.length, 2, r.stdout);
+    for (const s of drains) assert.ok(s < 4, `a drain of ${s} s: it should end within a POST and a poll of the last request`);
+    assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0']);
+  });
 });

@@ -32,14 +32,15 @@ type WorldHook = (w: SimWorld, clock: { now(): number }) => void;
  *    it has one; once within, or from the start when the fleet before the rollout was), and with
  *    TerminationComplete (or Recreate) no more containers than that are alive at all;
  *  - no container is stopped while any nginx still lists it up;
- *  - a container that was up in an nginx was marked down there at least drainMs before its stop;
+ *  - a container that was up in an nginx was marked down there at least drainMs before its stop
+ *    (`minDrainMs` where a drain may end early: its requests done, the dynamic mode);
  *  - an upstream written never lists as up a container that is not ready, but for one nginx
  *    routed before the rollout and has listed up in every write since (found unready, it
  *    stays in traffic until it is ready again or marked down: it must not empty nginx);
  *  - no analysis window starts before the routing it judges is in force: at its start, every
  *    nginx has a reload in force that routes to the new revision (`gated` wraps the access logs).
  */
-export function invariants(s: ResolvedStrategy, t: SimulationTimings, opts: { readyChecks?: boolean; maxTotal?: DriverChecks['maxTotal'] } = {}): { setup: Pick<SimulationSetup, 'world' | 'inspect'>; checked: Checked; gated: (w: TrafficWindow) => TrafficWindow } {
+export function invariants(s: ResolvedStrategy, t: SimulationTimings, opts: { readyChecks?: boolean; maxTotal?: DriverChecks['maxTotal']; minDrainMs?: number } = {}): { setup: Pick<SimulationSetup, 'world' | 'inspect'>; checked: Checked; gated: (w: TrafficWindow) => TrafficWindow } {
   const checked: Checked = { violations: [], events: 0 };
   /** Per nginx, each reload's time and how many servers of the new revision it put in force. */
   const newInForce = new Map<string, { at: number; n: number }[]>();
@@ -88,7 +89,8 @@ export function invariants(s: ResolvedStrategy, t: SimulationTimings, opts: { re
           if (r.up.has(e.c.address)) fail(`${e.c.name} stopped while ${r.name} still routes to it`);
           const wasUp = everUp.get(r.name)?.has(e.c.address) ?? false;
           const since = r.downSince.get(e.c.address);
-          if (wasUp && (since === undefined || now - since < t.drainMs)) fail(`${e.c.name} stopped ${since === undefined ? 'without being marked down' : `${now - since} ms after being marked down`} in ${r.name} (drain ${t.drainMs} ms)`);
+          const drain = opts.minDrainMs ?? t.drainMs;
+          if (wasUp && (since === undefined || now - since < drain)) fail(`${e.c.name} stopped ${since === undefined ? 'without being marked down' : `${now - since} ms after being marked down`} in ${r.name} (drain ${drain} ms)`);
         }
       }
       // Capacity as users see it, per nginx (they reload one after another): up, running and ready.

@@ -1,0 +1,65 @@
+/**
+ * Drains that end when their last request does (src/engine/idleDrain.ts), on
+ * the simulated world with every nginx counting requests in flight (the
+ * dynamic mode), under the invariant checks after every event: nothing is
+ * stopped while an nginx still routes to it, and nothing sooner after its
+ * mark-down is in force than its last request took.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { resolveStrategy, type ResolvedStrategy } from '../../src/core/strategy.js';
+import type { RolloutEvent } from '../../src/engine/events.js';
+import { simulateRollout, type SimulationSetup } from '../../src/sim/simulate.js';
+import { invariants, T } from '../support/sim-invariants.js';
+
+const rolling = (replicas: number, maxSurge: number, maxUnavailable: number, policy?: string) =>
+  resolveStrategy({ replicas, strategy: { rollingUpdate: { maxSurge, maxUnavailable } }, replacementPolicy: { own: policy } });
+
+async function run(s: ResolvedStrategy, setup: SimulationSetup, minDrainMs: number) {
+  const timings = { ...T, drainMs: 3000 };
+  const inv = invariants(s, timings, { minDrainMs });
+  const events: { e: RolloutEvent; at: number }[] = [];
+  const r = await simulateRollout(s, timings, { ...setup, ...inv.setup, events: (e, at) => events.push({ e, at }) });
+  const drained = events.flatMap(({ e }) => (e.type === 'drained' ? [e] : []));
+  return { r, drained, violations: inv.checked.violations };
+}
+
+describe('drains that end when no request is in flight (every nginx counts them)', () => {
+  it('requests done 200 ms after the mark-down: each drain ends then, not at drainSeconds (3 s); with every start after a stop (0/1, TerminationComplete) the rollout is shorter by each', async () => {
+    const s = rolling(4, 0, 1, 'TerminationComplete');
+    const idle = await run(s, { inFlight: (_a, downFor) => (downFor < 200 ? 2 : 0) }, 200);
+    const timed = await run(s, {}, 3000);
+    assert.deepEqual(idle.violations, []);
+    assert.deepEqual(timed.violations, []);
+    assert.equal(idle.drained.length, 4);
+    for (const d of idle.drained) {
+      assert.equal(d.reason, 'idle');
+      assert.ok(d.ms >= 200 && d.ms < 400, `ended ${d.ms} ms after the mark-down`);
+    }
+    assert.equal(timed.drained.length, 0, 'a router that cannot count says nothing of drains');
+    assert.ok(idle.r.durationMs <= timed.r.durationMs - 4 * 2500, `${idle.r.durationMs} ms against ${timed.r.durationMs} ms`);
+  });
+
+  it('a request that never ends: every drain lasts drainSeconds, and the log says so', async () => {
+    const { drained, violations } = await run(rolling(3, 0, 1), { inFlight: () => 1 }, 3000);
+    assert.deepEqual(violations, []);
+    assert.deepEqual(drained.map((d) => d.reason), ['drainSeconds', 'drainSeconds', 'drainSeconds']);
+    for (const d of drained) assert.ok(d.ms >= 3000, `${d.ms} ms`);
+  });
+
+  it("blue-green keeps its old set for scaleDownDelaySeconds however idle it is (undo needs it)", async () => {
+    const s = resolveStrategy({ replicas: 3, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 20 } } });
+    const timings = { ...T, drainMs: 3000 };
+    const stops: number[] = [];
+    let switched: number | undefined;
+    await simulateRollout(s, timings, {
+      inFlight: () => 0,
+      events: (e, at) => {
+        if (e.type === 'switched') switched ??= at;
+        if (e.type === 'stopped') stops.push(at);
+      },
+    });
+    assert.ok(switched !== undefined);
+    for (const at of stops) assert.ok(at - switched >= 20_000, `an old instance stopped ${at - switched} ms after the switch`);
+  });
+});
