@@ -46,6 +46,11 @@ export function parseLogFormat(v: string): LogFormat {
   return v;
 }
 
+export function parseNginxMode(v: string): 'reload' | 'dynamic' {
+  if (v !== 'reload' && v !== 'dynamic') throw fieldError('--nginx-mode', `must be "reload" (rewrite the upstream file and reload nginx) or "dynamic" (fleetroll's Lua balancer, no reload), got ${JSON.stringify(v)}`);
+  return v;
+}
+
 export type CostsSource = 'recorded' | 'nominal';
 
 export function parseCostsSource(v: string): CostsSource {

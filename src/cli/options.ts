@@ -7,7 +7,7 @@
  * there), so every factory takes one.
  */
 import { Option, type Command, type OptionValues } from '@commander-js/extra-typings';
-import { parseDuration, parseLogFormat } from './args.js';
+import { parseDuration, parseLogFormat, parseNginxMode } from './args.js';
 
 const FILE = '-f, --file <fleet.yaml>';
 
@@ -33,6 +33,10 @@ export const lockWaitOption = (description: string) => new Option('--lock-wait <
 export const autoRollbackOption = (description: string) => new Option('--auto-rollback', description);
 
 export const logFormatOption = (description: string) => new Option('--log-format <text|json>', description).default('text').argParser(parseLogFormat);
+
+/** rehearse's nginx: reload mode or the dynamic (Lua) mode. */
+export const nginxModeOption = () =>
+  new Option('--nginx-mode <reload|dynamic>', "nginx's mode: reload (rewrite the upstream file, reload) or dynamic (fleetroll's Lua balancer, no reload)").default('reload' as 'reload' | 'dynamic').argParser(parseNginxMode);
 
 export const dockerEndpointOption = () => new Option('--docker <endpoint>', 'Docker engine to use').default('unix:///var/run/docker.sock');
 

@@ -134,7 +134,7 @@ export function runMetrics(i: RunInput): RunMetrics {
   const window = mixedVersionWindow(i.records, i.from, i.to) ?? null;
   const mixed = mixedVersionSpans(i.records, i.from, i.to);
   const deployEvents = i.events.filter((e) => e.t >= i.deployStartMs && e.t <= i.deployEndMs);
-  const reloads = deployEvents.filter((e) => e.source === 'runner' && e.event.type === 'reload').length;
+  const reloads = deployEvents.filter((e) => e.source === 'runner' && e.event.type === 'reload' && !e.event.reloadFree).length;
   const waves = deployEvents.filter((e) => e.source === 'engine' && e.event.type === 'wave').length;
   const timings = measuredTimings(deployEvents);
   const predicted = i.mode === 'engine' ? (i.predicted ?? null) : null;

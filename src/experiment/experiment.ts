@@ -75,7 +75,7 @@ export function eventLines(events: readonly TimedEvent[]): unknown[] {
  * with the deploy that started its own fleet at `from` (which comes before
  * the measured one); its own costs are added after it.
  */
-async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRuntime, nginxImage: string, total: number, calibration: { samples: CostSample[]; runs: number }): Promise<RunOutcome> {
+async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRuntime, images: { reload: string; dynamic?: string | undefined }, total: number, calibration: { samples: CostSample[]; runs: number }): Promise<RunOutcome> {
   const { cell } = run;
   const p = cell.params;
   const name = `${o.namePrefix}-${run.index}`;
@@ -99,6 +99,8 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
       postConcurrency: p.postConcurrency,
       orderDelayMs: p.postDurationMs,
       keepAlive: p.keepAlive,
+      resend: o.spec.load.resend,
+      nginxMode: p.dynamicNginx ? 'dynamic' : 'reload',
       timeoutMs: o.spec.load.timeoutMs,
       beforeMs: o.spec.load.beforeSeconds * 1000,
       afterMs: o.spec.load.afterSeconds * 1000,
@@ -120,7 +122,7 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
     runtime,
     o.makeDeps,
     o.template,
-    nginxImage,
+    (p.dynamicNginx ? images.dynamic : undefined) ?? images.reload,
   );
   const strategy = cell.resolved ? r.toFleet.strategy : undefined;
   const nominal = { startupMs: p.warmupSeconds * 1000, drainMs: p.drainSeconds * 1000, stopMs: p.prestopSeconds * 1000, minReadyMs: p.minReadySeconds * 1000 };
@@ -259,7 +261,10 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentSum
   const imageOpts = { log: () => {}, ...(o.docker.startsWith('unix://') ? {} : { dockerHost: o.docker }) };
   const base = await ensureNodeBaseImage(imageOpts);
   for (const v of new Set([o.spec.from, o.spec.to])) await buildAppImage({ ...imageOpts, version: v, base });
-  const nginxImage = await ensureNginxBaseImage(imageOpts);
+  const images = {
+    reload: await ensureNginxBaseImage(imageOpts),
+    dynamic: cells.some((c) => c.params.dynamicNginx) ? await ensureNginxBaseImage({ ...imageOpts, lua: true }) : undefined,
+  };
 
   await mkdir(o.outDir, { recursive: true });
   // Only what an earlier run of this command wrote; nothing else in the directory is touched.
@@ -274,7 +279,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentSum
       break;
     }
     try {
-      outcomes.push(await runOne(o, run, runtime, nginxImage, planned.length, calibration));
+      outcomes.push(await runOne(o, run, runtime, images, planned.length, calibration));
     } catch (err) {
       // Whatever went wrong, leave nothing of this run behind.
       await teardown(runtime.docker, demoNames(`${o.namePrefix}-${run.index}`)).catch(() => {});
@@ -328,7 +333,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentSum
       from: o.spec.from,
       to: o.spec.to,
       repetitions: o.spec.repetitions,
-      load: { timeoutMs: o.spec.load.timeoutMs, beforeSeconds: o.spec.load.beforeSeconds, afterSeconds: o.spec.load.afterSeconds, users: o.spec.load.users },
+      load: { timeoutMs: o.spec.load.timeoutMs, beforeSeconds: o.spec.load.beforeSeconds, afterSeconds: o.spec.load.afterSeconds, users: o.spec.load.users, resend: o.spec.load.resend },
       badVersion: o.spec.badVersion ? { errorRate: o.spec.badVersion.errorRate ?? 0, latencyMs: o.spec.badVersion.latencyMs ?? 0 } : null,
       analysis: o.spec.analysis ?? null,
       startedAt,

@@ -11,7 +11,7 @@ import { gateOf, percentText, strategyName } from './specNames.js';
 import { list, type ExperimentSpec, type StrategySpec } from './specSchema.js';
 
 /** The dimensions a cell can vary along, in the order their values appear in labels. */
-export const DIMENSIONS = ['replicas', 'drainSeconds', 'warmupSeconds', 'minReadySeconds', 'prestopSeconds', 'getPerSecond', 'postConcurrency', 'postDurationMs', 'keepAlive', 'badErrorRate', 'badLatencyMs'] as const;
+export const DIMENSIONS = ['replicas', 'drainSeconds', 'warmupSeconds', 'minReadySeconds', 'prestopSeconds', 'getPerSecond', 'postConcurrency', 'postDurationMs', 'keepAlive', 'dynamicNginx', 'badErrorRate', 'badLatencyMs'] as const;
 export type Dimension = (typeof DIMENSIONS)[number];
 
 export interface CellParams {
@@ -24,6 +24,8 @@ export interface CellParams {
   postConcurrency: number;
   postDurationMs: number;
   keepAlive: boolean;
+  /** fleet.nginxMode is dynamic (fleetroll's Lua balancer, no reload) in this cell. */
+  dynamicNginx: boolean;
   /** badVersion.errorRate, a share from 0 to 1 (0 without badVersion). */
   badErrorRate: number;
   /** badVersion.latencyMs (0 without badVersion). */
@@ -89,6 +91,8 @@ function describeDim(d: Dimension, v: number | boolean): string {
       return `POST ${v} ms`;
     case 'keepAlive':
       return v ? 'keep-alive' : 'new connections';
+    case 'dynamicNginx':
+      return v ? 'nginx dynamic' : 'nginx reload';
     case 'badErrorRate':
       return `bad ${percentText(Number(v))} 5xx`;
     case 'badLatencyMs':
@@ -128,6 +132,7 @@ const DIMENSION_PATHS: Record<Dimension, string> = {
   postConcurrency: 'load/postConcurrency',
   postDurationMs: 'load/postDurationMs',
   keepAlive: 'load/keepAlive',
+  dynamicNginx: 'fleet/nginxMode',
   badErrorRate: 'badVersion/errorRate',
   badLatencyMs: 'badVersion/latencyMs',
 };
@@ -143,6 +148,7 @@ function dimensionValues(spec: ExperimentSpec): Record<Dimension, (number | bool
     postConcurrency: list(spec.load.postConcurrency),
     postDurationMs: list(spec.load.postDurationMs),
     keepAlive: list(spec.load.keepAlive),
+    dynamicNginx: list(spec.fleet.nginxMode).map((m) => m === 'dynamic'),
     // Without badVersion every cell runs a good version: 0 and 0.
     badErrorRate: list(spec.badVersion?.errorRate ?? 0),
     badLatencyMs: list(spec.badVersion?.latencyMs ?? 0),

@@ -19,7 +19,8 @@ export type RunnerEvent =
   | { type: 'load-start' }
   | { type: 'deploy-start' }
   /** nginx `lb` finished a reload; `up` are the servers in service after it, `down` the ones listed down. */
-  | { type: 'reload'; lb: number; up: string[]; down: string[]; count: number }
+  /** reloadFree: a membership change of the dynamic mode, not a reload (not counted as one). */
+  | { type: 'reload'; lb: number; up: string[]; down: string[]; count: number; reloadFree?: boolean | undefined }
   /** outcome 'stopped': the deploy failed because the analysis gate failed (the new version was taken out, the fleet rolled back). */
   | { type: 'deploy-end'; outcome: 'complete' | 'failed' | 'stopped'; error?: string }
   | { type: 'load-stop' };

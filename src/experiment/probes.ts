@@ -34,6 +34,13 @@ export interface LoadProfile {
   timeoutMs: number;
   keepAlive: boolean;
   /**
+   * With keepAlive: resend once a request that met a reset on a reused
+   * connection with no byte of an answer, as browsers do (counted as
+   * retried). false: a strict client, as an API client posting an order may
+   * be: that request fails.
+   */
+  resend: boolean;
+  /**
    * Users the requests come from, in turn (request n is `user-<n mod users>`
    * in the USER_HEADER header); 0: no such header. Every probe comes from one
    * client address, so a canary sticks on this header instead.
@@ -56,6 +63,7 @@ const DEFAULT_LOAD: LoadProfile = {
   // instant gets ECONNRESET; keep-alive probes then resend it once, as
   // browsers do, and record that they did (RequestRecord.retried).
   keepAlive: false,
+  resend: true,
   users: 0,
 };
 
@@ -233,7 +241,7 @@ export function startLoad(baseUrl: string, profile: Partial<LoadProfile> = {}, o
         // from the keep-alive pool and not one byte of a response came back,
         // so the server cannot have answered this request.
         const silent = !answered && (r.socket == null || bytesAtStart === undefined || r.socket.bytesRead === bytesAtStart);
-        if (first && p.keepAlive && r.reusedSocket && silent) {
+        if (first && p.keepAlive && p.resend && r.reusedSocket && silent) {
           retryError = code;
           attempt(false);
           return;

@@ -62,6 +62,10 @@ export interface RehearseOptions {
   naiveIntervalMs?: number | undefined;
   /** Keep-alive connections from the probes to nginx; default false (a new connection per request). */
   keepAlive?: boolean | undefined;
+  /** With keepAlive, resend a request a reused connection lost (default true); false: a strict client, which counts it failed. */
+  resend?: boolean | undefined;
+  /** The load balancer's mode: reload (default) or dynamic (fleetroll's Lua balancer, no reload; the nginx image needs Lua). */
+  nginxMode?: 'reload' | 'dynamic' | undefined;
   /** Per-request timeout of the probes; default 5000. */
   timeoutMs?: number | undefined;
   /** Load before the deploy starts and after it ends, ms; defaults 1500 and 1000. */
@@ -116,7 +120,17 @@ async function demoFleet(o: RehearseOptions, names: DemoNames, version: string, 
       progressDeadlineSeconds: 60 + o.minReadySeconds,
       drainSeconds: o.drainSeconds,
       terminationGracePeriodSeconds: 10,
-      loadBalancers: [{ nginx: { container: names.nginx, host: 'local', upstreamFile: UPSTREAM_FILE, upstream: names.upstream, ...(target && o.accessLog ? { accessLog: ACCESS_LOG } : {}) } }],
+      loadBalancers: [
+        {
+          nginx: {
+            container: names.nginx,
+            host: 'local',
+            ...(o.nginxMode === 'dynamic' ? { mode: 'dynamic' } : { upstreamFile: UPSTREAM_FILE }),
+            upstream: names.upstream,
+            ...(target && o.accessLog ? { accessLog: ACCESS_LOG } : {}),
+          },
+        },
+      ],
     },
     `rehearse (${names.service})`,
     { maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable },
@@ -150,7 +164,8 @@ export interface UnderLoadResult {
 }
 
 /**
- * Passes every call through, and after each successful reload tells `onReload`
+ * Passes every call through, and after each successful reload (a membership
+ * change in the dynamic mode, marked reloadFree) tells `onReload`
  * which servers the upstream file it loaded lists up and down: the naive
  * control writes nginx without engine events, and this is how its reloads
  * (and everyone's reload count) are still recorded.
@@ -163,6 +178,9 @@ function observedRouter(r: Router, onReload: (up: string[], down: string[]) => v
     read: () => r.read(),
     ...(r.config ? { config: () => r.config!() } : {}),
     ...(r.lastChange ? { lastChange: () => r.lastChange!() } : {}),
+    // The dynamic mode: its changes are no reloads, and its counts end drains.
+    ...(r.reloadFree ? { reloadFree: true } : {}),
+    ...(r.inFlight ? { inFlight: () => r.inFlight!() } : {}),
     async writeAndTest(content) {
       await r.writeAndTest(content);
       written = content;
@@ -206,7 +224,7 @@ export async function runUnderLoad(
   const removed = await teardown(docker, names);
   if (removed > 0) o.log(`removed ${removed} container(s) left from an earlier rehearsal`);
   await ensureNetwork(docker, names.network, { [LABELS.demo]: names.service });
-  const port = await startNginx(docker, names, nginxImage, o.port, template);
+  const port = await startNginx(docker, names, nginxImage, o.port, template, o.nginxMode);
   const nginxUrl = `http://127.0.0.1:${port}`;
   await waitForHttp(nginxUrl, 10_000);
   o.log(`nginx ${names.nginx} listening on ${nginxUrl}`);
@@ -220,7 +238,7 @@ export async function runUnderLoad(
     const toFleet = await demoFleet(o, names, o.to, o.toEnv, true);
     const load = startLoad(
       nginxUrl,
-      { getPerSecond: o.getPerSecond, postConcurrency: o.postConcurrency, timeoutMs: o.timeoutMs ?? 5000, keepAlive: o.keepAlive ?? false, users: o.users ?? 0 },
+      { getPerSecond: o.getPerSecond, postConcurrency: o.postConcurrency, timeoutMs: o.timeoutMs ?? 5000, keepAlive: o.keepAlive ?? false, resend: o.resend ?? true, users: o.users ?? 0 },
     );
     const events: TimedEvent[] = [{ t: load.elapsed(), source: 'runner', event: { type: 'load-start' } }];
     const mark = (event: TimedEvent['event'], source: TimedEvent['source'] = 'runner') => events.push({ t: load.elapsed(), source, event });
@@ -245,7 +263,7 @@ export async function runUnderLoad(
       deps = await makeDeps(toFleet);
       const routers: LoadBalancer[] = deps.routers.map((lb, i) => ({
         ...lb,
-        router: observedRouter(lb.router, (up, down) => mark({ type: 'reload', lb: i, up, down, count: ++reloads })),
+        router: observedRouter(lb.router, (up, down) => mark({ type: 'reload', lb: i, up, down, count: ++reloads, ...(lb.router.reloadFree ? { reloadFree: true } : {}) })),
       }));
       if (o.naive) await naiveReplace(toFleet, { ...deps, routers, events: sink }, { intervalMs: o.naiveIntervalMs ?? 1000 });
       else if (o.script) await scriptRollout(toFleet, { ...deps, routers, events: sink }, o.script);
@@ -307,7 +325,7 @@ export async function rehearse(o: RehearseOptions, makeDeps: (fleet: Fleet) => P
   const imageOpts = { log: o.log, ...(o.docker.startsWith('unix://') ? {} : { dockerHost: o.docker }) };
   const base = await ensureNodeBaseImage(imageOpts);
   for (const v of new Set([o.from, o.to])) await buildAppImage({ ...imageOpts, version: v, base });
-  const nginxImage = await ensureNginxBaseImage(imageOpts);
+  const nginxImage = await ensureNginxBaseImage({ ...imageOpts, lua: o.nginxMode === 'dynamic' });
 
   const r = await runUnderLoad(o, runtime, makeDeps, template, nginxImage);
   return {

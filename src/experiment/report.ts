@@ -98,8 +98,8 @@ export function configurationsTable(summary: ExperimentSummary): Block {
   const bad = summary.experiment.badVersion !== null;
   return {
     kind: 'table',
-    head: ['configuration', 'strategy', 'analysis gate', 'replicas', 'drain (s)', 'warm-up (s)', 'minReady (s)', 'prestop (s)', 'GET/s', 'POST streams', 'POST (ms)', 'connections', ...(bad ? ['bad version: 500s', 'bad version: added (ms)'] : [])],
-    align: ['l', 'l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l', ...(bad ? (['r', 'r'] as const) : [])],
+    head: ['configuration', 'strategy', 'analysis gate', 'replicas', 'drain (s)', 'warm-up (s)', 'minReady (s)', 'prestop (s)', 'GET/s', 'POST streams', 'POST (ms)', 'connections', 'nginx', ...(bad ? ['bad version: 500s', 'bad version: added (ms)'] : [])],
+    align: ['l', 'l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l', 'l', ...(bad ? (['r', 'r'] as const) : [])],
     rows: summary.cells.map((c) => [
       c.label,
       strategyText(c),
@@ -112,7 +112,8 @@ export function configurationsTable(summary: ExperimentSummary): Block {
       String(c.params.getPerSecond),
       String(c.params.postConcurrency),
       String(c.params.postDurationMs),
-      c.params.keepAlive ? 'keep-alive (resend once on a reused connection)' : 'new connection per request',
+      c.params.keepAlive ? (summary.experiment.load.resend === false ? 'keep-alive, strict (a reset is a failure)' : 'keep-alive (resend once on a reused connection)') : 'new connection per request',
+      c.params.dynamicNginx ? 'dynamic (Lua, no reload)' : 'reload',
       ...(bad ? [percentText(c.params.badErrorRate), String(c.params.badLatencyMs)] : []),
     ]),
   };

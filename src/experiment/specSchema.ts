@@ -117,6 +117,8 @@ export const experimentSchema = z
         minReadySeconds: oneOrMany(number(0, 120)).default(0),
         /** The app keeps serving this long after SIGTERM before it closes (PRESTOP_SECONDS). */
         prestopSeconds: oneOrMany(number(0, 30)).default(1),
+        /** The nginx's mode (loadBalancers[].nginx.mode): reload, dynamic (fleetroll's Lua balancer), or both as a dimension. */
+        nginxMode: oneOrMany(z.enum(['reload', 'dynamic'], msg('reload or dynamic'))).default('reload'),
       })
       .strict()
       .prefault({}),
@@ -129,6 +131,8 @@ export const experimentSchema = z
         postDurationMs: oneOrMany(integer(0, 10_000)).default(200),
         /** Keep-alive connections from the probes to nginx (a reused connection that a reload closed is resent once, and counted). */
         keepAlive: oneOrMany(z.boolean(msg('true or false'))).default(false),
+        /** With keepAlive: false makes the probes a strict client (an API client): a reset on a reused connection is a failure, not resent. */
+        resend: z.boolean(msg('true or false')).default(true),
         timeoutMs: integer(100, 60_000).default(5000),
         /** Load before the deploy starts and after it ends. */
         beforeSeconds: number(0, 60).default(1.5),

@@ -89,7 +89,8 @@ export interface ExperimentSummary {
     from: string;
     to: string;
     repetitions: number;
-    load: { timeoutMs: number; beforeSeconds: number; afterSeconds: number; users: number };
+    /** resend false: a strict client (keep-alive resets count as failures); absent in summaries from before it existed. */
+    load: { timeoutMs: number; beforeSeconds: number; afterSeconds: number; users: number; resend?: boolean | undefined };
     /**
      * The new version was made subtly bad: share of its API answers that are
      * 500s, latency added (null: a good version). A list, as given, is a

@@ -7,7 +7,7 @@ import { fieldError, ReportedFailure } from '../../errors.js';
 import { SERVICE_RE, VERSION_RE } from '../../config/schema.js';
 import { parseCount, parseSeconds } from '../args.js';
 import { eventPrinter } from '../events.js';
-import { dockerEndpointOption, jsonOption, logFormatOption, maxSurgeOption, maxUnavailableOption } from '../options.js';
+import { dockerEndpointOption, jsonOption, logFormatOption, maxSurgeOption, maxUnavailableOption, nginxModeOption } from '../options.js';
 import { table, type Out } from '../output.js';
 import { buildDeps, readDefaultTemplate } from '../../wiring.js';
 
@@ -56,6 +56,9 @@ export function registerRehearse(program: CommandUnknownOpts, out: Out): void {
     .option('--warmup <s>', 'seconds each new instance takes to become ready', parseSeconds('--warmup', 60), 1)
     .option('--min-ready <s>', 'minReadySeconds', parseSeconds('--min-ready', 60), 0)
     .option('--port <port>', 'publish nginx on 127.0.0.1:<port> (0: any free port)', parseCount('--port', 0, 65535), 18600)
+    .addOption(nginxModeOption())
+    .option('--keep-alive', 'probes on keep-alive connections')
+    .option('--strict', 'with --keep-alive: a strict client (an API client): a reset on a reused connection is a failure, never resent')
     .option('--keep', 'leave the fleet running afterwards (nginx on 127.0.0.1:<port>)')
     .option('--down', 'remove a fleet left by --keep, and exit')
     .addOption(jsonOption('print the result as JSON'))
@@ -74,6 +77,7 @@ Examples:
   $ fleetroll rehearse
   $ fleetroll rehearse --replicas 4 --max-surge 0 --max-unavailable 1 --json
   $ fleetroll rehearse --naive          # the control: see the failures a naive script causes
+  $ fleetroll rehearse --nginx-mode dynamic --keep-alive --strict --get-rate 200   # no reload, no reset
   $ fleetroll rehearse --keep && curl -s 127.0.0.1:18600/api/version && fleetroll rehearse --down`,
     )
     .action(async (o) => {
@@ -105,6 +109,9 @@ Examples:
           warmupSeconds: o.warmup,
           minReadySeconds: o.minReady,
           port: o.port,
+          nginxMode: o.nginxMode,
+          keepAlive: o.keepAlive ?? false,
+          resend: !o.strict,
           keep: o.keep ?? false,
           events,
           log: (line) => events({ type: 'info', message: line }),
