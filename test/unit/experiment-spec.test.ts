@@ -26,8 +26,8 @@ function problems(raw: unknown): string[] {
 describe('experiment spec: defaults and the matrix', () => {
   it('fills in defaults: 3 replicas, drain 2 s, warm-up 1 s, 10 GET/s, 1 POST stream of 200 ms, no keep-alive, NDJSON', () => {
     const s = parseExperimentSpec({ name: 'x', strategies: [{ maxSurge: 1, maxUnavailable: 0 }] }, 'spec.yaml');
-    assert.deepEqual(s.fleet, { replicas: 3, drainSeconds: 2, warmupSeconds: 1, minReadySeconds: 0, prestopSeconds: 1 });
-    assert.deepEqual(s.load, { getPerSecond: 10, postConcurrency: 1, postDurationMs: 200, keepAlive: false, timeoutMs: 5000, beforeSeconds: 1.5, afterSeconds: 1, users: 1000 });
+    assert.deepEqual(s.fleet, { replicas: 3, drainSeconds: 2, warmupSeconds: 1, minReadySeconds: 0, prestopSeconds: 1, nginxMode: 'reload' });
+    assert.deepEqual(s.load, { getPerSecond: 10, postConcurrency: 1, postDurationMs: 200, keepAlive: false, resend: true, timeoutMs: 5000, beforeSeconds: 1.5, afterSeconds: 1, users: 1000 });
     assert.equal(s.analysis, undefined);
     assert.equal(s.badVersion, undefined);
     assert.equal(s.from, '1.0.0');
@@ -48,6 +48,12 @@ describe('experiment spec: defaults and the matrix', () => {
       raw: { name: 'x', strategies: [{ name: 'batch 1', maxSurge: 0, maxUnavailable: 1 }], fleet: { replicas: [3, 6] }, load: { keepAlive: [false, true], getPerSecond: [50] } },
       labels: ['batch 1, replicas 3, new connections', 'batch 1, replicas 3, keep-alive', 'batch 1, replicas 6, new connections', 'batch 1, replicas 6, keep-alive'],
       ids: ['c01-batch-1-replicas-3-new-connections', 'c02-batch-1-replicas-3-keep-alive', 'c03-batch-1-replicas-6-new-connections', 'c04-batch-1-replicas-6-keep-alive'],
+    },
+    {
+      name: "nginx's mode is a dimension: reload against dynamic (07-reload-free.yaml), after the load settings",
+      raw: { name: 'x', strategies: [{ name: 'r', maxSurge: 1, maxUnavailable: 0 }], fleet: { nginxMode: ['reload', 'dynamic'] }, load: { keepAlive: true, resend: false } },
+      labels: ['r, nginx reload', 'r, nginx dynamic'],
+      ids: ['c01-r-nginx-reload', 'c02-r-nginx-dynamic'],
     },
     {
       name: 'the script control is named by its batch; a replacementPolicy joins the rolling name',
@@ -164,6 +170,7 @@ describe('experiment spec: every problem named by its path', () => {
     },
     { name: 'a bad element of a list names its index', raw: { name: 'x', strategies: [{}], load: { getPerSecond: [10, 'fast'] } }, want: ['load/getPerSecond/1: must be a number from 0 to 2000, got "fast"'] },
     { name: 'a bad single value', raw: { name: 'x', strategies: [{}], load: { keepAlive: 'yes' } }, want: ['load/keepAlive: must be true or false, got "yes"'] },
+    { name: 'an unknown nginx mode', raw: { name: 'x', strategies: [{}], fleet: { nginxMode: ['reload', 'lua'] } }, want: ['fleet/nginxMode/1: must be reload or dynamic, got "lua"'] },
     { name: 'unknown strategy type', raw: { name: 'x', strategies: [{ type: 'Linear' }] }, want: ['strategies/0/type: must be "RollingUpdate", "Recreate", "BlueGreen", "Canary", "naive" or "script", got "Linear"'] },
     { name: 'script without a batch', raw: { name: 'x', strategies: [{}, { type: 'script' }] }, want: ['strategies/1/batch: is required for type script: how many instances the script replaces at once (1 to 20)'] },
     {
