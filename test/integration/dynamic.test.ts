@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { getFile } from '../../src/adapters/docker.js';
 import { defaultPeersFile, parseStatus } from '../../src/adapters/nginxDynamic.js';
-import { docker, failedOf, guard, runCli, startLoad, useFleets } from './fixture.js';
+import { docker, failedOf, guard, runCli, startLoad, uniqueName, useFleets } from './fixture.js';
 
 /** PIDs of nginx's worker processes in the container (a reload replaces them all). */
 async function workers(container: string): Promise<string[]> {
@@ -65,5 +65,15 @@ describe('the dynamic nginx mode (Lua balancer), for real', { timeout: guard(300
     assert.equal(drains.length, 2, r.stdout);
     for (const s of drains) assert.ok(s < 4, `a drain of ${s} s: it should end within a POST and a poll of the last request`);
     assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0']);
+  });
+
+  it('rehearse --nginx-mode dynamic with a strict keep-alive client: zero failed requests and no reload', async (t) => {
+    const name = uniqueName('it-dyn-rh');
+    const r = await runCli(['rehearse', '--name', name, '--nginx-mode', 'dynamic', '--keep-alive', '--strict', '--replicas', '2', '--get-rate', '60', '--post-concurrency', '2', '--warmup', '0.5', '--drain', '2', '--port', '0']);
+    t.diagnostic(r.stdout.split('\n').filter((l) => /failed of|deploy duration/.test(l)).join('; '));
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, /, 0 failed of \d+/);
+    assert.match(r.stdout, /deploy duration: [0-9.]+ s \(\d+ waves, 0 nginx reloads\)/);
+    assert.match(r.stdout, /upstream: peers set, no reload/);
   });
 });
