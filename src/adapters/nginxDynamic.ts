@@ -185,15 +185,15 @@ export class DynamicNginxRouter implements Router {
     const t = await this.place.nginx(['-T']);
     if (!t.ok) {
       const lua = /unknown directive "(?:balancer|init|init_worker|log)_by_lua|ngx_http_lua_module|ndk_http_module/.test(t.output);
-      throw new FleetrollError('E_NGINX_TEST', `${this.name}: the current configuration fails \`nginx -t\`:\n${t.output}`, {
-        hint: lua
-          ? `the dynamic mode needs nginx's Lua module: install ${LUA_PACKAGES} (Debian 12) where nginx runs, and load_module ndk_http_module.so, then ngx_http_lua_module.so (templates/nginx-dynamic.conf.example)`
-          : 'fix the nginx configuration, then deploy again',
+      // Preflight lists several routers' messages and keeps no hint: what to do goes into the message.
+      const todo = lua ? `\nthe dynamic mode needs nginx's Lua module: install ${LUA_PACKAGES} (Debian 12) where nginx runs, and load_module ndk_http_module.so, then ngx_http_lua_module.so (templates/nginx-dynamic.conf.example)` : '';
+      throw new FleetrollError('E_NGINX_TEST', `${this.name}: the current configuration fails \`nginx -t\`:\n${t.output}${todo}`, {
+        hint: lua ? `install ${LUA_PACKAGES} where nginx runs` : 'fix the nginx configuration, then deploy again',
       });
     }
     const missing = dynamicConfigProblems(t.stdout, this.upstream, this.peersFile);
     if (missing.length) {
-      throw new FleetrollError('E_NGINX_TEST', `${this.name}: nginx's configuration lacks what the dynamic mode needs for upstream ${this.upstream}:\n${missing.map((m) => `  - ${m}`).join('\n')}`, {
+      throw new FleetrollError('E_NGINX_TEST', `${this.name}: nginx's configuration lacks what the dynamic mode needs for upstream ${this.upstream} (templates/nginx-dynamic.conf.example has every piece; or set mode: reload):\n${missing.map((m) => `  - ${m}`).join('\n')}`, {
         hint: 'start from templates/nginx-dynamic.conf.example, or set mode: reload',
       });
     }

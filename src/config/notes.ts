@@ -1,6 +1,7 @@
 /**
  * What `validate` says of a fleet beyond the schema: what fleetroll will write
- * into each nginx for a BlueGreen or Canary fleet, what a custom template must
+ * into each nginx for a BlueGreen or Canary fleet, what a dynamic-mode nginx
+ * needs, what a custom template must
  * change, and where the access logs are. Lines for people and warnings; the
  * CLI prints them, the library returns them (src/index.ts validate).
  */
@@ -22,6 +23,11 @@ async function nginxNotes(fleet: Fleet): Promise<{ lines: string[]; warnings: st
   const s = fleet.strategy;
   const lines: string[] = [];
   const warnings: string[] = [];
+  for (const [i, { nginx: lb }] of fleet.loadBalancers.entries()) {
+    if (lb.mode !== 'dynamic') continue;
+    const peers = lb.peersFile ?? `/tmp/fleetroll-${lb.upstream}.peers`;
+    lines.push(`nginx (dynamic), loadBalancers/${i} (upstream ${lb.upstream}): membership goes to fleetroll's Lua balancer through ${peers} (answered in ${peers}.status), no reload; nginx needs the Lua module (Debian: libnginx-mod-http-lua) and templates/fleetroll.lua, with nginx.conf as in templates/nginx-dynamic.conf.example, upstream "${lb.upstream}" and peers "${peers}"; every deploy's preflight checks it`);
+  }
   if (s.type !== 'BlueGreen' && s.type !== 'Canary') return { lines, warnings };
   if (fleet.loadBalancers.length === 0) {
     lines.push(`nginx (${s.type}): no loadBalancers in the fleet file: nothing to switch or split`);

@@ -7,6 +7,7 @@
  * (no reload), every instance answers the new version.
  */
 import assert from 'node:assert/strict';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { getFile } from '../../src/adapters/docker.js';
 import { defaultPeersFile, parseStatus } from '../../src/adapters/nginxDynamic.js';
@@ -65,6 +66,19 @@ describe('the dynamic nginx mode (Lua balancer), for real', { timeout: guard(300
     assert.equal(drains.length, 2, r.stdout);
     for (const s of drains) assert.ok(s < 4, `a drain of ${s} s: it should end within a POST and a poll of the last request`);
     assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0']);
+  });
+
+  it("preflight refuses a dynamic load balancer whose nginx has no Lua balancer, naming what its config lacks; nothing changes", async () => {
+    const f = await fleet('it-dyn-pre');
+    await f.at100(2);
+    const before = await f.instances();
+    const file = f.fleetFile({ replicas: 2, image: 'fleetroll-example:1.1.0' });
+    writeFileSync(file, readFileSync(file, 'utf8').replace(/upstreamFile: \S+/, 'mode: dynamic'));
+    const r = await runCli(['deploy', '-f', file]);
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stderr, /lacks what the dynamic mode needs for upstream \w+ \(templates\/nginx-dynamic\.conf\.example has every piece; or set mode: reload\):[\s\S]*lua_shared_dict fleetroll 1m;[\s\S]*balancer_by_lua_block/);
+    assert.match(r.stderr, /preflight failed, nothing was changed/);
+    assert.deepEqual((await f.instances()).map((i) => i.name).sort(), before.map((i) => i.name).sort(), 'no instance started or stopped');
   });
 
   it('rehearse --nginx-mode dynamic with a strict keep-alive client: zero failed requests and no reload', async (t) => {
