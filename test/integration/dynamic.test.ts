@@ -10,8 +10,8 @@ import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { getFile } from '../../src/adapters/docker.js';
-import { defaultPeersFile, parseStatus } from '../../src/adapters/nginxDynamic.js';
-import { docker, failedOf, guard, runCli, startLoad, uniqueName, useFleets } from './fixture.js';
+import { defaultPeersFile, parsePeers, parseStatus } from '../../src/adapters/nginxDynamic.js';
+import { docker, failedOf, guard, loadOf, runCli, startCliUntil, startLoad, uniqueName, useFleets } from './fixture.js';
 
 /** PIDs of nginx's worker processes in the container (a reload replaces them all). */
 async function workers(container: string): Promise<string[]> {
@@ -66,6 +66,30 @@ describe('the dynamic nginx mode (Lua balancer), for real', { timeout: guard(300
     assert.equal(drains.length, 2, r.stdout);
     for (const s of drains) assert.ok(s < 4, `a drain of ${s} s: it should end within a POST and a poll of the last request`);
     assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0']);
+  });
+
+  it('nginx restarted in the middle of a rollout starts from the peers file on disk: the rollout completes, and nginx routes only to the new instances after it', async (t) => {
+    const f = await fleet('it-dyn-restart', { mode: 'dynamic' });
+    await f.at100(3);
+    const running = await startCliUntil(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', drainSeconds: 3 })], /draining .* for 3 s/);
+    const peersBefore = parsePeers(await getFile(docker, f.names.nginx, defaultPeersFile(f.names.upstream)));
+    const startedBefore = parseStatus(await getFile(docker, f.names.nginx, `${defaultPeersFile(f.names.upstream)}.status`))?.started;
+    await docker.getContainer(f.names.nginx).restart({ t: 1 });
+    const restarted = Date.now();
+    const { code, stdout, stderr } = await running.exited;
+    assert.equal(code, 0, stdout + stderr);
+    t.diagnostic(`nginx restarted ${peersBefore?.servers.length ?? 0} peer(s) into the rollout; the deploy ended ${Date.now() - restarted} ms later`);
+    const status = parseStatus(await getFile(docker, f.names.nginx, `${defaultPeersFile(f.names.upstream)}.status`));
+    const peers = parsePeers(await getFile(docker, f.names.nginx, defaultPeersFile(f.names.upstream)));
+    assert.ok(status && peers && status.version === peers.version, `nginx has the set fleetroll last wrote in force (status ${status?.version}, peers file ${peers?.version})`);
+    assert.ok(startedBefore !== undefined && status.started > startedBefore, 'the status comes from the restarted nginx');
+    const live = new Set((await f.instances()).map((i) => i.address));
+    assert.deepEqual(peers.servers.filter((p) => !p.down).map((p) => p.address).sort(), [...live].sort(), 'the peers up are exactly the running instances');
+    // Through nginx, after the rollout: only the new version answers (a restart publishes nginx on a new host port).
+    const port = (await docker.getContainer(f.names.nginx).inspect()).NetworkSettings.Ports['80/tcp']?.[0]?.HostPort;
+    const records = await loadOf(`http://127.0.0.1:${port}`, 60);
+    assert.deepEqual(failedOf(records), []);
+    assert.deepEqual([...new Set(records.map((x) => x.version))], ['1.1.0']);
   });
 
   it("preflight refuses a dynamic load balancer whose nginx has no Lua balancer, naming what its config lacks; nothing changes", async () => {
