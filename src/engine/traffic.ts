@@ -19,6 +19,7 @@
  * inForce.ts, the files and their all-or-nothing write upstreamFiles.ts.
  */
 import type { ForceKey, StickyKey, UpstreamEntry } from '../core/upstream.js';
+import { RolloutFailedError } from '../errors.js';
 import type { ChangeParts, Clock, Journal } from '../ports.js';
 import type { EventSink } from './events.js';
 import { faultPoint } from './faults.js';
@@ -235,6 +236,7 @@ export class Traffic {
     this.writingUp = new Set(d.upAdded);
     const began = this.o.clock.now();
     try {
+      const previous = this.files.snapshot();
       const written = await this.files.writeAll(servers, { preview, hash, force }, list && { list, version }, upChanged || d.newDown.length > 0);
       if (!reload) {
         // A tidy-up (stopped servers left out) changes no routing; a reload-free router takes it only when told.
@@ -261,7 +263,17 @@ export class Traffic {
         }),
       );
       const refused = reloaded.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-      if (refused) throw refused.reason;
+      if (refused) {
+        // Reload-free membership is all-or-nothing like the files: the ones that took the change get the previous set back.
+        const took = toReload.filter((i, k) => reloaded[k]?.status === 'fulfilled' && this.o.balancers[i]?.router.reloadFree);
+        if (took.length === 0) throw refused.reason;
+        const stuck = await this.files.restore(took, previous);
+        const names = took.map((i) => this.o.balancers[i]?.router.name).filter((n) => n !== undefined && !stuck.includes(n));
+        throw new RolloutFailedError(
+          `${refused.reason instanceof Error ? refused.reason.message : String(refused.reason)}; ${names.length ? `${names.join(', ')} put back on the previous servers` : ''}${stuck.length ? `${names.length ? '; ' : ''}${stuck.join(', ')} could NOT be put back` : ''}`,
+          'every load balancer serves the same servers again; fix the one that failed, then deploy again: the rollout continues from where it stopped',
+        );
+      }
       this.reloadIssuedAt = issuedAt;
       this.loaded.confirm(d, previewSet, split);
       this.o.emit({

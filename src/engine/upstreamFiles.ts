@@ -112,6 +112,35 @@ export class UpstreamFiles {
     return written;
   }
 
+  /** What each file held before a write: for restoring the ones a failed change had already put in force. */
+  snapshot(): readonly (WrittenFile | undefined)[] {
+    return [...this.last];
+  }
+
+  /**
+   * Puts `previous` back in force on these load balancers (write and
+   * reload): the dynamic mode's all-or-nothing when another one could not
+   * confirm the change. Returns the names it could not restore.
+   */
+  async restore(indexes: readonly number[], previous: readonly (WrittenFile | undefined)[]): Promise<string[]> {
+    const failed: string[] = [];
+    await Promise.all(
+      indexes.map(async (i) => {
+        const lb = this.o.balancers[i];
+        const prev = previous[i];
+        if (!lb || !prev) return;
+        try {
+          await put(lb.router, prev);
+          await lb.router.reload();
+          this.last[i] = prev;
+        } catch {
+          failed.push(lb.router.name);
+        }
+      }),
+    );
+    return failed;
+  }
+
   /** A load balancer's file for these parts: rendered now for a real nginx, on demand for one that reads servers. */
   private file(lb: LoadBalancer, servers: () => readonly UpstreamEntry[], parts: FileParts, of: ListVersion | undefined): WrittenFile {
     const render = () => renderUpstream(lb.template, { service: this.o.service, upstream: lb.upstream, servers: servers(), ...parts });

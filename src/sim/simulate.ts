@@ -101,6 +101,8 @@ export interface SimulationSetup {
    * `downForMs` (Router.inFlight), so a drain can end when they do.
    */
   inFlight?: ((address: string, downForMs: number) => number) | undefined;
+  /** The dynamic nginx mode: every simulated nginx's changes are reload-free (Router.reloadFree). */
+  reloadFree?: boolean | undefined;
 }
 
 const TEMPLATE = 'upstream {{upstream}} {\n{{servers}}\n}\n';
@@ -169,6 +171,7 @@ export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings,
     const upstream = `simulated_${i + 1}`;
     const content = renderUpstream(TEMPLATE, { service: fleet.service, upstream, servers });
     const router = new SimRouter(`nginx ${i + 1}`, world, content);
+    if (setup.reloadFree) Object.assign(router, { reloadFree: true });
     const count = setup.inFlight;
     if (count) {
       Object.assign(router, {

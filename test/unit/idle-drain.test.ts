@@ -63,3 +63,29 @@ describe('drains that end when no request is in flight (every nginx counts them)
     for (const at of stops) assert.ok(at - switched >= 20_000, `an old instance stopped ${at - switched} ms after the switch`);
   });
 });
+
+describe('reload-free membership across several load balancers: all or nothing', () => {
+  it('one of two cannot confirm a change: the other gets its previous servers back, and the rollout fails saying so', async () => {
+    const s = rolling(3, 1, 0);
+    const inForce: string[] = [];
+    const err = await simulateRollout(s, T, {
+      loadBalancers: 2,
+      reloadFree: true,
+      faults: { failReload: new Map([['nginx 2', 1]]) },
+      world: (w) => {
+        const before = w.onEvent;
+        w.onEvent = (e) => {
+          before?.(e);
+          if (e.kind === 'reloaded' && e.lb.name === 'nginx 1') inForce.push(e.lb.inForce ?? '');
+        };
+      },
+    }).then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof Error, String(err));
+    assert.match(err.message, /nginx 2: reload failed \(simulated\); nginx 1 put back on the previous servers/);
+    // nginx 1 took the change, then the servers from before it, before anything else happened.
+    assert.ok(inForce.length >= 2, `${inForce.length} changes in force on nginx 1`);
+    const [took, back] = inForce;
+    assert.notEqual(took, back);
+    assert.doesNotMatch(back ?? '', /down|10\.0\.0\.[4-9]/, `the set from before the change: the old instances, all up:\n${back}`);
+  });
+});
