@@ -153,10 +153,7 @@ export interface Router {
   check(): Promise<void>;
   /** The upstream file's current content, or undefined when it does not exist. */
   read(): Promise<string | undefined>;
-  /**
-   * Write the file (atomically where the placement allows) and run `nginx -t`.
-   * On failure, put the previous content back and throw with nginx's own message.
-   */
+  /** Write the file (atomically where possible), `nginx -t`; on failure put the previous content back and throw nginx's message. */
   writeAndTest(content: string): Promise<void>;
   /**
    * Optional, in place of writeAndTest: the same file as the servers it lists
@@ -172,10 +169,7 @@ export interface Router {
   readonly reloadFree?: boolean;
   /** Optional (the dynamic mode): requests in flight on each server marked down, as nginx counts them; a drain ends at 0. */
   inFlight?(): Promise<ReadonlyMap<string, number> | undefined>;
-  /**
-   * Optional: what the last write + test and reload cost, by part (ChangeParts).
-   * The rollout puts them in its upstream events: the log names every part of a change.
-   */
+  /** Optional: what the last write + test and reload cost, by part (ChangeParts), for the upstream events and the log. */
   lastChange?(): ChangeParts | undefined;
   /**
    * `nginx -T`: the whole configuration nginx would load, every included file
