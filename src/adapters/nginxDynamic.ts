@@ -211,11 +211,18 @@ export class DynamicNginxRouter implements Router {
     return t.stdout;
   }
 
-  /** The peers nginx has, as an upstream block; undefined when fleetroll has not written any yet. */
+  /**
+   * The peers nginx has in force, as an upstream block: the peers file when
+   * the Lua side's status confirms its version. Undefined when fleetroll has
+   * written none, or nginx does not have it in force (a restart that lost
+   * it, a timer that stopped): the rollout then writes the whole set before
+   * its first decision, as for a file that was never written.
+   */
   async read(): Promise<string | undefined> {
-    const peers = parsePeers(await this.place.read(this.peersFile));
+    const [peers, status] = await Promise.all([this.place.read(this.peersFile).then(parsePeers), this.place.read(this.statusFile).then(parseStatus, () => undefined)]);
     if (!peers) return undefined;
     this.version = Math.max(this.version, peers.version);
+    if (status?.version !== peers.version) return undefined;
     return asUpstream(this.upstream, peers.servers);
   }
 

@@ -137,6 +137,18 @@ describe('DynamicNginxRouter', () => {
     assert.match((await r.read()) ?? '', /server 10\.0\.0\.6:8080 down; # api-2/);
   });
 
+  it('read: the peers only when nginx has them in force; a status of another version (a restart that lost them) reads as none, so the rollout writes them all first', async () => {
+    const place = memoryPlace(() => undefined);
+    const r = new DynamicNginxRouter({ place, upstream: 'bookstore_api', peersFile });
+    place.files.set(peersFile, renderPeers([{ address: '10.0.0.5:8080', down: false, name: 'api-1' }], 5));
+    place.files.set(`${peersFile}.status`, 'fleetroll-status 1\nversion 5\nstarted 1\nend 5\n');
+    assert.match((await r.read()) ?? '', /server 10\.0\.0\.5:8080; # api-1/);
+    place.files.set(`${peersFile}.status`, 'fleetroll-status 1\nversion 0\nstarted 2\nend 0\n');
+    assert.equal(await r.read(), undefined);
+    place.files.delete(`${peersFile}.status`);
+    assert.equal(await r.read(), undefined);
+  });
+
   it('a later version each change, also after reading what an earlier run wrote', async () => {
     const place = memoryPlace((text) => `fleetroll-status 1\nversion ${parsePeers(text)?.version}\nstarted 1\nend ${parsePeers(text)?.version}\n`);
     place.files.set(peersFile, renderPeers([], Date.now() + 60_000));
