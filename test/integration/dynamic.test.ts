@@ -51,6 +51,21 @@ describe('the dynamic nginx mode (Lua balancer), for real', { timeout: guard(300
     assert.ok(status, 'the Lua side answers in its status file');
   });
 
+  it('blue-green in dynamic mode: the switch is one membership change, no request fails or needs a resend, nginx is never reloaded', async (t) => {
+    const f = await fleet('it-dyn-bg', { mode: 'dynamic' });
+    await f.at100(2);
+    const before = await workers(f.names.nginx);
+    const load = startLoad(f.url, { getPerSecond: 40, postConcurrency: 2, keepAlive: true, resend: false });
+    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, type: 'BlueGreen', scaleDownDelaySeconds: 2, image: 'fleetroll-example:1.1.0' })]);
+    const records = await load.stop();
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    t.diagnostic(`blue-green in dynamic mode: ${records.length} requests from a strict keep-alive client, ${failedOf(records).length} failed`);
+    assert.deepEqual(failedOf(records), [], 'a strict client saw no failure');
+    assert.match(r.stdout, /switch: 2 new instance\(s\) available/);
+    assert.deepEqual(await workers(f.names.nginx), before, 'the same worker processes: nginx was never reloaded');
+    assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0']);
+  });
+
   it('a drain ends when its last request does: slow POSTs on the drained instances finish, and each drain ends right after, well before drainSeconds', async (t) => {
     const f = await fleet('it-dyn-idle', { mode: 'dynamic' });
     const env = { ORDER_DELAY_MS: '1200' };
