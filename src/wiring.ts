@@ -58,6 +58,7 @@ export async function buildDeps(fleet: Fleet, events?: EventSink): Promise<Deplo
             place: lb.container && runtime ? containerPlace(runtime, lb.container, hostName) : execPlace({ prefixArgs }),
             upstream: lb.upstream,
             peersFile: lb.peersFile ?? defaultPeersFile(lb.upstream),
+            stickyKey: fleet.strategy.type === 'Canary' ? fleet.strategy.canary.stickyKey : undefined,
           })
         : lb.container && runtime
           ? new NginxContainerRouter({ runtime, container: lb.container, upstreamFile: lb.upstreamFile!, hostName })

@@ -18,7 +18,8 @@
 --
 -- Needs the Lua module and lua-resty-core (Debian: libnginx-mod-http-lua),
 -- nothing else: no cjson, no shell in the image. Formats (one item a line):
---   peers:  fleetroll-peers 1 / version N / peer <ip:port> up|down <weight> / end N
+--   peers:  fleetroll-peers 1 / version N / peer <ip:port> up|down <weight> <name>
+--           / split header|cookie|remote_addr <name or -> <epoch> (a canary) / end N
 --   status: fleetroll-status 1 / version N / started <time> / inflight <ip:port> <n> / end N
 local balancer = require("ngx.balancer")
 
@@ -70,7 +71,9 @@ local function parse_peers(text)
       if state == "up" then up[#up + 1] = p else down[#down + 1] = p end
     end
   end
-  return up, down
+  -- A canary's sticky split: the key each user is told apart by, and the epoch its assignments belong to.
+  local kind, key, epoch = (text or ""):match("\nsplit (%S+) (%S+) (%d+)")
+  return up, down, kind and { kind = kind, name = key, epoch = epoch } or nil
 end
 
 local function load(name, d)
@@ -140,11 +143,57 @@ local function current(name)
   local version = d:get(name .. ":version")
   local c = cache[name]
   if not c or c.version ~= version then
-    local up = parse_peers(d:get(name .. ":peers"))
-    c = { version = version, up = up, rr = math.random(math.max(#up, 1)) - 1 }
+    local up, _, split = parse_peers(d:get(name .. ":peers"))
+    local total = 0
+    for _, p in ipairs(up) do total = total + p.weight end
+    c = { version = version, up = up, rr = math.random(math.max(#up, 1)) - 1, split = split, weights = total }
     cache[name] = c
   end
   return c, d
+end
+
+-- The value of the sticky key in this request, or nil (then the request is balanced round robin).
+local function sticky_value(split)
+  if split.kind == "remote_addr" then return ngx.var.remote_addr end
+  if split.kind == "header" then return ngx.var["http_" .. (split.name:lower():gsub("-", "_"))] end
+  local cookies = ngx.var.http_cookie
+  if not cookies then return nil end
+  for k, v in cookies:gmatch("([^=;%s]+)=([^;]*)") do
+    if k == split.name then return v end
+  end
+  return nil
+end
+
+-- A canary's split, exact and sticky: each user is given, on first sight, to the up peer furthest below
+-- its weighted share of the users given out so far, and stays there while that peer is up and holds no
+-- more than its share and one user. So the canary's share of users is its weight (within a user per
+-- peer), and a user changes peer only when the weights or the peers change. (nginx's `hash ...
+-- consistent` with weights, reload mode's split, spreads users by a hash ring instead: 18-29% at 25.)
+local function split_peer(name, c, d, key)
+  local ns = name .. ":" .. c.split.epoch
+  local user = ns .. ":user:" .. key
+  local total = d:get(ns .. ":users") or 0
+  local at = d:get(user)
+  if at then
+    for _, p in ipairs(c.up) do
+      if p.addr == at then
+        local n = d:get(ns .. ":given:" .. at) or 0
+        if n <= total * p.weight / c.weights + 1 then return p end
+        break
+      end
+    end
+    d:incr(ns .. ":given:" .. at, -1, 0)
+  else
+    d:incr(ns .. ":users", 1, 0)
+  end
+  local best, lowest
+  for _, p in ipairs(c.up) do
+    local share = (d:get(ns .. ":given:" .. p.addr) or 0) / p.weight
+    if not best or share < lowest then best, lowest = p, share end
+  end
+  d:incr(ns .. ":given:" .. best.addr, 1, 0)
+  d:set(user, best.addr)
+  return best
 end
 
 local function count(d, name, addr, by)
@@ -163,8 +212,14 @@ function _M.balance(name)
     ngx.log(ngx.ERR, "fleetroll: upstream ", name, " has no peer in service")
     return ngx.exit(502)
   end
-  c.rr = c.rr % #up + 1
-  local p = up[c.rr]
+  local p
+  local key = c.split and not ctx.fleetroll_peer and sticky_value(c.split)
+  if key and key ~= "" then
+    p = split_peer(name, c, d, key)
+  else
+    c.rr = c.rr % #up + 1
+    p = up[c.rr]
+  end
   if not ctx.fleetroll_peer and #up > 1 then balancer.set_more_tries(1) end
   local ok, err = balancer.set_current_peer(p.host, p.port)
   if not ok then

@@ -22,7 +22,7 @@ import { readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { FleetrollError } from '../errors.js';
-import { PLACEHOLDER_ADDRESS, parseUpstreamServers, type UpstreamEntry } from '../core/upstream.js';
+import { PLACEHOLDER_ADDRESS, STICKY_NAME_RE, parseUpstreamServers, type StickyKey, type UpstreamEntry } from '../core/upstream.js';
 import type { ChangeParts, Router } from '../ports.js';
 import { type DockerRuntime, execIn, getFileEntry, putFile } from './docker.js';
 
@@ -98,8 +98,13 @@ const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
  * is checked against what the Lua side parses, so nothing else reaches
  * nginx: an IPv4 address and port, up or down, a weight, a container name.
  */
-export function renderPeers(servers: readonly UpstreamEntry[], version: number): string {
+export function renderPeers(servers: readonly UpstreamEntry[], version: number, split?: { key: StickyKey; epoch: number }): string {
   const lines = ['fleetroll-peers 1', `version ${version}`];
+  if (split) {
+    const [kind, name] = split.key === 'remote_addr' ? ['remote_addr', '-'] : (split.key.split(':') as [string, string]);
+    if (!STICKY_NAME_RE.test(name) && name !== '-') throw new FleetrollError('E_INVALID', `a sticky key name fleetroll's Lua cannot carry: ${JSON.stringify(name)}`);
+    lines.push(`split ${kind} ${name} ${split.epoch}`);
+  }
   for (const s of servers) {
     if (s.address === PLACEHOLDER_ADDRESS) continue;
     if (!ADDRESS_RE.test(s.address)) throw new FleetrollError('E_INVALID', `the dynamic nginx mode takes IPv4 addresses with a port, got ${JSON.stringify(s.address)}`);
@@ -154,7 +159,12 @@ export interface DynamicNginxRouterOptions {
   upstream: string;
   /** The peers file's path where nginx runs; the status file is the same path with ".status". */
   peersFile: string;
+  /** A canary's sticky key: while the upstream has a canary's `hash` line, the Lua splits users exactly by it. */
+  stickyKey?: StickyKey | undefined;
 }
+
+/** An upstream file of a canary in progress: its `hash ... consistent` line (core/upstream renderUpstreamParts). */
+const HASH_LINE_RE = /^\s*hash\s+\S+\s+consistent\s*;/m;
 
 export class DynamicNginxRouter implements Router {
   readonly name: string;
@@ -165,6 +175,10 @@ export class DynamicNginxRouter implements Router {
   private readonly peersFile: string;
   private readonly statusFile: string;
   private staged: readonly UpstreamEntry[] | undefined;
+  private stagedSplit = false;
+  private readonly stickyKey: StickyKey | undefined;
+  /** The version the current canary split began at: the Lua keeps its users' assignments under it. */
+  private splitEpoch: number | undefined;
   private version = 0;
   private parts: ChangeParts | undefined;
 
@@ -174,6 +188,7 @@ export class DynamicNginxRouter implements Router {
     this.upstream = o.upstream;
     this.peersFile = o.peersFile;
     this.statusFile = `${o.peersFile}.status`;
+    this.stickyKey = o.stickyKey;
   }
 
   /**
@@ -229,8 +244,10 @@ export class DynamicNginxRouter implements Router {
   /** Checks and stages the servers of this upstream; nothing reaches nginx before reload(). */
   async writeAndTest(content: string): Promise<void> {
     const servers = parseUpstreamServers(content, this.upstream);
-    renderPeers(servers, 0);
+    const split = this.stickyKey !== undefined && HASH_LINE_RE.test(content);
+    renderPeers(servers, 0, split && this.stickyKey ? { key: this.stickyKey, epoch: 0 } : undefined);
     this.staged = servers;
+    this.stagedSplit = split;
     this.parts = undefined;
     return Promise.resolve();
   }
@@ -240,9 +257,11 @@ export class DynamicNginxRouter implements Router {
     const servers = this.staged;
     if (!servers) return;
     const version = (this.version = Math.max(Date.now(), this.version + 1));
+    this.splitEpoch = this.stagedSplit ? (this.splitEpoch ?? version) : undefined;
+    const split = this.stickyKey && this.splitEpoch !== undefined ? { key: this.stickyKey, epoch: this.splitEpoch } : undefined;
     const t0 = Date.now();
     try {
-      await this.place.write(this.peersFile, renderPeers(servers, version));
+      await this.place.write(this.peersFile, renderPeers(servers, version, split));
     } catch (err) {
       throw new FleetrollError('E_NGINX_FILE', `${this.name}: writing ${this.peersFile}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }

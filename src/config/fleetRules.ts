@@ -79,11 +79,11 @@ export function strategyFleetIssues(f: FleetFileParsed, s: ResolvedStrategy, def
       }
     });
   }
-  // Not yet in the dynamic mode: a second upstream (blue-green's preview, canary.force's routes) and the sticky canary split.
+  // Not yet in the dynamic mode: a second upstream (blue-green's preview, canary.force's routes).
   f.loadBalancers.forEach((lb, i) => {
     if (lb.nginx.mode !== 'dynamic') return;
     const p = `loadBalancers/${i}/nginx/mode`;
-    if (s.type === 'Canary') issues.push({ path: p, message: 'dynamic does not support strategy type Canary yet (its sticky split is a hash in the upstream file): use mode: reload for a canary' });
+    if (s.type === 'Canary' && s.canary.force !== undefined) issues.push({ path: p, message: 'dynamic does not support canary.force yet (its routes are a map and two upstreams in the upstream file): use mode: reload, or leave force out' });
     if (s.type === 'BlueGreen' && s.blueGreen.previewUpstream !== undefined) issues.push({ path: p, message: 'dynamic does not support blueGreen.previewUpstream yet (a second upstream block): use mode: reload, or leave the preview out' });
   });
   if (f.hooks?.prePromotion !== undefined && s.type !== 'BlueGreen') {

@@ -7,42 +7,12 @@
  * (X-Canary: always / never) to the side they ask for.
  */
 import assert from 'node:assert/strict';
-import http from 'node:http';
 import { describe, it } from 'node:test';
 import { execIn, getFile, putFile } from '../../src/adapters/docker.js';
 import { AccessLogParser } from '../../src/core/accessLog.js';
-import { docker, failedOf, moreRequests, runCli, startCliUntil, startLoad, useFleets } from './fixture.js';
+import { askUsers, asUser, docker, failedOf, moreRequests, runCli, startCliUntil, startLoad, useFleets } from './fixture.js';
 
 const fleet = useFleets();
-
-/** One GET as user `user` (header X-User, and any `more` headers): the version that answered. */
-function asUser(url: string, user: string, more: Record<string, string> = {}): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const req = http.get(`${url}/api/version`, { agent: false, headers: { 'X-User': user, ...more } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(String(res.headers['x-app-version'] ?? `status ${res.statusCode}`)));
-    });
-    req.setTimeout(5000, () => req.destroy(new Error('no answer in 5 s')));
-    req.on('error', reject);
-  });
-}
-
-/** Every user asks twice (with any `more` headers); returns each user's answers. */
-async function askUsers(url: string, users: number, more: Record<string, string> = {}): Promise<Map<string, string[]>> {
-  const answers = new Map<string, string[]>();
-  for (let round = 0; round < 2; round++) {
-    for (let i = 0; i < users; i += 20) {
-      await Promise.all(
-        Array.from({ length: Math.min(20, users - i) }, async (_, j) => {
-          const user = `user-${i + j}`;
-          const v = await asUser(url, user, more);
-          answers.set(user, [...(answers.get(user) ?? []), v]);
-        }),
-      );
-    }
-  }
-  return answers;
-}
 
 const CANARY = { stickyKey: 'header:X-User', steps: [{ setWeight: 25 }, { pause: {} }] };
 

@@ -11,7 +11,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { getFile } from '../../src/adapters/docker.js';
 import { defaultPeersFile, parsePeers, parseStatus } from '../../src/adapters/nginxDynamic.js';
-import { docker, failedOf, guard, loadOf, runCli, startCliUntil, startLoad, uniqueName, useFleets } from './fixture.js';
+import { askUsers, docker, failedOf, guard, loadOf, runCli, startCliUntil, startLoad, uniqueName, useFleets } from './fixture.js';
 
 /** PIDs of nginx's worker processes in the container (a reload replaces them all). */
 async function workers(container: string): Promise<string[]> {
@@ -64,6 +64,28 @@ describe('the dynamic nginx mode (Lua balancer), for real', { timeout: guard(300
     assert.match(r.stdout, /switch: 2 new instance\(s\) available/);
     assert.deepEqual(await workers(f.names.nginx), before, 'the same worker processes: nginx was never reloaded');
     assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0']);
+  });
+
+  it('a canary in dynamic mode: exactly its weight of 200 users at setWeight 25, each on one version; promote finishes; nothing failed, no reload', async (t) => {
+    const f = await fleet('it-dyn-can', { mode: 'dynamic' });
+    await f.at100(4);
+    const before = await workers(f.names.nginx);
+    const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1, keepAlive: true, resend: false });
+    const file = f.fleetFile({ replicas: 4, type: 'Canary', canary: { stickyKey: 'header:X-User', steps: [{ setWeight: 25 }, { pause: {} }] }, image: 'fleetroll-example:1.1.0' });
+    const running = await startCliUntil(['deploy', '-f', file], /paused at 25%/);
+    const answers = await askUsers(f.url, 200);
+    const onCanary = [...answers.values()].filter((v) => v[0] === '1.1.0').length;
+    const switched = [...answers.entries()].filter(([, v]) => v[0] !== v[1]);
+    t.diagnostic(`dynamic mode, setWeight 25: ${onCanary} of 200 users on the canary (${(onCanary / 2).toFixed(1)}%), ${switched.length} changed version between two requests`);
+    assert.deepEqual(switched, [], 'every user stays on one version while the weight holds');
+    assert.ok(Math.abs(onCanary / 2 - 25) <= 3, `${onCanary / 2}% of users on the canary at weight 25`);
+    assert.equal((await runCli(['promote', '-f', file])).code, 0);
+    const done = await running.exited;
+    const records = await load.stop();
+    assert.equal(done.code, 0, done.stdout + done.stderr);
+    assert.deepEqual(failedOf(records), [], `${failedOf(records).length} of ${records.length} requests failed`);
+    assert.deepEqual(await workers(f.names.nginx), before, 'the same worker processes: nginx was never reloaded');
+    assert.deepEqual((await f.versions()).sort(), Array(4).fill('1.1.0'));
   });
 
   it('a drain ends when its last request does: slow POSTs on the drained instances finish, and each drain ends right after, well before drainSeconds', async (t) => {

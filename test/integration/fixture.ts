@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import http from 'node:http';
 import { createServer } from 'node:net';
 import { execa } from 'execa';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -474,4 +475,33 @@ export async function startLocalNginx(dir: string, upstream: string, workers = 1
       await execa('/usr/sbin/nginx', ['-c', conf, '-e', `${dir}/error.log`, '-s', 'stop'], { reject: false, stdin: 'ignore' });
     },
   };
+}
+
+/** One GET as user `user` (header X-User, and any `more` headers): the version that answered. */
+export function asUser(url: string, user: string, more: Record<string, string> = {}): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = http.get(`${url}/api/version`, { agent: false, headers: { 'X-User': user, ...more } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(String(res.headers['x-app-version'] ?? `status ${res.statusCode}`)));
+    });
+    req.setTimeout(5000, () => req.destroy(new Error('no answer in 5 s')));
+    req.on('error', reject);
+  });
+}
+
+/** Every user asks twice (with any `more` headers); returns each user's answers. */
+export async function askUsers(url: string, users: number, more: Record<string, string> = {}): Promise<Map<string, string[]>> {
+  const answers = new Map<string, string[]>();
+  for (let round = 0; round < 2; round++) {
+    for (let i = 0; i < users; i += 20) {
+      await Promise.all(
+        Array.from({ length: Math.min(20, users - i) }, async (_, j) => {
+          const user = `user-${i + j}`;
+          const v = await asUser(url, user, more);
+          answers.set(user, [...(answers.get(user) ?? []), v]);
+        }),
+      );
+    }
+  }
+  return answers;
 }

@@ -29,6 +29,13 @@ describe('the peers file', () => {
     assert.deepEqual(parsePeers(renderPeers(servers, 7)), { version: 7, servers });
   });
 
+  it("carries a canary's sticky key and the epoch of its assignments for the Lua split", () => {
+    assert.equal(renderPeers(servers.slice(0, 1), 3, { key: 'header:X-User', epoch: 2 }), 'fleetroll-peers 1\nversion 3\nsplit header X-User 2\npeer 10.0.0.5:8080 up 1 api-1\nend 3\n');
+    assert.match(renderPeers([], 3, { key: 'remote_addr', epoch: 2 }), /\nsplit remote_addr - 2\n/);
+    assert.match(renderPeers([], 3, { key: 'cookie:canary-user', epoch: 2 }), /\nsplit cookie canary-user 2\n/);
+    assert.deepEqual(parsePeers(renderPeers(servers, 4, { key: 'header:X-User', epoch: 4 }))?.servers, servers);
+  });
+
   it('leaves out the placeholder a file with no instance carries', () => {
     assert.equal(renderPeers([{ address: '127.0.0.1:9', down: true, name: 'no instance in service' }], 1), 'fleetroll-peers 1\nversion 1\nend 1\n');
   });
@@ -88,6 +95,7 @@ describe('the nginx side: templates/nginx-dynamic.conf.example and templates/fle
   it('the Lua parses the formats fleetroll writes and reads (header, peer line, trailer)', () => {
     assert.match(lua, /"\^fleetroll%-peers 1\\nversion \(%d\+\)\\n"/);
     assert.match(lua, /"\\npeer \(%S\+\) \(%a\+\) \(%d\+\)"/);
+    assert.match(lua, /"\\nsplit \(%S\+\) \(%S\+\) \(%d\+\)"/);
     assert.match(lua, /"fleetroll-status 1", "version " \.\. version, "started "/);
     assert.match(lua, /"inflight " \.\. p\.addr/);
     assert.match(lua, /^local TICK = 0\.01$/m, "the tick fleetroll waits for before its first look (LUA_TICK_MS)");
@@ -147,6 +155,20 @@ describe('DynamicNginxRouter', () => {
     assert.equal(await r.read(), undefined);
     place.files.delete(`${peersFile}.status`);
     assert.equal(await r.read(), undefined);
+  });
+
+  it("a canary's hash line turns the Lua split on, with one epoch for the whole canary; without it the split is off", async () => {
+    const place = memoryPlace((text) => `fleetroll-status 1\nversion ${parsePeers(text)?.version}\nstarted 1\nend ${parsePeers(text)?.version}\n`);
+    const r = new DynamicNginxRouter({ place, upstream: 'bookstore_api', peersFile, stickyKey: 'header:X-User' });
+    const canary = (w: number) => `upstream bookstore_api {\n    hash $http_x_user consistent;\n    server 10.0.0.5:8080 weight=${100 - w}; # api-1\n    server 10.0.0.9:8080 weight=${w}; # api-9\n}\n`;
+    const epochs: (string | undefined)[] = [];
+    for (const text of [canary(25), canary(50), upstream]) {
+      await r.writeAndTest(text);
+      await r.reload();
+      epochs.push(/\nsplit header X-User (\d+)\n/.exec(place.files.get(peersFile) ?? '')?.[1]);
+    }
+    assert.ok(epochs[0] !== undefined && epochs[0] === epochs[1], `one epoch while the canary runs: ${epochs.join(', ')}`);
+    assert.equal(epochs[2], undefined, 'no split once the hash line is gone');
   });
 
   it('a later version each change, also after reading what an earlier run wrote', async () => {
