@@ -35,6 +35,14 @@ async function nginxNotes(fleet: Fleet): Promise<{ lines: string[]; warnings: st
   }
   for (const [i, { nginx: lb }] of fleet.loadBalancers.entries()) {
     const where = `loadBalancers/${i} (${lb.mode === 'dynamic' ? 'dynamic' : lb.upstreamFile}, upstream ${lb.upstream})`;
+    if (lb.mode === 'dynamic') {
+      lines.push(
+        s.type === 'Canary'
+          ? `nginx (Canary), ${where}: fleetroll's Lua splits users by ${s.canary.stickyKey === 'remote_addr' ? 'client address' : s.canary.stickyKey.replace(':', ' ')}: each user stays on one server, the canary's share of users is its weight; no reload`
+          : `nginx (BlueGreen), ${where}: the switch is one membership change, no reload`,
+      );
+      continue;
+    }
     if (s.type === 'Canary') {
       const key = stickyVariable(s.canary.stickyKey, lb.upstream);
       lines.push(`nginx (Canary), ${where}: while the canary runs, the upstream gets \`hash ${key.variable} consistent;\` and a weight on every server (stable and canary), so each ${s.canary.stickyKey === 'remote_addr' ? 'client address' : s.canary.stickyKey.replace(':', ' ')} stays on one version while a weight holds`);
