@@ -168,7 +168,8 @@ end
 -- its weighted share of the users given out so far, and stays there while that peer is up and holds no
 -- more than its share and one user. So the canary's share of users is its weight (within a user per
 -- peer), and a user changes peer only when the weights or the peers change. (nginx's `hash ...
--- consistent` with weights, reload mode's split, spreads users by a hash ring instead: 18-29% at 25.)
+-- consistent` with weights, reload mode's split, spreads users by a hash ring instead, as the servers'
+-- addresses fall on it: 18.5-29% of users at a weight of 25 in three runs.)
 local function split_peer(name, c, d, key)
   local ns = name .. ":" .. c.split.epoch
   local user = ns .. ":user:" .. key
