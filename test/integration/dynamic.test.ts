@@ -7,11 +7,15 @@
  * (no reload), every instance answers the new version.
  */
 import assert from 'node:assert/strict';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { execa } from 'execa';
 import { describe, it } from 'node:test';
 import { getFile } from '../../src/adapters/docker.js';
 import { defaultPeersFile, parsePeers, parseStatus } from '../../src/adapters/nginxDynamic.js';
-import { askUsers, docker, failedOf, guard, loadOf, runCli, startCliUntil, startLoad, uniqueName, useFleets } from './fixture.js';
+import { dynamicNginxConf } from '../../src/experiment/demoStage.js';
+import { askUsers, docker, failedOf, freePort, guard, loadOf, root, runCli, startCliUntil, startLoad, uniqueName, useFleets } from './fixture.js';
 
 /** PIDs of nginx's worker processes in the container (a reload replaces them all). */
 async function workers(container: string): Promise<string[]> {
@@ -127,6 +131,49 @@ describe('the dynamic nginx mode (Lua balancer), for real', { timeout: guard(300
     const records = await loadOf(`http://127.0.0.1:${port}`, 60);
     assert.deepEqual(failedOf(records), []);
     assert.deepEqual([...new Set(records.map((x) => x.version))], ['1.1.0']);
+  });
+
+  it('exec: true, nginx on this machine in dynamic mode: a rollout under a strict keep-alive client, 0 failed, the same workers', async (t) => {
+    const f = await fleet('it-dyn-exec');
+    const dir = mkdtempSync(join(tmpdir(), 'it-dyn-exec-'));
+    const upstream = `${f.names.upstream}_local`;
+    const port = await freePort();
+    const conf = join(dir, 'nginx.conf');
+    const temp = ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((x) => `    ${x}_temp_path ${dir}/${x}_temp;`).join('\n');
+    writeFileSync(
+      conf,
+      `${(await dynamicNginxConf(upstream))
+        .replace('listen 80;', `listen 127.0.0.1:${port};`)
+        .replace('lua_package_path "/etc/nginx/fleetroll/?.lua;;";', `lua_package_path "${join(root, 'templates')}/?.lua;;";`)
+        .replace(/access_log \/var\/log\/nginx\/fleetroll\.log fleetroll_json;/, `access_log ${dir}/fleetroll.log fleetroll_json;`)
+        .replace('http {', `http {\n${temp}`)}\ndaemon on;\npid ${dir}/nginx.pid;\nerror_log ${dir}/error.log warn;\n`,
+    );
+    await execa('/usr/sbin/nginx', ['-c', conf, '-e', `${dir}/error.log`], { stdin: 'ignore' });
+    const localWorkers = async () => (await execa('ps', ['-o', 'pid=', '--ppid', readFileSync(join(dir, 'nginx.pid'), 'utf8').trim()])).stdout.split(/\s+/).filter(Boolean).sort();
+    try {
+      // The test fleet's file with its load balancer swapped for this nginx (nothing follows loadBalancers in it here).
+      const fileFor = (image: string) => {
+        const file = f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, image, accessLog: false });
+        const text = readFileSync(file, 'utf8');
+        writeFileSync(file, `${text.slice(0, text.indexOf('loadBalancers:'))}loadBalancers:\n  - nginx: { exec: true, config: ${conf}, mode: dynamic, upstream: ${upstream} }\n`);
+        return file;
+      };
+      const first = await runCli(['deploy', '-f', fileFor('fleetroll-example:1.0.0')]);
+      assert.equal(first.code, 0, first.stdout + first.stderr);
+      const before = await localWorkers();
+      const url = `http://127.0.0.1:${port}`;
+      const load = startLoad(url, { getPerSecond: 40, postConcurrency: 2, keepAlive: true, resend: false });
+      const r = await runCli(['deploy', '-f', fileFor('fleetroll-example:1.1.0')]);
+      const records = await load.stop();
+      assert.equal(r.code, 0, r.stdout + r.stderr);
+      t.diagnostic(`exec placement, dynamic mode: ${records.length} requests from a strict keep-alive client, ${failedOf(records).length} failed`);
+      assert.deepEqual(failedOf(records), []);
+      assert.match(r.stdout, /upstream: peers set, no reload/);
+      assert.deepEqual(await localWorkers(), before, 'the same worker processes: nginx was never reloaded');
+      assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0', '1.1.0']);
+    } finally {
+      await execa('/usr/sbin/nginx', ['-c', conf, '-e', `${dir}/error.log`, '-s', 'stop'], { reject: false, stdin: 'ignore' });
+    }
   });
 
   it("preflight refuses a dynamic load balancer whose nginx has no Lua balancer, naming what its config lacks; nothing changes", async () => {
