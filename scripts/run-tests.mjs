@@ -38,11 +38,12 @@ const concurrency = process.env.TEST_CONCURRENCY ?? '5';
 // instead of holding the run until CI's limit. Node applies --test-timeout to
 // each file as a whole too, and kills a file that outlives it: 30 minutes
 // (the longest file takes about 5 here), scaled like the tests' own guards
-// (test/support/wait.ts). A file whose tests are done exits even if it left a
-// handle open. The CLI processes the tests start have their own, shorter
-// guard, which names what kept them open (test/support/hang.ts).
+// (test/support/wait.ts). The CLI processes the tests start have their own,
+// shorter guard, which names what kept them open (test/support/hang.ts).
+// Not --test-force-exit: on Node 20 it once ended a unit file after 31 of a
+// suite's 35 tests, and the run reported no failure.
 const scale = Math.max(1, Number(concurrency) / 5 || 1);
-const guards = [`--test-timeout=${Math.round(1_800_000 * scale)}`, '--test-force-exit'];
+const guards = [`--test-timeout=${Math.round(1_800_000 * scale)}`];
 // TAP for the whole log, then a summary of the failures at its very end.
 const reporters = ['--test-reporter=tap', '--test-reporter-destination=stdout', '--test-reporter=./scripts/failure-summary.mjs', '--test-reporter-destination=stdout'];
 const r = spawnSync('npx', ['tsx', '--test', `--test-concurrency=${concurrency}`, ...guards, ...reporters, ...process.argv.slice(2), ...files], { stdio: 'inherit', env: { ...process.env, TEST_CONCURRENCY: concurrency } });
