@@ -192,6 +192,8 @@ export interface ChangeParts {
   SIGHUP?: number | undefined;
   confirm?: number | undefined;
   handover?: number | undefined;
+  /** Dynamic mode: from the call (the peers file's write starting) to nginx's Lua having the set in force, by nginx's clock. */
+  inForce?: number | undefined;
 }
 
 /** The instance a readiness probe looks at: a healthcheck or exec probe reaches the container through its host's Runtime. */

@@ -59,6 +59,8 @@ export async function buildDeps(fleet: Fleet, events?: EventSink): Promise<Deplo
             upstream: lb.upstream,
             peersFile: lb.peersFile ?? defaultPeersFile(lb.upstream),
             stickyKey: fleet.strategy.type === 'Canary' ? fleet.strategy.canary.stickyKey : undefined,
+            preview: fleet.strategy.type === 'BlueGreen' ? fleet.strategy.blueGreen.previewUpstream : undefined,
+            force: fleet.strategy.type === 'Canary' ? fleet.strategy.canary.force : undefined,
           })
         : lb.container && runtime
           ? new NginxContainerRouter({ runtime, container: lb.container, upstreamFile: lb.upstreamFile!, hostName })

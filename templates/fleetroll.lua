@@ -19,11 +19,21 @@
 -- Needs the Lua module and lua-resty-core (Debian: libnginx-mod-http-lua),
 -- nothing else: no cjson, no shell in the image. Formats (one item a line):
 --   peers:  fleetroll-peers 1 / version N / peer <ip:port> up|down <weight> <name>
---           / split header|cookie|remote_addr <name or -> <epoch> (a canary) / end N
---   status: fleetroll-status 1 / version N / started <time> / inflight <ip:port> <n> / end N
+--           / split header|cookie|remote_addr <name or -> <epoch> (a canary)
+--           / member <group> <ip:port> up|down <weight> <name> (the peers of a
+--             second upstream: blue-green's preview, a canary's forced sides)
+--           / force header|cookie <name> <canary group> <stable group> / end N
+--   status: fleetroll-status 1 / version N / started <time> / lua <this file's
+--           VERSION> / since <time the version went in force> / inflight
+--           <ip:port> <n> / end N
+--
+-- A group is balanced like an upstream of its own: blue-green's preview
+-- upstream in nginx.conf calls balance("<preview>") and gets the group of that
+-- name. The forced sides need nothing in nginx.conf: balance() of the main
+-- upstream reads the header or cookie itself.
 local balancer = require("ngx.balancer")
 
-local _M = { VERSION = "1" }
+local _M = { VERSION = "2" }
 
 local DICT = "fleetroll"
 local TICK = 0.01
@@ -73,23 +83,43 @@ local function parse_peers(text)
   end
   -- A canary's sticky split: the key each user is told apart by, and the epoch its assignments belong to.
   local kind, key, epoch = (text or ""):match("\nsplit (%S+) (%S+) (%d+)")
-  return up, down, kind and { kind = kind, name = key, epoch = epoch } or nil
+  -- canary.force: a header or cookie that sends a request to the canary's or stable's group.
+  local fkind, fname, fcanary, fstable = (text or ""):match("\nforce (%S+) (%S+) (%S+) (%S+)")
+  return up, down, kind and { kind = kind, name = key, epoch = epoch } or nil, fkind and { kind = fkind, name = fname, canary = fcanary, stable = fstable } or nil
 end
 
 local function load(name, d)
   local u = upstreams[name]
   local version, text = parse_peers_file(read_file(u.peers))
   if version and version ~= d:get(name .. ":version") then
+    -- Each group's peers as a peers text of its own; a group the last set had and this one lacks is emptied.
+    local groups = {}
+    for g, rest in text:gmatch("\nmember (%S+) ([^\n]*)") do
+      groups[g] = (groups[g] or "") .. "\npeer " .. rest
+    end
+    for g in (d:get(name .. ":groups") or ""):gmatch("%S+") do
+      groups[g] = groups[g] or ""
+    end
+    local names = {}
+    for g, peers in pairs(groups) do
+      if peers ~= "" then names[#names + 1] = g end
+      d:set(g .. ":owner", name)
+      d:set(g .. ":peers", peers)
+      d:set(g .. ":version", version)
+    end
+    d:set(name .. ":groups", table.concat(names, " "))
     -- Peers first, version last: a balancer that sees the new version finds its peers.
     d:set(name .. ":peers", text)
     d:set(name .. ":version", version)
+    ngx.update_time()
+    d:set(name .. ":since", ngx.now())
   end
 end
 
 local function write_status(name, d)
   local u = upstreams[name]
   local version = d:get(name .. ":version") or 0
-  local lines = { "fleetroll-status 1", "version " .. version, "started " .. (d:get("started") or 0) }
+  local lines = { "fleetroll-status 1", "version " .. version, "started " .. (d:get("started") or 0), "lua " .. _M.VERSION, "since " .. (d:get(name .. ":since") or 0) }
   local _, down = parse_peers(d:get(name .. ":peers"))
   for _, p in ipairs(down) do
     lines[#lines + 1] = "inflight " .. p.addr .. " " .. (d:get(name .. ":inflight:" .. p.addr) or 0)
@@ -143,25 +173,38 @@ local function current(name)
   local version = d:get(name .. ":version")
   local c = cache[name]
   if not c or c.version ~= version then
-    local up, _, split = parse_peers(d:get(name .. ":peers"))
+    local up, _, split, force = parse_peers(d:get(name .. ":peers"))
     local total = 0
     for _, p in ipairs(up) do total = total + p.weight end
-    c = { version = version, up = up, rr = math.random(math.max(#up, 1)) - 1, split = split, weights = total }
+    -- Requests in flight are counted under the upstream whose status file reports them (a group's owner).
+    c = { version = version, up = up, rr = math.random(math.max(#up, 1)) - 1, split = split, force = force, weights = total, owner = d:get(name .. ":owner") or name }
     cache[name] = c
   end
   return c, d
 end
 
--- The value of the sticky key in this request, or nil (then the request is balanced round robin).
-local function sticky_value(split)
-  if split.kind == "remote_addr" then return ngx.var.remote_addr end
-  if split.kind == "header" then return ngx.var["http_" .. (split.name:lower():gsub("-", "_"))] end
+-- The value this request has for a key (the client address, a header or a cookie), or nil.
+local function request_value(kind, name)
+  if kind == "remote_addr" then return ngx.var.remote_addr end
+  if kind == "header" then return ngx.var["http_" .. (name:lower():gsub("-", "_"))] end
   local cookies = ngx.var.http_cookie
   if not cookies then return nil end
   for k, v in cookies:gmatch("([^=;%s]+)=([^;]*)") do
-    if k == split.name then return v end
+    if k == name then return v end
   end
   return nil
+end
+
+-- The group a canary.force header or cookie sends this request to ("always": the canary's, "never":
+-- stable's, as ingress-nginx's canary-by-header), or false. Decided once per request, so a retry stays
+-- on the side it was forced to.
+local function forced_group(force, ctx)
+  if ctx.fleetroll_forced == nil then
+    local v = request_value(force.kind, force.name)
+    v = v and v:lower()
+    ctx.fleetroll_forced = (v == "always" and force.canary) or (v == "never" and force.stable) or false
+  end
+  return ctx.fleetroll_forced
 end
 
 -- A canary's split, exact and sticky: each user is given, on first sight, to the up peer furthest below
@@ -206,15 +249,22 @@ end
 -- on to the next one.
 function _M.balance(name)
   local c, d = current(name)
-  local up = c.up
   local ctx = ngx.ctx
-  if ctx.fleetroll_peer then count(d, name, ctx.fleetroll_peer, -1) end
+  if ctx.fleetroll_peer then count(d, ctx.fleetroll_upstream, ctx.fleetroll_peer, -1) end
+  -- A forced request is balanced over its side's peers; a side with none in service leaves it to the split.
+  local group = c.force and forced_group(c.force, ctx)
+  if group then
+    local g = current(group)
+    if #g.up > 0 then c = g end
+  end
+  local up = c.up
   if #up == 0 then
     ngx.log(ngx.ERR, "fleetroll: upstream ", name, " has no peer in service")
-    return ngx.exit(502)
+    -- NGX_BUSY: nginx's own "no live upstreams", a 502 as in reload mode (a status code here would be a 500).
+    return ngx.exit(-3)
   end
   local p
-  local key = c.split and not ctx.fleetroll_peer and sticky_value(c.split)
+  local key = c.split and not ctx.fleetroll_peer and request_value(c.split.kind, c.split.name)
   if key and key ~= "" then
     p = split_peer(name, c, d, key)
   else
@@ -228,8 +278,8 @@ function _M.balance(name)
     return ngx.exit(500)
   end
   ctx.fleetroll_peer = p.addr
-  ctx.fleetroll_upstream = name
-  count(d, name, p.addr, 1)
+  ctx.fleetroll_upstream = c.owner
+  count(d, c.owner, p.addr, 1)
 end
 
 -- log_by_lua_block: require("fleetroll").done()  (the request is over: one fewer in flight)

@@ -22,7 +22,7 @@ import { readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { FleetrollError } from '../errors.js';
-import { PLACEHOLDER_ADDRESS, STICKY_NAME_RE, parseUpstreamServers, type StickyKey, type UpstreamEntry } from '../core/upstream.js';
+import { PLACEHOLDER_ADDRESS, STICKY_NAME_RE, UPSTREAM_NAME_RE, forceRoute, parseForceKey, parseUpstreamServers, type ForceKey, type StickyKey, type UpstreamEntry } from '../core/upstream.js';
 import type { ChangeParts, Router } from '../ports.js';
 import { type DockerRuntime, execIn, getFileEntry, putFile } from './docker.js';
 
@@ -93,46 +93,93 @@ export function execPlace(o: { nginxBin?: string; prefixArgs?: string[]; name?: 
 const ADDRESS_RE = /^(?:[0-9]{1,3}\.){3}[0-9]{1,3}:[0-9]{1,5}$/;
 const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
+/** The peers of a second upstream the Lua balances (blue-green's preview, a canary's forced sides). */
+export interface PeerGroup {
+  name: string;
+  servers: readonly UpstreamEntry[];
+}
+
+/** canary.force in the dynamic mode: the header or cookie, and the groups holding each side's servers in service. */
+export interface PeersForce {
+  key: ForceKey;
+  canary: string;
+  stable: string;
+}
+
+export interface PeersExtras {
+  split?: { key: StickyKey; epoch: number } | undefined;
+  groups?: readonly PeerGroup[] | undefined;
+  force?: PeersForce | undefined;
+}
+
+/** One server as a peers-file line, every value checked against what the Lua side parses. */
+function peerLine(s: UpstreamEntry): string {
+  if (!ADDRESS_RE.test(s.address)) throw new FleetrollError('E_INVALID', `the dynamic nginx mode takes IPv4 addresses with a port, got ${JSON.stringify(s.address)}`);
+  if (!NAME_RE.test(s.name)) throw new FleetrollError('E_INVALID', `an instance name fleetroll's Lua cannot carry: ${JSON.stringify(s.name)}`);
+  const weight = s.weight ?? 1;
+  if (!Number.isInteger(weight) || weight < 1 || weight > 1000) throw new FleetrollError('E_INVALID', `a weight from 1 to 1000, got ${weight}`);
+  return `${s.address} ${s.down ? 'down' : 'up'} ${weight} ${s.name}`;
+}
+
+function groupName(name: string): string {
+  if (!UPSTREAM_NAME_RE.test(name) && !/^fleetroll_[A-Za-z0-9_]{1,64}_(?:canary|stable)$/.test(name)) throw new FleetrollError('E_INVALID', `a group name fleetroll's Lua cannot carry: ${JSON.stringify(name)}`);
+  return name;
+}
+
 /**
  * The peers file for these servers (the placeholder left out). Every value
  * is checked against what the Lua side parses, so nothing else reaches
- * nginx: an IPv4 address and port, up or down, a weight, a container name.
+ * nginx: an IPv4 address and port, up or down, a weight, a container name,
+ * an upstream name, a header or cookie name.
  */
-export function renderPeers(servers: readonly UpstreamEntry[], version: number, split?: { key: StickyKey; epoch: number }): string {
+export function renderPeers(servers: readonly UpstreamEntry[], version: number, extras: PeersExtras = {}): string {
   const lines = ['fleetroll-peers 1', `version ${version}`];
+  const { split, force } = extras;
   if (split) {
     const [kind, name] = split.key === 'remote_addr' ? ['remote_addr', '-'] : (split.key.split(':') as [string, string]);
     if (!STICKY_NAME_RE.test(name) && name !== '-') throw new FleetrollError('E_INVALID', `a sticky key name fleetroll's Lua cannot carry: ${JSON.stringify(name)}`);
     lines.push(`split ${kind} ${name} ${split.epoch}`);
   }
-  for (const s of servers) {
-    if (s.address === PLACEHOLDER_ADDRESS) continue;
-    if (!ADDRESS_RE.test(s.address)) throw new FleetrollError('E_INVALID', `the dynamic nginx mode takes IPv4 addresses with a port, got ${JSON.stringify(s.address)}`);
-    if (!NAME_RE.test(s.name)) throw new FleetrollError('E_INVALID', `an instance name fleetroll's Lua cannot carry: ${JSON.stringify(s.name)}`);
-    const weight = s.weight ?? 1;
-    if (!Number.isInteger(weight) || weight < 1 || weight > 1000) throw new FleetrollError('E_INVALID', `a weight from 1 to 1000, got ${weight}`);
-    lines.push(`peer ${s.address} ${s.down ? 'down' : 'up'} ${weight} ${s.name}`);
+  if (force) {
+    const k = parseForceKey(force.key);
+    if ('error' in k) throw new FleetrollError('E_INVALID', `canary.force ${k.error}`);
+    lines.push(`force ${k.kind} ${k.name} ${groupName(force.canary)} ${groupName(force.stable)}`);
+  }
+  for (const s of servers) if (s.address !== PLACEHOLDER_ADDRESS) lines.push(`peer ${peerLine(s)}`);
+  for (const g of extras.groups ?? []) {
+    const name = groupName(g.name);
+    for (const s of g.servers) if (s.address !== PLACEHOLDER_ADDRESS) lines.push(`member ${name} ${peerLine(s)}`);
   }
   lines.push(`end ${version}`);
   return `${lines.join('\n')}\n`;
 }
 
-/** A complete peers file (header and trailer agree): its version and servers; undefined otherwise. */
-export function parsePeers(text: string | undefined): { version: number; servers: UpstreamEntry[] } | undefined {
-  const m = text === undefined ? null : /^fleetroll-peers 1\nversion (\d+)\n/.exec(text);
-  if (!m || !text || !new RegExp(`\\nend ${m[1]}\\n?$`).test(text)) return undefined;
-  const servers: UpstreamEntry[] = [];
-  for (const p of text.matchAll(/^peer (\S+) (up|down) (\d+) (\S+)$/gm)) {
-    const weight = Number(p[3]);
-    servers.push({ address: p[1]!, down: p[2] === 'down', name: p[4]!, ...(weight !== 1 ? { weight } : {}) });
-  }
-  return { version: Number(m[1]), servers };
+function parseEntry(p: RegExpMatchArray, at: number): UpstreamEntry {
+  const weight = Number(p[at + 2]);
+  return { address: p[at]!, down: p[at + 1] === 'down', name: p[at + 3]!, ...(weight !== 1 ? { weight } : {}) };
 }
 
-/** What the Lua timer last wrote: the version in force, since when this nginx runs, requests in flight per peer marked down. */
+/** A complete peers file (header and trailer agree): its version, servers and groups; undefined otherwise. */
+export function parsePeers(text: string | undefined): { version: number; servers: UpstreamEntry[]; groups: PeerGroup[] } | undefined {
+  const m = text === undefined ? null : /^fleetroll-peers 1\nversion (\d+)\n/.exec(text);
+  if (!m || !text || !new RegExp(`\\nend ${m[1]}\\n?$`).test(text)) return undefined;
+  const servers = [...text.matchAll(/^peer (\S+) (up|down) (\d+) (\S+)$/gm)].map((p) => parseEntry(p, 1));
+  const groups = new Map<string, UpstreamEntry[]>();
+  for (const p of text.matchAll(/^member (\S+) (\S+) (up|down) (\d+) (\S+)$/gm)) groups.set(p[1]!, [...(groups.get(p[1]!) ?? []), parseEntry(p, 2)]);
+  return { version: Number(m[1]), servers, groups: [...groups].map(([name, list]) => ({ name, servers: list })) };
+}
+
+/**
+ * What the Lua timer last wrote: the version in force, since when this nginx
+ * runs, the Lua file's own version (1 before groups and force existed), when
+ * the version went in force (nginx's clock, seconds), and the requests in
+ * flight per peer marked down.
+ */
 export interface PeersStatus {
   version: number;
   started: number;
+  lua: number;
+  since: number | undefined;
   inflight: Map<string, number>;
 }
 
@@ -141,13 +188,17 @@ export function parseStatus(text: string | undefined): PeersStatus | undefined {
   if (!m || !text || !new RegExp(`\\nend ${m[1]}\\n?$`).test(text)) return undefined;
   const inflight = new Map<string, number>();
   for (const p of text.matchAll(/^inflight (\S+) (-?\d+)$/gm)) inflight.set(p[1]!, Math.max(0, Number(p[2])));
-  return { version: Number(m[1]), started: Number(m[2]), inflight };
+  const since = Number(/^since ([0-9.]+)$/m.exec(text)?.[1] ?? 0);
+  return { version: Number(m[1]), started: Number(m[2]), lua: Number(/^lua (\d+)$/m.exec(text)?.[1] ?? 1), since: since > 0 ? since : undefined, inflight };
 }
 
-/** The servers as an upstream block, the form the engine reads (status, the start of a rollout). */
-function asUpstream(upstream: string, servers: readonly UpstreamEntry[]): string {
-  const lines = servers.map((s) => `    server ${s.address}${s.down ? ' down' : ''}${s.weight !== undefined ? ` weight=${s.weight}` : ''}; # ${s.name}`);
-  return `# fleetroll dynamic mode: the peers nginx's Lua balancer has\nupstream ${upstream} {\n${lines.join('\n')}\n}\n`;
+/** The servers (and each group) as upstream blocks, the form the engine reads (status, the start of a rollout). */
+function asUpstream(upstream: string, servers: readonly UpstreamEntry[], groups: readonly PeerGroup[] = []): string {
+  const block = (name: string, list: readonly UpstreamEntry[]) => {
+    const lines = list.map((s) => `    server ${s.address}${s.down ? ' down' : ''}${s.weight !== undefined ? ` weight=${s.weight}` : ''}; # ${s.name}`);
+    return `upstream ${name} {\n${lines.join('\n')}\n}\n`;
+  };
+  return `# fleetroll dynamic mode: the peers nginx's Lua balancer has\n${block(upstream, servers)}${groups.map((g) => block(g.name, g.servers)).join('')}`;
 }
 
 const CONFIRM_TIMEOUT_MS = 5_000;
@@ -161,6 +212,10 @@ export interface DynamicNginxRouterOptions {
   peersFile: string;
   /** A canary's sticky key: while the upstream has a canary's `hash` line, the Lua splits users exactly by it. */
   stickyKey?: StickyKey | undefined;
+  /** Blue-green's preview upstream: nginx.conf's upstream of that name balances the group of that name. */
+  preview?: string | undefined;
+  /** canary.force: the Lua reads this header or cookie and sends "always" to the canary's servers, "never" to stable's. */
+  force?: ForceKey | undefined;
 }
 
 /** An upstream file of a canary in progress: its `hash ... consistent` line (core/upstream renderUpstreamParts). */
@@ -174,9 +229,11 @@ export class DynamicNginxRouter implements Router {
   private readonly upstream: string;
   private readonly peersFile: string;
   private readonly statusFile: string;
-  private staged: readonly UpstreamEntry[] | undefined;
+  private staged: { servers: readonly UpstreamEntry[]; groups: PeerGroup[] } | undefined;
   private stagedSplit = false;
   private readonly stickyKey: StickyKey | undefined;
+  private readonly preview: string | undefined;
+  private readonly force: PeersForce | undefined;
   /** The version the current canary split began at: the Lua keeps its users' assignments under it. */
   private splitEpoch: number | undefined;
   private version = 0;
@@ -189,6 +246,14 @@ export class DynamicNginxRouter implements Router {
     this.peersFile = o.peersFile;
     this.statusFile = `${o.peersFile}.status`;
     this.stickyKey = o.stickyKey;
+    this.preview = o.preview;
+    // The forced sides carry the names reload mode gives their upstream blocks, so one upstream file serves both modes.
+    this.force = o.force === undefined ? undefined : { key: o.force, ...forceRoute(o.upstream) };
+  }
+
+  /** The groups the Lua needs beside the main upstream: their names, as in the upstream file. */
+  private groupNames(): string[] {
+    return [...(this.preview !== undefined ? [this.preview] : []), ...(this.force ? [this.force.canary, this.force.stable] : [])];
   }
 
   /**
@@ -206,7 +271,7 @@ export class DynamicNginxRouter implements Router {
         hint: lua ? `install ${LUA_PACKAGES} where nginx runs` : 'fix the nginx configuration, then deploy again',
       });
     }
-    const missing = dynamicConfigProblems(t.stdout, this.upstream, this.peersFile);
+    const missing = dynamicConfigProblems(t.stdout, this.upstream, this.peersFile, this.preview);
     if (missing.length) {
       throw new FleetrollError('E_NGINX_TEST', `${this.name}: nginx's configuration lacks what the dynamic mode needs for upstream ${this.upstream} (templates/nginx-dynamic.conf.example has every piece; or set mode: reload):\n${missing.map((m) => `  - ${m}`).join('\n')}`, {
         hint: 'start from templates/nginx-dynamic.conf.example, or set mode: reload',
@@ -216,6 +281,12 @@ export class DynamicNginxRouter implements Router {
     if (!status) {
       throw new FleetrollError('E_NGINX_TEST', `${this.name}: no status file from fleetroll's Lua at ${this.statusFile}: its timer does not run`, {
         hint: `check nginx's error log; the workers' user must be able to write ${path.posix.dirname(this.statusFile)}`,
+      });
+    }
+    if (status.lua < 2 && this.groupNames().length > 0) {
+      const what = this.preview !== undefined ? `the preview upstream ${this.preview}` : 'canary.force';
+      throw new FleetrollError('E_NGINX_TEST', `${this.name}: the fleetroll.lua nginx runs is version ${status.lua}, too old for ${what}: copy templates/fleetroll.lua from this fleetroll into nginx again and reload nginx once`, {
+        hint: 'copy templates/fleetroll.lua into nginx and reload it',
       });
     }
   }
@@ -238,15 +309,18 @@ export class DynamicNginxRouter implements Router {
     if (!peers) return undefined;
     this.version = Math.max(this.version, peers.version);
     if (status?.version !== peers.version) return undefined;
-    return asUpstream(this.upstream, peers.servers);
+    // Every group this fleet names is listed (empty when none of its servers is in the file), as reload mode's file lists every block.
+    const groups = this.groupNames().map((name) => peers.groups.find((g) => g.name === name) ?? { name, servers: [] });
+    return asUpstream(this.upstream, peers.servers, groups);
   }
 
-  /** Checks and stages the servers of this upstream; nothing reaches nginx before reload(). */
+  /** Checks and stages the servers of this upstream and its groups; nothing reaches nginx before reload(). */
   async writeAndTest(content: string): Promise<void> {
     const servers = parseUpstreamServers(content, this.upstream);
+    const groups = this.groupNames().map((name) => ({ name, servers: parseUpstreamServers(content, name) }));
     const split = this.stickyKey !== undefined && HASH_LINE_RE.test(content);
-    renderPeers(servers, 0, split && this.stickyKey ? { key: this.stickyKey, epoch: 0 } : undefined);
-    this.staged = servers;
+    renderPeers(servers, 0, { split: split && this.stickyKey ? { key: this.stickyKey, epoch: 0 } : undefined, groups, force: this.force });
+    this.staged = { servers, groups };
     this.stagedSplit = split;
     this.parts = undefined;
     return Promise.resolve();
@@ -254,14 +328,14 @@ export class DynamicNginxRouter implements Router {
 
   /** Writes the staged peers and waits for the Lua side to have them in force. */
   async reload(): Promise<void> {
-    const servers = this.staged;
-    if (!servers) return;
+    const staged = this.staged;
+    if (!staged) return;
     const version = (this.version = Math.max(Date.now(), this.version + 1));
     this.splitEpoch = this.stagedSplit ? (this.splitEpoch ?? version) : undefined;
     const split = this.stickyKey && this.splitEpoch !== undefined ? { key: this.stickyKey, epoch: this.splitEpoch } : undefined;
     const t0 = Date.now();
     try {
-      await this.place.write(this.peersFile, renderPeers(servers, version, split));
+      await this.place.write(this.peersFile, renderPeers(staged.servers, version, { split, groups: staged.groups, force: this.force }));
     } catch (err) {
       throw new FleetrollError('E_NGINX_FILE', `${this.name}: writing ${this.peersFile}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }
@@ -280,7 +354,10 @@ export class DynamicNginxRouter implements Router {
       await new Promise((r) => setTimeout(r, wait));
     }
     this.staged = undefined;
-    this.parts = { file: t1 - t0, confirm: Date.now() - t1 };
+    const total = Date.now() - t0;
+    // nginx's own clock says when the set went in force; kept only where it agrees with ours (same machine, or clocks in step).
+    const inForce = seen.since !== undefined ? Math.round(seen.since * 1000 - t0) : undefined;
+    this.parts = { file: t1 - t0, confirm: Date.now() - t1, ...(inForce !== undefined && inForce >= 0 && inForce <= total ? { inForce } : {}) };
   }
 
   lastChange(): ChangeParts | undefined {
@@ -294,7 +371,7 @@ export class DynamicNginxRouter implements Router {
 }
 
 /** What an `nginx -T` output lacks of fleetroll's Lua pieces for `upstream` (templates/nginx-dynamic.conf.example). */
-export function dynamicConfigProblems(config: string, upstream: string, peersFile: string): string[] {
+export function dynamicConfigProblems(config: string, upstream: string, peersFile: string, preview?: string): string[] {
   const q = (s: string) => `["']${s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}["']`;
   const checks: [RegExp, string][] = [
     [/^\s*lua_shared_dict\s+fleetroll\s+\S+\s*;/m, 'lua_shared_dict fleetroll 1m;'],
@@ -302,6 +379,9 @@ export function dynamicConfigProblems(config: string, upstream: string, peersFil
     [/require\(["']fleetroll["']\)\.init_worker\(\)/, 'init_worker_by_lua_block { require("fleetroll").init_worker() }'],
     [new RegExp(`balancer_by_lua_block\\s*\\{\\s*require\\(["']fleetroll["']\\)\\.balance\\(${q(upstream)}\\)`), `balancer_by_lua_block { require("fleetroll").balance("${upstream}") } in upstream ${upstream}`],
     [/require\(["']fleetroll["']\)\.done\(\)/, 'log_by_lua_block { require("fleetroll").done() } where it proxies'],
+    ...(preview !== undefined
+      ? ([[new RegExp(`balancer_by_lua_block\\s*\\{\\s*require\\(["']fleetroll["']\\)\\.balance\\(${q(preview)}\\)`), `upstream ${preview} { server 0.0.0.1; balancer_by_lua_block { require("fleetroll").balance("${preview}") } } (blue-green's preview)`]] as [RegExp, string][])
+      : []),
   ];
   return checks.filter(([re]) => !re.test(config)).map(([, what]) => what);
 }

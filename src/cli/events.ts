@@ -20,7 +20,7 @@ function changeTime(e: Extract<RolloutEvent, { type: 'upstream' }>): string {
   const parts = slowest && e.parts?.[slowest[0]];
   const confirm = parts?.confirm === undefined ? undefined : `${parts.confirm} ms${parts.handover !== undefined ? ` (nginx's hand-over from old workers to new ${parts.handover} ms)` : ''}`;
   const named: [string, number | string | undefined][] = parts
-    ? [['file', parts.file], ['nginx -t', parts['nginx -t']], ['waiting for the old workers\' list', parts.workers], ['nginx -s reload', parts['nginx -s reload']], ['SIGHUP', parts.SIGHUP], [e.reloadFree ? 'confirming the peers in force' : 'confirming new workers', confirm]]
+    ? [['file', parts.file], ['nginx -t', parts['nginx -t']], ['waiting for the old workers\' list', parts.workers], ['nginx -s reload', parts['nginx -s reload']], ['SIGHUP', parts.SIGHUP], [e.reloadFree ? 'confirming the peers in force' : 'confirming new workers', confirm], ['in force in nginx after', parts.inForce]]
     : [];
   const text = named.filter((x): x is [string, number | string] => x[1] !== undefined).map(([k, v]) => `${k} ${typeof v === 'number' ? `${v} ms` : v}`);
   const who = Object.keys(e.balancers ?? {}).length > 1 && slowest ? `; slowest ${slowest[0]}` : '';

@@ -79,13 +79,6 @@ export function strategyFleetIssues(f: FleetFileParsed, s: ResolvedStrategy, def
       }
     });
   }
-  // Not yet in the dynamic mode: a second upstream (blue-green's preview, canary.force's routes).
-  f.loadBalancers.forEach((lb, i) => {
-    if (lb.nginx.mode !== 'dynamic') return;
-    const p = `loadBalancers/${i}/nginx/mode`;
-    if (s.type === 'Canary' && s.canary.force !== undefined) issues.push({ path: p, message: 'dynamic does not support canary.force yet (its routes are a map and two upstreams in the upstream file): use mode: reload, or leave force out' });
-    if (s.type === 'BlueGreen' && s.blueGreen.previewUpstream !== undefined) issues.push({ path: p, message: 'dynamic does not support blueGreen.previewUpstream yet (a second upstream block): use mode: reload, or leave the preview out' });
-  });
   if (f.hooks?.prePromotion !== undefined && s.type !== 'BlueGreen') {
     s.notes.push(`hooks.prePromotion runs only with strategy type BlueGreen (before the switch); with ${s.type} it never runs`);
   }

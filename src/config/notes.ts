@@ -41,6 +41,13 @@ async function nginxNotes(fleet: Fleet): Promise<{ lines: string[]; warnings: st
           ? `nginx (Canary), ${where}: fleetroll's Lua splits users by ${s.canary.stickyKey === 'remote_addr' ? 'client address' : s.canary.stickyKey.replace(':', ' ')}: each user stays on one server, the canary's share of users is its weight; no reload`
           : `nginx (BlueGreen), ${where}: the switch is one membership change, no reload`,
       );
+      if (s.type === 'Canary' && s.canary.force !== undefined) {
+        lines.push(`  canary.force ${s.canary.force.replace(':', ' ')}: the Lua reads it itself ("always": the canary, "never": stable); nginx.conf needs no change for it`);
+      }
+      if (s.type === 'BlueGreen' && s.blueGreen.previewUpstream !== undefined) {
+        const p = s.blueGreen.previewUpstream;
+        lines.push(`  the preview: nginx.conf needs \`upstream ${p} { server 0.0.0.1; balancer_by_lua_block { require("fleetroll").balance("${p}") } keepalive 32; }\` (fleetroll's Lua gives it the new set before the switch; docs/blue-green.md); every deploy's preflight checks it`);
+      }
       continue;
     }
     if (s.type === 'Canary') {

@@ -117,7 +117,8 @@ export async function preflight(fleet: Fleet, balancers: readonly LoadBalancer[]
 async function forceNotice(fleet: Fleet, lb: LoadBalancer, emit: (e: { type: 'info'; message: string }) => void): Promise<void> {
   const force = strategyTraits(fleet.strategy).forcedRoute;
   const router: Router = lb.router;
-  if (force === undefined || !router.config) return;
+  // A reload-free router's Lua reads the header or cookie itself: nginx.conf needs no route for it.
+  if (force === undefined || !router.config || router.reloadFree) return;
   const text = await router.config().catch(() => undefined);
   if (text === undefined) return;
   const { variable } = forceRoute(lb.upstream);

@@ -12,10 +12,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { describe, it } from 'node:test';
-import { getFile } from '../../src/adapters/docker.js';
+import { execIn, getFile, putFile } from '../../src/adapters/docker.js';
 import { defaultPeersFile, parsePeers, parseStatus } from '../../src/adapters/nginxDynamic.js';
 import { dynamicNginxConf } from '../../src/experiment/demoStage.js';
-import { askUsers, docker, failedOf, freePort, guard, loadOf, root, runCli, startCliUntil, startLoad, uniqueName, useFleets } from './fixture.js';
+import { askUsers, asUser, docker, failedOf, freePort, guard, loadOf, root, runCli, startCliUntil, startLoad, uniqueName, useFleets } from './fixture.js';
 
 /** PIDs of nginx's worker processes in the container (a reload replaces them all). */
 async function workers(container: string): Promise<string[]> {
@@ -42,10 +42,11 @@ describe('the dynamic nginx mode (Lua balancer), for real', { timeout: guard(300
     assert.deepEqual(await workers(f.names.nginx), before, 'the same worker processes: nginx was never reloaded');
     assert.match(r.stdout, /upstream: peers set, no reload/);
     // From the decision to the Lua side's confirmation, per change: the peers file, then the wait for the status file.
-    const changes = [...r.stdout.matchAll(/upstream: peers set, no reload .* in ([0-9.]+) s \(file (\d+) ms, confirming the peers in force (\d+) ms\)/g)];
+    const changes = [...r.stdout.matchAll(/upstream: peers set, no reload .* in ([0-9.]+) s \(file (\d+) ms, confirming the peers in force (\d+) ms(?:, in force in nginx after (\d+) ms)?\)/g)];
     assert.ok(changes.length >= 3, `a change per wave and the last one:\n${r.stdout}`);
     const ms = changes.map((m) => Math.round(Number(m[1]) * 1000)).sort((a, b) => a - b);
-    t.diagnostic(`${changes.length} membership changes, decision to in force: median ${ms[Math.floor(ms.length / 2)]} ms, max ${ms[ms.length - 1]} ms (file ${changes.map((m) => m[2]).join('/')} ms, confirm ${changes.map((m) => m[3]).join('/')} ms)`);
+    t.diagnostic(`${changes.length} membership changes, decision to in force: median ${ms[Math.floor(ms.length / 2)]} ms, max ${ms[ms.length - 1]} ms (file ${changes.map((m) => m[2]).join('/')} ms, confirm ${changes.map((m) => m[3]).join('/')} ms, call to in force by nginx's clock ${changes.map((m) => m[4] ?? '?').join('/')} ms)`);
+    assert.ok(changes.every((m) => m[4] !== undefined), `nginx's Lua says when each set went in force:\n${r.stdout}`);
     assert.match(r.stdout, /0 nginx reload\(s\)/);
     assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0', '1.1.0']);
     const up = await f.upstream();
@@ -90,6 +91,57 @@ describe('the dynamic nginx mode (Lua balancer), for real', { timeout: guard(300
     assert.deepEqual(failedOf(records), [], `${failedOf(records).length} of ${records.length} requests failed`);
     assert.deepEqual(await workers(f.names.nginx), before, 'the same worker processes: nginx was never reloaded');
     assert.deepEqual((await f.versions()).sort(), Array(4).fill('1.1.0'));
+  });
+
+  it("blue-green's preview in dynamic mode: before the switch testers reach the new set on the preview upstream (balanced by the Lua) while users stay on the old; promote switches; nothing failed, no reload", async (t) => {
+    const f = await fleet('it-dyn-bgp', { mode: 'dynamic' });
+    await f.at100(2);
+    const preview = `${f.names.upstream}_preview`;
+    // What a user adds to nginx.conf for a preview (docs/blue-green.md): an upstream the Lua balances, and a way in for testers.
+    const conf = (await getFile(docker, f.names.nginx, '/etc/nginx/nginx.conf')) ?? '';
+    const withPreview = conf
+      .replace(/(\n\s*server \{)/, `\n    upstream ${preview} {\n        server 0.0.0.1;\n        balancer_by_lua_block { require("fleetroll").balance("${preview}") }\n        keepalive 8;\n    }\n$1`)
+      .replace(/(\n\s*location \/ \{)/, `\n        location /preview/ { proxy_pass http://${preview}/; proxy_http_version 1.1; proxy_set_header Connection ""; log_by_lua_block { require("fleetroll").done() } }$1`);
+    assert.notEqual(withPreview, conf);
+    await putFile(docker, f.names.nginx, '/etc/nginx/nginx.conf', withPreview);
+    const reload = await execIn(docker, f.names.nginx, ['nginx', '-s', 'reload']);
+    assert.equal(reload.exitCode, 0, reload.stderr);
+    await new Promise((r) => setTimeout(r, 500));
+    const before = await workers(f.names.nginx);
+    const load = startLoad(f.url, { getPerSecond: 20, postConcurrency: 1, keepAlive: true, resend: false });
+    const file = f.fleetFile({ replicas: 2, type: 'BlueGreen', scaleDownDelaySeconds: 2, image: 'fleetroll-example:1.1.0', blueGreen: { autoPromote: false, preview: { upstream: preview } } });
+    const running = await startCliUntil(['deploy', '-f', file], /waiting for `fleetroll promote`/);
+    const ask = async (path: string) => [...new Set(await Promise.all(Array.from({ length: 10 }, (_, i) => asUser(`${f.url}${path}`, `tester-${i}`))))].sort();
+    const seen = { users: await ask(''), testers: await ask('/preview') };
+    t.diagnostic(`dynamic mode, before the switch: users on ${seen.users.join(', ')}, /preview/ on ${seen.testers.join(', ')}`);
+    assert.deepEqual(seen, { users: ['1.0.0'], testers: ['1.1.0'] });
+    assert.equal((await runCli(['promote', '-f', file])).code, 0);
+    const done = await running.exited;
+    const records = await load.stop();
+    assert.equal(done.code, 0, done.stdout + done.stderr);
+    assert.deepEqual(failedOf(records), [], `${failedOf(records).length} of ${records.length} requests failed`);
+    assert.deepEqual(await workers(f.names.nginx), before, 'the same worker processes: nginx was never reloaded');
+    assert.deepEqual(await ask(''), ['1.1.0']);
+    // After the rollout the preview holds nothing: testers get nginx's 502, not an old or a stopped instance.
+    assert.deepEqual(await ask('/preview'), ['status 502']);
+  });
+
+  it('canary.force in dynamic mode: the header sends a tester to the canary ("always") or to stable ("never") whatever the split, with no change to nginx.conf', async (t) => {
+    const f = await fleet('it-dyn-force', { mode: 'dynamic' });
+    await f.at100(4);
+    const file = f.fleetFile({ replicas: 4, type: 'Canary', canary: { stickyKey: 'header:X-User', force: 'header:X-Canary', steps: [{ setWeight: 25 }, { pause: {} }] }, image: 'fleetroll-example:1.1.0' });
+    const running = await startCliUntil(['deploy', '-f', file], /paused at 25%/);
+    const answers = async (value: string) => [...new Set(await Promise.all(Array.from({ length: 40 }, (_, i) => asUser(f.url, `tester-${i}`, { 'X-Canary': value }))))].sort();
+    const seen = { always: await answers('always'), never: await answers('Never'), other: await answers('maybe') };
+    t.diagnostic(`dynamic mode, setWeight 25, 40 testers each: X-Canary always -> ${seen.always.join(', ')}; never -> ${seen.never.join(', ')}; maybe -> ${seen.other.join(', ')}`);
+    assert.deepEqual(seen.always, ['1.1.0'], 'always: the canary');
+    assert.deepEqual(seen.never, ['1.0.0'], 'never (any case): stable');
+    assert.deepEqual(seen.other, ['1.0.0', '1.1.0'], 'any other value: the weighted split');
+    assert.equal((await runCli(['promote', '-f', file])).code, 0);
+    const done = await running.exited;
+    assert.equal(done.code, 0, done.stdout + done.stderr);
+    assert.doesNotMatch(done.stdout, /canary\.force is set, but no proxy_pass/, 'no route to add to nginx.conf in this mode');
+    assert.deepEqual(await answers('never'), ['1.1.0'], 'once promoted there is no stable side to force to: the header is ignored');
   });
 
   it('a drain ends when its last request does: slow POSTs on the drained instances finish, and each drain ends right after, well before drainSeconds', async (t) => {

@@ -50,6 +50,13 @@ describe('loadFleet: defaults', () => {
     assert.deepEqual([f.image, f.version], ['bookstore-api:1.1.0', '1.1.0']);
   });
 
+  it("the dynamic nginx mode takes blue-green's preview and canary.force (the Lua balances both)", async () => {
+    const canary = await loadFleet(file(`${BASE}strategy:\n  type: Canary\n  canary: { steps: [{ setWeight: 50 }], force: "header:X-Canary" }\nloadBalancers:\n  - nginx: { exec: true, mode: dynamic, upstream: api }\n`));
+    assert.equal(canary.strategy.type === 'Canary' && canary.strategy.canary.force, 'header:X-Canary');
+    const bg = await loadFleet(file(`${BASE}strategy:\n  type: BlueGreen\n  blueGreen: { preview: { upstream: api_preview } }\nloadBalancers:\n  - nginx: { exec: true, mode: dynamic, upstream: api }\n`));
+    assert.equal(bg.strategy.type === 'BlueGreen' && bg.strategy.blueGreen.previewUpstream, 'api_preview');
+  });
+
   it('reads JSON too', async () => {
     const f = await loadFleet(file(JSON.stringify({ service: 'x', image: 'x:2', replicas: 1, port: 80 }), 'fleet.json'));
     assert.equal(f.version, '2');
@@ -126,7 +133,6 @@ describe('loadFleet: bad input is rejected with the field path', () => {
     { name: 'a peers file in reload mode', text: `${BASE}loadBalancers:\n  - nginx: { exec: true, upstreamFile: /etc/nginx/u.conf, peersFile: /tmp/p, upstream: api }\n`, path: 'loadBalancers/0/nginx/peersFile', message: /only applies with mode: dynamic/ },
     { name: 'an unknown nginx mode', text: `${BASE}loadBalancers:\n  - nginx: { exec: true, mode: lua, upstream: api }\n`, path: 'loadBalancers/0/nginx/mode', message: /must be reload .* or dynamic .*, got "lua"/ },
     { name: 'a peers file path with a quote', text: `${BASE}loadBalancers:\n  - nginx: { exec: true, mode: dynamic, peersFile: "/tmp/p\\"x", upstream: api }\n`, path: 'loadBalancers/0/nginx/peersFile', message: /absolute path/ },
-    { name: 'canary.force in dynamic mode (not yet)', text: `${BASE}strategy:\n  type: Canary\n  canary: { steps: [{ setWeight: 50 }], force: "header:X-Canary" }\nloadBalancers:\n  - nginx: { exec: true, mode: dynamic, upstream: api }\n`, path: 'loadBalancers/0/nginx/mode', message: /does not support canary.force yet/ },
     { name: 'duplicate host names', text: `${BASE}hosts:\n  - { name: a }\n  - { name: a }\n`, path: 'hosts/1/name', message: /duplicate/ },
     { name: 'bad docker endpoint', text: `${BASE}hosts:\n  - { name: a, docker: "http://x" }\n`, path: 'hosts/0/docker', message: /unix:\/\/\/path, tcp:\/\/host:port or ssh/ },
     { name: 'probe path with a space', text: `${BASE}probes:\n  readiness: { path: "/health ready" }\n`, path: 'probes/readiness/path', message: /HTTP path/ },

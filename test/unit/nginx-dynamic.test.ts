@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { DynamicNginxRouter, defaultPeersFile, dynamicConfigProblems, parsePeers, parseStatus, renderPeers, type NginxPlace } from '../../src/adapters/nginxDynamic.js';
-import { renderUpstream } from '../../src/core/upstream.js';
+import { forceRoute, renderUpstream } from '../../src/core/upstream.js';
 
 const example = readFileSync(new URL('../../templates/nginx-dynamic.conf.example', import.meta.url), 'utf8');
 const lua = readFileSync(new URL('../../templates/fleetroll.lua', import.meta.url), 'utf8');
@@ -26,15 +26,39 @@ describe('the peers file', () => {
   });
 
   it('parses back what it renders', () => {
-    assert.deepEqual(parsePeers(renderPeers(servers, 7)), { version: 7, servers });
+    assert.deepEqual(parsePeers(renderPeers(servers, 7)), { version: 7, servers, groups: [] });
   });
 
   it("carries a canary's sticky key and the epoch of its assignments for the Lua split", () => {
-    assert.equal(renderPeers(servers.slice(0, 1), 3, { key: 'header:X-User', epoch: 2 }), 'fleetroll-peers 1\nversion 3\nsplit header X-User 2\npeer 10.0.0.5:8080 up 1 api-1\nend 3\n');
-    assert.match(renderPeers([], 3, { key: 'remote_addr', epoch: 2 }), /\nsplit remote_addr - 2\n/);
-    assert.match(renderPeers([], 3, { key: 'cookie:canary-user', epoch: 2 }), /\nsplit cookie canary-user 2\n/);
-    assert.deepEqual(parsePeers(renderPeers(servers, 4, { key: 'header:X-User', epoch: 4 }))?.servers, servers);
+    assert.equal(renderPeers(servers.slice(0, 1), 3, { split: { key: 'header:X-User', epoch: 2 } }), 'fleetroll-peers 1\nversion 3\nsplit header X-User 2\npeer 10.0.0.5:8080 up 1 api-1\nend 3\n');
+    assert.match(renderPeers([], 3, { split: { key: 'remote_addr', epoch: 2 } }), /\nsplit remote_addr - 2\n/);
+    assert.match(renderPeers([], 3, { split: { key: 'cookie:canary-user', epoch: 2 } }), /\nsplit cookie canary-user 2\n/);
+    assert.deepEqual(parsePeers(renderPeers(servers, 4, { split: { key: 'header:X-User', epoch: 4 } }))?.servers, servers);
   });
+
+  it("carries a second upstream's peers as a group (blue-green's preview), after the main upstream's, and parses them back", () => {
+    const text = renderPeers(servers.slice(0, 1), 5, { groups: [{ name: 'bookstore_preview', servers: [servers[2]!] }, { name: 'empty_group', servers: [] }] });
+    assert.equal(text, 'fleetroll-peers 1\nversion 5\npeer 10.0.0.5:8080 up 1 api-1\nmember bookstore_preview 10.0.0.7:8080 up 25 api-3\nend 5\n');
+    assert.deepEqual(parsePeers(text), { version: 5, servers: servers.slice(0, 1), groups: [{ name: 'bookstore_preview', servers: [servers[2]] }] });
+  });
+
+  it("carries canary.force: the header or cookie and the groups of each side", () => {
+    const r = forceRoute('bookstore_api');
+    assert.match(renderPeers([], 2, { force: { key: 'header:X-Canary', canary: r.canary, stable: r.stable } }), /\nforce header X-Canary fleetroll_bookstore_api_canary fleetroll_bookstore_api_stable\n/);
+    assert.match(renderPeers([], 2, { force: { key: 'cookie:canary_opt-in', canary: r.canary, stable: r.stable } }), /\nforce cookie canary_opt-in /);
+  });
+
+  const refusedExtras: [string, Parameters<typeof renderPeers>[2], RegExp][] = [
+    ['a group name with a space', { groups: [{ name: 'a b', servers: [] }] }, /group name/],
+    ['a group name with Lua in it', { groups: [{ name: 'x")os.exit(', servers: [] }] }, /group name/],
+    ['a force key of another kind', { force: { key: 'remote_addr' as never, canary: 'a', stable: 'b' } }, /canary\.force must be/],
+    ['a force header name with a newline', { force: { key: 'header:X\nend 1' as never, canary: 'a', stable: 'b' } }, /canary\.force must be/],
+  ];
+  for (const [name, extras, message] of refusedExtras) {
+    it(`refuses ${name}`, () => {
+      assert.throws(() => renderPeers([], 1, extras), message);
+    });
+  }
 
   it('leaves out the placeholder a file with no instance carries', () => {
     assert.equal(renderPeers([{ address: '127.0.0.1:9', down: true, name: 'no instance in service' }], 1), 'fleetroll-peers 1\nversion 1\nend 1\n');
@@ -67,7 +91,13 @@ describe('the peers file', () => {
 describe('the status file', () => {
   it('gives the version in force, the start time and the requests in flight on the peers marked down', () => {
     const s = parseStatus('fleetroll-status 1\nversion 9\nstarted 1796307841.147\ninflight 10.0.0.6:8080 2\ninflight 10.0.0.8:8080 -1\nend 9\n');
-    assert.deepEqual(s && { ...s, inflight: [...s.inflight] }, { version: 9, started: 1796307841.147, inflight: [['10.0.0.6:8080', 2], ['10.0.0.8:8080', 0]] });
+    assert.deepEqual(s && { ...s, inflight: [...s.inflight] }, { version: 9, started: 1796307841.147, lua: 1, since: undefined, inflight: [['10.0.0.6:8080', 2], ['10.0.0.8:8080', 0]] });
+  });
+
+  it("gives the Lua's own version and when the set went in force (a status from this fleetroll's Lua)", () => {
+    const s = parseStatus('fleetroll-status 1\nversion 9\nstarted 1796307841.147\nlua 2\nsince 1796307850.25\nend 9\n');
+    assert.equal(s?.lua, 2);
+    assert.equal(s?.since, 1796307850.25);
   });
 
   it('is not taken half-written', () => {
@@ -85,6 +115,14 @@ describe('the nginx side: templates/nginx-dynamic.conf.example and templates/fle
     assert.deepEqual(dynamicConfigProblems(without, 'bookstore_api', defaultPeersFile('bookstore_api')), ['lua_shared_dict fleetroll 1m;', 'log_by_lua_block { require("fleetroll").done() } where it proxies']);
   });
 
+  it("with blue-green's preview, the check wants the preview upstream balanced by the Lua too", () => {
+    assert.deepEqual(dynamicConfigProblems(example, 'bookstore_api', defaultPeersFile('bookstore_api'), 'bookstore_preview'), [
+      'upstream bookstore_preview { server 0.0.0.1; balancer_by_lua_block { require("fleetroll").balance("bookstore_preview") } } (blue-green\'s preview)',
+    ]);
+    const withPreview = example.replace(/(\n\s*server \{)/, '\n    upstream bookstore_preview { server 0.0.0.1; balancer_by_lua_block { require("fleetroll").balance("bookstore_preview") } }$1');
+    assert.deepEqual(dynamicConfigProblems(withPreview, 'bookstore_api', defaultPeersFile('bookstore_api'), 'bookstore_preview'), []);
+  });
+
   it('the check wants this fleet\'s upstream and peers file, not another\'s', () => {
     const problems = dynamicConfigProblems(example, 'orders', '/tmp/fleetroll-orders.peers');
     assert.equal(problems.length, 2);
@@ -99,6 +137,10 @@ describe('the nginx side: templates/nginx-dynamic.conf.example and templates/fle
     assert.match(lua, /"fleetroll-status 1", "version " \.\. version, "started "/);
     assert.match(lua, /"inflight " \.\. p\.addr/);
     assert.match(lua, /^local TICK = 0\.01$/m, "the tick fleetroll waits for before its first look (LUA_TICK_MS)");
+    assert.match(lua, /"\\nmember \(%S\+\) \(\[\^\\n\]\*\)"/, 'a group line');
+    assert.match(lua, /"\\nforce \(%S\+\) \(%S\+\) \(%S\+\) \(%S\+\)"/, 'the force line');
+    assert.match(lua, /"lua " \.\. _M\.VERSION, "since "/, 'the Lua version and the in-force time in the status');
+    assert.match(lua, /^local _M = \{ VERSION = "2" \}$/m, 'the version the preflight asks for when a fleet has groups');
   });
 });
 
@@ -141,7 +183,7 @@ describe('DynamicNginxRouter', () => {
       { address: '10.0.0.6:8080', down: true, name: 'api-2' },
     ]);
     assert.equal(r.reloadFree, true);
-    assert.deepEqual(Object.keys(r.lastChange() ?? {}), ['file', 'confirm']);
+    assert.deepEqual(Object.keys(r.lastChange() ?? {}), ['file', 'confirm'], 'no in-force time from a status without one');
     assert.match((await r.read()) ?? '', /server 10\.0\.0\.6:8080 down; # api-2/);
   });
 
@@ -169,6 +211,48 @@ describe('DynamicNginxRouter', () => {
     }
     assert.ok(epochs[0] !== undefined && epochs[0] === epochs[1], `one epoch while the canary runs: ${epochs.join(', ')}`);
     assert.equal(epochs[2], undefined, 'no split once the hash line is gone');
+  });
+
+  it("stages blue-green's preview and canary.force's sides from the upstream file reload mode would write, and reads them back as upstream blocks", async () => {
+    const place = memoryPlace((text) => `fleetroll-status 1\nversion ${parsePeers(text)?.version}\nstarted 1\nlua 2\nsince ${Date.now() / 1000}\nend ${parsePeers(text)?.version}\n`);
+    const preview = new DynamicNginxRouter({ place, upstream: 'bookstore_api', peersFile, preview: 'bookstore_preview' });
+    const file = renderUpstream('upstream {{upstream}} {\n{{servers}}\n}\n{{blocks}}', {
+      service: 'bookstore-api',
+      upstream: 'bookstore_api',
+      servers: [{ address: '10.0.0.5:8080', down: false, name: 'api-1' }],
+      preview: { upstream: 'bookstore_preview', servers: [{ address: '10.0.0.9:8080', down: false, name: 'api-9' }] },
+    });
+    await preview.writeAndTest(file);
+    await preview.reload();
+    assert.deepEqual(parsePeers(place.files.get(peersFile))?.groups, [{ name: 'bookstore_preview', servers: [{ address: '10.0.0.9:8080', down: false, name: 'api-9' }] }]);
+    assert.match((await preview.read()) ?? '', /upstream bookstore_preview \{\n {4}server 10\.0\.0\.9:8080; # api-9\n\}/);
+    assert.ok((preview.lastChange()?.inForce ?? -1) >= 0, 'the in-force time from the status');
+
+    const forced = new DynamicNginxRouter({ place, upstream: 'bookstore_api', peersFile, stickyKey: 'header:X-User', force: 'header:X-Canary' });
+    const r = forceRoute('bookstore_api');
+    const canary = renderUpstream('upstream {{upstream}} {\n{{servers}}\n}\n{{blocks}}', {
+      service: 'bookstore-api',
+      upstream: 'bookstore_api',
+      hash: 'header:X-User',
+      servers: [
+        { address: '10.0.0.5:8080', down: false, name: 'api-1', weight: 75 },
+        { address: '10.0.0.9:8080', down: false, name: 'api-9', weight: 25 },
+      ],
+      force: { key: 'header:X-Canary', canary: [{ address: '10.0.0.9:8080', down: false, name: 'api-9' }], stable: [{ address: '10.0.0.5:8080', down: false, name: 'api-1' }] },
+    });
+    await forced.writeAndTest(canary);
+    await forced.reload();
+    const written = place.files.get(peersFile) ?? '';
+    assert.match(written, new RegExp(`\\nforce header X-Canary ${r.canary} ${r.stable}\\n`));
+    assert.deepEqual(parsePeers(written)?.groups.map((g) => [g.name, g.servers.map((x) => x.name)]), [[r.canary, ['api-9']], [r.stable, ['api-1']]]);
+    assert.match(written, /\nsplit header X-User \d+\n/, 'the weighted split for everyone else');
+  });
+
+  it("check: a fleet with a preview or canary.force and nginx running an older fleetroll.lua is told to copy it again", async () => {
+    const place = memoryPlace(() => undefined);
+    place.files.set(`${peersFile}.status`, 'fleetroll-status 1\nversion 0\nstarted 1\nend 0\n');
+    await assert.rejects(new DynamicNginxRouter({ place, upstream: 'bookstore_api', peersFile, force: 'header:X-Canary' }).check(), /fleetroll\.lua nginx runs is version 1, too old for canary\.force: copy templates\/fleetroll\.lua/);
+    await new DynamicNginxRouter({ place, upstream: 'bookstore_api', peersFile }).check();
   });
 
   it('a later version each change, also after reading what an earlier run wrote', async () => {
