@@ -28,7 +28,7 @@ import type { EventSink, RolloutEvent } from './engine/events.js';
 import { deploy as engineDeploy, type AccessLogOpener, type DeployDeps, type DeployOptions, type DeployResult } from './engine/rollout.js';
 import { runManaged, type FleetHandles, type ManagedResult } from './engine/session.js';
 import { ValidationError, type FieldIssue } from './errors.js';
-import { simulateRollout, type SimulationResult, type SimulationTimings } from './sim/simulate.js';
+import { simulateRollout, withNginxMode, type SimulationResult, type SimulationTimings } from './sim/simulate.js';
 import * as wiring from './wiring.js';
 
 export { loadFleet, runManaged };
@@ -232,7 +232,7 @@ export async function simulate(source: FleetSource | StrategyFlags, options: Sim
   };
   const issues = timingIssues(timings);
   if (issues.length > 0) throw new ValidationError(issues);
-  return simulateRollout(strategy, timings, options.onEvent ? { events: options.onEvent } : {});
+  return simulateRollout(strategy, withNginxMode(timings, fleet), options.onEvent ? { events: options.onEvent } : {});
 }
 
 export interface ValidateFleetResult {

@@ -8,7 +8,7 @@
 import type { Fleet } from '../config/load.js';
 import { costsText, readCosts, typicalCosts, type StepCosts, type TypicalCosts } from '../core/stepCosts.js';
 import type { FleetState } from '../ports.js';
-import { calibratedTimings, type SimulationTimings } from '../sim/simulate.js';
+import { calibratedTimings, withNginxMode, type SimulationTimings } from '../sim/simulate.js';
 import { buildDeps, fleetHandles } from '../wiring.js';
 import { fieldError } from '../errors.js';
 import type { CostsSource } from './args.js';
@@ -56,7 +56,8 @@ const s2ms = (s: number) => Math.round(s * 1000);
  */
 export async function pricedTimings(o: TimingFlags, fleet: Fleet | undefined, read: (f: Fleet) => Promise<{ state?: FleetState | undefined; error?: string }> = readStateBestEffort): Promise<PricedTimings> {
   if (o.costs === 'recorded' && !fleet) throw fieldError('--costs', 'recorded needs a fleet file (-f fleet.yaml): the costs are kept in its state');
-  const base: SimulationTimings = {
+  const base: SimulationTimings = withNginxMode(
+    {
     startupMs: s2ms(NOMINAL.startupS),
     drainMs: s2ms(o.drain ?? fleet?.drainSeconds ?? NOMINAL.drainS),
     stopMs: s2ms(NOMINAL.stopS),
@@ -64,7 +65,9 @@ export async function pricedTimings(o: TimingFlags, fleet: Fleet | undefined, re
     jitter: o.jitter ?? 0,
     seed: o.seed ?? 1,
     periodMs: fleet?.probes.readiness.periodMs,
-  };
+    },
+    fleet,
+  );
   const flags = (t: SimulationTimings): SimulationTimings => ({ ...t, ...(o.startup !== undefined ? { startupMs: s2ms(o.startup) } : {}), ...(o.stop !== undefined ? { stopMs: s2ms(o.stop) } : {}) });
   const nominal = (why: string): PricedTimings => ({ timings: flags(base), source: 'nominal', text: `nominal costs (${why}): Docker and nginx steps cost nothing` });
   if (!fleet) return nominal('no fleet file');
@@ -89,6 +92,7 @@ export function typicalText(t: TypicalCosts): string {
     ['preflight', t.prepareMs],
     ['final check', t.verifyMs],
     ['health report', t.reportMs],
+    ['drain until idle', t.drainMs],
   ];
   return parts.flatMap(([k, v]) => (v === undefined ? [] : [`${k} ${f(v)}`])).join(', ');
 }

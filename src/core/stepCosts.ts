@@ -19,9 +19,10 @@
  * - change: a load-balancer change, from writing its file to the reload in force, at that load balancer;
  * - prepare: preflight and image checks before the first step, for the fleet;
  * - verify: the final version check of every instance, for the fleet;
- * - report: reading the deploy's health numbers from the access logs at its end, for the fleet.
+ * - report: reading the deploy's health numbers from the access logs at its end, for the fleet;
+ * - drain: the dynamic nginx mode's drain that ended when its last request did, from its mark-down in force, for the fleet.
  */
-export const COST_KINDS = ['run', 'ready', 'stop', 'change', 'prepare', 'verify', 'report'] as const;
+export const COST_KINDS = ['run', 'ready', 'stop', 'change', 'prepare', 'verify', 'report', 'drain'] as const;
 export type CostKind = (typeof COST_KINDS)[number];
 
 export interface CostSample {
@@ -130,6 +131,7 @@ export interface TypicalCosts {
   prepareMs?: number | undefined;
   verifyMs?: number | undefined;
   reportMs?: number | undefined;
+  drainMs?: number | undefined;
   /**
    * What each other start in flight beside it on its host adds to a start
    * (Docker shares itself among them): the slope of create + start against

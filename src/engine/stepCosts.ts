@@ -32,6 +32,10 @@ export class StepCostRecorder {
         this.startedAt.delete(e.name);
         if (e.ms !== undefined) this.samples.push({ kind: 'stop', place: e.host, ms: e.ms });
         break;
+      case 'drained':
+        // Only drains that ended on idle say how long requests take to finish; one cut at drainSeconds says nothing new.
+        if (e.reason === 'idle') this.samples.push({ kind: 'drain', place: FLEET, ms: e.ms });
+        break;
       case 'upstream':
         for (const [lb, ms] of Object.entries(e.balancers ?? {})) this.samples.push({ kind: 'change', place: lb, ms });
         break;

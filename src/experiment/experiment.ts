@@ -18,6 +18,7 @@ import type { Fleet } from '../config/load.js';
 import { DockerRuntime } from '../adapters/docker.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../adapters/localImages.js';
 import type { DeployDeps } from '../engine/rollout.js';
+import { withNginxMode } from '../sim/simulate.js';
 import { aggregateRuns, runMetrics } from './analysis.js';
 import type { TimedEvent } from './phases.js';
 import { beyondNominal, predict, predictCalibrated } from './predict.js';
@@ -75,7 +76,7 @@ export function eventLines(events: readonly TimedEvent[]): unknown[] {
  * with the deploy that started its own fleet at `from` (which comes before
  * the measured one); its own costs are added after it.
  */
-async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRuntime, images: { reload: string; dynamic?: string | undefined }, total: number, calibration: { samples: CostSample[]; runs: number }): Promise<RunOutcome> {
+async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRuntime, images: { reload: string; dynamic?: string | undefined }, total: number, calibration: { byMode: Partial<Record<'reload' | 'dynamic', { samples: CostSample[]; runs: number }>> }): Promise<RunOutcome> {
   const { cell } = run;
   const p = cell.params;
   const name = `${o.namePrefix}-${run.index}`;
@@ -125,17 +126,20 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
     (p.dynamicNginx ? images.dynamic : undefined) ?? images.reload,
   );
   const strategy = cell.resolved ? r.toFleet.strategy : undefined;
-  const nominal = { startupMs: p.warmupSeconds * 1000, drainMs: p.drainSeconds * 1000, stopMs: p.prestopSeconds * 1000, minReadyMs: p.minReadySeconds * 1000 };
+  const nominal = withNginxMode({ startupMs: p.warmupSeconds * 1000, drainMs: p.drainSeconds * 1000, stopMs: p.prestopSeconds * 1000, minReadyMs: p.minReadySeconds * 1000, jitter: 0, seed: 1 }, r.toFleet);
+  // A change in the other nginx mode prices nothing here (a reload against a peers file): each mode keeps its own.
+  const mode = p.dynamicNginx ? 'dynamic' : 'reload';
+  const pool = (calibration.byMode[mode] ??= { samples: [], runs: 0 });
   // The deploy that started this run's fleet at `from` came before the measured one: a calibration run the experiment makes anyway.
   // Not its start-to-ready: every instance warmed up at once there, on the same cores, and took longer than in any rolling wave
   // (6 at once made a 0/1 prediction 0.86x of what it measured).
   const first = beyondNominal((r.initialCosts ?? []).filter((c) => c.kind !== 'ready'), nominal);
-  const earlierRuns = calibration.runs;
-  const calibrated = strategy ? await predictCalibrated(strategy, nominal, [...calibration.samples, ...first], r.toFleet.probes.readiness.periodMs, r.toFleet.analysis) : undefined;
-  calibration.samples.push(...first);
+  const earlierRuns = pool.runs;
+  const calibrated = strategy ? await predictCalibrated(strategy, nominal, [...pool.samples, ...first], r.toFleet.probes.readiness.periodMs, r.toFleet.analysis) : undefined;
+  pool.samples.push(...first);
   if (strategy && r.deploy && !r.deployError) {
-    calibration.samples.push(...beyondNominal(r.deploy.costs ?? [], nominal));
-    calibration.runs++;
+    pool.samples.push(...beyondNominal(r.deploy.costs ?? [], nominal));
+    pool.runs++;
   }
   const metrics = runMetrics({
     predicted: strategy ? await predict(strategy, nominal, r.toFleet.analysis) : undefined,
@@ -272,7 +276,7 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentSum
   await mkdir(join(o.outDir, 'charts'), { recursive: true });
 
   const outcomes: RunOutcome[] = [];
-  const calibration = { samples: [] as CostSample[], runs: 0 };
+  const calibration: Parameters<typeof runOne>[5] = { byMode: {} };
   for (const run of planned) {
     if (o.signal?.aborted) {
       o.log(`interrupted: skipping the remaining ${planned.length - outcomes.length} run(s)`);

@@ -17,11 +17,16 @@ export interface NominalTimings {
   /** Graceful stop: the app keeps serving this long after SIGTERM (PRESTOP_SECONDS). */
   stopMs: number;
   minReadyMs: number;
+  /** The dynamic nginx mode (sim/simulate withNginxMode): a drain ends when its requests do. */
+  idleDrainMs?: number | undefined;
 }
 
 /** This machine's typical fixed costs, for the nominal prediction: docker run to a running container, and an nginx change in a container. */
 const NOMINAL_RUN_MS = 500;
 const NOMINAL_RELOAD_MS = 300;
+/** The dynamic mode's change here: the peers file in, the status read back (median 189 ms under load, issue 20's experiment). */
+const NOMINAL_PEERS_CHANGE_MS = 190;
+const nominalChangeMs = (t: NominalTimings) => (t.idleDrainMs !== undefined ? NOMINAL_PEERS_CHANGE_MS : NOMINAL_RELOAD_MS);
 
 export type Prediction = Pick<SimulationResult, 'durationMs' | 'waves' | 'peakInstances' | 'lowestCapacity' | 'mixedVersionWindowMs' | 'reloads'>;
 
@@ -32,7 +37,7 @@ export type Prediction = Pick<SimulationResult, 'durationMs' | 'waves' | 'peakIn
  */
 export async function predict(strategy: ResolvedStrategy, t: NominalTimings, analysis?: Fleet['analysis']): Promise<Prediction> {
   // simulate's access logs say the new version is as healthy as the old: an analysis costs its measurements' time and passes.
-  const r = await simulateRollout(strategy, { ...t, jitter: 0, seed: 1, runMs: NOMINAL_RUN_MS, reloadMs: NOMINAL_RELOAD_MS }, analysis ? { analysis } : {});
+  const r = await simulateRollout(strategy, { ...t, jitter: 0, seed: 1, runMs: NOMINAL_RUN_MS, reloadMs: nominalChangeMs(t) }, analysis ? { analysis } : {});
   return { durationMs: r.durationMs, waves: r.waves, peakInstances: r.peakInstances, lowestCapacity: r.lowestCapacity, mixedVersionWindowMs: r.mixedVersionWindowMs, reloads: r.reloads };
 }
 
@@ -61,8 +66,8 @@ export async function predictCalibrated(strategy: ResolvedStrategy, t: NominalTi
   const runs = addCosts(undefined, extra.filter((s) => s.kind === 'run'), new Date(0).toISOString(), Number.MAX_SAFE_INTEGER);
   // Without a start alone yet (only the first deploy's, all at once), this machine's typical one: a start alone is never the contended median.
   const line = runs ? runLine(runs, NOMINAL_RUN_MS) : undefined;
-  const typical: TypicalCosts = { runMs: line?.aloneMs ?? of('run'), runQueuedMs: line?.queuedMs, readyMs: of('ready', t.startupMs), stopMs: of('stop', t.stopMs), changeMs: of('change'), prepareMs: of('prepare'), verifyMs: of('verify'), reportMs: of('report'), counts: {} };
-  const timings = calibratedTimings({ ...t, jitter: 0, seed: 1, periodMs, runMs: NOMINAL_RUN_MS, reloadMs: NOMINAL_RELOAD_MS }, typical);
+  const typical: TypicalCosts = { runMs: line?.aloneMs ?? of('run'), runQueuedMs: line?.queuedMs, readyMs: of('ready', t.startupMs), stopMs: of('stop', t.stopMs), changeMs: of('change'), prepareMs: of('prepare'), verifyMs: of('verify'), reportMs: of('report'), drainMs: of('drain'), counts: {} };
+  const timings = calibratedTimings({ ...t, jitter: 0, seed: 1, periodMs, runMs: NOMINAL_RUN_MS, reloadMs: nominalChangeMs(t) }, typical);
   const r = await simulateRollout(strategy, timings, analysis ? { analysis } : {});
   return { durationMs: r.durationMs, waves: r.waves, peakInstances: r.peakInstances, lowestCapacity: r.lowestCapacity, mixedVersionWindowMs: r.mixedVersionWindowMs, reloads: r.reloads };
 }

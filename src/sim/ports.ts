@@ -194,12 +194,20 @@ export class SimRouter implements Router {
   /** Addresses listed down in the config in force, with the time that took effect. */
   downSince = new Map<string, number>();
   reloads = 0;
+  /** The dynamic nginx mode: changes are no reloads (Router.reloadFree). */
+  readonly reloadFree: boolean;
+  /** The dynamic nginx mode: requests in flight on each server marked down (Router.inFlight); absent in reload mode. */
+  readonly inFlight?: () => Promise<Map<string, number>>;
 
   constructor(
     readonly name: string,
     private readonly w: SimWorld,
     initial?: string,
+    o: { reloadFree?: boolean; inFlight?: ((address: string, downForMs: number) => number) | undefined } = {},
   ) {
+    this.reloadFree = o.reloadFree === true;
+    const count = o.inFlight;
+    if (count) this.inFlight = () => Promise.resolve(new Map([...this.downSince].map(([a, since]) => [a, count(a, this.w.clock.now() - since)] as const)));
     this.written = initial === undefined ? undefined : { text: () => initial };
     this.loaded = this.written;
     this.parse();
@@ -253,7 +261,7 @@ export class SimRouter implements Router {
     if (this.w.timings.reloadMs > 0) await this.w.clock.sleep(this.w.timings.reloadMs);
     const previous = this.loaded;
     this.loaded = this.written;
-    this.reloads++;
+    if (!this.reloadFree) this.reloads++;
     this.parse(previous);
     this.w.emit({ kind: 'reloaded', lb: this });
     if (this.w.faults.exitWhenMarkedDown) {

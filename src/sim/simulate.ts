@@ -11,6 +11,7 @@ import type { ResolvedStrategy } from '../core/strategy.js';
 import { renderUpstream } from '../core/upstream.js';
 import { deploy, type DeployDeps, type DeployResult } from '../engine/rollout.js';
 import { revisionOf } from '../engine/revision.js';
+import { IDLE_POLL_MS } from '../engine/idleDrain.js';
 import type { RolloutEvent } from '../engine/events.js';
 import { LABELS } from '../ports.js';
 import { VirtualClock } from './clock.js';
@@ -41,6 +42,27 @@ export interface SimulationTimings {
   periodMs?: number | undefined;
   /** What a deploy costs outside the controller (preflight, image checks, the final version check, the health report), added to the duration, ms (default 0). */
   fixedMs?: number | undefined;
+  /**
+   * The dynamic nginx mode (withNginxMode): changes are reload-free, and a
+   * drain ends once the requests in flight on the drained instance are done,
+   * this long after its mark-down is in force (drainMs at most). Undefined:
+   * reload mode, every drain takes drainMs.
+   */
+  idleDrainMs?: number | undefined;
+}
+
+/**
+ * A drain in the dynamic mode, when nothing better is known: what one took on
+ * this machine under load (79-244 ms, ~200 GET/s and 40 ms POSTs, issue 20's
+ * experiment). A fleet's recorded drains replace it (calibratedTimings).
+ */
+export const NOMINAL_IDLE_DRAIN_MS = 200;
+
+/** `t` for this fleet's nginx: with idleDrainMs when every load balancer is in the dynamic mode (a reload-mode one keeps each drain to drainMs). */
+export function withNginxMode(t: SimulationTimings, fleet: Pick<Fleet, 'loadBalancers'> | undefined): SimulationTimings {
+  const lbs = fleet?.loadBalancers ?? [];
+  if (lbs.length === 0 || !lbs.every((lb) => lb.nginx.mode === 'dynamic')) return t;
+  return { ...t, idleDrainMs: t.idleDrainMs ?? NOMINAL_IDLE_DRAIN_MS };
 }
 
 export interface SimulationResult {
@@ -170,14 +192,10 @@ export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings,
   const routers = Array.from({ length: setup.loadBalancers ?? 1 }, (_, i) => {
     const upstream = `simulated_${i + 1}`;
     const content = renderUpstream(TEMPLATE, { service: fleet.service, upstream, servers });
-    const router = new SimRouter(`nginx ${i + 1}`, world, content);
-    if (setup.reloadFree) Object.assign(router, { reloadFree: true });
-    const count = setup.inFlight;
-    if (count) {
-      Object.assign(router, {
-        inFlight: () => Promise.resolve(new Map([...router.downSince].map(([a, since]) => [a, count(a, world.clock.now() - since)] as const))),
-      });
-    }
+    // The dynamic mode: a request in flight on each drained server until idleDrainMs after its mark-down (unless a test counts).
+    const idle = t.idleDrainMs;
+    const count = setup.inFlight ?? (idle !== undefined ? (_: string, downForMs: number) => (downForMs < idle ? 1 : 0) : undefined);
+    const router = new SimRouter(`nginx ${i + 1}`, world, content, { reloadFree: setup.reloadFree === true || idle !== undefined, inFlight: count });
     return { router, template: TEMPLATE, upstream };
   });
 
@@ -275,5 +293,7 @@ export function calibratedTimings(base: SimulationTimings, c: TypicalCosts): Sim
     ...(c.stopMs !== undefined ? { stopMs: c.stopMs } : {}),
     ...(c.changeMs !== undefined ? { reloadMs: c.changeMs, testMs: 0 } : {}),
     ...(c.prepareMs !== undefined || c.verifyMs !== undefined || c.reportMs !== undefined ? { fixedMs: (c.prepareMs ?? 0) + (c.verifyMs ?? 0) + (c.reportMs ?? 0) } : {}),
+    // A recorded idle drain includes the wait for the next count, which the simulated poll adds itself: half a poll is taken off.
+    ...(c.drainMs !== undefined && base.idleDrainMs !== undefined ? { idleDrainMs: Math.max(0, c.drainMs - Math.round(IDLE_POLL_MS / 2)) } : {}),
   };
 }

@@ -9,7 +9,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { resolveStrategy, type ResolvedStrategy } from '../../src/core/strategy.js';
 import type { RolloutEvent } from '../../src/engine/events.js';
-import { simulateRollout, type SimulationSetup } from '../../src/sim/simulate.js';
+import { NOMINAL_IDLE_DRAIN_MS, simulateRollout, withNginxMode, type SimulationSetup } from '../../src/sim/simulate.js';
+import type { Fleet } from '../../src/config/load.js';
 import { invariants, T } from '../support/sim-invariants.js';
 
 const rolling = (replicas: number, maxSurge: number, maxUnavailable: number, policy?: string) =>
@@ -61,6 +62,35 @@ describe('drains that end when no request is in flight (every nginx counts them)
     });
     assert.ok(switched !== undefined);
     for (const at of stops) assert.ok(at - switched >= 20_000, `an old instance stopped ${at - switched} ms after the switch`);
+  });
+});
+
+describe("simulate and plan of a dynamic-mode fleet (withNginxMode)", () => {
+  const lbs = (...modes: string[]) => ({ loadBalancers: modes.map((mode) => ({ nginx: { mode } })) }) as unknown as Pick<Fleet, 'loadBalancers'>;
+  const rows: { name: string; fleet: Pick<Fleet, 'loadBalancers'> | undefined; want: number | undefined }[] = [
+    { name: 'no fleet file: reload mode', fleet: undefined, want: undefined },
+    { name: 'no load balancer: nothing to drain from', fleet: lbs(), want: undefined },
+    { name: 'every load balancer dynamic: drains end when idle', fleet: lbs('dynamic', 'dynamic'), want: NOMINAL_IDLE_DRAIN_MS },
+    { name: 'one reload-mode load balancer keeps every drain to drainSeconds', fleet: lbs('dynamic', 'reload'), want: undefined },
+  ];
+  for (const r of rows) {
+    it(r.name, () => {
+      assert.equal(withNginxMode({ ...T }, r.fleet).idleDrainMs, r.want);
+    });
+  }
+
+  it('a dynamic-mode rollout: no reload counted, every drain ends on idle, and the rollout is shorter than in reload mode by what the drains saved; the invariants hold', async () => {
+    const s = rolling(4, 0, 1, 'TerminationComplete');
+    const timings = { ...T, drainMs: 3000 };
+    const inv = invariants(s, timings, { minDrainMs: 200 });
+    const drained: string[] = [];
+    const dynamic = await simulateRollout(s, withNginxMode(timings, lbs('dynamic')), { ...inv.setup, events: (e) => void (e.type === 'drained' && drained.push(e.reason)) });
+    const reload = await simulateRollout(s, withNginxMode(timings, lbs('reload')));
+    assert.deepEqual(inv.checked.violations, []);
+    assert.equal(dynamic.reloads, 0);
+    assert.ok(reload.reloads > 0);
+    assert.deepEqual(drained, ['idle', 'idle', 'idle', 'idle']);
+    assert.ok(dynamic.durationMs <= reload.durationMs - 4 * 2500, `${dynamic.durationMs} ms against ${reload.durationMs} ms`);
   });
 });
 

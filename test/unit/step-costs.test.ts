@@ -94,6 +94,13 @@ describe('step costs: read off a rollout\'s events', () => {
     ]);
   });
 
+  it("the dynamic mode's drains that ended on idle are a drain cost; one cut at drainSeconds is not", () => {
+    const r = new StepCostRecorder({ now: () => 0, sleep: async () => {} } as never);
+    r.see({ type: 'drained', name: 'o1', reason: 'idle', ms: 180 });
+    r.see({ type: 'drained', name: 'o2', reason: 'drainSeconds', ms: 2000 });
+    assert.deepEqual(r.samples, [{ kind: 'drain', place: 'fleet', ms: 180 }]);
+  });
+
   it('a simulated rollout yields the costs it was given: the controller measures what the ports cost', async () => {
     const s = resolveStrategy({ replicas: 3, strategy: { rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } });
     const r = await simulateRollout(s, { startupMs: 2000, drainMs: 500, stopMs: 700, minReadyMs: 0, jitter: 0, seed: 1, runMs: 300, reloadMs: 150 });
@@ -138,6 +145,11 @@ describe('step costs: simulate priced with them', () => {
     assert.deepEqual(calibratedTimings(base, { counts: {} }), base);
   });
 
+  it("a recorded drain prices the dynamic mode's idle drains (half a count poll off); in reload mode it prices nothing", () => {
+    assert.equal(calibratedTimings({ ...base, idleDrainMs: 200 }, { drainMs: 125, counts: {} }).idleDrainMs, 100);
+    assert.equal(calibratedTimings(base, { drainMs: 125, counts: {} }).idleDrainMs, undefined);
+  });
+
   it('a calibrated prediction is the rollout the recorded costs make: a run with those costs measures what it predicts', async () => {
     const s = resolveStrategy({ replicas: 5, strategy: { rollingUpdate: { maxSurge: 2, maxUnavailable: 2 } } });
     // "Measured": a simulated fleet whose Docker and nginx cost what a busy machine's do.
@@ -154,12 +166,14 @@ describe('step costs: simulate priced with them', () => {
 describe('step costs: where simulate and plan take their timings from', () => {
   const fleet = { drainSeconds: 1, minReadySeconds: 0, probes: { readiness: { periodMs: 200 } } } as unknown as Fleet;
   const withCosts = async () => ({ state: { service: 's', nextRevision: 2, revisions: [], costs: { deploys: 2, lastAt: AT, samples: { run: { h1: [400] }, ready: { h1: [2100] }, change: { lb: [700] } } } } });
-  const rows: { name: string; o: Parameters<typeof pricedTimings>[0]; fleet?: Fleet; read?: Parameters<typeof pricedTimings>[2]; want: { source: string; text: RegExp; startupMs: number; runMs?: number; reloadMs?: number } }[] = [
+  const rows: { name: string; o: Parameters<typeof pricedTimings>[0]; fleet?: Fleet; read?: Parameters<typeof pricedTimings>[2]; want: { source: string; text: RegExp; startupMs: number; runMs?: number; reloadMs?: number; idleDrainMs?: number } }[] = [
     { name: 'no fleet file: nominal', o: {}, want: { source: 'nominal', text: /no fleet file/, startupMs: 3000 } },
     { name: 'a fleet with recorded costs', o: {}, fleet, read: withCosts, want: { source: 'recorded', text: /costs from 2 deploys, last on 2026-12-03 06:00 UTC/, startupMs: 2000, runMs: 400, reloadMs: 700 } },
     { name: 'a flag wins over a recorded cost', o: { startup: 1.5 }, fleet, read: withCosts, want: { source: 'recorded', text: /costs from 2/, startupMs: 1500, runMs: 400, reloadMs: 700 } },
     { name: '--costs nominal', o: { costs: 'nominal' }, fleet, read: withCosts, want: { source: 'nominal', text: /--costs nominal/, startupMs: 3000 } },
     { name: 'a fleet never deployed', o: {}, fleet, read: async () => ({ state: undefined }), want: { source: 'nominal', text: /no deploy of this fleet has recorded any yet/, startupMs: 3000 } },
+    { name: 'a dynamic-mode fleet: drains end when idle, priced by its recorded drains', o: {}, fleet: { ...fleet, loadBalancers: [{ nginx: { mode: 'dynamic' } }] } as unknown as Fleet, read: async () => ({ state: { service: 's', nextRevision: 2, revisions: [], costs: { deploys: 1, lastAt: AT, samples: { drain: { fleet: [125, 175, 300] } } } } }), want: { source: 'recorded', text: /costs from 1 deploy/, startupMs: 3000, idleDrainMs: 150 } },
+    { name: 'a dynamic-mode fleet never deployed: the nominal idle drain', o: {}, fleet: { ...fleet, loadBalancers: [{ nginx: { mode: 'dynamic' } }] } as unknown as Fleet, read: async () => ({ state: undefined }), want: { source: 'nominal', text: /no deploy/, startupMs: 3000, idleDrainMs: 200 } },
     { name: 'state that cannot be read says why', o: {}, fleet, read: async () => ({ error: 'connect ENOENT /var/run/docker.sock' }), want: { source: 'nominal', text: /cannot read the fleet's state: connect ENOENT/, startupMs: 3000 } },
   ];
   for (const r of rows) {
@@ -170,6 +184,7 @@ describe('step costs: where simulate and plan take their timings from', () => {
       assert.equal(p.timings.startupMs, r.want.startupMs);
       assert.equal(p.timings.runMs, r.want.runMs);
       assert.equal(p.timings.reloadMs, r.want.reloadMs);
+      assert.equal(p.timings.idleDrainMs, r.want.idleDrainMs);
     });
   }
 

@@ -27,6 +27,7 @@ function printSimulation(r: SimulationResult, out: Out): void {
         ['lowest capacity', `${r.lowestCapacity} of ${r.replicas} in service`],
         ['mixed-version window', fmtS(r.mixedVersionWindowMs)],
         ['load-balancer reloads', String(r.reloads)],
+        ...(r.timings.idleDrainMs !== undefined ? [['drains', `end when their requests do, ${fmtS(r.timings.idleDrainMs)} after the mark-down (nginx in the dynamic mode; drainSeconds at most)`] as [string, string]] : []),
       ],
     ),
   );
