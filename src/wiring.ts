@@ -15,7 +15,8 @@ import { ContainerLogStreamAccessLog, LocalFileAccessLog, containerFileAccessLog
 import { DockerRuntime } from './adapters/docker.js';
 import { FleetLock, FleetStateStore, whoAmI } from './adapters/fleetState.js';
 import { NginxContainerRouter, NginxExecRouter } from './adapters/nginx.js';
-import { DynamicNginxRouter, containerPlace, defaultPeersFile, execPlace } from './adapters/nginxDynamic.js';
+import { DynamicNginxRouter, defaultPeersFile } from './adapters/nginxDynamic.js';
+import { containerPlace, execPlace } from './adapters/nginxPlace.js';
 import { buildProber } from './adapters/probes.js';
 import { dockerConfigCredentials } from './adapters/registryAuth.js';
 import type { AccessLogOpener, DeployDeps, LoadBalancer } from './engine/rollout.js';

@@ -18,13 +18,11 @@
  * `reload` writes the peers file and returns once the status file confirms
  * that version: from then on no new request goes to a server marked down.
  */
-import { readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
 import { FleetrollError } from '../errors.js';
 import { PLACEHOLDER_ADDRESS, STICKY_NAME_RE, UPSTREAM_NAME_RE, forceRoute, parseForceKey, parseUpstreamServers, type ForceKey, type StickyKey, type UpstreamEntry } from '../core/upstream.js';
 import type { ChangeParts, Router } from '../ports.js';
-import { type DockerRuntime, execIn, getFileEntry, putFile } from './docker.js';
+import type { NginxPlace } from './nginxPlace.js';
 
 /** The Debian packages that give Debian 12's nginx the Lua module (lua-resty-core comes with them). */
 export const LUA_PACKAGES = 'libnginx-mod-http-lua libnginx-mod-http-ndk';
@@ -32,61 +30,6 @@ export const LUA_PACKAGES = 'libnginx-mod-http-lua libnginx-mod-http-ndk';
 /** Where the peers file goes when the fleet file does not say: /tmp is writable by nginx's workers in any image. */
 export function defaultPeersFile(upstream: string): string {
   return `/tmp/fleetroll-${upstream}.peers`;
-}
-
-/** How fleetroll reaches one nginx: its binary and its files. */
-export interface NginxPlace {
-  /** Human name for messages, e.g. "nginx lb on local". */
-  readonly name: string;
-  nginx(args: string[]): Promise<{ ok: boolean; output: string; stdout: string }>;
-  read(file: string): Promise<string | undefined>;
-  write(file: string, text: string): Promise<void>;
-}
-
-/** nginx in a container: `docker exec nginx ...` and the archive API. */
-export function containerPlace(runtime: DockerRuntime, container: string, hostName: string): NginxPlace {
-  const docker = runtime.docker;
-  return {
-    name: `nginx ${container} on ${hostName}`,
-    nginx: async (args) => {
-      const r = await execIn(docker, container, ['nginx', ...args]);
-      return { ok: r.exitCode === 0, output: `${r.stderr}\n${r.stdout}`.trim() || '(no output)', stdout: r.stdout };
-    },
-    read: async (file) => (await getFileEntry(docker, container, file))?.content.toString('utf8'),
-    write: (file, text) => putFile(docker, container, file, text, 0o644),
-  };
-}
-
-/** nginx on this machine: its binary with argument arrays, files written aside and renamed. */
-export function execPlace(o: { nginxBin?: string; prefixArgs?: string[]; name?: string }): NginxPlace {
-  const bin = o.nginxBin ?? '/usr/sbin/nginx';
-  const prefix = o.prefixArgs ?? [];
-  return {
-    name: o.name ?? 'nginx on this machine',
-    nginx: async (args) => {
-      const { execa } = await import('execa');
-      const r = await execa(bin, [...prefix, ...args], { reject: false, stdin: 'ignore', timeout: 30_000 });
-      return { ok: !r.failed && r.exitCode === 0, output: `${String(r.stderr ?? '')}\n${String(r.stdout ?? '')}`.trim() || `could not run ${bin}`, stdout: String(r.stdout ?? '') };
-    },
-    read: async (file) => {
-      try {
-        return await readFile(file, 'utf8');
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-        throw err;
-      }
-    },
-    write: async (file, text) => {
-      const tmp = path.join(path.dirname(file), `.${path.basename(file)}.fleetroll-${process.pid}-${randomBytes(4).toString('hex')}.tmp`);
-      try {
-        await writeFile(tmp, text, { mode: 0o644, flag: 'wx' });
-        await rename(tmp, file);
-      } catch (err) {
-        await unlink(tmp).catch(() => {});
-        throw err;
-      }
-    },
-  };
 }
 
 /** A peer as fleetroll's Lua reads it. */

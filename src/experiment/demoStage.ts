@@ -75,18 +75,24 @@ export async function teardown(docker: Dockerode, names: DemoNames): Promise<num
 const DYNAMIC_CONF = new URL('../../templates/nginx-dynamic.conf.example', import.meta.url);
 
 /** templates/nginx-dynamic.conf.example for this upstream: the nginx.conf of a dynamic-mode stage. */
-export async function dynamicNginxConf(upstream: string): Promise<string> {
-  return (await readFile(DYNAMIC_CONF, 'utf8')).replaceAll('bookstore_api', upstream);
+export async function dynamicNginxConf(upstream: string, peersFile?: string): Promise<string> {
+  const conf = (await readFile(DYNAMIC_CONF, 'utf8')).replaceAll('bookstore_api', upstream);
+  return peersFile === undefined ? conf : conf.replace(`peers = "/tmp/fleetroll-${upstream}.peers"`, `peers = ${JSON.stringify(peersFile)}`);
 }
+
+/** Where a dynamic-mode stage's nginx finds a host directory bind-mounted for its peers file (startNginx's peersDir). */
+export const PEERS_MOUNT = '/run/fleetroll';
 
 /**
  * Starts the stage's nginx, published on 127.0.0.1:`port` (0: Docker picks).
  * mode reload: the image's nginx.conf with a server block, the access log
  * and an empty upstream file in conf.d. mode dynamic (an image with Lua,
  * ensureNginxBaseImage({ lua: true })): templates/nginx-dynamic.conf.example
- * as its nginx.conf.
+ * as its nginx.conf; with `peersDir`, that host directory is bind-mounted at
+ * PEERS_MOUNT and the peers file is there (fleetroll then writes it as a plain
+ * file, not through Docker's archive API).
  */
-export async function startNginx(docker: Dockerode, names: DemoNames, image: string, port: number, template: string, mode: 'reload' | 'dynamic' = 'reload'): Promise<number> {
+export async function startNginx(docker: Dockerode, names: DemoNames, image: string, port: number, template: string, mode: 'reload' | 'dynamic' = 'reload', o: { peersDir?: string } = {}): Promise<number> {
   const c = await docker.createContainer({
     name: names.nginx,
     Image: image,
@@ -96,9 +102,10 @@ export async function startNginx(docker: Dockerode, names: DemoNames, image: str
       NetworkMode: names.network,
       PortBindings: { '80/tcp': [{ HostIp: '127.0.0.1', HostPort: port === 0 ? '' : String(port) }] },
       RestartPolicy: { Name: 'no' },
+      ...(o.peersDir !== undefined ? { Binds: [`${o.peersDir}:${PEERS_MOUNT}`] } : {}),
     },
   });
-  if (mode === 'dynamic') await putFile(docker, names.nginx, '/etc/nginx/nginx.conf', await dynamicNginxConf(names.upstream));
+  if (mode === 'dynamic') await putFile(docker, names.nginx, '/etc/nginx/nginx.conf', await dynamicNginxConf(names.upstream, o.peersDir !== undefined ? `${PEERS_MOUNT}/${names.upstream}.peers` : undefined));
   else {
     await putFile(docker, names.nginx, '/etc/nginx/conf.d/default.conf', serverBlock(names.upstream));
     await putFile(docker, names.nginx, ACCESS_LOG_CONF, `# Written by fleetroll: every request in the format fleetroll reads.\n${LOG_FORMAT}access_log ${ACCESS_LOG} ${LOG_FORMAT_NAME};\n`);

@@ -7,7 +7,7 @@
  * (no reload), every instance answers the new version.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
@@ -142,6 +142,29 @@ describe('the dynamic nginx mode (Lua balancer), for real', { timeout: guard(300
     assert.equal(done.code, 0, done.stdout + done.stderr);
     assert.doesNotMatch(done.stdout, /canary\.force is set, but no proxy_pass/, 'no route to add to nginx.conf in this mode');
     assert.deepEqual(await answers('never'), ['1.1.0'], 'once promoted there is no stable side to force to: the header is ignored');
+  });
+
+  it("the peers file in a bind mount of nginx on this machine's engine: written as a plain file, nginx confirms every set; still no failed request and no reload", async (t) => {
+    const peersDir = mkdtempSync(join(tmpdir(), 'fleetroll-peers-'));
+    // nginx's worker user writes the status file beside the peers file, as it would in /tmp.
+    chmodSync(peersDir, 0o1777);
+    const f = await fleet('it-dyn-bind', { mode: 'dynamic', peersDir });
+    await f.at100(3);
+    const before = await workers(f.names.nginx);
+    const load = startLoad(f.url, { getPerSecond: 40, postConcurrency: 2, keepAlive: true, resend: false });
+    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0' })]);
+    const records = await load.stop();
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.deepEqual(failedOf(records), [], 'a strict client saw no failure');
+    assert.deepEqual(await workers(f.names.nginx), before, 'the same worker processes: nginx was never reloaded');
+    const changes = [...r.stdout.matchAll(/upstream: peers set, no reload .* in ([0-9.]+) s \(file (\d+) ms, confirming the peers in force (\d+) ms, in force in nginx after (\d+) ms\)/g)];
+    assert.ok(changes.length >= 3, r.stdout);
+    const inForce = changes.map((m) => Number(m[4])).sort((a, b) => a - b);
+    t.diagnostic(`bind-mounted peers file: ${changes.length} changes, file ${changes.map((m) => m[2]).join('/')} ms, in force in nginx after ${inForce.join('/')} ms (median ${inForce[Math.floor(inForce.length / 2)]}), confirmed after ${changes.map((m) => m[3]).join('/')} ms more`);
+    // How fast is the benchmark's business (bench/); here: the file is where the mount puts it, and nginx took every set.
+    assert.ok(existsSync(join(peersDir, `${f.names.upstream}.peers`)), 'the peers file is in the host directory');
+    assert.equal(parseStatus(readFileSync(join(peersDir, `${f.names.upstream}.peers.status`), 'utf8'))?.version, parsePeers(readFileSync(join(peersDir, `${f.names.upstream}.peers`), 'utf8'))?.version, 'the status beside it confirms the last set');
+    assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0', '1.1.0']);
   });
 
   it('a drain ends when its last request does: slow POSTs on the drained instances finish, and each drain ends right after, well before drainSeconds', async (t) => {

@@ -20,6 +20,7 @@ import { HttpProber } from '../../src/adapters/http.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../../src/adapters/localImages.js';
 import { PLACEHOLDER_SERVER, parseUpstreamServers } from '../../src/core/upstream.js';
 import { DEMO_LABEL, demoNames, startNginx, teardown, waitForHttp, type DemoNames } from '../../src/experiment/rehearse.js';
+import { PEERS_MOUNT } from '../../src/experiment/demoStage.js';
 import { ACCESS_LOG } from '../../src/experiment/rehearse.js';
 import { LABELS } from '../../src/ports.js';
 import type { RequestRecord } from '../../src/experiment/metrics.js';
@@ -135,12 +136,15 @@ export interface FleetFileOptions {
  * (templates/nginx-dynamic.conf.example), the fleet file's load balancer in
  * mode dynamic, and upstream() reads the peers file.
  */
-export async function startTestFleet(prefix: string, o: { mode?: 'reload' | 'dynamic' } = {}): Promise<TestFleet> {
+export async function startTestFleet(prefix: string, o: FleetStart = {}): Promise<TestFleet> {
   const dynamic = o.mode === 'dynamic';
+  // The dynamic mode's peers file in a host directory bind-mounted into nginx (written as a plain file), or at its default inside it.
+  const peersFile = o.peersDir !== undefined ? `${PEERS_MOUNT}/{upstream}.peers` : undefined;
   const nginx = dynamic ? await ensureLuaNginxImage() : (await ensureImages()).nginx;
   const names = demoNames(uniqueName(prefix));
   await ensureNetwork(docker, names.network, { [DEMO_LABEL]: names.service });
-  const port = await startNginx(docker, names, nginx, 0, await readDefaultTemplate(), o.mode);
+  const port = await startNginx(docker, names, nginx, 0, await readDefaultTemplate(), o.mode, o.peersDir !== undefined ? { peersDir: o.peersDir } : {});
+  const peers = peersFile?.replace('{upstream}', names.upstream) ?? defaultPeersFile(names.upstream);
   const url = `http://127.0.0.1:${port}`;
   await waitForHttp(url, 10_000);
   const dir = mkdtempSync(join(tmpdir(), `${names.service}-`));
@@ -190,7 +194,7 @@ loadBalancers:
   - nginx:
       container: ${names.nginx}
       host: local
-      ${dynamic ? 'mode: dynamic' : `upstreamFile: ${UPSTREAM_FILE}`}
+      ${dynamic ? `mode: dynamic${peersFile !== undefined ? `\n      peersFile: ${peers}` : ''}` : `upstreamFile: ${UPSTREAM_FILE}`}
       upstream: ${names.upstream}
 ${o.template ? `      template: ${o.template}\n` : ''}${accessLog}${extra}${more}`;
       const file = join(dir, `fleet-${n++}.yaml`);
@@ -212,7 +216,7 @@ ${o.template ? `      template: ${o.template}\n` : ''}${accessLog}${extra}${more
       return { container: more.nginx, url: u };
     },
     async upstream(container = names.nginx) {
-      const content = (await getFile(docker, container, dynamic ? defaultPeersFile(names.upstream) : UPSTREAM_FILE)) ?? '';
+      const content = (await getFile(docker, container, dynamic ? peers : UPSTREAM_FILE)) ?? '';
       const servers = dynamic ? (parsePeers(content)?.servers ?? []) : parseUpstreamServers(content);
       return { up: servers.filter((s) => !s.down).length, down: servers.filter((s) => s.down).length, content };
     },
@@ -313,7 +317,13 @@ export async function sampleDuring<T>(fleet: TestFleet, work: Promise<T>, everyM
  * For a test file: builds the images before its tests, and returns
  * `fleet(prefix)`, which starts a test fleet that is removed after them.
  */
-export function useFleets(): (prefix: string, o?: { mode?: 'reload' | 'dynamic' }) => Promise<TestFleet> {
+/** How a test fleet's nginx is set up: reload or dynamic mode; dynamic with `peersDir`: that host directory bind-mounted for the peers file. */
+export interface FleetStart {
+  mode?: 'reload' | 'dynamic';
+  peersDir?: string;
+}
+
+export function useFleets(): (prefix: string, o?: FleetStart) => Promise<TestFleet> {
   const fleets: TestFleet[] = [];
   before(async () => {
     await ensureImages();

@@ -8,7 +8,12 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { DynamicNginxRouter, defaultPeersFile, dynamicConfigProblems, parsePeers, parseStatus, renderPeers, type NginxPlace } from '../../src/adapters/nginxDynamic.js';
+import { DynamicNginxRouter, defaultPeersFile, dynamicConfigProblems, parsePeers, parseStatus, renderPeers } from '../../src/adapters/nginxDynamic.js';
+import { containerPlace, hostPathOf, type NginxPlace } from '../../src/adapters/nginxPlace.js';
+import type { DockerRuntime } from '../../src/adapters/docker.js';
+import { mkdtempSync, readFileSync as readHostFile, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { forceRoute, renderUpstream } from '../../src/core/upstream.js';
 
 const example = readFileSync(new URL('../../templates/nginx-dynamic.conf.example', import.meta.url), 'utf8');
@@ -160,6 +165,56 @@ function memoryPlace(answer: (peers: string) => string | undefined): NginxPlace 
     },
   };
 }
+
+describe("the peers file in a bind mount of a container on this machine's engine (hostPathOf)", () => {
+  const mounts = [
+    { Type: 'volume', Source: '/var/lib/docker/volumes/v/_data', Destination: '/var/log/nginx' },
+    { Type: 'bind', Source: '/run/fleetroll/books', Destination: '/run/fleetroll/' },
+  ];
+  const rows: [string, string, string | undefined][] = [
+    ['a file in the bind mount: its host path', '/run/fleetroll/books_api.peers', '/run/fleetroll/books/books_api.peers'],
+    ['the status beside it', '/run/fleetroll/books_api.peers.status', '/run/fleetroll/books/books_api.peers.status'],
+    ['a file in a subdirectory of the mount', '/run/fleetroll/a/b.peers', '/run/fleetroll/books/a/b.peers'],
+    ['a file outside every bind mount: the archive API', '/tmp/fleetroll-books_api.peers', undefined],
+    ['a named volume is not a path on this machine fleetroll may write', '/var/log/nginx/x.peers', undefined],
+    ['a prefix that is not a directory boundary', '/run/fleetroll2/x.peers', undefined],
+    ['a path that climbs out of the mount', '/run/fleetroll/../etc/x.peers', undefined],
+  ];
+  for (const [name, file, want] of rows) {
+    it(name, () => {
+      assert.equal(hostPathOf(file, mounts), want);
+    });
+  }
+});
+
+describe('containerPlace: a file in a bind mount on this machine is read and written as a plain file', () => {
+  /** A runtime whose engine knows only inspect: the archive API (putArchive, getArchive) is not there to be called. */
+  const runtime = (endpoint: string, source: string) =>
+    ({ endpoint, docker: { getContainer: () => ({ inspect: () => Promise.resolve({ Mounts: [{ Type: 'bind', Source: source, Destination: '/run/fleetroll' }] }) }) } }) as unknown as DockerRuntime;
+
+  it('on the local engine: written aside and renamed in the host directory, read back, never through Docker', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fleetroll-place-'));
+    const place = containerPlace(runtime('unix:///var/run/docker.sock', dir), 'lb', 'local');
+    await place.write('/run/fleetroll/api.peers', 'fleetroll-peers 1\nversion 1\nend 1\n');
+    assert.equal(readHostFile(join(dir, 'api.peers'), 'utf8'), 'fleetroll-peers 1\nversion 1\nend 1\n');
+    assert.equal(await place.read('/run/fleetroll/api.peers'), 'fleetroll-peers 1\nversion 1\nend 1\n');
+    assert.equal(await place.read('/run/fleetroll/none.status'), undefined);
+  });
+
+  it('a symlink planted in the shared directory is not read through', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fleetroll-place-'));
+    symlinkSync('/etc/hostname', join(dir, 'api.peers.status'));
+    const place = containerPlace(runtime('unix:///var/run/docker.sock', dir), 'lb', 'local');
+    await assert.rejects(place.read('/run/fleetroll/api.peers.status'), /is a symbolic link/);
+  });
+
+  it("on a remote engine the mount's source is that machine's path: the archive API, not this machine's files", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fleetroll-place-'));
+    const place = containerPlace(runtime('ssh://deploy@vm1', dir), 'lb', 'vm1');
+    await assert.rejects(place.write('/run/fleetroll/api.peers', 'x'));
+    assert.throws(() => readHostFile(join(dir, 'api.peers')), /ENOENT/);
+  });
+});
 
 describe('DynamicNginxRouter', () => {
   const upstream = renderUpstream('upstream {{upstream}} {\n{{servers}}\n}\n', {

@@ -1,0 +1,128 @@
+/**
+ * Where an nginx runs, as fleetroll reaches it: its binary (argument arrays,
+ * never a shell) and its files. In a container: `docker exec` and Docker's
+ * archive API, or plain files where they lie in a bind mount of a container
+ * on this machine's engine; on this machine (`exec: true`): the binary and
+ * the files themselves.
+ */
+import { lstat, readFile, rename, unlink, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { FleetrollError } from '../errors.js';
+import { type DockerRuntime, execIn, getFileEntry, putFile } from './docker.js';
+
+/** How fleetroll reaches one nginx: its binary and its files. */
+export interface NginxPlace {
+  /** Human name for messages, e.g. "nginx lb on local". */
+  readonly name: string;
+  nginx(args: string[]): Promise<{ ok: boolean; output: string; stdout: string }>;
+  read(file: string): Promise<string | undefined>;
+  write(file: string, text: string): Promise<void>;
+}
+
+/**
+ * Files on this machine: read as they are (a symlink is not followed: the
+ * directory may be shared with a container), written aside with O_EXCL and
+ * renamed over, so the Lua never reads half a file and nothing is written
+ * through a link.
+ */
+const localFiles: Pick<NginxPlace, 'read' | 'write'> = {
+  read: async (file) => {
+    try {
+      if ((await lstat(file)).isSymbolicLink()) throw new FleetrollError('E_NGINX_FILE', `${file} is a symbolic link: fleetroll reads only a file it wrote`);
+      return await readFile(file, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw err;
+    }
+  },
+  write: async (file, text) => {
+    const tmp = path.join(path.dirname(file), `.${path.basename(file)}.fleetroll-${process.pid}-${randomBytes(4).toString('hex')}.tmp`);
+    try {
+      await writeFile(tmp, text, { mode: 0o644, flag: 'wx' });
+      await rename(tmp, file);
+    } catch (err) {
+      await unlink(tmp).catch(() => {});
+      throw err;
+    }
+  },
+};
+
+/** A bind mount of a container, as `docker inspect` lists it. */
+export interface BindMount {
+  Type?: string;
+  Source?: string;
+  Destination?: string;
+}
+
+/**
+ * Where `file` (a path inside the container) is on this machine, when it lies
+ * in a bind mount of a container on this machine's engine: the peers file is
+ * then written and the status read as plain files (well under a millisecond),
+ * not through Docker's archive API (100-300 ms a call on a busy 2-core
+ * machine), so a change is in force within the Lua's 10 ms tick.
+ */
+export function hostPathOf(file: string, mounts: readonly BindMount[]): string | undefined {
+  for (const m of mounts) {
+    if (m.Type !== 'bind' || !m.Source || !m.Destination) continue;
+    const dest = m.Destination.replace(/\/+$/, '');
+    if (!file.startsWith(`${dest}/`)) continue;
+    const rest = file.slice(dest.length + 1);
+    if (rest.split('/').some((p) => p === '..' || p === '')) continue;
+    return path.posix.join(m.Source, rest);
+  }
+  return undefined;
+}
+
+/** The engine at this socket runs on this machine: its bind mounts' sources are this machine's paths. */
+function isLocalEngine(endpoint: string): boolean {
+  return endpoint.startsWith('unix://');
+}
+
+/**
+ * nginx in a container: `docker exec nginx ...`, and its files through the
+ * archive API, or directly where the file is in a bind mount of a container
+ * on this machine's engine (hostPathOf).
+ */
+export function containerPlace(runtime: DockerRuntime, container: string, hostName: string): NginxPlace {
+  const docker = runtime.docker;
+  let mounts: Promise<readonly BindMount[]> | undefined;
+  const onHost = async (file: string): Promise<string | undefined> => {
+    if (!isLocalEngine(runtime.endpoint)) return undefined;
+    mounts ??= docker
+      .getContainer(container)
+      .inspect()
+      .then((i) => (i.Mounts ?? []) as BindMount[], () => []);
+    return hostPathOf(file, await mounts);
+  };
+  return {
+    name: `nginx ${container} on ${hostName}`,
+    nginx: async (args) => {
+      const r = await execIn(docker, container, ['nginx', ...args]);
+      return { ok: r.exitCode === 0, output: `${r.stderr}\n${r.stdout}`.trim() || '(no output)', stdout: r.stdout };
+    },
+    read: async (file) => {
+      const local = await onHost(file);
+      return local !== undefined ? localFiles.read(local) : (await getFileEntry(docker, container, file))?.content.toString('utf8');
+    },
+    write: async (file, text) => {
+      const local = await onHost(file);
+      return local !== undefined ? localFiles.write(local, text) : putFile(docker, container, file, text, 0o644);
+    },
+  };
+}
+
+/** nginx on this machine: its binary with argument arrays, and its files as they are. */
+export function execPlace(o: { nginxBin?: string; prefixArgs?: string[]; name?: string }): NginxPlace {
+  const bin = o.nginxBin ?? '/usr/sbin/nginx';
+  const prefix = o.prefixArgs ?? [];
+  return {
+    name: o.name ?? 'nginx on this machine',
+    nginx: async (args) => {
+      const { execa } = await import('execa');
+      const r = await execa(bin, [...prefix, ...args], { reject: false, stdin: 'ignore', timeout: 30_000 });
+      return { ok: !r.failed && r.exitCode === 0, output: `${String(r.stderr ?? '')}\n${String(r.stdout ?? '')}`.trim() || `could not run ${bin}`, stdout: String(r.stdout ?? '') };
+    },
+    ...localFiles,
+  };
+}
