@@ -55,6 +55,8 @@ if [ "$(printf '%s' "$out" | jq -r .code)" = E_ROLLOUT_FAILED ]; then
   esac
 fi
 exit 1`,
+  E_HEAL_STALE: `# Never an exit code: fleetroll watch logs it and looks again. In its JSON log, count them:
+fleetroll watch -f fleet.yaml --log-format json | jq -r 'select(.code == "E_HEAL_STALE") | .msg'`,
   E_PAUSED: `fleetroll deploy -f fleet.yaml --json > result.json
 if [ $? -eq 4 ]; then   # E_PAUSED: someone paused the fleet; not a failure of this build
   echo "fleet paused: run 'fleetroll resume -f fleet.yaml' when ready"

@@ -45,6 +45,8 @@ export type ErrorCode =
   | 'E_INTERRUPTED'
   /** Another fleetroll holds the fleet's lock. */
   | 'E_LOCK_HELD'
+  /** `fleetroll watch` did not heal: the fleet's latest revision changed (or is not complete) since it looked. */
+  | 'E_HEAL_STALE'
   /** `status --watch` (or a similar wait) ran out of time. */
   | 'E_TIMEOUT'
   /** `undo` found no earlier completed revision to go back to. */
@@ -142,6 +144,11 @@ export const ERROR_CODES: Readonly<Record<ErrorCode, ErrorCodeInfo>> = {
     exitCode: ExitCode.interrupted,
     meaning: 'A signal (Ctrl-C, SIGTERM) stopped the rollout after the step in progress; no ready instance is left marked down.',
     whatToDo: 'Run the same deploy again to continue from where it stopped, or deploy the previous image to go back.',
+  },
+  E_HEAL_STALE: {
+    exitCode: rolloutFailed,
+    meaning: '`fleetroll watch` looked at the fleet, then found under the lock that its latest revision is another one, or not complete (a deploy ran in between, or failed). It changed nothing; the watch never exits on it.',
+    whatToDo: 'Nothing: the watch looks again and heals the new revision once a deploy completes it. `fleetroll status -f <fleet>` shows where the fleet stands.',
   },
   E_LOCK_HELD: {
     exitCode: ExitCode.lockHeld,

@@ -358,5 +358,6 @@ export class FleetLock implements FleetLockPort {
 /** Removes a fleet's state volume, state container and lock (tests, `rehearse --down`). */
 export async function removeFleetState(docker: Dockerode, service: string): Promise<void> {
   await new FleetLock(docker, service).release();
+  await new FleetLock(docker, `${service}-watch`).release();
   await new FleetStateStore(docker, service, 'local').destroy();
 }

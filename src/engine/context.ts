@@ -62,6 +62,8 @@ export interface ControllerDeps {
   analyze?: ((step: Extract<CanaryStep, { kind: 'analysis' }>, inService: InService) => Promise<'passed' | 'inconclusive'>) | undefined;
   /** After a crash: reload every nginx once even if its file looks current. */
   recovering?: boolean | undefined;
+  /** `fleetroll watch` healing (DeployOptions.heal): an instance found unready leaves nginx at once. */
+  heal?: boolean | undefined;
   timing?: Partial<ControllerTiming> | undefined;
 }
 

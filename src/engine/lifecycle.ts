@@ -62,7 +62,8 @@ export class Lifecycle {
       labels: info.labels,
     };
     inst.routed = this.ctx.traffic.routes(inst.address);
-    if (phase === 'unready' && inst.routed) inst.keptInTraffic = true;
+    // A deploy keeps an unready instance nginx routes to (a slow probe is no reason for 502s); a heal takes it out at once.
+    if (phase === 'unready' && inst.routed && this.ctx.d.heal !== true) inst.keptInTraffic = true;
     this.ctx.view.add(inst);
     if (phase === 'unready') this.ctx.readiness.watch(inst);
     return inst;

@@ -169,6 +169,7 @@ class Rollout {
       skipOpenPauses: this.deps.simulated === true && !this.deps.promoted && !this.deps.aborted,
       aborted: this.deps.aborted,
       recovering: this.deps.recovering,
+      heal: this.options.heal,
       timing: this.deps.timing,
       inspect: this.deps.inspect,
     });
@@ -338,7 +339,8 @@ class Rollout {
 
   private async hook(name: HookName, context: (name: HookName) => Record<string, string>, phase: FailurePhase = 'rollout'): Promise<void> {
     const argv = this.fleet.hooks?.[name];
-    if (!argv) return;
+    // The hooks are the user's deploy steps; a heal keeps the revision they ran for.
+    if (!argv || this.options.heal === true) return;
     const timeoutMs = (this.fleet.hooks?.timeoutSeconds ?? 60) * 1000;
     const ctx = context(name);
     const r = await runHook(name, argv, ctx, timeoutMs, this.emit);

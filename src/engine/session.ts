@@ -20,13 +20,19 @@ import { changesFromRunning, finishRecord, recordedSpecOf, recordSpec, scrubLega
 
 export type { FleetHandles } from './types.js';
 
-export interface ManagedOptions extends DeployOptions {
+export interface ManagedOptions extends Omit<DeployOptions, 'heal'> {
   /** The command line, recorded with the lock. */
   command: string;
   /** Wait this long for a held lock (ms); 0 fails at once with exit 3. */
   lockWaitMs?: number;
   /** Continue this revision record instead of starting a new one (resume). */
   continueRevision?: number;
+  /**
+   * `fleetroll watch`: heal the fleet at its latest revision, which must be
+   * complete and have this spec, for this reason. The revision's record is
+   * left as its deploy wrote it; the journal has the heal.
+   */
+  heal?: string | undefined;
 }
 
 export interface ManagedResult extends DeployResult {
@@ -76,7 +82,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     // The health window opens before preflight, and before the deploy's duration starts counting.
     healthWatch = deps.accessLogs ? await startHealthWatch(withState(fleetIn, state), deps) : undefined;
     const t0 = Date.now();
-    const fleet = await prepare(withState(fleetIn, state), deps, o);
+    const fleet = await prepare(withState(fleetIn, state), deps, { ...o, heal: o.heal !== undefined });
     const preparedMs = Date.now() - t0;
     const hash = revisionOf(fleet);
     const changes = changesFromRunning(fleetIn, state);
@@ -97,7 +103,14 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     // The revision record: continue one (resume), or start a new one.
     let record: RevisionRecord;
     const existing = o.continueRevision !== undefined ? state.revisions.find((r) => r.number === o.continueRevision) : undefined;
-    if (existing) {
+    const latestRecord = state.revisions[state.revisions.length - 1];
+    if (o.heal !== undefined) {
+      // A deploy may have finished between the watch's look and this lock: heal only what it looked at.
+      if (!latestRecord || latestRecord.hash !== hash || latestRecord.outcome !== 'complete') {
+        throw new FleetrollError('E_HEAL_STALE', `not healing: the fleet's latest revision is ${latestRecord ? `${latestRecord.number} (${latestRecord.outcome})` : 'none'}, not the one looked at`, { hint: 'the watch looks again' });
+      }
+      record = latestRecord;
+    } else if (existing) {
       record = existing;
       record.outcome = 'in progress';
     } else {
@@ -125,17 +138,19 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
         state.revisions.push(record);
       }
     }
-    // A switch-back asked of an earlier rollout is not this one's to act on.
-    state.switchBack = undefined;
-    state.promote = undefined;
-    state.abort = undefined;
-    // A continued record's numbers were an earlier rollout's: this one measures its own.
-    delete record.health;
-    // revisionHistoryLimit old revisions are kept, plus the current one.
-    state.revisions = state.revisions.slice(-(fleet.revisionHistoryLimit + 1));
-    await h.store.write(state);
+    if (o.heal === undefined) {
+      // A switch-back asked of an earlier rollout is not this one's to act on.
+      state.switchBack = undefined;
+      state.promote = undefined;
+      state.abort = undefined;
+      // A continued record's numbers were an earlier rollout's: this one measures its own.
+      delete record.health;
+      // revisionHistoryLimit old revisions are kept, plus the current one.
+      state.revisions = state.revisions.slice(-(fleet.revisionHistoryLimit + 1));
+      await h.store.write(state);
+    }
     // The one entry awaited: from here on a crash is recognised as an unfinished rollout.
-    write('begin', 'begin', { revision: record.number, hash, image: fleet.image, version: fleet.version });
+    write('begin', 'begin', { revision: record.number, hash, image: fleet.image, version: fleet.version, ...(o.heal !== undefined ? { heal: o.heal } : {}) });
     await write.flush();
 
     const paused = async () => (await h.store.read())?.paused === true;
@@ -152,13 +167,13 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
         return spec;
       };
       const stateWrites = h.store.watch ? (l: () => void) => h.store.watch!(l) : undefined;
-      const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, aborted, stateWrites, recordedSpec, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, { ...o, prepared: true, preparedMs, healthWatch });
+      const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, aborted, stateWrites, recordedSpec, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, { ...o, prepared: true, preparedMs, healthWatch, heal: o.heal !== undefined });
       await write.flush();
-      await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`, result.health, { switchedAt: result.switchedAt, switchIssuedAt: result.switchIssuedAt }, result.costs);
+      if (o.heal === undefined) await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`, result.health, { switchedAt: result.switchedAt, switchIssuedAt: result.switchIssuedAt }, result.costs);
       return { ...result, revisionNumber: record.number };
     } catch (err) {
       const { outcome, message } = outcomeOf(err);
-      await finishRecord(h.store, record.number, outcome, message.split('\n')[0] ?? message, healthOf(err), switchTimesOf(err));
+      if (o.heal === undefined) await finishRecord(h.store, record.number, outcome, message.split('\n')[0] ?? message, healthOf(err), switchTimesOf(err));
       write(outcome, 'end', { message: message.split('\n')[0] });
       await write.flush();
       throw err;

@@ -8,7 +8,7 @@
 import type { Fleet } from '../config/load.js';
 import { parseUpstreamServers } from '../core/upstream.js';
 import { FleetrollError } from '../errors.js';
-import { LABELS } from '../ports.js';
+import { LABELS, type FleetState } from '../ports.js';
 import type { DeployDeps } from './rollout.js';
 import { revisionOf } from './revision.js';
 import { ADOPTED_PREFIX, fleetForRecord, withState } from './records.js';
@@ -18,6 +18,8 @@ import type { FleetHandles } from './types.js';
 export interface StatusHandles {
   store: Pick<FleetHandles['store'], 'read'>;
   lock: Pick<FleetHandles['lock'], 'info'>;
+  /** `fleetroll watch`'s own lock (held while a watch runs). */
+  watchLock?: Pick<FleetHandles['lock'], 'info'> | undefined;
 }
 
 type RevisionRecord = NonNullable<Awaited<ReturnType<StatusHandles['store']['read']>>>['revisions'][number];
@@ -39,9 +41,14 @@ export interface InstanceStatus {
   ready: boolean;
   /** How often Docker restarted it (its restart policy); CRASH_LOOP_RESTARTS or more is reported as a crash loop. */
   restarts: number;
-  /** Per load balancer (by its name): the instance's server line. */
-  upstreams: Record<string, 'up' | 'down' | 'absent'>;
+  /** "ip:port" nginx should reach it at, while it runs. */
+  address?: string | undefined;
+  /** Per load balancer (by its name): the instance's server line; moved: listed under its name at another address (it came back with a new one). */
+  upstreams: Record<string, 'up' | 'down' | 'absent' | 'moved'>;
 }
+
+/** What `fleetroll watch` last did, kept in the fleet's state for `status` (watch.ts). */
+export type WatchRecord = NonNullable<FleetState['watch']>;
 
 export async function statusReport(fleetIn: Fleet, deps: Pick<DeployDeps, 'runtimes' | 'routers' | 'prober'>, h: StatusHandles) {
   const state = await h.store.read();
@@ -71,16 +78,21 @@ export async function statusReport(fleetIn: Fleet, deps: Pick<DeployDeps, 'runti
       ready: i.running ? await deps.prober.ready({ id: i.id, host: i.host, address: i.address }).catch(() => false) : false,
       // Only inspect says how often the engine restarted a container.
       restarts: i.restartCount ?? (await deps.runtimes.get(i.host)?.inspect(i.id).catch(() => undefined))?.restartCount ?? 0,
+      ...(i.running && i.address !== undefined ? { address: i.address } : {}),
       upstreams: Object.fromEntries(
         upstreams.map((u) => {
           const s = u.servers.find((x) => x.name === i.name);
-          return [u.name, s ? (s.down ? 'down' : 'up') : 'absent'] as const;
+          const moved = s !== undefined && i.running && i.address !== undefined && s.address !== i.address;
+          return [u.name, !s ? 'absent' : moved ? 'moved' : s.down ? 'down' : 'up'] as const;
         }),
       ),
     })),
   );
   instances.sort((a, b) => (a.name < b.name ? -1 : 1));
   const current = instances.filter((i) => i.revision === desired);
+  // Servers nginx sends users to that are no running instance's address (gone, or moved away): each load balancer's.
+  const live = new Set(instances.flatMap((i) => (i.address !== undefined ? [i.address] : [])));
+  const strays = Object.fromEntries(upstreams.map((u) => [u.name, u.servers.filter((s) => !s.down && !live.has(s.address)).map((s) => `${s.name} (${s.address})`)] as const));
   return {
     service: fleet.service,
     desired: { replicas: fleet.replicas, revision: desired, image: fleet.image, ...(fleet.digest ? { digest: fleet.digest } : {}), version: fleet.version },
@@ -93,9 +105,19 @@ export async function statusReport(fleetIn: Fleet, deps: Pick<DeployDeps, 'runti
     upToDate: current.length === fleet.replicas && instances.length === fleet.replicas && current.every((i) => i.ready),
     instances,
     lastRollout: latest ? publicRecord(latest) : null,
+    strays,
     paused: state?.paused === true,
     lock: (await h.lock.info()) ?? null,
+    watch: await watchStatus(state?.watch, h.watchLock),
   };
+}
+
+/** Whether a watch runs (its lock is held and alive), and what it last did. */
+async function watchStatus(record: WatchRecord | undefined, lock: StatusHandles['watchLock']): Promise<{ running: boolean; holder?: string; pid?: number; since?: string; lastAction?: WatchRecord['lastAction'] } | null> {
+  const info = lock ? await lock.info().catch(() => undefined) : undefined;
+  const running = info !== undefined && !info.stale;
+  if (!running && !record) return null;
+  return { running, ...(info ? { holder: info.holder, pid: info.pid, since: info.started } : {}), ...(record?.lastAction ? { lastAction: record.lastAction } : {}) };
 }
 
 /**

@@ -120,6 +120,13 @@ export interface DeployOptions {
   preparedMs?: number | undefined;
   /** A health watch started before preflight by the caller (runManaged), so the deploy window covers preflight too. */
   healthWatch?: DeployWatch | undefined;
+  /**
+   * `fleetroll watch` healing the current revision, not a deploy: an instance
+   * found unready is taken out of nginx at once (a deploy keeps one nginx
+   * routes to until it is ready or replaced), and the user's deploy hooks do
+   * not run.
+   */
+  heal?: boolean | undefined;
 }
 
 /** What deploy() needs of a health watch (engine/health.ts HealthWatch), as a shape, so this module need not import it. */

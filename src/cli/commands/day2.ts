@@ -324,4 +324,8 @@ function printStatus(r: StatusReport, out: Out): void {
   if (looping.length > 0) out.line(`crash loop: ${looping.map((i) => `${i.name} (${i.restarts} restarts)`).join(', ')} keep${looping.length === 1 ? 's' : ''} being restarted by Docker; see docker logs ${looping[0]!.name}`);
   if (r.paused) out.line('PAUSED: a rollout stops before its next wave; fleetroll resume continues it');
   if (r.lock) out.line(`locked by ${r.lock.holder} (pid ${r.lock.pid}) since ${r.lock.started}${r.lock.stale ? ' (stale)' : ''}`);
+  for (const [lb, strays] of Object.entries(r.strays)) if (strays.length > 0) out.line(`${lb} sends users to ${strays.join(', ')}: no running instance has that address (fleetroll watch, or the next deploy, takes it out)`);
+  const w = r.watch;
+  if (w?.running) out.line(`watch: running (${w.holder}, pid ${w.pid}) since ${w.since}${w.lastAction ? `; last action ${when(w.lastAction.at)}: ${w.lastAction.what}` : '; no action yet'}`);
+  else out.line(`watch: not running${w?.lastAction ? ` (its last action ${when(w.lastAction.at)}: ${w.lastAction.what})` : ' (fleetroll watch -f <fleet> keeps the fleet whole between deploys)'}`);
 }
