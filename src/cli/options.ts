@@ -8,7 +8,7 @@
  */
 import { Option, type Command, type OptionValues } from '@commander-js/extra-typings';
 import { parseDuration, parseLogFormat, parseNginxMode } from './args.js';
-import { metricsLingerOption, metricsOption } from './metrics.js';
+import type { Listen } from './metrics.js';
 
 const FILE = '-f, --file <fleet.yaml>';
 
@@ -47,10 +47,12 @@ export function withRolloutOptions<A extends unknown[], O extends OptionValues, 
     .addOption(lockWaitOption('wait this long for another rollout of the fleet to finish'))
     .addOption(autoRollbackOption('on failure, roll back (same as onFailure: rollback)'))
     .addOption(jsonOption('print the result as JSON'))
-    .addOption(logFormatOption('progress lines as text or JSON log lines'))
-    .addOption(metricsOption())
-    .addOption(metricsLingerOption());
+    .addOption(logFormatOption('progress lines as text or JSON log lines'));
 }
 
 /** What executeRollout reads of a command's options: the rollout flags (deploy declares the same ones itself). */
-export type RolloutOptions = ReturnType<ReturnType<typeof withRolloutOptions<[], {}, {}>>['opts']>;
+export type RolloutOptions = ReturnType<ReturnType<typeof withRolloutOptions<[], {}, {}>>['opts']> & {
+  /** --metrics and --metrics-linger (cli/metrics.ts), added by each command beside these (their types would make this one too long to emit). */
+  metrics?: Listen | undefined;
+  metricsLinger?: number | undefined;
+};

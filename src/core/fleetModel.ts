@@ -85,6 +85,8 @@ export interface FleetModel {
   trafficMs: number;
   /** Every instance address seen → its revision (a reused address takes the newer instance's). */
   addresses: Record<string, string>;
+  /** Revisions in the order they were first seen: the page gives each its colour by this order, so two never look alike. */
+  revisions: string[];
 }
 
 /** The fields of the RolloutEvent variants the model reads. */
@@ -128,6 +130,7 @@ export function newFleetModel(service: string, o: { reloadFree?: readonly string
     totals: {},
     trafficMs: 0,
     addresses: {},
+    revisions: [],
   };
 }
 
@@ -147,6 +150,8 @@ export function observeFleet(m: FleetModel, instances: readonly ObservedInstance
     next[i.name] = { name: i.name, host: i.host, revision: i.revision, address: i.address ?? before?.address, phase, sinceMs: before?.phase === phase ? before.sinceMs : atMs };
     if (i.version !== undefined) m.versions[i.revision] ??= i.version;
   }
+  // Old revisions first (by name, stable across runs), before the one a rollout brings.
+  for (const rev of [...new Set(instances.map((i) => i.revision))].sort()) seen(m, rev);
   m.instances = next;
   if (balancers) {
     for (const [lb, servers] of Object.entries(balancers)) m.balancers[lb] = Object.fromEntries(servers.map((s) => [s.name, s.down ? 'down' : 'up'] as const));
@@ -164,6 +169,7 @@ export function setPhase(m: FleetModel, name: string, phase: Phase, atMs: number
     Object.assign(i, Object.fromEntries(Object.entries(more).filter(([, v]) => v !== undefined)));
   } else {
     m.instances[name] = { name, host: more.host ?? '?', revision: more.revision ?? m.rollout?.target ?? '?', address: more.address, phase, sinceMs: atMs };
+    seen(m, m.instances[name].revision);
   }
   return m;
 }
@@ -196,6 +202,10 @@ export function endRollout(m: FleetModel, atMs: number, outcome?: Outcome): Roll
 const failedOutcome = (reason: string): Outcome =>
   reason === 'paused' ? 'paused' : reason === 'interrupted' ? 'interrupted' : reason === 'switched back' || reason.startsWith('canary aborted') ? 'rolled_back' : 'failed';
 
+function seen(m: FleetModel, revision: string): void {
+  if (!m.revisions.includes(revision)) m.revisions.push(revision);
+}
+
 function instance(m: FleetModel, name: string, phase: Phase, atMs: number): void {
   const i = m.instances[name];
   if (i && i.phase !== phase) {
@@ -212,6 +222,7 @@ export function applyEvent(m: FleetModel, event: { type: string }, atMs: number)
   const r = m.rollout;
   switch (e.type) {
     case 'observed':
+      seen(m, e.revision);
       if (!r) break;
       r.target = e.revision;
       if (r.version !== undefined && !r.rollingBack) m.versions[e.revision] ??= r.version;
@@ -285,6 +296,7 @@ export function applyEvent(m: FleetModel, event: { type: string }, atMs: number)
       if (r) r.note = `switched back in ${e.ms} ms`;
       break;
     case 'rollingBack':
+      seen(m, e.revision);
       m.versions[e.revision] ??= e.version;
       if (r) {
         r.rollingBack = true;

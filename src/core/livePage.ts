@@ -15,11 +15,16 @@ export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] ?? c);
 }
 
-/** A revision's colour: the same hue for the same revision on every page and every run. */
-export function colourOf(key: string): string {
+/** Colours far apart, and readable with white text, for the first revisions a page sees. */
+const PALETTE = ['#1f6feb', '#d9480f', '#2b8a3e', '#ae3ec9', '#0b7285', '#c92a2a', '#5f3dc4', '#8f5b00'];
+
+/** A revision's colour: by the order the model saw revisions (old blue, new orange); past the palette, a hue from its name. */
+export function colourOf(m: FleetModel, key: string): string {
+  const at = m.revisions.indexOf(key);
+  if (at >= 0 && at < PALETTE.length) return PALETTE[at]!;
   let h = 2166136261;
   for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 16777619);
-  return `hsl(${(h >>> 0) % 360} 65% 45%)`;
+  return `hsl(${(h >>> 0) % 360} 65% 40%)`;
 }
 
 const short = (rev: string) => (rev.length > 12 ? rev.slice(0, 7) : rev);
@@ -28,7 +33,7 @@ const ago = (ms: number) => (ms < 1000 ? 'now' : ms < 60_000 ? `${Math.floor(ms 
 function revisionChip(m: FleetModel, rev: string): string {
   const version = m.versions[rev];
   const label = version !== undefined ? `${version} · ${short(rev)}` : short(rev) || '?';
-  return `<span class="rev" style="--c:${colourOf(rev)}" title="revision ${escapeHtml(rev)}">${escapeHtml(label)}</span>`;
+  return `<span class="rev" style="--c:${colourOf(m, rev)}" title="revision ${escapeHtml(rev)}">${escapeHtml(label)}</span>`;
 }
 
 function rolloutSection(m: FleetModel, nowMs: number): string {
@@ -64,7 +69,7 @@ function hostsSection(m: FleetModel, nowMs: number): string {
     .map(([host, list]) => {
       const rows = list
         .sort((a, b) => order(a) - order(b) || (a.name < b.name ? -1 : 1))
-        .map((i) => `<tr style="--c:${colourOf(i.revision)}"><td class="name">${escapeHtml(i.name)}</td><td>${revisionChip(m, i.revision)}</td><td><span class="phase ${i.phase}">${i.phase}</span></td><td class="addr">${escapeHtml(i.address ?? '')}</td><td class="since">${escapeHtml(ago(nowMs - i.sinceMs))}</td></tr>`)
+        .map((i) => `<tr style="--c:${colourOf(m, i.revision)}"><td class="name">${escapeHtml(i.name)}</td><td>${revisionChip(m, i.revision)}</td><td><span class="phase ${i.phase}">${i.phase}</span></td><td class="addr">${escapeHtml(i.address ?? '')}</td><td class="since">${escapeHtml(ago(nowMs - i.sinceMs))}</td></tr>`)
         .join('');
       return `<div class="host"><h3>host ${escapeHtml(host)} <span class="quiet">${list.length} instance(s)</span></h3><table><thead><tr><th>instance</th><th>revision</th><th>phase</th><th>address</th><th>for</th></tr></thead><tbody>${rows}</tbody></table></div>`;
     });
@@ -80,7 +85,7 @@ function balancersSection(m: FleetModel): string {
     const chips = list
       .map(([name, s]) => {
         const rev = m.instances[name]?.revision;
-        return `<li class="server ${s}" style="--c:${rev ? colourOf(rev) : '#888'}"><span class="name">${escapeHtml(name)}</span> <span class="state">${s}</span></li>`;
+        return `<li class="server ${s}" style="--c:${rev ? colourOf(m, rev) : '#888'}"><span class="name">${escapeHtml(name)}</span> <span class="state">${s}</span></li>`;
       })
       .join('');
     const reloads = m.reloadFree.includes(lb) ? 'reload-free' : `${m.reloads[lb] ?? 0} reload(s)`;
@@ -92,8 +97,9 @@ function balancersSection(m: FleetModel): string {
 /** The answering versions per second, the last `seconds`: a stacked column per second, one colour per version. */
 function versionsSection(m: FleetModel, nowMs: number, seconds = 60): string {
   const revisionOfVersion = new Map(Object.entries(m.versions).map(([rev, v]) => [v, rev] as const));
-  const colour = (v: string) => colourOf(revisionOfVersion.get(v) ?? v);
-  const to = Math.floor(nowMs / 1000);
+  const colour = (v: string) => colourOf(m, revisionOfVersion.get(v) ?? v);
+  // The current second is still being logged and read: the strip ends before it.
+  const to = Math.floor(nowMs / 1000) - 1;
   const bySec = new Map(m.traffic.map((t) => [t.sec, t]));
   const cols: Record<string, number>[] = [];
   for (let s = to - seconds; s < to; s++) cols.push(bySec.get(s)?.byVersion ?? {});
@@ -103,8 +109,9 @@ function versionsSection(m: FleetModel, nowMs: number, seconds = 60): string {
   const bars = cols
     .map((c) => `<div class="col">${Object.entries(c).sort(([a], [b]) => (a < b ? -1 : 1)).map(([v, n]) => `<span style="height:${((n / peak) * 100).toFixed(1)}%;background:${colour(v)}" title="${escapeHtml(v)}: ${n}/s"></span>`).join('')}</div>`)
     .join('');
-  const last = cols[cols.length - 1] ?? {};
-  const legend = seen.map((v) => `<li><span class="dot" style="background:${colour(v)}"></span>${escapeHtml(v)} <b>${last[v] ?? 0}</b>/s</li>`).join('');
+  const recent = cols.slice(-5);
+  const mean = (v: string) => (recent.reduce((n, c) => n + (c[v] ?? 0), 0) / recent.length).toFixed(1);
+  const legend = seen.map((v) => `<li><span class="dot" style="background:${colour(v)}"></span>${escapeHtml(v)} <b>${mean(v)}</b>/s</li>`).join('') + '<li class="quiet">(mean of the last 5 s)</li>';
   return `<h2>Answering versions per second <span class="quiet">last ${seconds} s, peak ${peak}/s</span></h2><div class="strip">${bars}</div><ul class="legend">${legend}</ul>`;
 }
 
