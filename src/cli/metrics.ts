@@ -43,9 +43,10 @@ export const metricsLingerOption = () =>
   );
 
 /**
- * Starts the server, says where (on `say`: stderr when stdout carries --json),
- * observes the fleet as it is and begins the rollout. The server belongs to
- * the caller, which ends it with `endMonitor`.
+ * Starts the server, says where (on `say`: stderr when stdout carries --json)
+ * and observes the fleet as it is. A rollout command then calls begin() and,
+ * at its end, `endMonitor`; `watch` can use it the same way and feed it
+ * observe(), phase() and heal() instead.
  */
 export async function startMonitor(listen: Listen, fleet: Fleet, deps: DeployDeps, say: (line: string) => void): Promise<FleetMonitor> {
   const monitor = await startMetricsServer({
@@ -59,7 +60,6 @@ export async function startMonitor(listen: Listen, fleet: Fleet, deps: DeployDep
     throw fieldError('--metrics', `cannot listen on ${listen.host}:${listen.port}: ${(err as Error).message}`);
   });
   say(`metrics: ${monitor.url}`);
-  monitor.begin(fleet.strategy.type, fleet.version);
   // An observation that fails costs the page the old instances' names until the events name them; never the rollout.
   await fleetSnapshot(fleet.service, deps, fleet.hostParallelism)
     .then((s) => monitor.observe(s.instances, s.balancers))

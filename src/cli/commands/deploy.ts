@@ -86,7 +86,8 @@ do next), 2 invalid fleet file or flags (nothing changed), 130 interrupted.
 
 Examples:
   $ fleetroll deploy -f fleet.yaml --image bookstore-api:1.1.0
-  $ fleetroll deploy -f fleet.yaml --max-surge 1 --max-unavailable 0 --json`,
+  $ fleetroll deploy -f fleet.yaml --max-surge 1 --max-unavailable 0 --json
+  $ fleetroll deploy -f fleet.yaml --metrics 127.0.0.1:9464   # Prometheus at /metrics, a live page at /`,
     )
     .action(async (o) => {
       const fleet = await loadFleet(o.file, { service: o.service, image: o.image, maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable, hostParallelism: o.hostParallelism, replacementPolicy: o.replacementPolicy });
@@ -124,7 +125,10 @@ export async function executeRollout(
   });
   try {
     const deps = await buildDeps(fleet, events);
-    if (o.metrics) monitor = await startMonitor(o.metrics, fleet, deps, (l) => (o.json ? process.stderr.write(`${l}\n`) : out.line(l)));
+    if (o.metrics) {
+      monitor = await startMonitor(o.metrics, fleet, deps, (l) => (o.json ? process.stderr.write(`${l}\n`) : out.line(l)));
+      monitor.begin(fleet.strategy.type, fleet.version);
+    }
     result = await runManaged(fleet, { ...deps, accessLogs: accessLogOpeners(fleet, deps) }, fleetHandles(fleet, deps), {
       command: `fleetroll ${process.argv.slice(2).join(' ')}`,
       changeCause: what.changeCause,
