@@ -73,7 +73,14 @@ function hostsSection(m: FleetModel, nowMs: number): string {
         .join('');
       return `<div class="host"><h3>host ${escapeHtml(host)} <span class="quiet">${list.length} instance(s)</span></h3><table><thead><tr><th>instance</th><th>revision</th><th>phase</th><th>address</th><th>for</th></tr></thead><tbody>${rows}</tbody></table></div>`;
     });
-  return `<h2>Instances</h2>${tables.join('')}`;
+  // At a glance, before the tables: how many of each revision there are, fleet-wide.
+  const perRevision = new Map<string, number>();
+  for (const i of Object.values(m.instances)) perRevision.set(i.revision, (perRevision.get(i.revision) ?? 0) + 1);
+  const summary = [...perRevision.entries()]
+    .sort(([a], [b]) => m.revisions.indexOf(a) - m.revisions.indexOf(b))
+    .map(([rev, n]) => `<span class="count">${n} ×</span> ${revisionChip(m, rev)}`)
+    .join(' ');
+  return `<h2>Instances <span class="summary">${summary}</span></h2>${tables.join('')}`;
 }
 
 function balancersSection(m: FleetModel): string {
@@ -141,6 +148,7 @@ tbody tr{border-left:4px solid var(--c)}tbody td:first-child{padding-left:8px}tb
 .outcome{border-radius:8px;padding:1px 8px;color:#fff;background:#a40e26}.outcome.success{background:#1a7f37}
 .weight{display:inline-block;width:120px;height:8px;background:#eaeef2;border-radius:4px;vertical-align:middle}.weight span{display:block;height:100%;background:#0969da;border-radius:4px}
 .strip{display:flex;align-items:stretch;gap:2px;height:80px;border-bottom:1px solid #d0d7de}.col{flex:1;display:flex;flex-direction:column-reverse}.col span{display:block;min-height:1px}
+.summary{font-weight:normal;margin-left:8px}.count{color:#57606a;font-size:12px;margin-left:6px}
 .legend{margin-top:8px}.legend li{display:flex;align-items:center;gap:4px}.dot{width:10px;height:10px;border-radius:50%;display:inline-block}
 @media (max-width:900px){main{grid-template-columns:1fr}#hosts{grid-row:auto}}
 `;
