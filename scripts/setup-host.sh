@@ -3,7 +3,8 @@
 # nginx binary, so fleetroll's integration tests and examples can run; plus what the
 # remote-host tests use: sshd (openssh-server, for ssh:// hosts), openssl (TLS
 # certificates for tcp:// hosts) and docker-registry (a registry to pull from); and
-# nginx's Lua module (libnginx-mod-http-lua), for the dynamic mode's nginx image.
+# nginx's Lua module (libnginx-mod-http-lua), for the dynamic mode's nginx image; and
+# chromium, the headless browser test/integration/metrics.test.ts loads the live page in.
 #
 # Idempotent and non-interactive (safe in CI). Run as root. Fast when everything is
 # already in place: it only checks the binaries and pings the daemon socket.
@@ -49,7 +50,9 @@ have_ssh_tools() { have ssh-keygen && have ssh-agent && have ssh-add; }
 have_registry() { have docker-registry || [ -x /usr/bin/docker-registry ]; }
 # nginx's Lua module and lua-resty-core, for the dynamic mode's nginx image (libnginx-mod-http-lua).
 have_lua() { [ -f /usr/lib/nginx/modules/ngx_http_lua_module.so ] && [ -f /usr/lib/nginx/modules/ndk_http_module.so ] && [ -d /usr/share/lua/5.1/resty/core ]; }
-have_extras() { [ -n "$demo" ] || { have_sshd && have_ssh_tools && have_registry && have openssl && have_lua; }; }
+# The live page's test (test/integration/metrics.test.ts) drives Debian's chromium headless.
+have_chromium() { have chromium || [ -x /usr/bin/chromium ]; }
+have_extras() { [ -n "$demo" ] || { have_sshd && have_ssh_tools && have_registry && have openssl && have_lua && have_chromium; }; }
 
 ping_daemon() {
   curl -fsS --max-time 2 --unix-socket "$DOCKER_SOCK" http://localhost/_ping >/dev/null 2>&1
@@ -61,7 +64,7 @@ if [ -n "$demo" ] && have docker && ping_daemon; then
   exit 0
 fi
 if have docker && have_nginx && have curl && have_extras && ping_daemon; then
-  log "ok: docker daemon answering on $DOCKER_SOCK, nginx, sshd, docker-registry present"
+  log "ok: docker daemon answering on $DOCKER_SOCK, nginx, sshd, docker-registry, chromium present"
   exit 0
 fi
 
@@ -75,6 +78,7 @@ if [ "$(id -u)" -ne 0 ]; then
     have_registry || missing+=("docker-registry")
     have openssl || missing+=("openssl")
     have_lua || missing+=("nginx's Lua module (apt-get install libnginx-mod-http-lua)")
+    have_chromium || missing+=("chromium (apt-get install chromium)")
   fi
   ping_daemon || missing+=("a running docker daemon on $DOCKER_SOCK (sudo dockerd, or sudo systemctl start docker)")
   if [ -n "$demo" ]; then
@@ -94,6 +98,7 @@ if [ -z "$demo" ]; then
   if ! have_registry; then pkgs+=(docker-registry); fi
   if ! have openssl; then pkgs+=(openssl); fi
   if ! have_lua; then pkgs+=(libnginx-mod-http-lua); fi
+  if ! have_chromium; then pkgs+=(chromium); fi
 fi
 
 if [ "${#pkgs[@]}" -gt 0 ]; then
@@ -135,6 +140,7 @@ have_nginx || die "nginx still missing after install"
 [ -n "$demo" ] || have_sshd || die "sshd still missing after install"
 [ -n "$demo" ] || have_registry || die "docker-registry still missing after install"
 [ -n "$demo" ] || have_lua || die "nginx's Lua module (libnginx-mod-http-lua) still missing after install"
+[ -n "$demo" ] || have_chromium || die "chromium still missing after install"
 
 # --- 2. daemon ---------------------------------------------------------------------------
 if ping_daemon; then

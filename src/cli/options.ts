@@ -8,6 +8,7 @@
  */
 import { Option, type Command, type OptionValues } from '@commander-js/extra-typings';
 import { parseDuration, parseLogFormat, parseNginxMode } from './args.js';
+import type { Listen } from './metrics.js';
 
 const FILE = '-f, --file <fleet.yaml>';
 
@@ -50,4 +51,8 @@ export function withRolloutOptions<A extends unknown[], O extends OptionValues, 
 }
 
 /** What executeRollout reads of a command's options: the rollout flags (deploy declares the same ones itself). */
-export type RolloutOptions = ReturnType<ReturnType<typeof withRolloutOptions<[], {}, {}>>['opts']>;
+export type RolloutOptions = ReturnType<ReturnType<typeof withRolloutOptions<[], {}, {}>>['opts']> & {
+  /** --metrics and --metrics-linger (cli/metrics.ts), added by each command beside these (their types would make this one too long to emit). */
+  metrics?: Listen | undefined;
+  metricsLinger?: number | undefined;
+};

@@ -3,7 +3,9 @@
  * plus containers taken over with `fleetroll adopt` (they carry no fleetroll
  * labels; the fleet's state names them).
  */
-import { LABELS, type InstanceInfo, type Runtime } from '../ports.js';
+import type { ObservedInstance } from '../core/fleetModel.js';
+import { parseUpstreamServers } from '../core/upstream.js';
+import { LABELS, type InstanceInfo, type Router, type Runtime } from '../ports.js';
 import { mapBounded } from './hostWork.js';
 
 export interface Adopted {
@@ -30,4 +32,25 @@ async function adoptedInstances(service: string, runtimes: ReadonlyMap<string, R
     }),
   );
   return found.filter((i): i is InstanceInfo => i !== undefined);
+}
+
+/**
+ * The fleet as an onlooker starts from (`--metrics`): every instance with its
+ * revision, version and address, and the servers each load balancer has now
+ * (by its router name). A load balancer that cannot be read is left out: the
+ * rollout's own events fill it in.
+ */
+export async function fleetSnapshot(
+  service: string,
+  deps: { runtimes: ReadonlyMap<string, Runtime>; routers: readonly { router: Pick<Router, 'name' | 'read'> }[] },
+  hostParallelism: number,
+  adopted?: Adopted,
+): Promise<{ instances: ObservedInstance[]; balancers: Record<string, { name: string; down: boolean }[]> }> {
+  const [infos, lbs] = await Promise.all([
+    listFleet(service, deps.runtimes, hostParallelism, adopted),
+    Promise.all(deps.routers.map(async ({ router }) => [router.name, await router.read().catch(() => undefined)] as const)),
+  ]);
+  const instances = infos.map((i) => ({ name: i.name, host: i.host, revision: i.labels[LABELS.revision] ?? '?', version: i.labels[LABELS.version], address: i.address, running: i.running }));
+  const balancers = Object.fromEntries(lbs.filter(([, text]) => text !== undefined).map(([name, text]) => [name, parseUpstreamServers(text ?? '').map((s) => ({ name: s.name, down: s.down }))]));
+  return { instances, balancers };
 }

@@ -39,7 +39,8 @@ export interface ManagedResult extends DeployResult {
   revisionNumber: number;
 }
 
-function outcomeOf(err: unknown): { outcome: RolloutOutcome; message: string } {
+/** How a rollout that threw ended, as its record (and the --metrics rollout counter) names it. */
+export function outcomeOf(err: unknown): { outcome: RolloutOutcome; message: string } {
   if (err instanceof PausedError) return { outcome: 'paused', message: err.message };
   if (err instanceof InterruptedError) return { outcome: 'interrupted', message: err.message };
   if (err instanceof RolloutFailedError && err.details.rolledBackTo !== undefined) return { outcome: 'rolled back', message: err.message };

@@ -29,6 +29,9 @@ describe('shared CLI options', () => {
     ['simulate --replicas above the engine bound', ['simulate', '--replicas', '10001'], /--replicas: must be a whole number from 0 to 10000, got 10001/],
     ['simulate without -f or --replicas', ['simulate'], /--replicas: is required without -f/],
     ['simulate --max-surge', ['simulate', '--replicas', '3', '--max-surge', 'lots'], /--max-surge: .*got "lots"/],
+    ['deploy --metrics without a host', ['deploy', '-f', 'examples/fleet.yaml', '--metrics', '9464'], /--metrics: must be HOST:PORT, e\.g\. 127\.0\.0\.1:9464.*got "9464"/],
+    ['restart --metrics with a port too high', ['restart', '-f', 'examples/fleet.yaml', '--metrics', '127.0.0.1:65536'], /--metrics: must be HOST:PORT.*port 0 to 65535.*got "127\.0\.0\.1:65536"/],
+    ['undo --metrics-linger', ['undo', '-f', 'examples/fleet.yaml', '--metrics', '127.0.0.1:0', '--metrics-linger', 'soon'], /--metrics-linger: must be a duration like 30s, 5m or 1h, got "soon"/],
     ['plan --replacement-policy', ['plan', '--replicas', '3', '--replacement-policy', 'Eventually'], /--replacement-policy: must be "TerminationStarted" or "TerminationComplete", got "Eventually"/],
   ];
   for (const [name, args, message] of badRows) {
@@ -50,8 +53,9 @@ describe('shared CLI options', () => {
   }
 
   const helpRows: [string[], string[]][] = [
-    [['deploy'], ['-f, --file <fleet.yaml>', '--max-surge <n|%>', '--max-unavailable <n|%>', '--replacement-policy <policy>', '--lock-wait <duration>', '--auto-rollback', '--json', '--log-format <text|json>']],
-    [['undo'], ['-f, --file <fleet.yaml>', '--lock-wait <duration>', '--auto-rollback', '--json', '--log-format <text|json>']],
+    [['deploy'], ['-f, --file <fleet.yaml>', '--max-surge <n|%>', '--max-unavailable <n|%>', '--replacement-policy <policy>', '--lock-wait <duration>', '--auto-rollback', '--json', '--log-format <text|json>', '--metrics <host:port>', '--metrics-linger <duration>']],
+    [['undo'], ['-f, --file <fleet.yaml>', '--lock-wait <duration>', '--auto-rollback', '--json', '--log-format <text|json>', '--metrics <host:port>', '--metrics-linger <duration>']],
+    [['resume'], ['--metrics <host:port>', '--metrics-linger <duration>']],
     [['plan'], ['-f, --file <fleet.yaml>', '--replicas <n>', '--max-surge <n|%>', '--max-unavailable <n|%>', '--replacement-policy <policy>', '--json']],
     [['simulate'], ['-f, --file <fleet.yaml>', '--replicas <n>', '--max-surge <n|%>', '--max-unavailable <n|%>', '--replacement-policy <policy>', '--json']],
     [['rehearse'], ['--docker <endpoint>', '--max-surge <n|%>', '--max-unavailable <n|%>', '--json', '--log-format <text|json>']],

@@ -405,6 +405,8 @@ export interface RunningCli {
   child: ReturnType<typeof spawn>;
   /** Resolves with the exit code (null when killed by a signal) and all output. */
   exited: Promise<{ code: number | null; stdout: string; stderr: string }>;
+  /** What it printed on stdout so far. */
+  stdout(): string;
 }
 
 /** Starts the built CLI in the background and resolves once its stdout matches `until`. */
@@ -429,7 +431,7 @@ export async function startCliUntil(args: string[], until: RegExp): Promise<Runn
     });
     exited.then((r) => rej(new Error(`fleetroll ${args.join(' ')} exited (${r.code}) before printing ${until}:\n${r.stdout}${r.stderr}`)), rej);
   });
-  return { child, exited };
+  return { child, exited, stdout: () => stdout };
 }
 
 /** A free TCP port on 127.0.0.1 (the OS picks it). */

@@ -13,6 +13,7 @@ import { FleetrollError, fieldError } from '../../errors.js';
 import type { RevisionRecord } from '../../ports.js';
 import { parseCount, parseDuration } from '../args.js';
 import { fleetFileOption, jsonOption, withRolloutOptions } from '../options.js';
+import { metricsLingerOption, metricsOption } from '../metrics.js';
 import { healthRows } from '../health.js';
 import { table, type Out } from '../output.js';
 import { shortDigest } from '../../core/imageRef.js';
@@ -107,7 +108,10 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
       .addOption(fleetFileOption('fleet file (strategy, hosts and load balancers come from it)'))
       .option('--to-revision <n>', 'the revision to go back to (default: the one before the current)', parseCount('--to-revision', 1, 1_000_000))
       .addHelpText('after', '\nAn undo is itself a revision, so an undo can be undone.\n\nExamples:\n  $ fleetroll undo -f fleet.yaml\n  $ fleetroll undo -f fleet.yaml --to-revision 2'),
-  ).action(async (o) => {
+  )
+    .addOption(metricsOption())
+    .addOption(metricsLingerOption())
+    .action(async (o) => {
     const loaded = await loadFleet(o.file);
     if (o.toRevision === undefined) {
       // A blue-green rollout still keeping the old set: switching back is one reload, not a new
@@ -148,7 +152,10 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
       .description('replace every instance with the same spec (e.g. to re-read a rotated secret), honouring the strategy')
       .addOption(fleetFileOption())
       .addHelpText('after', '\nExample:\n  $ fleetroll restart -f fleet.yaml'),
-  ).action(async (o) => {
+  )
+    .addOption(metricsOption())
+    .addOption(metricsLingerOption())
+    .action(async (o) => {
     const { store, fleet } = await context(o.file);
     const restartedAt = new Date().toISOString();
     const state = await store.update((await store.image()) ?? fleet.image, (s) => {
@@ -203,7 +210,10 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
       .command('resume')
       .description('continue a paused (or interrupted, or failed) rollout, from any machine')
       .addOption(fleetFileOption()),
-  ).action(async (o) => {
+  )
+    .addOption(metricsOption())
+    .addOption(metricsLingerOption())
+    .action(async (o) => {
     const { store, fleet } = await context(o.file);
     const state = await store.update((await store.image()) ?? fleet.image, (s) => {
       s.paused = false;

@@ -19,6 +19,8 @@ import {
 } from '../options.js';
 import { printFailureJson, type Out } from '../output.js';
 import { healthLines } from '../health.js';
+import { endMonitor, metricsLingerOption, metricsOption, startMonitor } from '../metrics.js';
+import type { FleetMonitor } from '../../adapters/metricsServer.js';
 import { explainStrategy } from '../strategy.js';
 import { accessLogOpeners, buildDeps, fleetHandles } from '../../wiring.js';
 
@@ -62,6 +64,8 @@ export function registerDeploy(program: CommandUnknownOpts, out: Out): void {
     .option('--no-image-copy', 'do not copy the image to hosts that lack it (from another host or this machine)')
     .addOption(jsonOption('print the result as JSON on stdout (progress goes to stderr)'))
     .addOption(logFormatOption('progress lines as text or as JSON log lines'))
+    .addOption(metricsOption())
+    .addOption(metricsLingerOption())
     .addHelpText(
       'after',
       `
@@ -82,7 +86,8 @@ do next), 2 invalid fleet file or flags (nothing changed), 130 interrupted.
 
 Examples:
   $ fleetroll deploy -f fleet.yaml --image bookstore-api:1.1.0
-  $ fleetroll deploy -f fleet.yaml --max-surge 1 --max-unavailable 0 --json`,
+  $ fleetroll deploy -f fleet.yaml --max-surge 1 --max-unavailable 0 --json
+  $ fleetroll deploy -f fleet.yaml --metrics 127.0.0.1:9464   # Prometheus at /metrics, a live page at /`,
     )
     .action(async (o) => {
       const fleet = await loadFleet(o.file, { service: o.service, image: o.image, maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable, hostParallelism: o.hostParallelism, replacementPolicy: o.replacementPolicy });
@@ -102,7 +107,13 @@ export async function executeRollout(
 ): Promise<ManagedResult> {
   // Refused before the lock or any Docker call (the engine refuses too, for its other callers).
   const progress = o.json ? process.stderr : process.stdout;
-  const events = eventPrinter(o.logFormat, progress);
+  const printer = eventPrinter(o.logFormat, progress);
+  // The deps are built with their event sink before the metrics server exists: it joins the sink once started.
+  let monitor: FleetMonitor | undefined;
+  const events = (e: Parameters<typeof printer>[0]) => {
+    printer(e);
+    monitor?.event(e);
+  };
   if (!o.json && o.logFormat === 'text') {
     out.line(`${what.verb} ${fleet.service}: ${fleet.replicas} × ${fleet.image} (version ${fleet.version})`);
     explainStrategy(fleet.strategy, out);
@@ -114,6 +125,10 @@ export async function executeRollout(
   });
   try {
     const deps = await buildDeps(fleet, events);
+    if (o.metrics) {
+      monitor = await startMonitor(o.metrics, fleet, deps, (l) => (o.json ? process.stderr.write(`${l}\n`) : out.line(l)));
+      monitor.begin(fleet.strategy.type, fleet.version);
+    }
     result = await runManaged(fleet, { ...deps, accessLogs: accessLogOpeners(fleet, deps) }, fleetHandles(fleet, deps), {
       command: `fleetroll ${process.argv.slice(2).join(' ')}`,
       changeCause: what.changeCause,
@@ -135,6 +150,8 @@ export async function executeRollout(
       printFailureJson(out, err, { ...(phase !== undefined ? { phase } : {}), ...(stoppedBy !== undefined ? { stoppedBy } : {}), ...(health ? { health } : {}) });
     }
     else if (health) for (const l of healthLines(health)) out.line(l);
+    if (monitor) await endMonitor(monitor, { error: err, health }, o.metricsLinger);
+    monitor = undefined;
     throw err;
   } finally {
     interrupt.dispose();
@@ -144,5 +161,6 @@ export async function executeRollout(
     out.line(`revision ${result.revisionNumber} done in ${(result.durationMs / 1000).toFixed(1)} s: ${result.waves} wave(s), ${result.reloads} nginx reload(s), ${result.instances.length} instance(s) verified at ${result.version}`);
     if (result.health) for (const l of healthLines(result.health)) out.line(l);
   }
+  if (monitor) await endMonitor(monitor, { health: result.health }, o.metricsLinger);
   return result;
 }
