@@ -262,6 +262,7 @@ describe('notify: in the fleet file', () => {
     { name: 'a timeout out of range', text: 'notify:\n  webhooks:\n    - url: https://h.example/\n      timeoutSeconds: 0\n', expect: 'notify/webhooks/0/timeoutSeconds: must be a number of seconds from 1 to 60, got 0' },
     { name: 'an unknown field', text: 'notify:\n  webhooks:\n    - url: https://h.example/\n      retries: 9\n', expect: 'notify/webhooks/0: unknown field "retries"' },
     { name: 'a required variable missing', text: 'notify:\n  webhooks:\n    - url: "https://h.example/${HOOK_PATH:?set HOOK_PATH}"\n', expect: 'notify/webhooks/0/url: variable HOOK_PATH is required: set HOOK_PATH' },
+    { name: 'an onFailure argument with a NUL byte', text: 'hooks:\n  onFailure: ["./page.sh", "a\\u0000b"]\n', expect: 'hooks/onFailure/1: has a NUL byte (U+0000) at character 2: a program\'s arguments cannot hold one' },
     { name: 'onFailure as a shell string', text: 'hooks:\n  onFailure: "./page.sh --all"\n', expect: 'hooks/onFailure: must be an argument array like ["./check.sh", "--max-errors", "0"] (no shell string)' },
   ];
   for (const r of rows) {
