@@ -164,6 +164,29 @@ describe('notify and hooks.onFailure, for real', () => {
     assert.ok(lag < 10_000 + 2_000, `exit delayed ${lag} ms, beyond the 10 s bound`);
   });
 
+  it('an auto-rollback: start, rollback to the previous revision, failure "rolled back"; then undo: start and rollback "undo", success', async () => {
+    const f = await fleet('it-notify-back');
+    const first = await f.at100(1);
+    const rx = await receiver([200]);
+    const out = join(f.dir, 'on-failure-back.json');
+    const onFailure = [process.execPath, '-e', `require('fs').writeFileSync(${JSON.stringify(out)}, JSON.stringify({ outcome: process.env.FLEETROLL_OUTCOME, code: process.env.FLEETROLL_ERROR_CODE }))`];
+    const broken = withNotify(f.fleetFile({ replicas: 1, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', env: { BROKEN_NEVER_READY: '1' }, progressDeadlineSeconds: 4, onFailure: 'rollback', hooks: { onFailure } }), [`{ url: "${rx.url}/h/\${HOOK_PATH}" }`]);
+    const r = await runCli(['deploy', '-f', broken], { env });
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stderr, /rolled back \(onFailure: rollback\)/);
+    assertNoSecret(r.stdout + r.stderr);
+    assert.deepEqual(rx.got.map((g) => [g.body.event, g.body.outcome]), [['start', 'started'], ['rollback', 'rolling back'], ['failure', 'rolled back']]);
+    const back = rx.got[1]!.body;
+    assert.deepEqual([back.revisionHash, back.revision, back.version], [first, 1, '1.0.0']);
+    assert.deepEqual(JSON.parse(readFileSync(out, 'utf8')), { outcome: 'rolled back', code: 'E_ROLLOUT_FAILED' });
+
+    rx.got.length = 0;
+    const u = await runCli(['undo', '-f', broken], { env });
+    assert.equal(u.code, 0, u.stdout + u.stderr);
+    assert.deepEqual(rx.got.map((g) => [g.body.event, g.body.outcome, g.body.kind]), [['start', 'started', 'undo'], ['rollback', 'undo', 'undo'], ['success', 'complete', 'undo']]);
+    assert.equal(rx.got[2]!.body.revisionHash, first);
+  });
+
   it('a failing onFailure hook is a warning; the exit code stays 1', async () => {
     const f = await fleet('it-notify-hookfail');
     await f.at100(1);
