@@ -310,8 +310,7 @@ export interface FleetState {
   /** Set by `fleetroll abort`: a canary rollout sends all traffic back to stable and removes the canary. */
   abort?: boolean | undefined;
   adopted?: AdoptedInstance[] | undefined;
-  /** What `fleetroll watch` last did (engine/watch.ts), for `status`. */
-  watch?: { holder: string; pid: number; since: string; lastAction?: { at: string; what: string } | undefined } | undefined;
+  /** What `fleetroll watch` last did (engine/watch.ts), for `status`. */ watch?: { holder: string; pid: number; since: string; lastAction?: { at: string; what: string } | undefined } | undefined;
 }
 
 export interface JournalEntry {

@@ -19,6 +19,7 @@ import { DynamicNginxRouter, defaultPeersFile } from './adapters/nginxDynamic.js
 import { containerPlace, execPlace } from './adapters/nginxPlace.js';
 import { buildProber } from './adapters/probes.js';
 import { dockerConfigCredentials } from './adapters/registryAuth.js';
+import { postWebhook } from './adapters/webhook.js';
 import type { AccessLogOpener, DeployDeps, LoadBalancer } from './engine/rollout.js';
 import type { EventSink } from './engine/events.js';
 import { FleetrollError } from './errors.js';
@@ -73,7 +74,7 @@ export async function buildDeps(fleet: Fleet, events?: EventSink): Promise<Deplo
   // when that engine is not one of the fleet's hosts already.
   const local = 'unix:///var/run/docker.sock';
   const imageSource = !fleet.hosts.some((h) => h.docker === local) && existsSync('/var/run/docker.sock') ? new DockerRuntime({ name: 'this machine', docker: local }) : undefined;
-  return { runtimes, routers, prober, credentials: dockerConfigCredentials(), ...(events ? { events } : {}), ...(imageSource ? { imageSource } : {}) };
+  return { runtimes, routers, prober, credentials: dockerConfigCredentials(), webhookPost: postWebhook, ...(events ? { events } : {}), ...(imageSource ? { imageSource } : {}) };
 }
 
 /** The fleet's state and lock live on its first host. */

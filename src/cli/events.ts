@@ -61,6 +61,8 @@ export function describeEvent(e: RolloutEvent): string {
       return `complete: every instance runs revision ${e.revision} (version ${e.version})`;
     case 'failed':
       return `FAILED: ${e.reason}`;
+    case 'notifyFailed':
+      return `warning: ${e.webhook}: ${e.event} not delivered after ${e.tries} tr${e.tries === 1 ? 'y' : 'ies'} (${e.reason}); the rollout is not affected`;
     case 'awaitingPromote':
       return `the new set (${e.instances}) is available and out of traffic; waiting for \`fleetroll promote\` (autoPromote: false)`;
     case 'promoted':

@@ -195,7 +195,7 @@ export function hookArgumentProblem(arg: string): string | undefined {
     : `has the control character ${code} at character ${m.index + 1}: hook arguments may hold tab and newline, no other control character`;
 }
 
-const HOOK_NAMES = ['preDeploy', 'postWave', 'postDeploy', 'prePromotion'] as const;
+const HOOK_NAMES = ['preDeploy', 'postWave', 'postDeploy', 'prePromotion', 'onFailure'] as const;
 
 function hookIssues(hooks: CheckedFleet['hooks']): FieldIssue[] {
   const issues: FieldIssue[] = [];

@@ -128,7 +128,10 @@ export async function fleetFromObject(rawIn: unknown, file: string, cli: CliOver
   const raw = prepared.raw;
   const parsed = fleetSchema.safeParse(raw);
   if (!parsed.success || prepared.issues.length > 0) {
-    throw new ValidationError([...prepared.issues, ...(parsed.success ? [] : zodIssues(parsed.error)), ...strategyIssuesOf(raw)], { source: file });
+    // A field whose interpolation failed still holds its template: the schema's word on it would only repeat the problem.
+    const failed = new Set(prepared.issues.map((i) => i.path));
+    const schemaIssues = parsed.success ? [] : zodIssues(parsed.error).filter((i) => !failed.has(i.path));
+    throw new ValidationError([...prepared.issues, ...schemaIssues, ...strategyIssuesOf(raw)], { source: file });
   }
   const f = cli.replicas !== undefined ? { ...parsed.data, replicas: cli.replicas } : parsed.data;
 

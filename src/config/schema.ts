@@ -12,6 +12,7 @@ import { containerFields } from './container.js';
 import { MAX_REPLICAS } from '../core/strategy.js';
 import { probesSchema } from './probes.js';
 import { imageFields } from './images.js';
+import { notifySchema } from './notify.js';
 
 export const SERVICE_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
 const HOST_NAME_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
@@ -145,11 +146,15 @@ export const fleetSchema = z
         postDeploy: hookCommand.optional(),
         /** BlueGreen: runs once the new set is available (and in the preview upstream), before the switch; a failure keeps traffic on the old set. */
         prePromotion: hookCommand.optional(),
+        /** Once a rollout has failed (after its rollback, if any), with FLEETROLL_ERROR_CODE and FLEETROLL_ERROR_REASON; its own failure is only logged. */
+        onFailure: hookCommand.optional(),
         timeoutSeconds: seconds(1, 3600).default(60),
       })
       .strict()
       .optional(),
     onFailure: z.enum(['pause', 'rollback'], { error: (i) => `must be "pause" or "rollback", got ${JSON.stringify(i.input)}` }).optional(),
+    /** Webhooks told of rollouts (config/notify.ts); their URLs and header values are secrets. */
+    notify: notifySchema.optional(),
     /** The analysis gate (core/gate.ts): a canary's analysis steps, and RollingUpdate after its first wave. */
     analysis: analysisSchema.optional(),
     loadBalancers: z.array(z.object({ nginx: nginxSchema }).strict()).default([]),

@@ -32,6 +32,8 @@ export type RolloutEvent =
   | { type: 'verified'; name: string; version: string; tries?: number | undefined; elapsedMs?: number | undefined }
   | { type: 'complete'; revision: string; version: string }
   | { type: 'failed'; reason: string }
+  /** A webhook (named by position and host only) did not take an event after `tries` tries; the rollout goes on. */
+  | { type: 'notifyFailed'; webhook: string; event: string; tries: number; reason: string }
   | StrategyEvent
   | { type: 'info'; message: string };
 

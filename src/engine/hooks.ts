@@ -4,9 +4,58 @@
  * non-zero or runs past its timeout fails the rollout; that is how a user
  * plugs in an analysis gate (an error-rate check after each wave).
  */
+import type { Fleet } from '../config/load.js';
+import { ExitCode, FleetrollError } from '../errors.js';
 import type { EventSink } from './events.js';
 
-export type HookName = 'preDeploy' | 'prePromotion' | 'postWave' | 'postDeploy';
+export type HookName = 'preDeploy' | 'prePromotion' | 'postWave' | 'postDeploy' | 'onFailure';
+
+/** The context hooks get, as FLEETROLL_* environment variables. */
+export function hookContext(
+  fleet: Pick<Fleet, 'service' | 'image' | 'version' | 'replicas'>,
+  revision: string,
+  name: HookName,
+  wave: number,
+  counts: { fresh: number; freshAvailable: number; old: number },
+): Record<string, string> {
+  return {
+    FLEETROLL_HOOK: name,
+    FLEETROLL_SERVICE: fleet.service,
+    FLEETROLL_IMAGE: fleet.image,
+    FLEETROLL_VERSION: fleet.version,
+    FLEETROLL_REVISION: revision,
+    FLEETROLL_REPLICAS: String(fleet.replicas),
+    FLEETROLL_WAVE: String(wave),
+    FLEETROLL_NEW_INSTANCES: String(counts.fresh),
+    FLEETROLL_NEW_AVAILABLE: String(counts.freshAvailable),
+    FLEETROLL_OLD_INSTANCES: String(counts.old),
+  };
+}
+
+/** Longest FLEETROLL_ERROR_REASON: an environment variable, and the full message is in the deploy's output anyway. */
+const MAX_REASON = 4000;
+
+/**
+ * hooks.onFailure: runs once a rollout has failed for good (exit 1: after
+ * its rollback, if any; not for a pause or an interrupt, which are asked
+ * for), with the error's stable code and its message. Its own failure is a
+ * warning: the rollout already failed, and that outcome is what CI acts on.
+ */
+export async function runOnFailure(hooks: Fleet['hooks'], context: Record<string, string>, err: unknown, emit: EventSink): Promise<void> {
+  const argv = hooks?.onFailure;
+  if (!argv) return;
+  const exitCode = err instanceof FleetrollError ? err.exitCode : ExitCode.rolloutFailed;
+  if (exitCode !== ExitCode.rolloutFailed) return;
+  const message = err instanceof Error ? err.message : String(err);
+  const env = {
+    ...context,
+    FLEETROLL_ERROR_CODE: err instanceof FleetrollError ? err.code : 'E_INTERNAL',
+    FLEETROLL_ERROR_REASON: message.length > MAX_REASON ? `${message.slice(0, MAX_REASON)}…` : message,
+    FLEETROLL_OUTCOME: err instanceof FleetrollError && err.details && 'rolledBackTo' in err.details ? 'rolled back' : 'failed',
+  };
+  const r = await runHook('onFailure', argv, env, (hooks?.timeoutSeconds ?? 60) * 1000, emit).catch((e: unknown) => ({ ok: false, outcome: `could not run: ${(e as Error).message}`, output: '' }));
+  if (!r.ok) emit({ type: 'info', message: `warning: hooks.onFailure ${r.outcome}; the rollout's outcome (failed, exit 1) stands` });
+}
 
 export interface HookResult {
   ok: boolean;

@@ -6,9 +6,17 @@
 import type { Fleet } from '../config/load.js';
 import { RolloutFailedError } from '../errors.js';
 import { revisionOf } from './revision.js';
-import type { DeployDeps, DeployResult } from './types.js';
+import type { DeployDeps, DeployOptions, DeployResult } from './types.js';
 
 export type RunRollout = (target: Fleet, deps: DeployDeps, changeCause: string) => Promise<DeployResult>;
+
+/** Rolls back when the fleet, the command or a failed analysis asks for it; else throws the failure as it is. */
+export async function rollBackIfAsked(err: unknown, failed: Fleet, previous: Fleet | undefined, deps: DeployDeps, options: DeployOptions, run: RunRollout): Promise<never> {
+  // A failed analysis always rolls back: the gate exists to stop a bad version spreading.
+  const rollback = options.autoRollback === true || failed.onFailure === 'rollback' || (err instanceof RolloutFailedError && err.details.analysisFailed === true);
+  if (!(err instanceof RolloutFailedError) || err.phase !== 'rollout' || !rollback) throw err;
+  return rollBack(err, failed, previous, deps, run);
+}
 
 export async function rollBack(failure: RolloutFailedError, failed: Fleet, previous: Fleet | undefined, deps: DeployDeps, run: RunRollout): Promise<never> {
   const emit = deps.events ?? (() => {});

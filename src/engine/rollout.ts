@@ -15,7 +15,7 @@ import { LABELS, systemClock, type Clock, type InstanceInfo, type Journal } from
 import { Controller, hostFailure, type InService, type Instance } from './controller.js';
 import type { DeployDeps, DeployOptions, DeployResult } from './types.js';
 import type { EventSink } from './events.js';
-import { runHook, type HookName } from './hooks.js';
+import { hookContext, runHook, runOnFailure, type HookName } from './hooks.js';
 import { HealthWatch, withHealth } from './health.js';
 import { HostWork } from './hostWork.js';
 import { randomSuffix } from './instances.js';
@@ -23,7 +23,7 @@ import { listFleet } from './observe.js';
 import { pinImage } from './pin.js';
 import { preflight } from './preflight.js';
 import { revisionOf } from './revision.js';
-import { rollBack } from './rollback.js';
+import { rollBackIfAsked } from './rollback.js';
 import { fixedCost, StepCostRecorder } from './stepCosts.js';
 import { strategyTraits } from './strategies/index.js';
 import { verify } from './verify.js';
@@ -91,11 +91,11 @@ async function deployOnce(fleet: Fleet, deps: DeployDeps, options: DeployOptions
   try {
     return await rollout.run();
   } catch (err) {
-    // A failed analysis always rolls back: the gate exists to stop a bad version spreading.
-    const rollback = options.autoRollback === true || fleet.onFailure === 'rollback' || (err instanceof RolloutFailedError && err.details.analysisFailed === true);
-    if (!(err instanceof RolloutFailedError) || err.phase !== 'rollout' || !rollback) throw err;
+    // hooks.onFailure hears the outcome after the rollback, if there is one: rolled back or failed twice.
     // The rollback's target is a revision that ran before: its own preflight, its own build (from the instances' labels).
-    return rollBack(err, rollout.fleet, rollout.previous, deps, (target, backDeps, cause) => new Rollout(target, backDeps, { ...options, prepared: false, changeCause: cause }).run());
+    const final = await rollBackIfAsked(err, rollout.fleet, rollout.previous, deps, options, (target, backDeps, cause) => new Rollout(target, backDeps, { ...options, prepared: false, changeCause: cause }).run()).catch((e: unknown) => e);
+    await rollout.onFailure(final);
+    throw final;
   }
 }
 
@@ -118,7 +118,11 @@ class Rollout {
   ) {
     this.clock = deps.clock ?? systemClock;
     this.costs = new StepCostRecorder(this.clock);
-    this.emit = this.costs.sink(deps.events);
+    const sink = this.costs.sink(deps.events);
+    this.emit = (e) => {
+      if (e.type === 'wave') this.waves = e.index;
+      sink(e);
+    };
     this.journal = deps.journal ?? (() => {});
     this.revision = revisionOf(fleet);
     this.work = new HostWork(fleet.hostParallelism);
@@ -135,6 +139,7 @@ class Rollout {
     const byRevision: Record<string, number> = {};
     for (const i of infos) byRevision[i.labels[LABELS.revision] ?? 'unknown'] = (byRevision[i.labels[LABELS.revision] ?? 'unknown'] ?? 0) + 1;
     this.emit({ type: 'observed', instances: infos.length, byRevision, revision: this.revision });
+    this.ended = this.contextOf(infos, 0);
     this.previous = await this.previousFleet(infos);
     await this.hook('preDeploy', this.contextOf(infos, 0), 'preDeploy');
     if (await this.removeOrphans(infos)) infos = await this.list();
@@ -173,6 +178,7 @@ class Rollout {
       timing: this.deps.timing,
       inspect: this.deps.inspect,
     });
+    this.ended = (name) => this.contextOfInstances(controller.instances(), this.waves)(name);
     let result;
     try {
       result = await controller.run(found);
@@ -202,6 +208,15 @@ class Rollout {
       costs: this.costs.samples,
       ...(result.switchedAtMs !== undefined ? { switchedAt: new Date(result.switchedAtMs).toISOString(), switchIssuedAt: new Date(result.switchIssuedAtMs ?? result.switchedAtMs).toISOString() } : {}),
     };
+  }
+
+  /** The waves begun so far, and the fleet as the rollout last saw it: hooks.onFailure's context. */
+  private waves = 0;
+  private ended: (name: HookName) => Record<string, string> = (name) => hookContext(this.fleet, this.revision, name, 0, { fresh: 0, freshAvailable: 0, old: 0 });
+
+  /** hooks.onFailure, when the rollout has failed for good: never throws, never changes the outcome. */
+  onFailure(err: unknown): Promise<void> {
+    return runOnFailure(this.fleet.hooks, this.ended('onFailure'), err, this.emit);
   }
 
   /** The controller has ended (a gate still measuring stops). */
@@ -310,37 +325,20 @@ class Rollout {
     return new RolloutFailedError(message, err.hint ?? '', err.details, err.phase);
   }
 
-  /** The context hooks get, as FLEETROLL_* environment variables. */
-  private context(name: HookName, wave: number, counts: { fresh: number; freshAvailable: number; old: number }): Record<string, string> {
-    return {
-      FLEETROLL_HOOK: name,
-      FLEETROLL_SERVICE: this.fleet.service,
-      FLEETROLL_IMAGE: this.fleet.image,
-      FLEETROLL_VERSION: this.fleet.version,
-      FLEETROLL_REVISION: this.revision,
-      FLEETROLL_REPLICAS: String(this.fleet.replicas),
-      FLEETROLL_WAVE: String(wave),
-      FLEETROLL_NEW_INSTANCES: String(counts.fresh),
-      FLEETROLL_NEW_AVAILABLE: String(counts.freshAvailable),
-      FLEETROLL_OLD_INSTANCES: String(counts.old),
-    };
-  }
-
   private contextOf(infos: InstanceInfo[], wave: number): (name: HookName) => Record<string, string> {
     const fresh = infos.filter((i) => i.labels[LABELS.revision] === this.revision);
-    return (name) => this.context(name, wave, { fresh: fresh.length, freshAvailable: 0, old: infos.length - fresh.length });
+    return (name) => hookContext(this.fleet, this.revision, name, wave, { fresh: fresh.length, freshAvailable: 0, old: infos.length - fresh.length });
   }
 
   private contextOfInstances(instances: readonly Instance[], wave: number): (name: HookName) => Record<string, string> {
     const live = instances.filter((i) => i.phase !== 'draining' && i.phase !== 'stopping');
     const fresh = live.filter((i) => i.revision === this.revision);
-    return (name) => this.context(name, wave, { fresh: fresh.length, freshAvailable: fresh.filter((i) => i.phase === 'available').length, old: live.length - fresh.length });
+    return (name) => hookContext(this.fleet, this.revision, name, wave, { fresh: fresh.length, freshAvailable: fresh.filter((i) => i.phase === 'available').length, old: live.length - fresh.length });
   }
 
   private async hook(name: HookName, context: (name: HookName) => Record<string, string>, phase: FailurePhase = 'rollout'): Promise<void> {
     const argv = this.fleet.hooks?.[name];
-    // The hooks are the user's deploy steps; a heal keeps the revision they ran for.
-    if (!argv || this.options.heal === true) return;
+    if (!argv || this.options.heal === true) return; // the user's deploy steps; a heal keeps the revision they ran for
     const timeoutMs = (this.fleet.hooks?.timeoutSeconds ?? 60) * 1000;
     const ctx = context(name);
     const r = await runHook(name, argv, ctx, timeoutMs, this.emit);

@@ -8,7 +8,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Fleet } from '../config/load.js';
-import type { RevisionRecord, RolloutOutcome } from '../ports.js';
+import type { FleetState, RevisionRecord, RolloutOutcome } from '../ports.js';
+import { RolloutNotifications, type RolloutKind } from './notifyRollout.js';
 import { journalWriter, unfinishedRollout } from './journal.js';
 import type { HealthWatch } from './health.js';
 import { FleetrollError } from '../errors.js';
@@ -33,6 +34,8 @@ export interface ManagedOptions extends Omit<DeployOptions, 'heal'> {
    * left as its deploy wrote it; the journal has the heal.
    */
   heal?: string | undefined;
+  /** What the notifications say started the rollout (default deploy). */
+  kind?: RolloutKind;
 }
 
 export interface ManagedResult extends DeployResult {
@@ -71,8 +74,13 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
   h.lock.onTakeover = (prev) => emit({ type: 'info', message: `took over a stale lock of ${prev.holder} (pid ${prev.pid}, ${prev.command}): its holder is gone` });
   await h.lock.acquire(image, o.command, o.lockWaitMs ?? 0);
   let healthWatch: HealthWatch | undefined;
+  let state: FleetState | undefined;
+  // Only once the lock is held: a deploy refused because another runs tells the webhooks nothing.
+  // A heal is no deploy to its webhooks: fleetroll watch sends `heal` once it has healed.
+  const notes = o.heal === undefined ? RolloutNotifications.of(fleetIn, deps, o.kind ?? 'deploy', () => state?.revisions ?? []) : undefined;
+  const began = Date.now();
   try {
-    const state = (await h.store.read()) ?? { service: fleetIn.service, nextRevision: 1, revisions: [] };
+    state = (await h.store.read()) ?? { service: fleetIn.service, nextRevision: 1, revisions: [] };
     if (state.paused && o.continueRevision === undefined) {
       throw new FleetrollError('E_PAUSED', `fleet ${fleetIn.service} is paused (fleetroll pause)`, { hint: 'continue the paused rollout with `fleetroll resume -f <fleet>`' });
     }
@@ -153,6 +161,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     // The one entry awaited: from here on a crash is recognised as an unfinished rollout.
     write('begin', 'begin', { revision: record.number, hash, image: fleet.image, version: fleet.version, ...(o.heal !== undefined ? { heal: o.heal } : {}) });
     await write.flush();
+    notes?.start(record);
 
     const paused = async () => (await h.store.read())?.paused === true;
     const adopted = adoptedOf(state);
@@ -162,15 +171,16 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
       const aborted = async () => (await h.store.read())?.abort === true;
       // A rollback rebuilds the revision the fleet ran from its record (engine/rollout.ts previousFleet).
       const recordedSpec = (revision: string) => {
-        const r = state.revisions.findLast((x) => x.hash === revision);
+        const r = state?.revisions.findLast((x) => x.hash === revision);
         if (!r) return undefined;
         const { secretIssues: _i, ...spec } = recordedSpecOf(r);
         return spec;
       };
       const stateWrites = h.store.watch ? (l: () => void) => h.store.watch!(l) : undefined;
-      const result = await deploy(fleet, { ...deps, journal: write, paused, switchBack, promoted, aborted, stateWrites, recordedSpec, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, { ...o, prepared: true, preparedMs, healthWatch, heal: o.heal !== undefined });
+      const result = await deploy(fleet, { ...deps, events: notes?.watch(deps.events) ?? deps.events, journal: write, paused, switchBack, promoted, aborted, stateWrites, recordedSpec, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, { ...o, prepared: true, preparedMs, healthWatch, heal: o.heal !== undefined });
       await write.flush();
       if (o.heal === undefined) await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`, result.health, { switchedAt: result.switchedAt, switchIssuedAt: result.switchIssuedAt }, result.costs);
+      notes?.success(result);
       return { ...result, revisionNumber: record.number };
     } catch (err) {
       const { outcome, message } = outcomeOf(err);
@@ -179,9 +189,14 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
       await write.flush();
       throw err;
     }
+  } catch (err) {
+    notes?.failure(err, outcomeOf(err).outcome, Date.now() - began);
+    throw err;
   } finally {
     await healthWatch?.abandon();
     await forgetRemovedAdopted(h.store, deps).catch(() => {});
     await h.lock.release();
+    // After the lock: the next deploy need not wait for a slow receiver; the bound is FLUSH_BOUND_MS.
+    await notes?.flush();
   }
 }

@@ -2,6 +2,7 @@
 import type { Fleet } from '../config/load.js';
 import type { DeployHealthReport } from '../core/deployHealth.js';
 import type { CostSample } from '../core/stepCosts.js';
+import type { WebhookPost } from '../core/notify.js';
 import type { WindowStats } from '../core/logStats.js';
 import type { AccessLogSource, Clock, FleetLockPort, Journal, Prober, RegistryCredentials, Runtime, StateStore } from '../ports.js';
 import type { ControllerTiming, ControllerView } from './context.js';
@@ -61,6 +62,8 @@ export interface DeployDeps {
    * rollback can only reuse the failed spec's container fields.
    */
   recordedSpec?: (revision: string) => RecordedSpec | undefined;
+  /** Sends the fleet's webhook notifications (notify:, engine/notify.ts); without it managed rollouts notify nobody. */
+  webhookPost?: WebhookPost;
 }
 
 export type RecordedSpec = Pick<Fleet, 'container' | 'envSources' | 'secretSources' | 'secretDigests' | 'restartedAt'>;

@@ -143,7 +143,7 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
       target = [...revisions].reverse().find((r) => r.hash !== current?.hash && r.outcome === 'complete');
       if (!target) throw new FleetrollError('E_NO_PREVIOUS', `nothing to undo: ${fleet.service} has no earlier completed revision`, { hint: 'see fleetroll history' });
     }
-    await executeRollout(fleetForRecord(fleet, target, { state: stateNow }), out, o, { verb: `undo to revision ${target.number}:`, changeCause: `undo to revision ${target.number}` });
+    await executeRollout(fleetForRecord(fleet, target, { state: stateNow }), out, o, { verb: `undo to revision ${target.number}:`, kind: 'undo', changeCause: `undo to revision ${target.number}` });
   });
 
   withRolloutOptions(
@@ -164,7 +164,7 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
     // Restart what runs now: the latest revision's spec (deploy --image or undo may differ from the file).
     const latest = state.revisions[state.revisions.length - 1];
     const current = latest ? fleetForRecord(fleet, latest, { state }) : fleet;
-    await executeRollout({ ...current, restartedAt }, out, o, { verb: 'restarting', changeCause: `restart at ${restartedAt}` });
+    await executeRollout({ ...current, restartedAt }, out, o, { verb: 'restarting', kind: 'restart', changeCause: `restart at ${restartedAt}` });
   });
 
   program
@@ -223,7 +223,7 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
       out.line(`resumed ${fleet.service}: nothing in progress to continue${latest ? ` (revision ${latest.number} is ${latest.outcome})` : ''}`);
       return;
     }
-    await executeRollout(fleetForRecord(fleet, latest, { state }), out, o, { verb: `resuming revision ${latest.number}:`, continueRevision: latest.number });
+    await executeRollout(fleetForRecord(fleet, latest, { state }), out, o, { verb: `resuming revision ${latest.number}:`, kind: 'resume', continueRevision: latest.number });
   });
 
   program

@@ -2,6 +2,7 @@ import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { loadFleet, type Fleet } from '../../config/load.js';
 import { healthOf } from '../../engine/rollout.js';
 import { runManaged, type ManagedResult } from '../../engine/session.js';
+import type { RolloutKind } from '../../engine/notifyRollout.js';
 import { ExitCode, FleetrollError, RolloutFailedError } from '../../errors.js';
 import { parseCount } from '../args.js';
 import { eventPrinter } from '../events.js';
@@ -91,7 +92,7 @@ Examples:
     )
     .action(async (o) => {
       const fleet = await loadFleet(o.file, { service: o.service, image: o.image, maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable, hostParallelism: o.hostParallelism, replacementPolicy: o.replacementPolicy });
-      await executeRollout(fleet, out, o, { verb: 'deploying', changeCause: o.changeCause, copyImages: o.imageCopy });
+      await executeRollout(fleet, out, o, { verb: 'deploying', kind: 'deploy', changeCause: o.changeCause, copyImages: o.imageCopy });
     });
 }
 
@@ -103,7 +104,7 @@ export async function executeRollout(
   fleet: Fleet,
   out: Out,
   o: RolloutOptions,
-  what: { verb: string; changeCause?: string | undefined; continueRevision?: number | undefined; copyImages?: boolean },
+  what: { verb: string; kind: RolloutKind; changeCause?: string | undefined; continueRevision?: number | undefined; copyImages?: boolean },
 ): Promise<ManagedResult> {
   // Refused before the lock or any Docker call (the engine refuses too, for its other callers).
   const progress = o.json ? process.stderr : process.stdout;
@@ -136,6 +137,7 @@ export async function executeRollout(
       signal: interrupt.signal,
       lockWaitMs: o.lockWait,
       continueRevision: what.continueRevision,
+      kind: what.kind,
       copyImages: what.copyImages !== false,
     });
   } catch (err) {

@@ -1,6 +1,7 @@
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { loadFleet, type Fleet } from '../../config/load.js';
 import { fleetNotes } from '../../config/notes.js';
+import { notifyLines, publicNotify } from '../../config/notify.js';
 import { composeServiceOption, fleetFileOption, jsonOption } from '../options.js';
 import type { Out } from '../output.js';
 import { explainStrategy } from '../strategy.js';
@@ -11,12 +12,14 @@ import { explainStrategy } from '../strategy.js';
  * secret, no password.
  */
 export function publicFleet(fleet: Fleet): Record<string, unknown> {
-  const { secretDigests: _d, revisionKey: _k, ...rest } = fleet;
+  const { secretDigests: _d, revisionKey: _k, notify, ...rest } = fleet;
   const registry = (rest as { registry?: Record<string, unknown> }).registry;
   return {
     ...rest,
     env: Object.keys(fleet.env ?? {}),
     ...(registry && 'password' in registry ? { registry: { ...registry, password: '(secret)' } } : {}),
+    // Webhook URLs and header values are secrets: hosts and header names only.
+    ...(notify ? { notify: publicNotify(notify.webhooks) } : {}),
   };
 }
 
@@ -58,6 +61,8 @@ export function registerValidate(program: CommandUnknownOpts, out: Out): void {
         `timings: minReadySeconds ${fleet.minReadySeconds} (${t.minReadySeconds}), progressDeadlineSeconds ${fleet.progressDeadlineSeconds} (${t.progressDeadlineSeconds}), drainSeconds ${fleet.drainSeconds} (${t.drainSeconds}), terminationGracePeriodSeconds ${fleet.terminationGracePeriodSeconds} (${t.terminationGracePeriodSeconds}), hostParallelism ${fleet.hostParallelism} (${t.hostParallelism})`,
       );
       for (const l of containerLines(fleet)) out.line(l);
+      for (const l of notifyLines(fleet.notify?.webhooks ?? [])) out.line(l);
+      if (fleet.hooks?.onFailure) out.line(`hooks.onFailure: ${fleet.hooks.onFailure.join(' ')}`);
       for (const l of notes.lines) out.line(l);
       for (const w of notes.warnings) out.warn(w);
     });
