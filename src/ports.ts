@@ -321,7 +321,6 @@ export interface JournalEntry {
   detail?: Record<string, unknown> | undefined;
 }
 
-
 export interface LockHolder {
   holder: string;
   pid: number;
@@ -334,7 +333,6 @@ export interface LockInfo extends LockHolder {
   lease: string;
   stale: boolean;
 }
-
 
 /**
  * The fleet's state (revision history, pause flag, journal), kept with the
