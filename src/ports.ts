@@ -310,7 +310,6 @@ export interface FleetState {
   /** Set by `fleetroll abort`: a canary rollout sends all traffic back to stable and removes the canary. */
   abort?: boolean | undefined;
   adopted?: AdoptedInstance[] | undefined;
-  /** What `fleetroll watch` last did (engine/watch.ts), for `status`. */ watch?: { holder: string; pid: number; since: string; lastAction?: { at: string; what: string } | undefined } | undefined;
 }
 
 export interface JournalEntry {
@@ -332,6 +331,8 @@ export interface LockInfo extends LockHolder {
   /** Last lease renewal (ISO time); a holder that stopped renewing is gone. */
   lease: string;
   stale: boolean;
+  /** The holder's note (FleetLockPort.note), with when it was left. */
+  note?: { at: string; text: string } | undefined;
 }
 
 /**
@@ -367,6 +368,8 @@ export interface FleetLockPort {
   release(): Promise<void>;
   /** Who holds the lock now, if anyone (status). */
   info(): Promise<LockInfo | undefined>;
+  /** Optional: a line the holder leaves with the lock for `status` (fleetroll watch: its last action). */
+  note?(text: string): Promise<void>;
 }
 
 /** What an access log reader noticed on the way; each number is a reason lines may be missing or late. */

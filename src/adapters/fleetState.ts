@@ -298,7 +298,8 @@ export class FleetLock implements FleetLockPort {
     }
     const lease = (await getFile(this.docker, this.container, '/lease').catch(() => undefined))?.trim() || holder.started || inspect.Created;
     const expired = this.now() - Date.parse(lease) > LEASE_MS;
-    return { ...holder, lease, stale: expired || holderIsDeadHere(holder) };
+    const note = parseNote(await getFile(this.docker, this.container, '/note').catch(() => undefined));
+    return { ...holder, lease, stale: expired || holderIsDeadHere(holder), ...(note ? { note } : {}) };
   }
 
   /** Takes the lock or throws LockHeldError; waits up to `waitMs` for it to come free. */
@@ -333,6 +334,11 @@ export class FleetLock implements FleetLockPort {
     }
   }
 
+  /** A line for `status` (fleetroll watch's last action), kept in the lock's container while it is held. */
+  async note(text: string): Promise<void> {
+    await putFile(this.docker, this.container, '/note', `${new Date(this.now()).toISOString()} ${text.replace(/\n/g, ' ')}\n`);
+  }
+
   private async renew(): Promise<void> {
     await putFile(this.docker, this.container, '/lease', `${new Date(this.now()).toISOString()}\n`);
   }
@@ -353,6 +359,11 @@ export class FleetLock implements FleetLockPort {
     await this.release();
     return info;
   }
+}
+
+function parseNote(text: string | undefined): { at: string; text: string } | undefined {
+  const m = /^(\S+) (.*)$/.exec(text?.trim() ?? '');
+  return m ? { at: m[1]!, text: m[2]! } : undefined;
 }
 
 /** Removes a fleet's state volume, state container and lock (tests, `rehearse --down`). */

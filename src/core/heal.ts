@@ -29,7 +29,7 @@ export interface HealFinding {
   act: boolean;
 }
 
-export interface ObservedInstance {
+export interface SeenInstance {
   name: string;
   revision: string;
   /** Docker's state: running, restarting, exited, created, dead, ... */
@@ -46,7 +46,7 @@ export interface HealInput {
   revision: string;
   /** Every revision in the fleet's history. */
   known: readonly string[];
-  instances: readonly ObservedInstance[];
+  instances: readonly SeenInstance[];
   /** Per load balancer: servers it sends users to that no running instance has ("name (ip:port)"). */
   strays: Record<string, readonly string[]>;
   /** Restarts per instance at the previous look: a count that grows is a crash loop. */
@@ -58,7 +58,7 @@ export const CRASH_LOOP_AT = 3;
 
 export function assessFleet(f: HealInput): HealFinding[] {
   const out: HealFinding[] = [];
-  const lbs = (i: ObservedInstance, want: (s: string) => boolean) => Object.entries(i.upstreams).filter(([, s]) => want(s)).map(([lb]) => lb);
+  const lbs = (i: SeenInstance, want: (s: string) => boolean) => Object.entries(i.upstreams).filter(([, s]) => want(s)).map(([lb]) => lb);
   let alive = 0;
   for (const i of f.instances) {
     if (i.revision !== f.revision) {

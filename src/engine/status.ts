@@ -8,7 +8,7 @@
 import type { Fleet } from '../config/load.js';
 import { parseUpstreamServers } from '../core/upstream.js';
 import { FleetrollError } from '../errors.js';
-import { LABELS, type FleetState } from '../ports.js';
+import { LABELS } from '../ports.js';
 import type { DeployDeps } from './rollout.js';
 import { revisionOf } from './revision.js';
 import { ADOPTED_PREFIX, fleetForRecord, withState } from './records.js';
@@ -47,8 +47,7 @@ export interface InstanceStatus {
   upstreams: Record<string, 'up' | 'down' | 'absent' | 'moved'>;
 }
 
-/** What `fleetroll watch` last did, kept in the fleet's state for `status` (watch.ts). */
-export type WatchRecord = NonNullable<FleetState['watch']>;
+
 
 export async function statusReport(fleetIn: Fleet, deps: Pick<DeployDeps, 'runtimes' | 'routers' | 'prober'>, h: StatusHandles) {
   const state = await h.store.read();
@@ -108,16 +107,15 @@ export async function statusReport(fleetIn: Fleet, deps: Pick<DeployDeps, 'runti
     strays,
     paused: state?.paused === true,
     lock: (await h.lock.info()) ?? null,
-    watch: await watchStatus(state?.watch, h.watchLock),
+    watch: await watchStatus(h.watchLock),
   };
 }
 
-/** Whether a watch runs (its lock is held and alive), and what it last did. */
-async function watchStatus(record: WatchRecord | undefined, lock: StatusHandles['watchLock']): Promise<{ running: boolean; holder?: string; pid?: number; since?: string; lastAction?: WatchRecord['lastAction'] } | null> {
+/** Whether a watch runs (its lock is held by a live holder), since when, and what it last did (its note on the lock). */
+async function watchStatus(lock: StatusHandles['watchLock']): Promise<{ running: boolean; holder: string; pid: number; since: string; lastAction?: { at: string; what: string } } | null> {
   const info = lock ? await lock.info().catch(() => undefined) : undefined;
-  const running = info !== undefined && !info.stale;
-  if (!running && !record) return null;
-  return { running, ...(info ? { holder: info.holder, pid: info.pid, since: info.started } : {}), ...(record?.lastAction ? { lastAction: record.lastAction } : {}) };
+  if (!info) return null;
+  return { running: !info.stale, holder: info.holder, pid: info.pid, since: info.started, ...(info.note ? { lastAction: { at: info.note.at, what: info.note.text } } : {}) };
 }
 
 /**

@@ -45,7 +45,21 @@ export interface VerifyOptions {
 
 /** Verification as the fleet's probes ask for it. */
 export function verify(fleet: Fleet, revision: string, instances: readonly ToVerify[], deps: { prober: Prober; runtimes: ReadonlyMap<string, Runtime> }, emit: EventSink, o: VerifyOptions): Promise<Verified[]> {
-  return fleet.probes?.version === false ? verifyRevision(fleet, revision, instances, deps, emit, o) : verifyVersions(fleet, instances, deps.prober, emit, o);
+  return fleet.probes?.version === false ? verifyRevision(fleet, revision, instances, deps, emit, o) : verifyVersions(fleet, instances, deps.prober, emit, o, (i) => gone(deps.runtimes, i));
+}
+
+/**
+ * Why an instance that did not answer will never answer (its container is
+ * gone or stopped: someone removed it, it crashed), or undefined while it
+ * runs: the check then fails at once instead of asking until the deadline.
+ */
+async function gone(runtimes: ReadonlyMap<string, Runtime>, i: ToVerify): Promise<string | undefined> {
+  const rt = runtimes.get(i.host);
+  // No way to ask (no runtime, the engine does not answer): it may still run, so the check keeps asking it.
+  const info = rt ? await rt.inspect(i.dockerId ?? i.id).catch(() => 'unknown' as const) : 'unknown';
+  if (info === 'unknown') return undefined;
+  if (!info) return 'its container is gone';
+  return info.running ? undefined : `its container is ${info.state}${info.exitCode !== undefined ? ` (exit code ${info.exitCode})` : ''}`;
 }
 
 /** The first wait between two tries of one instance; it doubles up to BACKOFF_MAX_MS. */
@@ -125,7 +139,7 @@ function interrupted(fleet: Fleet, verified: number, total: number): Interrupted
 /** One instance's outcome: verified, a definite wrong answer, or no answer within the budget. */
 type Checked = { name: string; host: string; address: string; version: string; tries: number; elapsedMs: number; error?: string; kind: 'verified' | 'wrong' | 'refused' | 'unanswered' | 'interrupted' };
 
-export async function verifyVersions(fleet: Fleet, instances: readonly ToVerify[], prober: Prober, emit: EventSink, o: VerifyOptions): Promise<Verified[]> {
+export async function verifyVersions(fleet: Fleet, instances: readonly ToVerify[], prober: Prober, emit: EventSink, o: VerifyOptions, goneWhy?: (i: ToVerify) => Promise<string | undefined>): Promise<Verified[]> {
   const deadline = o.clock.now() + o.budgetMs;
   const results = await Promise.all(
     instances.map(async (i): Promise<Checked> => {
@@ -136,7 +150,11 @@ export async function verifyVersions(fleet: Fleet, instances: readonly ToVerify[
         () =>
           prober.version(address).then(
             (version) => ({ answer: { version } }),
-            (err: unknown) => (definiteStatus(err) !== undefined ? { answer: { error: (err as Error).message } } : { retry: (err as Error).message }),
+            async (err: unknown) => {
+              if (definiteStatus(err) !== undefined) return { answer: { error: (err as Error).message } };
+              const why = await goneWhy?.(i);
+              return why !== undefined ? { answer: { error: `${why} (last: ${(err as Error).message})` } } : { retry: (err as Error).message };
+            },
           ),
         deadline,
         o,

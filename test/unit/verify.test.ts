@@ -168,6 +168,19 @@ describe('verify with a version endpoint: retries within the budget', () => {
     assert.deepEqual(verifiedTries(o), { 'api-1': 2 });
   });
 
+  it('an instance whose container is gone (removed or exited during the check) fails at once, not at the deadline, saying so', async () => {
+    const fleet = await apiFleet();
+    const clock = new VirtualClock();
+    const prober = new ScriptedProber(clock, { '10.0.0.1:8080': ['refused'], '10.0.0.2:8080': ['1.1.0'] });
+    const states: Record<string, { running: boolean; state: string; exitCode?: number } | undefined> = { 'api-1': undefined, 'api-2': { running: true, state: 'running' } };
+    const runtime = { inspect: (id: string) => Promise.resolve(states[id] && { id, name: id, host: 'h1', labels: {}, ...states[id] }) } as unknown as Runtime;
+    const instances: ToVerify[] = [1, 2].map((n) => ({ id: `api-${n}`, host: 'h1', address: `10.0.0.${n}:8080` }));
+    const err = await clock.run(verify(fleet, 'rev1', instances, { prober, runtimes: new Map([['h1', runtime]]) }, () => {}, { clock, budgetMs: BUDGET_MS, random: () => 0 })).then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof RolloutFailedError, String(err));
+    assert.match(err.message, /1 of 2 instance\(s\) could not be verified[\s\S]*api-1 on h1: its container is gone \(last: /);
+    assert.equal(clock.now(), 0, 'no backoff waited for a container that is not there');
+  });
+
   it('a wrong version does not wait: no virtual time passes and it is asked once', async () => {
     const o = await checkVersions([['1.0.0']]);
     failure(o);

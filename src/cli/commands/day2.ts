@@ -337,5 +337,5 @@ function printStatus(r: StatusReport, out: Out): void {
   for (const [lb, strays] of Object.entries(r.strays)) if (strays.length > 0) out.line(`${lb} sends users to ${strays.join(', ')}: no running instance has that address (fleetroll watch, or the next deploy, takes it out)`);
   const w = r.watch;
   if (w?.running) out.line(`watch: running (${w.holder}, pid ${w.pid}) since ${w.since}${w.lastAction ? `; last action ${when(w.lastAction.at)}: ${w.lastAction.what}` : '; no action yet'}`);
-  else out.line(`watch: not running${w?.lastAction ? ` (its last action ${when(w.lastAction.at)}: ${w.lastAction.what})` : ' (fleetroll watch -f <fleet> keeps the fleet whole between deploys)'}`);
+  else out.line(`watch: not running${w ? ` (a watch of ${w.holder}, pid ${w.pid}, stopped without releasing its lock)` : ' (fleetroll watch -f <fleet> keeps the fleet whole between deploys)'}`);
 }

@@ -1,0 +1,215 @@
+/**
+ * `fleetroll watch`: keeps the fleet at the revision its last deploy
+ * completed, between deploys, as Kubernetes' controllers keep a Deployment's
+ * pods. It looks at the fleet the way `status` does (every container on every
+ * host, its readiness and restarts, what each nginx routes to); core/heal.ts
+ * says what is wrong; a fault still there after the settle window is healed
+ * by the same controller, drains and load-balancer writes as a deploy (a
+ * managed rollout in heal mode: under the fleet's lock, journaled, the
+ * revision's record untouched), so one heal makes one write per load
+ * balancer for everything it found.
+ *
+ * It steps back while anything else holds the fleet's lock (a deploy, undo,
+ * restart) or the latest revision is not complete, and follows the new
+ * revision once a deploy completes it. It holds a lock of its own while it
+ * runs, so a second watch of the fleet waits, naming the first. A host that
+ * cannot be reached is looked at again with a growing backoff.
+ */
+import type { Fleet } from '../config/load.js';
+import { assessFleet, healReasons, type HealFinding, type HealReason } from '../core/heal.js';
+import { FleetrollError } from '../errors.js';
+import type { FleetLockPort, FleetState, RevisionRecord } from '../ports.js';
+import { fleetForRecord } from './records.js';
+import { runManaged } from './session.js';
+import { statusReport, type StatusReport } from './status.js';
+import type { DeployDeps, FleetHandles } from './types.js';
+
+export interface WatchOptions {
+  fleet: Fleet;
+  deps: DeployDeps;
+  h: FleetHandles & { watchLock: FleetLockPort };
+  /** Aborted: the watch finishes a heal in progress (the controller stops it cleanly) and returns. */
+  signal: AbortSignal;
+  /** How often it looks, ms. */
+  intervalMs: number;
+  /** A fault must still be there this long after it was seen before a heal, ms: a container Docker is restarting gets its chance, and faults that come together are healed together. */
+  settleMs: number;
+  /** Look once, heal what needs it, return (cron, tests). */
+  once?: boolean | undefined;
+  /** The watch's own lines (the heal's rollout events go to deps.events). */
+  log: (line: string) => void;
+  /** After each look: what it saw (the metrics server observes it). */
+  onLook?: ((r: StatusReport) => void) | undefined;
+  /** After each heal: its reasons and whether it succeeded. */
+  onHeal?: ((reasons: readonly HealReason[], ok: boolean) => void) | undefined;
+  sleep?: ((ms: number, signal: AbortSignal) => Promise<void>) | undefined;
+  /** How it looks and heals (tests give fakes): statusReport, and a managed rollout of the record's spec in heal mode. */
+  ports?: WatchPorts | undefined;
+}
+
+export interface WatchPorts {
+  report(): Promise<StatusReport>;
+  heal(latest: RevisionRecord, state: FleetState, reason: string): Promise<void>;
+}
+
+function defaultPorts(o: WatchOptions): WatchPorts {
+  return {
+    report: () => statusReport(o.fleet, o.deps, o.h),
+    heal: async (latest, state, reason) => {
+      await runManaged(fleetForRecord(o.fleet, latest, { state }), o.deps, o.h, { command: 'fleetroll watch', heal: reason, changeCause: latest.changeCause, lockWaitMs: 0, signal: o.signal });
+    },
+  };
+}
+
+/** What a watch that ends says: whether the fleet was whole at its last look. */
+export interface WatchEnd {
+  whole: boolean;
+  heals: number;
+}
+
+const MAX_BACKOFF_MS = 30_000;
+
+function sleepFor(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+type Look = { kind: 'nothing'; why: string } | { kind: 'look'; report: StatusReport; findings: HealFinding[]; revisionNumber: number };
+
+export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
+  const { fleet, deps, h, signal, log } = o;
+  const sleep = o.sleep ?? sleepFor;
+  const image = (await h.store.image()) ?? fleet.image;
+  const held = await h.watchLock.info().catch(() => undefined);
+  if (held && !held.stale) log(`waiting: another watch of ${fleet.service} runs (${held.holder}, pid ${held.pid}, since ${held.started}); this one takes over when it stops`);
+  h.watchLock.onTakeover = (prev) => log(`took over from a watch that is gone (${prev.holder}, pid ${prev.pid})`);
+  await h.watchLock.acquire(image, 'fleetroll watch', o.once ? 0 : Number.MAX_SAFE_INTEGER);
+  let heals = 0;
+  let whole = false;
+  try {
+    log(`watching ${fleet.service}: a look every ${o.intervalMs / 1000} s, a fault healed once it lasts ${o.settleMs / 1000} s`);
+    let backoff = 1000;
+    let said = '';
+    let restartsBefore = new Map<string, number>();
+    const say = (text: string, key = text) => {
+      // The same finding each look is said once, until it changes.
+      if (key !== said) log(text);
+      said = key;
+    };
+    while (!signal.aborted) {
+      let look: Look;
+      try {
+        look = await lookAt(o, restartsBefore);
+        backoff = 1000;
+      } catch (err) {
+        say(`cannot see the fleet: ${firstLine(err)}; looking again in ${backoff / 1000} s, then less and less often (every ${MAX_BACKOFF_MS / 1000} s at most) until it answers`, `unreachable: ${firstLine(err)}`);
+        if (o.once) throw err;
+        await sleep(backoff, signal);
+        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+        continue;
+      }
+      if (look.kind === 'nothing') {
+        say(`not healing: ${look.why}`);
+        whole = false;
+        if (o.once) break;
+        await sleep(o.intervalMs, signal);
+        continue;
+      }
+      o.onLook?.(look.report);
+      restartsBefore = new Map(look.report.instances.map((i) => [i.name, i.restarts]));
+      const reported = look.findings.filter((f) => !f.act).map((f) => f.detail);
+      let act = look.findings.filter((f) => f.act);
+      whole = act.length === 0;
+      say(act.length === 0 ? (reported.length ? `whole at revision ${look.revisionNumber}; ${reported.join('; ')}` : `whole at revision ${look.revisionNumber}: ${look.report.observed.ready} of ${look.report.desired.replicas} ready`) : `found: ${act.map((f) => f.detail).join('; ')}`);
+      if (act.length > 0 && o.settleMs > 0) {
+        await sleep(o.settleMs, signal);
+        if (signal.aborted) break;
+        const again = await lookAt(o, restartsBefore).catch(() => undefined);
+        act = again?.kind === 'look' ? again.findings.filter((f) => f.act) : [];
+        if (again?.kind === 'look' && act.length === 0) say(`whole again at revision ${again.revisionNumber} without a heal`);
+      }
+      if (act.length > 0) {
+        const reasons = healReasons(act);
+        const ok = await heal(o, reasons, act);
+        if (ok) heals++;
+        said = '';
+        if (o.once) {
+          const after = await lookAt(o, restartsBefore).catch(() => undefined);
+          whole = after?.kind === 'look' && after.findings.every((f) => !f.act);
+          break;
+        }
+        continue;
+      }
+      if (o.once) break;
+      await sleep(o.intervalMs, signal);
+    }
+  } finally {
+    await h.watchLock.release().catch(() => {});
+  }
+  return { whole, heals };
+}
+
+async function lookAt(o: WatchOptions, restartsBefore: ReadonlyMap<string, number>): Promise<Look> {
+  const state = await o.h.store.read();
+  const latest = state?.revisions[state.revisions.length - 1];
+  if (!state || !latest) return { kind: 'nothing', why: `no revision of ${o.fleet.service} deployed yet (fleetroll deploy -f first)` };
+  if (state.paused) return { kind: 'nothing', why: `${o.fleet.service} is paused (fleetroll resume continues it)` };
+  if (latest.outcome !== 'complete') return { kind: 'nothing', why: `revision ${latest.number} is ${latest.outcome}: a deploy, undo or resume completes it, then the watch keeps it` };
+  const report = await (o.ports ?? defaultPorts(o)).report();
+  const findings = assessFleet({
+    replicas: report.desired.replicas,
+    revision: report.desired.revision,
+    known: state.revisions.map((r) => r.hash),
+    instances: report.instances,
+    strays: report.strays,
+    restartsBefore,
+  });
+  return { kind: 'look', report, findings, revisionNumber: latest.number };
+}
+
+/** One heal: a managed rollout of the current revision in heal mode. True when the fleet was healed. */
+async function heal(o: WatchOptions, reasons: readonly HealReason[], found: readonly HealFinding[]): Promise<boolean> {
+  const { fleet, h, log } = o;
+  const what = reasons.join(', ');
+  log(`healing (${what}): ${found.map((f) => f.name ?? f.reason).join(', ')}`);
+  const t0 = Date.now();
+  try {
+    const state = await h.store.read();
+    const latest = state?.revisions[state.revisions.length - 1];
+    if (!state || !latest) return false;
+    await (o.ports ?? defaultPorts(o)).heal(latest, state, what);
+    const ms = Date.now() - t0;
+    log(`healed (${what}) in ${(ms / 1000).toFixed(1)} s: revision ${latest.number} whole again`);
+    await record(o, `healed ${what} in ${(ms / 1000).toFixed(1)} s`);
+    o.onHeal?.(reasons, true);
+    return true;
+  } catch (err) {
+    const code = err instanceof FleetrollError ? err.code : undefined;
+    if (code === 'E_LOCK_HELD') log(`stepping back: ${firstLine(err)}; the watch looks again once it is free`);
+    else if (code === 'E_HEAL_STALE' || code === 'E_PAUSED') log(firstLine(err));
+    else {
+      log(`heal (${what}) failed after ${((Date.now() - t0) / 1000).toFixed(1)} s: ${firstLine(err)}`);
+      await record(o, `heal of ${what} failed: ${firstLine(err)}`);
+      o.onHeal?.(reasons, false);
+    }
+    return false;
+  }
+}
+
+/** What `status` says of the watch: its last action, left on its lock. */
+async function record(o: WatchOptions, lastAction: string): Promise<void> {
+  await o.h.watchLock.note?.(lastAction).catch((err: unknown) => o.log(`cannot leave the last action on the watch's lock: ${firstLine(err)}`));
+}
+
+function firstLine(err: unknown): string {
+  const m = err instanceof Error ? err.message : String(err);
+  return m.split('\n')[0] ?? m;
+}

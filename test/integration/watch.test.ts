@@ -1,0 +1,176 @@
+/**
+ * `fleetroll watch` on a real Docker engine and nginx, under load through
+ * nginx: an instance killed (SIGKILL), one removed, one moved to a new
+ * address, a deploy while the watch runs, a second watch. After each fault
+ * the fleet must be whole again: as many running, ready containers of the
+ * current revision as replicas, and nothing else; nginx listing exactly
+ * their addresses, none down. The time each took is printed.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { parseUpstreamServers } from '../../src/core/upstream.js';
+import { LABELS } from '../../src/ports.js';
+import { DEMO_LABEL } from '../../src/experiment/rehearse.js';
+import { docker, explainFailed, failedOf, guard, prober, runCli, startCliUntil, startLoad, useFleets, waitFor, type RunningCli, type TestFleet } from './fixture.js';
+
+/** Why the fleet is not whole at `revision`, or undefined when it is. */
+async function notWhole(f: TestFleet, replicas: number, revision: string): Promise<string | undefined> {
+  const all = await f.instances();
+  const current = all.filter((i) => i.running && i.labels[LABELS.revision] === revision);
+  if (all.length !== replicas || current.length !== replicas) return `${all.length} container(s), ${current.length} running of the revision`;
+  for (const i of current) if (!(await prober.ready({ id: i.id, host: i.host, address: i.address }).catch(() => false))) return `${i.name} not ready`;
+  const up = await f.upstream();
+  const servers = parseUpstreamServers(up.content);
+  if (servers.some((s) => s.down)) return `nginx lists a server down:\n${up.content}`;
+  const listed = servers.map((s) => s.address).sort();
+  const want = current.map((i) => i.address ?? '').sort();
+  if (JSON.stringify(listed) !== JSON.stringify(want)) return `nginx lists ${listed.join(', ')}, the instances are at ${want.join(', ')}`;
+  return undefined;
+}
+
+async function untilWhole(f: TestFleet, replicas: number, revision: string, what: string): Promise<number> {
+  let why: string | undefined = 'not looked at yet';
+  try {
+    return await waitFor(what, async () => (why = await notWhole(f, replicas, revision)) === undefined, 90_000, 100);
+  } catch (err) {
+    throw new Error(`${(err as Error).message}: ${why}`);
+  }
+}
+
+async function stopWatch(w: RunningCli): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  w.child.kill('SIGTERM');
+  return w.exited;
+}
+
+describe('fleetroll watch, for real', { timeout: guard(600_000) }, () => {
+  const fleet = useFleets();
+
+  it('heals under load: a SIGKILLed instance and a removed one are replaced, one moved to a new address is followed; each time nginx lists exactly the instances, none down, and no request fails', async (t) => {
+    const f = await fleet('it-watch');
+    const revision = await f.at100(3);
+    const file = f.fleetFile({ replicas: 3 });
+    const watch = await startCliUntil(['watch', '-f', file, '--interval', '300ms', '--settle', '300ms'], /watch: whole at revision 1/);
+    const loadStart = Date.now();
+    const load = startLoad(f.url, { getPerSecond: 20, postConcurrency: 1 });
+    const faults: { at: number; text: string; address: string }[] = [];
+    const fault = (text: string, address: string | undefined) => faults.push({ at: Date.now(), text, address: address ?? '' });
+    const healed = () => [...watch.stdout().matchAll(/watch: healed \(/g)].length;
+    // One fault at a time: the next comes once the watch says it healed the last (the fleet looks whole a little before its heal ends).
+    const healOver = (before: number) => waitFor('the watch to say it healed', () => healed() > before, 60_000);
+    try {
+      const figures: string[] = [];
+
+      const killed = (await f.instances())[0]!;
+      let before = healed();
+      fault(`SIGKILL ${killed.name}`, killed.address);
+      await docker.getContainer(killed.id).kill({ signal: 'SIGKILL' });
+      const killMs = await untilWhole(f, 3, revision, `the fleet whole after SIGKILL of ${killed.name}`);
+      await healOver(before);
+      assert.ok(!(await f.instances()).some((i) => i.name === killed.name), 'the killed container is replaced, not left behind');
+      figures.push(`SIGKILL: whole again after ${killMs} ms`);
+
+      const removed = (await f.instances())[0]!;
+      before = healed();
+      fault(`rm -f ${removed.name}`, removed.address);
+      await docker.getContainer(removed.id).remove({ force: true });
+      const rmMs = await untilWhole(f, 3, revision, `the fleet whole after removing ${removed.name}`);
+      await healOver(before);
+      figures.push(`docker rm -f: whole again after ${rmMs} ms`);
+
+      // Disconnected, its address taken by another container, and connected again: it comes back at a new address.
+      const moved = (await f.instances())[0]!;
+      before = healed();
+      const network = docker.getNetwork(f.names.network);
+      fault(`disconnect ${moved.name}`, moved.address);
+      await network.disconnect({ Container: moved.id, Force: true });
+      const squatter = await docker.createContainer({ Image: 'fleetroll-example:1.0.0', name: `${f.names.service}-squatter`, Labels: { [DEMO_LABEL]: f.names.service }, HostConfig: { NetworkMode: f.names.network, Init: true } });
+      await squatter.start();
+      await network.connect({ Container: moved.id });
+      const after = (await f.instances()).find((i) => i.id === moved.id);
+      assert.ok(after?.address && after.address !== moved.address, `a new address: ${moved.address} -> ${after?.address}`);
+      const moveMs = await untilWhole(f, 3, revision, `nginx following ${moved.name} to ${after?.address}`);
+      await healOver(before);
+      assert.ok((await f.instances()).some((i) => i.id === moved.id), 'the moved instance is kept, at its new address');
+      figures.push(`new address ${moved.address} -> ${after?.address}: whole again after ${moveMs} ms`);
+
+      const records = await load.stop();
+      // A request the faulted instance was serving when it was killed, removed or cut off fails with it: no balancer can
+      // save it. Such a request was in flight at the fault, and nginx logged it ending at the faulted address (502 for a connection
+      // reset, 499 when the client gave up on a connection cut without a reset). Nothing else may fail.
+      const log = await f.accessLog();
+      const atFault = (r: (typeof records)[number]) => {
+        const start = loadStart + r.t;
+        const end = start + r.latencyMs;
+        return faults.some((x) => start <= x.at + 200 && x.at <= end && log.some((l) => ['499', '502', '504'].includes(l.status ?? '') && l.upstream_addr === x.address && Math.abs(Number(l.time) * 1000 - end) < 1000));
+      };
+      const failed = failedOf(records);
+      const others = failed.filter((r) => !atFault(r));
+      t.diagnostic(`${figures.join('; ')}; ${records.length} requests through nginx, ${failed.length} failed (${failed.length - others.length} in flight on the faulted instance at its fault)`);
+      assert.deepEqual(others, [], `${await explainFailed(f, others, loadStart)}\nfaults:\n  ${faults.map((x) => `${new Date(x.at).toISOString()} ${x.text} (${x.address})`).join('\n  ')}\nwatch:\n${watch.stdout()}`);
+      const heals = [...watch.stdout().matchAll(/watch: healed \(([^)]*)\) in ([0-9.]+) s/g)].map((m) => `${m[1]} ${m[2]} s`);
+      const reloads = [...watch.stdout().matchAll(/upstream: nginx -t ok, reloaded .*?\[(\d+) reloads\]/g)].map((m) => Number(m[1]));
+      t.diagnostic(`heals: ${heals.join('; ')}; nginx reloads over the ${heals.length} heals: ${reloads.length}`);
+      assert.equal(heals.length, 3, watch.stdout());
+      assert.doesNotMatch(watch.stdout(), /heal .* failed/, 'no heal failed');
+
+      const status = await runCli(['status', '-f', file]);
+      assert.match(status.stdout, /watch: running \(.*pid \d+\) since .*; last action .*: healed /);
+    } finally {
+      await load.stop();
+      const end = await stopWatch(watch);
+      assert.equal(end.code, 0, end.stdout + end.stderr);
+      assert.match(end.stdout, /watch: stopped after \d+ heal\(s\)/);
+    }
+    assert.match((await runCli(['status', '-f', file])).stdout, /watch: not running/);
+  });
+
+  it('a deploy while the watch runs: the watch steps back, the deploy completes, and the watch keeps the new revision (a killed instance comes back at 1.1.0); the revision record is the deploy\'s', async () => {
+    const f = await fleet('it-watch-dep');
+    await f.at100(2);
+    const watch = await startCliUntil(['watch', '-f', f.fleetFile({ replicas: 2 }), '--interval', '300ms', '--settle', '300ms'], /watch: whole at revision 1/);
+    try {
+      const target = f.fleetFile({ replicas: 2, image: 'fleetroll-example:1.1.0' });
+      const r = await runCli(['deploy', '-f', target]);
+      assert.equal(r.code, 0, r.stdout + r.stderr);
+      const revision = (await f.instances())[0]!.labels[LABELS.revision]!;
+      await waitFor('the watch on revision 2', () => /watch: whole at revision 2/.test(watch.stdout()), 30_000);
+      const killed = (await f.instances())[0]!;
+      await docker.getContainer(killed.id).kill({ signal: 'SIGKILL' });
+      await untilWhole(f, 2, revision, 'the fleet whole at revision 2 after a SIGKILL');
+      assert.deepEqual((await f.versions()).sort(), ['1.1.0', '1.1.0']);
+      const history = await runCli(['history', '-f', target, '--json']);
+      const revisions = JSON.parse(history.stdout) as { number: number; outcome: string; message: string }[];
+      assert.deepEqual(revisions.map((x) => [x.number, x.outcome]), [[1, 'complete'], [2, 'complete']]);
+      assert.match(revisions[1]!.message, /verified/, 'the record says what the deploy did, not the heal');
+    } finally {
+      await stopWatch(watch);
+    }
+  });
+
+  it('a second watch of the same fleet waits, naming the first, and takes over when the first stops', async () => {
+    const f = await fleet('it-watch-two');
+    await f.at100(1);
+    const file = f.fleetFile({ replicas: 1 });
+    const first = await startCliUntil(['watch', '-f', file, '--interval', '300ms'], /watch: whole at revision 1/);
+    const second = await startCliUntil(['watch', '-f', file, '--interval', '300ms'], /watch: waiting: another watch of \S+ runs \(.*pid \d+/);
+    try {
+      assert.match(second.stdout(), new RegExp(`pid ${first.child.pid}`));
+      await stopWatch(first);
+      await waitFor('the second watch to take over', () => /watch: whole at revision 1/.test(second.stdout()), 30_000);
+    } finally {
+      await stopWatch(first).catch(() => undefined);
+      const end = await stopWatch(second);
+      assert.equal(end.code, 0, end.stdout + end.stderr);
+    }
+  });
+
+  it('--once on a fleet missing an instance: one heal, exit 0, the fleet whole', async () => {
+    const f = await fleet('it-watch-once');
+    const revision = await f.at100(2);
+    await docker.getContainer((await f.instances())[0]!.id).remove({ force: true });
+    const r = await runCli(['watch', '-f', f.fleetFile({ replicas: 2 }), '--once', '--settle', '0s']);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, /watch: healed \(missing(, stray)?\) in [0-9.]+ s/);
+    assert.equal(await notWhole(f, 2, revision), undefined);
+  });
+});

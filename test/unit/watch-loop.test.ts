@@ -1,0 +1,129 @@
+/**
+ * `fleetroll watch`'s loop (src/engine/watch.ts) on in-memory fakes: a
+ * scripted fleet whose faults come and go, an engine that disappears and
+ * returns, a deploy holding the lock, a revision a deploy left failed. After
+ * every run the invariants hold: no heal while the latest revision is not
+ * complete, never two heals at once, one heal per fault that lasted the
+ * settle window, none for one that did not, and a backoff that grows while
+ * the engine is away.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { Fleet } from '../../src/config/load.js';
+import type { StatusReport } from '../../src/engine/status.js';
+import { watchFleet, type WatchOptions } from '../../src/engine/watch.js';
+import { FleetrollError } from '../../src/errors.js';
+import type { FleetState, LockInfo, RevisionRecord } from '../../src/ports.js';
+
+type Step = 'whole' | 'dead' | 'unreachable';
+
+const record = (outcome: RevisionRecord['outcome']): RevisionRecord => ({ number: 2, hash: 'rev-2', image: 'api:2', version: '2', env: {}, changeCause: 'deploy', who: 't', when: '2026-12-03T00:00:00Z', outcome }) as RevisionRecord;
+
+function report(step: Step): StatusReport {
+  if (step === 'unreachable') throw new FleetrollError('E_DOCKER', 'Docker host local (unix:///var/run/docker.sock) is not reachable: connect ENOENT');
+  const inst = (name: string, state = 'running') => ({ name, host: 'local', revision: 'rev-2', version: '2', state, ready: state === 'running', restarts: 0, upstreams: { lb: state === 'running' ? 'up' : 'absent' } }) as StatusReport['instances'][number];
+  const instances = step === 'whole' ? [inst('a'), inst('b')] : [inst('a'), inst('b', 'exited')];
+  return { desired: { replicas: 2, revision: 'rev-2' }, observed: { ready: instances.filter((i) => i.ready).length }, instances, strays: { lb: [] } } as unknown as StatusReport;
+}
+
+/** Runs the loop over `script` (one step per look; the last repeats) and returns what it did. */
+async function run(script: Step[], o: { outcome?: RevisionRecord['outcome']; healFails?: string[]; settleMs?: number; looks?: number } = {}) {
+  const looks: Step[] = [];
+  const heals: string[] = [];
+  const sleeps: number[] = [];
+  const lines: string[] = [];
+  let healing = 0;
+  let maxHealing = 0;
+  const failures = [...(o.healFails ?? [])];
+  const state: FleetState = { service: 'api', nextRevision: 3, revisions: [record(o.outcome ?? 'complete')] };
+  let step = 0;
+  const abort = new AbortController();
+  const lock = { onTakeover: undefined, acquire: async () => {}, release: async () => {}, info: async (): Promise<LockInfo | undefined> => undefined, note: async () => {} };
+  const opts: WatchOptions = {
+    fleet: { service: 'api', image: 'api:2' } as Fleet,
+    deps: {} as WatchOptions['deps'],
+    h: { store: { read: async () => state, image: async () => 'api:2' } as unknown as WatchOptions['h']['store'], lock, watchLock: lock, who: 't' },
+    signal: abort.signal,
+    intervalMs: 2000,
+    settleMs: o.settleMs ?? 1000,
+    log: (l) => lines.push(l),
+    sleep: async (ms) => {
+      sleeps.push(ms);
+      // A loop that stops looking (it has nothing to look at) still ends.
+      if (sleeps.length >= 50) abort.abort();
+    },
+    ports: {
+      report: async () => {
+        const s = script[Math.min(step++, script.length - 1)]!;
+        looks.push(s);
+        if (looks.length >= (o.looks ?? 12)) abort.abort();
+        // A heal replaces the dead instance: from then on the script's 'dead' is healed.
+        return report(s === 'dead' && heals.length > 0 && !failures.length ? 'whole' : s);
+      },
+      heal: async (latest, _state, reason) => {
+        assert.equal(latest.outcome, 'complete', 'never a heal of a revision that is not complete');
+        healing++;
+        maxHealing = Math.max(maxHealing, healing);
+        try {
+          const fail = failures.shift();
+          if (fail === 'lock') throw new FleetrollError('E_LOCK_HELD', 'fleet api is locked by ci@runner (pid 7, fleetroll deploy)');
+          if (fail) throw new FleetrollError('E_ROLLOUT_FAILED', fail);
+          heals.push(reason);
+        } finally {
+          healing--;
+        }
+      },
+    },
+  };
+  const end = await watchFleet(opts);
+  assert.ok(maxHealing <= 1, 'never two heals at once');
+  return { end, looks, heals, sleeps, lines };
+}
+
+describe('the watch loop on fakes', () => {
+  it('a whole fleet: looks every interval, never heals, says "whole" once', async () => {
+    const r = await run(['whole'], { looks: 5 });
+    assert.deepEqual(r.heals, []);
+    assert.deepEqual(r.sleeps, [2000, 2000, 2000, 2000, 2000]);
+    assert.equal(r.lines.filter((l) => /whole at revision 2/.test(l)).length, 1, r.lines.join('\n'));
+  });
+
+  it('an instance that died and stays dead past the settle window: one heal for all it found, then whole', async () => {
+    const r = await run(['whole', 'dead'], { looks: 6 });
+    assert.deepEqual(r.heals, ['exited, missing']);
+    assert.ok(r.sleeps.includes(1000), 'it waited the settle window before healing');
+    assert.equal(r.end.heals, 1);
+    assert.ok(r.lines.some((l) => /healed \(exited, missing\)/.test(l)), r.lines.join('\n'));
+  });
+
+  it('a fault gone within the settle window (Docker restarted it): no heal', async () => {
+    const r = await run(['whole', 'dead', 'whole'], { looks: 6 });
+    assert.deepEqual(r.heals, []);
+    assert.ok(r.lines.some((l) => /whole again at revision 2 without a heal/.test(l)), r.lines.join('\n'));
+  });
+
+  it('an engine that disappears and returns: the backoff grows 1, 2, 4 s, one line says so, and one heal follows when it answers with a fault', async () => {
+    const r = await run(['whole', 'unreachable', 'unreachable', 'unreachable', 'dead'], { looks: 9 });
+    assert.deepEqual(r.sleeps.slice(1, 4), [1000, 2000, 4000]);
+    assert.equal(r.lines.filter((l) => /cannot see the fleet: .*not reachable/.test(l)).length, 1, 'said once, not once a look');
+    assert.deepEqual(r.heals, ['exited, missing'], 'one heal after the engine came back, not a burst');
+  });
+
+  it('a deploy holds the lock: the watch steps back, then heals on a later look', async () => {
+    const r = await run(['dead'], { healFails: ['lock'], looks: 8 });
+    assert.ok(r.lines.some((l) => /stepping back: fleet api is locked by ci@runner/.test(l)), r.lines.join('\n'));
+    assert.deepEqual(r.heals, ['exited, missing']);
+  });
+
+  it('a heal that fails is said with its reason; the watch goes on and heals later', async () => {
+    const r = await run(['dead'], { healFails: ['progress deadline exceeded'], looks: 8 });
+    assert.ok(r.lines.some((l) => /heal \(exited, missing\) failed after .*: progress deadline exceeded/.test(l)), r.lines.join('\n'));
+    assert.deepEqual(r.heals, ['exited, missing']);
+  });
+
+  it('the latest revision failed (a deploy stopped halfway): no heal at all, and it says why', async () => {
+    const r = await run(['dead'], { outcome: 'failed', looks: 4 });
+    assert.deepEqual(r.heals, []);
+    assert.ok(r.lines.some((l) => /not healing: revision 2 is failed/.test(l)), r.lines.join('\n'));
+  });
+});
