@@ -27,6 +27,7 @@ import { engineMessage, retryTransient, runtimeError, statusOf, type RetryOption
 import { SshDockerAgent } from './ssh.js';
 
 // The Docker adapter's face: callers (the nginx router, rehearse, the tests) import these from here.
+import { containerEvents } from './dockerEvents.js';
 export { dockerOptions, type DockerConnectOptions, type DockerHostConfig } from './dockerConnect.js';
 export { execIn, getFile, getFileEntry, putFile, type ExecResult } from './dockerFiles.js';
 
@@ -77,6 +78,11 @@ export class DockerRuntime implements Runtime {
       throw runtimeError('E_DOCKER', `listing containers on ${this.where}: ${engineMessage(err)}`, err);
     }
     return containers.map((c) => instanceFromList(c, this.host));
+  }
+
+  /** Wakes `onEvent` on changes to containers with these labels (adapters/dockerEvents.ts); returns the closer. */
+  events(labels: Record<string, string>, onEvent: () => void): () => void {
+    return containerEvents(this.docker, labels, onEvent);
   }
 
   /** The engine's inspect of a container; undefined when it does not exist. */

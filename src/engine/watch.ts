@@ -18,7 +18,7 @@
 import type { Fleet } from '../config/load.js';
 import { assessFleet, healReasons, type HealFinding, type HealReason } from '../core/heal.js';
 import { FleetrollError } from '../errors.js';
-import type { FleetLockPort, FleetState, RevisionRecord } from '../ports.js';
+import { LABELS, type FleetLockPort, type FleetState, type RevisionRecord } from '../ports.js';
 import { fleetForRecord } from './records.js';
 import { runManaged } from './session.js';
 import { statusReport, type StatusReport } from './status.js';
@@ -69,6 +69,37 @@ export interface WatchEnd {
 
 const MAX_BACKOFF_MS = 30_000;
 
+/** A runtime that can say when the fleet's containers change (adapters/docker.ts events): the watch then looks at once. */
+interface EventSource {
+  events(labels: Record<string, string>, onEvent: () => void): () => void;
+}
+
+/** Wakes from any engine of the fleet that has an event stream; subscribe() again after an engine came back. */
+function wakeUps(o: WatchOptions): { subscribe(): void; wait(ms: number): Promise<void>; close(): void } {
+  let closers: (() => void)[] = [];
+  let wake: (() => void) | undefined;
+  const sleep = o.sleep ?? sleepFor;
+  const labels = { [LABELS.service]: o.fleet.service, [LABELS.managed]: 'true' };
+  const close = () => {
+    for (const c of closers) c();
+    closers = [];
+  };
+  return {
+    subscribe() {
+      close();
+      for (const rt of o.deps.runtimes?.values() ?? []) {
+        const source = rt as Partial<EventSource>;
+        if (typeof source.events === 'function') closers.push(source.events.call(rt, labels, () => wake?.()));
+      }
+    },
+    async wait(ms) {
+      await Promise.race([sleep(ms, o.signal), new Promise<void>((r) => (wake = r))]);
+      wake = undefined;
+    },
+    close,
+  };
+}
+
 function sleepFor(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal.aborted) return resolve();
@@ -94,6 +125,8 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
   await h.watchLock.acquire(image, 'fleetroll watch', o.once ? 0 : Number.MAX_SAFE_INTEGER);
   let heals = 0;
   let whole = false;
+  const events = wakeUps(o);
+  events.subscribe();
   try {
     log(`watching ${fleet.service}: a look every ${o.intervalMs / 1000} s, a fault healed once it lasts ${o.settleMs / 1000} s`);
     let backoff = 1000;
@@ -108,6 +141,8 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
       let look: Look;
       try {
         look = await lookAt(o, restartsBefore);
+        // Back from an outage: the engines' event streams ended with it.
+        if (backoff > 1000) events.subscribe();
         backoff = 1000;
       } catch (err) {
         say(`cannot see the fleet: ${firstLine(err)}; looking again in ${backoff / 1000} s, then less and less often (every ${MAX_BACKOFF_MS / 1000} s at most) until it answers`, `unreachable: ${firstLine(err)}`);
@@ -120,7 +155,7 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
         say(`not healing: ${look.why}`);
         whole = false;
         if (o.once) break;
-        await sleep(o.intervalMs, signal);
+        await events.wait(o.intervalMs);
         continue;
       }
       o.onLook?.(look.report);
@@ -149,9 +184,10 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
         continue;
       }
       if (o.once) break;
-      await sleep(o.intervalMs, signal);
+      await events.wait(o.intervalMs);
     }
   } finally {
+    events.close();
     await h.watchLock.release().catch(() => {});
   }
   return { whole, heals };

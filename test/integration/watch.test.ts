@@ -164,6 +164,22 @@ describe('fleetroll watch, for real', { timeout: guard(600_000) }, () => {
     }
   });
 
+  it("Docker's event stream wakes the watch: with a look only every 120 s, a killed instance is replaced long before the next look", async (t) => {
+    const f = await fleet('it-watch-ev');
+    const revision = await f.at100(2);
+    const watch = await startCliUntil(['watch', '-f', f.fleetFile({ replicas: 2 }), '--interval', '120s', '--settle', '300ms'], /watch: whole at revision 1/);
+    try {
+      const killed = (await f.instances())[0]!;
+      await docker.getContainer(killed.id).kill({ signal: 'SIGKILL' });
+      const ms = await untilWhole(f, 2, revision, 'the fleet whole after a SIGKILL, woken by the event');
+      t.diagnostic(`with --interval 120s: whole again ${ms} ms after the SIGKILL`);
+      assert.ok(ms < 60_000, `${ms} ms: the next look was not due for 120 s`);
+      assert.match(watch.stdout(), /watch: found: .* is exited/);
+    } finally {
+      await stopWatch(watch);
+    }
+  });
+
   it('--once on a fleet missing an instance: one heal, exit 0, the fleet whole', async () => {
     const f = await fleet('it-watch-once');
     const revision = await f.at100(2);
