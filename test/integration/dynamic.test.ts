@@ -167,6 +167,29 @@ describe('the dynamic nginx mode (Lua balancer), for real', { timeout: guard(300
     assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0', '1.1.0']);
   });
 
+  it('two load balancers, one that cannot confirm a change (paused mid-rollout): the other is put back on its previous servers, the rollout fails naming it, and nothing failed through the healthy nginx', async (t) => {
+    const f = await fleet('it-dyn-two', { mode: 'dynamic' });
+    const second = await f.addLoadBalancer('b');
+    const file = (image: string) => f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, image, extraLoadBalancers: [{ container: second.container, upstream: f.names.upstream }] });
+    const first = await runCli(['deploy', '-f', file('fleetroll-example:1.0.0')]);
+    assert.equal(first.code, 0, first.stdout + first.stderr);
+    const before = parsePeers(await getFile(docker, f.names.nginx, defaultPeersFile(f.names.upstream)))!.servers.map((s) => `${s.name} ${s.down ? 'down' : 'up'}`).sort();
+    const load = startLoad(f.url, { getPerSecond: 20, postConcurrency: 1, keepAlive: true, resend: false });
+    const running = await startCliUntil(['deploy', '-f', file('fleetroll-example:1.1.0')], /started \S+ on local/);
+    // Its Lua timer stops with it: the next change cannot be confirmed there.
+    await docker.getContainer(second.container).pause();
+    const done = await running.exited;
+    await docker.getContainer(second.container).unpause();
+    const records = await load.stop();
+    t.diagnostic(`one of two dynamic nginx paused mid-rollout: exit ${done.code}; ${records.length} requests through the other, ${failedOf(records).length} failed`);
+    assert.equal(done.code, 1, done.stdout + done.stderr);
+    assert.match(done.stdout + done.stderr, new RegExp(`${second.container}.*did not take the new peers within 5 s`));
+    assert.match(done.stdout + done.stderr, /put back on the previous servers/);
+    const after = parsePeers(await getFile(docker, f.names.nginx, defaultPeersFile(f.names.upstream)))!.servers.filter((s) => !s.down).map((s) => `${s.name} up`).sort();
+    assert.deepEqual(after, before.filter((s) => s.endsWith(' up')), 'the healthy nginx routes to the servers it had before the change nobody could confirm');
+    assert.deepEqual(failedOf(records), [], 'nothing failed through the healthy nginx');
+  });
+
   it('a drain ends when its last request does: slow POSTs on the drained instances finish, and each drain ends right after, well before drainSeconds', async (t) => {
     const f = await fleet('it-dyn-idle', { mode: 'dynamic' });
     const env = { ORDER_DELAY_MS: '1200' };

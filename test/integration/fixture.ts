@@ -166,7 +166,7 @@ export async function startTestFleet(prefix: string, o: FleetStart = {}): Promis
             : '';
       const accessLog = o.accessLog === false ? '' : `      accessLog: ${o.accessLog ?? ACCESS_LOG}\n`;
       const extra = (o.extraLoadBalancers ?? [])
-        .map((lb) => `  - nginx:\n      container: ${lb.container}\n      host: local\n      upstreamFile: ${UPSTREAM_FILE}\n      upstream: ${lb.upstream}\n${lb.template ? `      template: ${lb.template}\n` : ''}${accessLog}`)
+        .map((lb) => `  - nginx:\n      container: ${lb.container}\n      host: local\n      ${dynamic ? 'mode: dynamic' : `upstreamFile: ${UPSTREAM_FILE}`}\n      upstream: ${lb.upstream}\n${lb.template ? `      template: ${lb.template}\n` : ''}${accessLog}`)
         .join('');
       const more = [
         o.minReadySeconds !== undefined ? `minReadySeconds: ${o.minReadySeconds}\n` : '',
@@ -210,7 +210,8 @@ ${o.template ? `      template: ${o.template}\n` : ''}${accessLog}${extra}${more
     },
     async addLoadBalancer(suffix) {
       const more = { ...names, nginx: `${names.nginx}-${suffix}` };
-      const p = await startNginx(docker, more, nginx, 0, await readDefaultTemplate());
+      // The same mode as the fleet's first nginx (a dynamic fleet's image has the Lua module).
+      const p = await startNginx(docker, more, nginx, 0, await readDefaultTemplate(), o.mode);
       const u = `http://127.0.0.1:${p}`;
       await waitForHttp(u, 10_000);
       return { container: more.nginx, url: u };
