@@ -20,17 +20,15 @@
  */
 import path from 'node:path';
 import { FleetrollError } from '../errors.js';
-import { PLACEHOLDER_ADDRESS, STICKY_NAME_RE, UPSTREAM_NAME_RE, forceRoute, parseForceKey, parseUpstreamServers, type ForceKey, type StickyKey, type UpstreamEntry } from '../core/upstream.js';
+import { PLACEHOLDER_ADDRESS, defaultPeersFile, STICKY_NAME_RE, UPSTREAM_NAME_RE, forceRoute, parseForceKey, parseUpstreamServers, type ForceKey, type StickyKey, type UpstreamEntry } from '../core/upstream.js';
 import type { ChangeParts, Router } from '../ports.js';
 import type { NginxPlace } from './nginxPlace.js';
 
 /** The Debian packages that give Debian 12's nginx the Lua module (lua-resty-core comes with them). */
 export const LUA_PACKAGES = 'libnginx-mod-http-lua libnginx-mod-http-ndk';
 
-/** Where the peers file goes when the fleet file does not say: /tmp is writable by nginx's workers in any image. */
-export function defaultPeersFile(upstream: string): string {
-  return `/tmp/fleetroll-${upstream}.peers`;
-}
+// Re-exported: the adapter's callers (wiring, tests) name the default peers file with the rest of the dynamic mode.
+export { defaultPeersFile };
 
 /** A peer as fleetroll's Lua reads it. */
 const ADDRESS_RE = /^(?:[0-9]{1,3}\.){3}[0-9]{1,3}:[0-9]{1,5}$/;

@@ -12,6 +12,7 @@ import { analysisSchema } from './analysis.js';
 import { zodIssues } from './fields.js';
 import { probeIssues, portIssues } from './probes.js';
 import type { FleetFileParsed } from './schema.js';
+import { defaultPeersFile } from '../core/upstream.js';
 
 /** secrets/N must name a secretFiles entry; a secret file needs a path that exists. */
 export function secretIssues(f: FleetFileParsed): FieldIssue[] {
@@ -55,7 +56,7 @@ export function crossFieldIssues(f: FleetFileParsed, timings: { minReadySeconds:
       if (n.upstreamFile !== undefined) issues.push({ path: `${p}/upstreamFile`, message: 'does not apply with mode: dynamic (membership goes to the Lua balancer through peersFile, no upstream file is written)' });
       if (n.template !== undefined) issues.push({ path: `${p}/template`, message: 'does not apply with mode: dynamic (no upstream file is rendered)' });
     }
-    const file = n.mode === 'reload' ? n.upstreamFile : (n.peersFile ?? `/tmp/fleetroll-${n.upstream}.peers`);
+    const file = n.mode === 'reload' ? n.upstreamFile : (n.peersFile ?? defaultPeersFile(n.upstream));
     const key = `${n.exec ? 'exec' : `${n.host ?? ''}/${n.container ?? ''}`}:${file}`;
     if (files.has(key)) issues.push({ path: `${p}/${n.mode === 'reload' ? 'upstreamFile' : 'peersFile'}`, message: `the same file is already managed by loadBalancers/${files.get(key)}` });
     files.set(key, i);

@@ -9,7 +9,7 @@ import { dirname, resolve } from 'node:path';
 import { readTextFile } from './document.js';
 import { MAX_TEMPLATE_BYTES } from './checks.js';
 import type { Fleet } from './load.js';
-import { forceRoute, stickyVariable } from '../core/upstream.js';
+import { defaultPeersFile, forceRoute, stickyVariable } from '../core/upstream.js';
 
 /** A load-balancing method of a template's own would clash with the `hash` line a canary writes. */
 const BALANCING_RE = /^\s*(hash|ip_hash|least_conn|random)\b/m;
@@ -25,7 +25,7 @@ async function nginxNotes(fleet: Fleet): Promise<{ lines: string[]; warnings: st
   const warnings: string[] = [];
   for (const [i, { nginx: lb }] of fleet.loadBalancers.entries()) {
     if (lb.mode !== 'dynamic') continue;
-    const peers = lb.peersFile ?? `/tmp/fleetroll-${lb.upstream}.peers`;
+    const peers = lb.peersFile ?? defaultPeersFile(lb.upstream);
     lines.push(`nginx (dynamic), loadBalancers/${i} (upstream ${lb.upstream}): membership goes to fleetroll's Lua balancer through ${peers} (answered in ${peers}.status), no reload; nginx needs the Lua module (Debian: libnginx-mod-http-lua) and templates/fleetroll.lua, with nginx.conf as in templates/nginx-dynamic.conf.example, upstream "${lb.upstream}" and peers "${peers}"; every deploy's preflight checks it`);
   }
   if (s.type !== 'BlueGreen' && s.type !== 'Canary') return { lines, warnings };

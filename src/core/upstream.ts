@@ -91,6 +91,11 @@ const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 export const STICKY_NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
 const STICKY_KEY_RE = /^(?:remote_addr|(cookie|header):([A-Za-z0-9_-]{1,64}))$/;
 
+/** The dynamic mode's peers file when the fleet file names none: /tmp is writable by nginx's workers in any image. */
+export function defaultPeersFile(upstream: string): string {
+  return `/tmp/fleetroll-${upstream}.peers`;
+}
+
 /** The address of the placeholder server below (nothing listens on the discard port). */
 export const PLACEHOLDER_ADDRESS = '127.0.0.1:9';
 /**

@@ -9,7 +9,7 @@ import { readFile } from 'node:fs/promises';
 import http from 'node:http';
 import type Dockerode from 'dockerode';
 import { LOG_FORMAT, LOG_FORMAT_NAME } from '../core/accessLog.js';
-import { renderUpstream } from '../core/upstream.js';
+import { defaultPeersFile, renderUpstream } from '../core/upstream.js';
 import { putFile } from '../adapters/docker.js';
 import { retryTransient } from '../adapters/dockerRetry.js';
 import { systemClock } from '../engine/rollout.js';
@@ -77,7 +77,7 @@ const DYNAMIC_CONF = new URL('../../templates/nginx-dynamic.conf.example', impor
 /** templates/nginx-dynamic.conf.example for this upstream: the nginx.conf of a dynamic-mode stage. */
 export async function dynamicNginxConf(upstream: string, peersFile?: string): Promise<string> {
   const conf = (await readFile(DYNAMIC_CONF, 'utf8')).replaceAll('bookstore_api', upstream);
-  return peersFile === undefined ? conf : conf.replace(`peers = "/tmp/fleetroll-${upstream}.peers"`, `peers = ${JSON.stringify(peersFile)}`);
+  return peersFile === undefined ? conf : conf.replace(`peers = ${JSON.stringify(defaultPeersFile(upstream))}`, `peers = ${JSON.stringify(peersFile)}`);
 }
 
 /** Where a dynamic-mode stage's nginx finds a host directory bind-mounted for its peers file (startNginx's peersDir). */
