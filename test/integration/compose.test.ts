@@ -115,7 +115,7 @@ networks:
 }
 
 describe('a compose file as the fleet\'s container, on a real engine under load through nginx', { concurrency: 3 }, () => {
-  it('the same service deployed from a compose file: its fields reach the containers, a tag change rolls out with no failed request, plan shows the diff, the secret is nowhere', { timeout: guard(170_000) }, async (t) => {
+  it('the same service deployed from a compose file: its fields reach the containers, a tag change rolls out with no failed request, plan shows the diff, the secret is nowhere', { timeout: guard(300_000) }, async (t) => {
     const f = await fleet('ci2-cmp');
     const svc = f.names.service;
     const volume = `${svc}_data`; // compose's name: <project>_<key>, the project from name:
@@ -227,7 +227,7 @@ describe('a compose file as the fleet\'s container, on a real engine under load 
     }
   });
 
-  it('adopted from one: containers compose started are adopted with compose: { file, service, ignore }, and the rollout keeps the compose fields', { timeout: guard(170_000) }, async (t) => {
+  it('adopted from one: containers compose started are adopted with compose: { file, service, ignore }, and the rollout keeps the compose fields', { timeout: guard(300_000) }, async (t) => {
     const f = await fleet('ci2-adp');
     const svc = f.names.service;
     const role = `api-${svc}`;

@@ -49,7 +49,7 @@ describe('fleetroll watch, for real', { timeout: guard(600_000) }, () => {
     const f = await fleet('it-watch');
     const revision = await f.at100(3);
     const file = f.fleetFile({ replicas: 3 });
-    const watch = await startCliUntil(['watch', '-f', file, '--interval', '300ms', '--settle', '300ms'], /watch: whole at revision 1/);
+    const watch = await startCliUntil(['watch', '-f', file, '--interval', '2s', '--settle', '300ms'], /watch: whole at revision 1/);
     const loadStart = Date.now();
     const load = startLoad(f.url, { getPerSecond: 20, postConcurrency: 1 });
     const faults: { at: number; text: string; address: string }[] = [];
@@ -129,7 +129,7 @@ describe('fleetroll watch, for real', { timeout: guard(600_000) }, () => {
   it('a deploy while the watch runs: the watch steps back, the deploy completes, and the watch keeps the new revision (a killed instance comes back at 1.1.0); the revision record is the deploy\'s', async () => {
     const f = await fleet('it-watch-dep');
     await f.at100(2);
-    const watch = await startCliUntil(['watch', '-f', f.fleetFile({ replicas: 2 }), '--interval', '300ms', '--settle', '300ms'], /watch: whole at revision 1/);
+    const watch = await startCliUntil(['watch', '-f', f.fleetFile({ replicas: 2 }), '--interval', '2s', '--settle', '300ms'], /watch: whole at revision 1/);
     try {
       const target = f.fleetFile({ replicas: 2, image: 'fleetroll-example:1.1.0' });
       const r = await runCli(['deploy', '-f', target]);
@@ -153,8 +153,8 @@ describe('fleetroll watch, for real', { timeout: guard(600_000) }, () => {
     const f = await fleet('it-watch-two');
     await f.at100(1);
     const file = f.fleetFile({ replicas: 1 });
-    const first = await startCliUntil(['watch', '-f', file, '--interval', '300ms'], /watch: whole at revision 1/);
-    const second = await startCliUntil(['watch', '-f', file, '--interval', '300ms'], /watch: waiting: another watch of \S+ runs \(.*pid \d+/);
+    const first = await startCliUntil(['watch', '-f', file, '--interval', '2s'], /watch: whole at revision 1/);
+    const second = await startCliUntil(['watch', '-f', file, '--interval', '2s'], /watch: waiting: another watch of \S+ runs \(.*pid \d+/);
     try {
       assert.match(second.stdout(), new RegExp(`pid ${first.child.pid}`));
       await stopWatch(first);
