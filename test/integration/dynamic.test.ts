@@ -23,7 +23,7 @@ async function workers(container: string): Promise<string[]> {
   return t.Processes.filter((p) => /nginx: worker process$/.test(p[1] ?? '')).map((p) => p[0] ?? '');
 }
 
-describe('the dynamic nginx mode (Lua balancer), for real', { timeout: guard(900_000) }, () => {
+describe('the dynamic nginx mode (Lua balancer), for real', { timeout: guard(1_700_000) }, () => {
   const fleet = useFleets();
 
   it('a rollout under keep-alive load: no failed request, no resend, no reload (the same nginx workers), every instance on the new version', async (t) => {
