@@ -233,7 +233,7 @@ describe('tcp:// with TLS', { timeout: guard(240_000) }, () => {
   });
 });
 
-describe('ssh://', { timeout: guard(240_000) }, () => {
+describe('ssh://', { timeout: guard(480_000) }, () => {
   let rt: DockerRuntime;
   let port = 0;
   let dir = '';
@@ -361,7 +361,7 @@ describe('ssh://', { timeout: guard(240_000) }, () => {
     assert.equal(await answeredVersion(new URL(url).host), '1.1.0', 'served through the nginx container');
   });
 
-  it('exec and file copy over ssh: 12 concurrent execs in the nginx container all finish with their output and exit code, on one SSH connection', { timeout: guard(30_000) }, async () => {
+  it('exec and file copy over ssh: 12 concurrent execs in the nginx container all finish with their output and exit code, on one SSH connection', { timeout: guard(120_000) }, async () => {
     agent = new SshDockerAgent({ host: '127.0.0.1', port, username: 'root' }, { SSH_AUTH_SOCK: agentSock }, [join(home, '.ssh/known_hosts')]);
     const remote = new Dockerode({ protocol: 'http', host: '127.0.0.1', port, agent } as Dockerode.DockerOptions);
     const before = accepted();
