@@ -331,8 +331,7 @@ export interface LockInfo extends LockHolder {
   /** Last lease renewal (ISO time); a holder that stopped renewing is gone. */
   lease: string;
   stale: boolean;
-  /** The holder's note (FleetLockPort.note), with when it was left. */
-  note?: { at: string; text: string } | undefined;
+  /** The holder's note (FleetLockPort.note), with when it was left. */ note?: { at: string; text: string } | undefined;
 }
 
 /**
@@ -368,8 +367,7 @@ export interface FleetLockPort {
   release(): Promise<void>;
   /** Who holds the lock now, if anyone (status). */
   info(): Promise<LockInfo | undefined>;
-  /** Optional: a line the holder leaves with the lock for `status` (fleetroll watch: its last action). */
-  note?(text: string): Promise<void>;
+  /** Optional: a line the holder leaves with the lock for `status` (fleetroll watch: its last action). */ note?(text: string): Promise<void>;
 }
 
 /** What an access log reader noticed on the way; each number is a reason lines may be missing or late. */
