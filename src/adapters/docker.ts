@@ -56,7 +56,13 @@ export class DockerRuntime implements Runtime {
     return `Docker host ${this.host} (${this.endpoint})`;
   }
 
-  async ping(timeoutMs = 5000): Promise<void> {
+  /**
+   * Over ssh the first ping also pays for the ssh handshake and a
+   * `docker system dial-stdio` started on the far side: it gets three times
+   * the time a socket or TCP engine gets (a CI machine at load 20-30 took
+   * over 5 s for it).
+   */
+  async ping(timeoutMs = this.endpoint.startsWith('ssh://') ? 15_000 : 5000): Promise<void> {
     const ssh = (this.docker.modem as { agent?: unknown }).agent;
     if (ssh instanceof SshDockerAgent) ssh.lastProblem = undefined;
     try {

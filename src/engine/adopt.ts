@@ -105,9 +105,14 @@ export async function adoptFleet(
     for (const c of found) {
       const info = await deps.runtimes.get(c.host)?.inspect(c.id, fleet.port);
       if (!info?.address) throw new FleetrollError('E_ADOPT', `${c.name} on ${c.host} has no address on a Docker network fleetroll can reach`);
-      const ready = await deps.prober.ready({ id: info.id, host: c.host, address: info.address });
-      const version = await deps.prober.version(info.address).catch(() => '');
+      const { ready, version } = await answerOf(deps, { id: info.id, host: c.host, address: info.address });
       instances.push({ name: info.name, host: c.host, address: info.address, version, ready, id: info.id });
+    }
+    const silent = instances.filter((i) => !i.version);
+    if (silent.length > 0) {
+      throw new FleetrollError('E_ADOPT', `${silent.map((i) => `${i.name} on ${i.host}`).join(', ')} did not say its version${fleet.probes.version ? ` (GET ${fleet.probes.version.path})` : ''} within ${ADOPT_WAIT_MS / 1000} s`, {
+        hint: 'check that the containers run the app on port: and that it answers there, then adopt again (nothing was recorded)',
+      });
     }
     const versions = [...new Set(instances.map((i) => i.version))];
     if (versions.length !== 1 || !versions[0]) {
@@ -139,6 +144,24 @@ export async function adoptFleet(
     return { instances: instances.map(({ id: _id, ...rest }) => rest), revision: record, reloads: deps.routers.length };
   } finally {
     await h.lock.release();
+  }
+}
+
+/**
+ * How long adopt waits for a matched container to be ready and say its
+ * version: containers just started (`docker compose up -d` right before)
+ * may not listen yet, and adopting one unready would leave it out of nginx.
+ */
+const ADOPT_WAIT_MS = 20_000;
+
+/** A container's readiness and version, asked again every 200 ms until both answer or ADOPT_WAIT_MS is over (then what it had). */
+async function answerOf(deps: DeployDeps, target: { id: string; host: string; address: string }): Promise<{ ready: boolean; version: string }> {
+  const until = Date.now() + ADOPT_WAIT_MS;
+  for (;;) {
+    const ready = await deps.prober.ready(target);
+    const version = await deps.prober.version(target.address).catch(() => '');
+    if ((ready && version) || Date.now() >= until) return { ready, version };
+    await new Promise((r) => setTimeout(r, 200));
   }
 }
 
