@@ -273,7 +273,7 @@ class Rollout {
   }
 
   private list(): Promise<InstanceInfo[]> {
-    return listFleet(this.fleet.service, this.deps.runtimes, this.fleet.hostParallelism, this.deps.adopted);
+    return listFleet(this.fleet.service, this.deps.runtimes, this.fleet.hostParallelism, this.deps.adopted, this.options.knownRevisions);
   }
 
   /**

@@ -177,7 +177,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
         return spec;
       };
       const stateWrites = h.store.watch ? (l: () => void) => h.store.watch!(l) : undefined;
-      const result = await deploy(fleet, { ...deps, events: notes?.watch(deps.events) ?? deps.events, journal: write, paused, switchBack, promoted, aborted, stateWrites, recordedSpec, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, { ...o, prepared: true, preparedMs, healthWatch, heal: o.heal !== undefined });
+      const result = await deploy(fleet, { ...deps, events: notes?.watch(deps.events) ?? deps.events, journal: write, paused, switchBack, promoted, aborted, stateWrites, recordedSpec, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, { ...o, prepared: true, preparedMs, healthWatch, heal: o.heal !== undefined, ...(o.heal !== undefined ? { knownRevisions: state.revisions.map((r) => r.hash) } : {}) });
       await write.flush();
       if (o.heal === undefined) await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`, result.health, { switchedAt: result.switchedAt, switchIssuedAt: result.switchIssuedAt }, result.costs);
       notes?.success(result);

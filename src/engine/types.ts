@@ -130,6 +130,12 @@ export interface DeployOptions {
    * not run.
    */
   heal?: boolean | undefined;
+  /**
+   * With `heal`: the revisions of the fleet's history. An instance of any
+   * other (someone else's, or a state restored from an older backup) is left
+   * alone, not replaced as an old one: the watch reports it.
+   */
+  knownRevisions?: readonly string[] | undefined;
 }
 
 /** What deploy() needs of a health watch (engine/health.ts HealthWatch), as a shape, so this module need not import it. */
