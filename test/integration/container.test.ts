@@ -308,7 +308,8 @@ describe('container fields on a real engine, under load through nginx', { concur
     const file = f.fleetFile({ ...ROLL, image: V1, container: { command: good } });
     assert.equal((await runCli(['deploy', '-f', file])).code, 0);
     const before = await inspectAll(f);
-    const broken = f.fleetFile({ ...ROLL, image: V2, onFailure: 'rollback', progressDeadlineSeconds: 8, container: { command: ['node', '/app/no-such-file.mjs'] } });
+    // 20 s, not 8: the rollback has the same deadline, and at CI load (load 30 on 2 cores) it once needed more than 8 s to remove the crash-looping instance.
+    const broken = f.fleetFile({ ...ROLL, image: V2, onFailure: 'rollback', progressDeadlineSeconds: 20, container: { command: ['node', '/app/no-such-file.mjs'] } });
     const r = await underLoad(f, ['deploy', '-f', broken]);
     report(t, 'a broken command, rolled back', r);
     assert.equal(r.run.code, 1, r.run.stdout + r.run.stderr);

@@ -8,6 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { execa } from 'execa';
 import { parseUpstreamServers } from '../../src/core/upstream.js';
 import { LABELS } from '../../src/ports.js';
 import { DEMO_LABEL } from '../../src/experiment/rehearse.js';
@@ -36,6 +37,9 @@ async function untilWhole(f: TestFleet, replicas: number, revision: string, what
     throw new Error(`${(err as Error).message}: ${why}`);
   }
 }
+
+/** Run inside an instance (its image has node and no shell): SIGKILL every process but docker-init (PID 1) and itself; docker-init then exits, and Docker's restart policy applies. */
+const KILL_THE_APP = "for (const p of require('fs').readdirSync('/proc')) if (/^[0-9]+$/.test(p) && +p !== 1 && +p !== process.pid) try { process.kill(+p, 'SIGKILL') } catch {}";
 
 async function stopWatch(w: RunningCli): Promise<{ code: number | null; stdout: string; stderr: string }> {
   w.child.kill('SIGTERM');
@@ -178,6 +182,48 @@ describe('fleetroll watch, for real', { timeout: guard(600_000) }, () => {
       assert.ok(ms < 60_000, `${ms} ms: the next look was not due for 120 s`);
       assert.match(watch.stdout(), /watch: found: .* is exited/);
     } finally {
+      await stopWatch(watch);
+    }
+  });
+
+  it("an instance of a revision the history does not know is reported and left alone through a heal; a crash loop (Docker restarting an instance again and again) is reported, and the fleet is whole once it stops", async (t) => {
+    const f = await fleet('it-watch-loop');
+    const revision = await f.at100(3);
+    // Someone else's container with the fleet's labels but a revision the history lacks (another machine's fleetroll, a state restored from an older backup).
+    const model = (await f.instances())[0]!;
+    const stranger = await docker.createContainer({ Image: 'fleetroll-example:1.0.0', name: `${f.names.service}-stranger`, Labels: { ...model.labels, [LABELS.revision]: 'someone-elses' }, HostConfig: { NetworkMode: f.names.network, Init: true } });
+    await stranger.start();
+    const load = startLoad(f.url, { getPerSecond: 20, postConcurrency: 1 });
+    const watch = await startCliUntil(['watch', '-f', f.fleetFile({ replicas: 3 }), '--interval', '2s', '--settle', '1s'], /watch: whole at revision 1; .* which the fleet's history does not know: left alone/);
+    try {
+      // A heal (an instance killed) must not take the stranger with it.
+      const killed = (await f.instances()).find((i) => i.labels[LABELS.revision] === revision)!;
+      await docker.getContainer(killed.id).kill({ signal: 'SIGKILL' });
+      await waitFor('the heal of the killed instance', () => /watch: healed \(/.test(watch.stdout()), 90_000);
+      const s = await stranger.inspect();
+      assert.ok(s.State.Running && s.RestartCount === 0, `the stranger is untouched: ${s.State.Status}, ${s.RestartCount} restarts`);
+      await stranger.remove({ force: true });
+      await untilWhole(f, 3, revision, 'the fleet whole after the heal');
+
+      // A crash loop: the app inside one instance dies four times in a row; Docker restarts it (restart: unless-stopped) each time.
+      const looping = (await f.instances())[0]!;
+      const c = docker.getContainer(looping.id);
+      const t0 = Date.now();
+      let outOfTraffic = false;
+      for (let n = 1; n <= 4; n++) {
+        await execa('docker', ['exec', looping.id, 'node', '-e', KILL_THE_APP], { reject: false });
+        await waitFor(`restart ${n} of ${looping.name}`, async () => (await c.inspect()).RestartCount >= n, 60_000, 100);
+        const up = parseUpstreamServers((await f.upstream()).content);
+        if (!up.some((x) => x.address === looping.address && !x.down)) outOfTraffic = true;
+      }
+      await waitFor('the watch to name the crash loop', () => /watch: .*keeps being restarted by Docker \(\d+ restarts\)/.test(watch.stdout()), 90_000);
+      const wholeMs = await untilWhole(f, 3, revision, 'the fleet whole once the crash loop stopped');
+      const records = await load.stop();
+      t.diagnostic(`crash loop of ${looping.name}: 4 restarts by Docker, named by the watch, out of nginx at a look between restarts: ${outOfTraffic}; whole ${Date.now() - t0} ms after the first crash (${wholeMs} ms of waiting); ${records.length} requests, ${failedOf(records).length} failed`);
+      assert.ok((await f.instances()).some((i) => i.id === looping.id), 'the looping instance is kept (Docker restarts it), not replaced');
+    } finally {
+      await load.stop();
+      await stranger.remove({ force: true }).catch(() => undefined);
       await stopWatch(watch);
     }
   });
