@@ -15,7 +15,7 @@ import { describe, it } from 'node:test';
 import { execIn, getFile, putFile } from '../../src/adapters/docker.js';
 import { defaultPeersFile, parsePeers, parseStatus } from '../../src/adapters/nginxDynamic.js';
 import { dynamicNginxConf } from '../../src/experiment/demoStage.js';
-import { askUsers, asUser, docker, failedOf, freePort, guard, loadOf, root, runCli, startCliUntil, startLoad, uniqueName, useFleets } from './fixture.js';
+import { askUsers, asUser, docker, failedOf, freePort, guard, loadOf, root, runCli, startCliUntil, startLoad, uniqueName, useFleets, waitFor } from './fixture.js';
 
 /** PIDs of nginx's worker processes in the container (a reload replaces them all). */
 async function workers(container: string): Promise<string[]> {
@@ -104,10 +104,12 @@ describe('the dynamic nginx mode (Lua balancer), for real', { timeout: guard(1_7
       .replace(/(\n\s*location \/ \{)/, `\n        location /preview/ { proxy_pass http://${preview}/; proxy_http_version 1.1; proxy_set_header Connection ""; log_by_lua_block { require("fleetroll").done() } }$1`);
     assert.notEqual(withPreview, conf);
     await putFile(docker, f.names.nginx, '/etc/nginx/nginx.conf', withPreview);
+    const oldWorkers = await workers(f.names.nginx);
     const reload = await execIn(docker, f.names.nginx, ['nginx', '-s', 'reload']);
     assert.equal(reload.exitCode, 0, reload.stderr);
-    await new Promise((r) => setTimeout(r, 500));
-    const before = await workers(f.names.nginx);
+    // The workers of the new config (a fixed 0.5 s was too short at CI load: none was listed yet).
+    let before: string[] = [];
+    await waitFor('nginx to serve with the preview config', async () => (before = await workers(f.names.nginx)).length > 0 && !before.some((p) => oldWorkers.includes(p)), 30_000, 100);
     const load = startLoad(f.url, { getPerSecond: 20, postConcurrency: 1, keepAlive: true, resend: false });
     const file = f.fleetFile({ replicas: 2, type: 'BlueGreen', scaleDownDelaySeconds: 2, image: 'fleetroll-example:1.1.0', blueGreen: { autoPromote: false, preview: { upstream: preview } } });
     const running = await startCliUntil(['deploy', '-f', file], /waiting for `fleetroll promote`/);
