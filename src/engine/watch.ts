@@ -19,6 +19,7 @@ import type { Fleet } from '../config/load.js';
 import { assessFleet, healReasons, type HealFinding, type HealReason } from '../core/heal.js';
 import { FleetrollError } from '../errors.js';
 import { LABELS, type FleetLockPort, type FleetState, type RevisionRecord } from '../ports.js';
+import { lookCache } from './lookCache.js';
 import { fleetForRecord } from './records.js';
 import { runManaged } from './session.js';
 import { statusReport, type StatusReport } from './status.js';
@@ -50,14 +51,32 @@ export interface WatchOptions {
 export interface WatchPorts {
   report(): Promise<StatusReport>;
   heal(latest: RevisionRecord, state: FleetState, reason: string): Promise<void>;
+  /** The fleet state as the look sees it (default: read from the store each time). */
+  state?(): Promise<FleetState | undefined>;
+  /** The engines answer again after an outage. */
+  reconnected?(): void;
+  close?(): void;
 }
 
+/** The state, the locks and nginx's servers are read again only when they may have changed (engine/lookCache.ts): at least this often. */
+const REFRESH_MS = 30_000;
+
 function defaultPorts(o: WatchOptions): WatchPorts {
+  const cache = lookCache(o.h, o.deps.routers, REFRESH_MS);
   return {
-    report: () => statusReport(o.fleet, o.deps, o.h),
+    report: () => statusReport(o.fleet, { ...o.deps, routers: cache.routers }, cache.h),
+    state: () => cache.h.store.read(),
     heal: async (latest, state, reason) => {
-      await runManaged(fleetForRecord(o.fleet, latest, { state }), o.deps, o.h, { command: 'fleetroll watch', heal: reason, changeCause: latest.changeCause, lockWaitMs: 0, signal: o.signal });
+      // The heal writes nginx (and a deploy may have run): the next look reads everything again.
+      cache.forget();
+      try {
+        await runManaged(fleetForRecord(o.fleet, latest, { state }), o.deps, o.h, { command: 'fleetroll watch', heal: reason, changeCause: latest.changeCause, lockWaitMs: 0, signal: o.signal });
+      } finally {
+        cache.forget();
+      }
     },
+    reconnected: () => cache.reopen(),
+    close: () => cache.close(),
   };
 }
 
@@ -125,6 +144,7 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
   await h.watchLock.acquire(image, 'fleetroll watch', o.once ? 0 : Number.MAX_SAFE_INTEGER);
   let heals = 0;
   let whole = false;
+  const ports = o.ports ?? defaultPorts(o);
   const events = wakeUps(o);
   events.subscribe();
   try {
@@ -140,7 +160,9 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
     while (!signal.aborted) {
       let look: Look;
       try {
-        look = await lookAt(o, restartsBefore);
+        // After a look that failed, nothing read before it is trusted, and the state's event stream may have ended with the engine.
+        if (backoff > 1000) ports.reconnected?.();
+        look = await lookAt(o, ports, restartsBefore);
         // Back from an outage: the engines' event streams ended with it.
         if (backoff > 1000) events.subscribe();
         backoff = 1000;
@@ -167,17 +189,17 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
       if (act.length > 0 && o.settleMs > 0) {
         await sleep(o.settleMs, signal);
         if (signal.aborted) break;
-        const again = await lookAt(o, restartsBefore).catch(() => undefined);
+        const again = await lookAt(o, ports, restartsBefore).catch(() => undefined);
         act = again?.kind === 'look' ? again.findings.filter((f) => f.act) : [];
         if (again?.kind === 'look' && act.length === 0) say(`whole again at revision ${again.revisionNumber} without a heal`);
       }
       if (act.length > 0) {
         const reasons = healReasons(act);
-        const ok = await heal(o, reasons, act);
+        const ok = await heal(o, ports, reasons, act);
         if (ok) heals++;
         said = '';
         if (o.once) {
-          const after = await lookAt(o, restartsBefore).catch(() => undefined);
+          const after = await lookAt(o, ports, restartsBefore).catch(() => undefined);
           whole = after?.kind === 'look' && after.findings.every((f) => !f.act);
           break;
         }
@@ -188,18 +210,19 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
     }
   } finally {
     events.close();
+    ports.close?.();
     await h.watchLock.release().catch(() => {});
   }
   return { whole, heals };
 }
 
-async function lookAt(o: WatchOptions, restartsBefore: ReadonlyMap<string, number>): Promise<Look> {
-  const state = await o.h.store.read();
+async function lookAt(o: WatchOptions, ports: WatchPorts, restartsBefore: ReadonlyMap<string, number>): Promise<Look> {
+  const state = await (ports.state ? ports.state() : o.h.store.read());
   const latest = state?.revisions[state.revisions.length - 1];
   if (!state || !latest) return { kind: 'nothing', why: `no revision of ${o.fleet.service} deployed yet (fleetroll deploy -f first)` };
   if (state.paused) return { kind: 'nothing', why: `${o.fleet.service} is paused (fleetroll resume continues it)` };
   if (latest.outcome !== 'complete') return { kind: 'nothing', why: `revision ${latest.number} is ${latest.outcome}: a deploy, undo or resume completes it, then the watch keeps it` };
-  const report = await (o.ports ?? defaultPorts(o)).report();
+  const report = await ports.report();
   const findings = assessFleet({
     replicas: report.desired.replicas,
     revision: report.desired.revision,
@@ -212,7 +235,7 @@ async function lookAt(o: WatchOptions, restartsBefore: ReadonlyMap<string, numbe
 }
 
 /** One heal: a managed rollout of the current revision in heal mode. True when the fleet was healed. */
-async function heal(o: WatchOptions, reasons: readonly HealReason[], found: readonly HealFinding[]): Promise<boolean> {
+async function heal(o: WatchOptions, ports: WatchPorts, reasons: readonly HealReason[], found: readonly HealFinding[]): Promise<boolean> {
   const { fleet, h, log } = o;
   const what = reasons.join(', ');
   log(`healing (${what}): ${found.map((f) => f.name ?? f.reason).join(', ')}`);
@@ -221,7 +244,7 @@ async function heal(o: WatchOptions, reasons: readonly HealReason[], found: read
     const state = await h.store.read();
     const latest = state?.revisions[state.revisions.length - 1];
     if (!state || !latest) return false;
-    await (o.ports ?? defaultPorts(o)).heal(latest, state, what);
+    await ports.heal(latest, state, what);
     const ms = Date.now() - t0;
     log(`healed (${what}) in ${(ms / 1000).toFixed(1)} s: revision ${latest.number} whole again`);
     await record(o, `healed ${what} in ${(ms / 1000).toFixed(1)} s`);
