@@ -145,7 +145,9 @@ class Rollout {
     if (await this.removeOrphans(infos)) infos = await this.list();
     // Found ready: it has been serving, so it counts as available (Kubernetes does the same for a pod it finds ready).
     const found = await Promise.all(infos.map(async (info) => ({ info, ready: info.running && (await this.deps.prober.ready({ id: info.id, host: info.host, address: info.address }).catch(() => false)) })));
-    this.firstDeploy = this.skipsOnFirstDeploy(infos);
+    // A heal keeps a revision its deploy took through the strategy's steps: no gate, canary step or operator's answer (promote, undo, abort) again.
+    this.skipsSteps = this.options.heal === true || this.skipsOnFirstDeploy(infos);
+    const asked = this.options.heal ? {} : { switchBack: this.deps.switchBack, promoted: this.deps.promoted, aborted: this.deps.aborted };
 
     const controller = new Controller({
       fleet: this.fleet,
@@ -164,15 +166,13 @@ class Rollout {
       stateWrites: this.deps.stateWrites,
       list: () => this.list(),
       postWave: this.fleet.hooks?.postWave || this.rollingGate() ? (boundary, instances, inService) => this.afterWave(boundary, instances, inService) : undefined,
-      afterSwitch: this.deps.trafficWindow && this.fleet.analysis && strategyTraits(this.fleet.strategy).analysisGate === 'afterSwitch' && !this.firstDeploy ? (inService) => runGate(this.fleet.analysis!, this.gateDeps(), 'analysis after the switch', inService) : undefined,
+      afterSwitch: this.deps.trafficWindow && this.fleet.analysis && strategyTraits(this.fleet.strategy).analysisGate === 'afterSwitch' && !this.skipsSteps ? (inService) => runGate(this.fleet.analysis!, this.gateDeps(), 'analysis after the switch', inService) : undefined,
       analyze: this.deps.trafficWindow ? (step, inService) => runGate(step.spec ?? this.fleet.analysis!, this.gateDeps(), `canary analysis (${step.path})`, inService) : undefined,
-      skipCanarySteps: this.firstDeploy,
+      skipCanarySteps: this.skipsSteps,
       prePromotion: this.fleet.hooks?.prePromotion ? (instances) => this.hook('prePromotion', this.contextOfInstances(instances, 1)) : undefined,
-      switchBack: this.deps.switchBack,
-      promoted: this.deps.promoted,
+      ...asked,
       // Simulated with nobody to promote: an open pause costs nothing.
-      skipOpenPauses: this.deps.simulated === true && !this.deps.promoted && !this.deps.aborted,
-      aborted: this.deps.aborted,
+      skipOpenPauses: this.deps.simulated === true && !asked.promoted && !asked.aborted,
       recovering: this.deps.recovering,
       heal: this.options.heal,
       timing: this.deps.timing,
@@ -221,12 +221,12 @@ class Rollout {
 
   /** The controller has ended (a gate still measuring stops). */
   private controllerEnded = false;
-  /** No stable revision was running when the rollout began, and its canary steps or gates are skipped (skipsOnFirstDeploy). */
-  private firstDeploy = false;
+  /** The canary steps and analysis gates are skipped: a heal, or no stable revision was running when the rollout began (skipsOnFirstDeploy). */
+  private skipsSteps = false;
 
   /** A strategy whose `analysis:` block gates the first wave (RollingUpdate): its new instances are the free canary. */
   private rollingGate(): boolean {
-    return this.fleet.analysis !== undefined && strategyTraits(this.fleet.strategy).analysisGate === 'firstWave' && !this.firstDeploy;
+    return this.fleet.analysis !== undefined && strategyTraits(this.fleet.strategy).analysisGate === 'firstWave' && !this.skipsSteps;
   }
 
   /**

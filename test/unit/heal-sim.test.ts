@@ -66,6 +66,7 @@ async function play(row: Scenario): Promise<void> {
   assert.deepEqual(violations, []);
   assert.ok(events > 0, 'the checks saw events');
   assert.deepEqual(logs?.asked ?? [], [], 'a heal reads no analysis window: its revision was judged when it was deployed');
+  if (!row.fails) assert.ok(!(outcome instanceof Error), String(outcome));
   assert.equal(started, row.started, 'containers the heal started');
   if (row.reloads !== undefined) for (const r of world.routers) assert.equal(r.reloads, row.reloads, `${r.name}'s reloads`);
   if (row.fails) {
@@ -160,6 +161,32 @@ describe('heal mode on the simulated world', () => {
       setup: { hosts: 2, maxInstances: [1, 3] },
       started: 1,
       perHost: { h1: 1, h2: 2 },
+    },
+  ];
+  for (const row of rows) it(row.name, () => play(row));
+});
+
+/**
+ * A heal keeps a revision that its deploy already took through the
+ * strategy's steps: it runs none of them again (canary steps, an analysis
+ * that could roll the fleet back, waiting for fleetroll promote), or it
+ * would stop healthy instances, switch users to an old instance, or hold the
+ * fleet's lock until an operator comes.
+ */
+describe('heal mode runs no strategy steps', () => {
+  const canary = resolveStrategy({ replicas: 3, strategy: { type: 'Canary', canary: { steps: [{ setWeight: 30 }, { pause: { duration: 5 } }] }, rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } as never });
+  const blueGreen = (more: Record<string, unknown> = {}) => resolveStrategy({ replicas: 3, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 30, ...more } } });
+  const rows: Scenario[] = [
+    { name: 'Canary, an instance of the old revision: replaced as a rolling update, no current instance stopped for a canary weight', s: canary, start: { instances: fleet(2, { revision: 'old' }) }, started: 1 },
+    { name: 'BlueGreen whose analysis would fail, an instance of the old revision: replaced, no analysis, no switch back to it', s: blueGreen(), start: { instances: fleet(2, { revision: 'old' }) }, failingAnalysis: true, started: 1 },
+    {
+      name: 'BlueGreen with autoPromote false, an exited instance: the replacement goes in without waiting for fleetroll promote',
+      s: blueGreen({ autoPromote: false }),
+      start: { instances: fleet(2, { state: 'exited' }) },
+      // As runManaged asks it: the state's promote flag, not set.
+      setup: { promoted: async () => false },
+      started: 1,
+      reloads: 2,
     },
   ];
   for (const row of rows) it(row.name, () => play(row));
