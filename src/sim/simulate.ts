@@ -99,6 +99,8 @@ export interface SimulationSetup {
   world?: ((w: SimWorld, clock: VirtualClock) => void) | undefined;
   progressDeadlineSeconds?: number | undefined;
   hooks?: Fleet['hooks'];
+  /** What a failed rollout does (default pause). */
+  onFailure?: Fleet['onFailure'];
   /** The fleet's analysis: block (RollingUpdate: the gate after the first wave). */
   analysis?: Fleet['analysis'];
   /** BlueGreen: answers fleetroll undo's question during scaleDownDelaySeconds. */
@@ -156,7 +158,7 @@ function fleetOf(s: ResolvedStrategy, t: SimulationTimings, setup: SimulationSet
     terminationGracePeriodSeconds: 30,
     revisionHistoryLimit: 10,
     hostParallelism: 8,
-    onFailure: 'pause',
+    onFailure: setup.onFailure ?? 'pause',
     strategy: s,
     timingSources: {},
     source: { file: '(simulated)' },

@@ -72,6 +72,7 @@ async function play(row: Scenario): Promise<void> {
   if (row.fails) {
     assert.ok(outcome instanceof Error, 'the heal fails');
     assert.match(outcome.message, row.fails.message);
+    assert.doesNotMatch(outcome.message, /rollback|rolled back/, 'a heal fails as it is: it keeps the revision it heals');
     for (const r of world.routers) {
       const up = [...r.up].map((a) => world.byAddress(a));
       assert.ok(up.every((c) => c && isReady(world, c)), `${r.name} routes only to ready instances`);
@@ -107,6 +108,14 @@ describe('heal mode on the simulated world', () => {
       start: { instances: fleet(2, { state: 'unready' }) },
       started: 0,
       reloads: 1,
+      fails: { message: /made no progress for 60 s/, serving: 2 },
+    },
+    {
+      name: 'the same with onFailure rollback: the heal fails as it is, nothing rolled back',
+      s: rolling(3),
+      start: { instances: fleet(2, { state: 'unready' }) },
+      setup: { onFailure: 'rollback' },
+      started: 0,
       fails: { message: /made no progress for 60 s/, serving: 2 },
     },
     { name: 'an instance back at a new address: nginx gets the new address in one change, nothing restarted', s: rolling(3), start: { instances: fleet(2, { state: 'moved' }) }, started: 0, reloads: 1 },
