@@ -177,6 +177,7 @@ class Rollout {
       skipOpenPauses: this.deps.simulated === true && !asked.promoted && !asked.aborted,
       recovering: this.deps.recovering,
       heal: this.options.heal,
+      leftAlone: () => this.others,
       timing: this.deps.timing,
       inspect: this.deps.inspect,
     });
@@ -274,8 +275,17 @@ class Rollout {
     if (this.fleet.hooks?.postWave) await this.hook('postWave', this.contextOfInstances(instances, boundary));
   }
 
-  private list(): Promise<InstanceInfo[]> {
-    return listFleet(this.fleet.service, this.deps.runtimes, this.fleet.hostParallelism, this.deps.adopted, this.options.knownRevisions);
+  /** A heal: the running containers of revisions the fleet's history does not know, at the last listing (the controller leaves them alone). */
+  private others: InstanceInfo[] = [];
+
+  /** The fleet's instances; a heal's, of the revisions it knows alone. */
+  private async list(): Promise<InstanceInfo[]> {
+    const all = await listFleet(this.fleet.service, this.deps.runtimes, this.fleet.hostParallelism, this.deps.adopted);
+    const known = this.options.knownRevisions;
+    if (!known) return all;
+    const mine = (i: InstanceInfo) => known.includes(i.labels[LABELS.revision] ?? '');
+    this.others = all.filter((i) => i.running && !mine(i));
+    return all.filter(mine);
   }
 
   /**

@@ -156,6 +156,13 @@ describe('heal mode on the simulated world', () => {
       reloads: 2,
     },
     {
+      name: 'an instance of an unknown revision nginx routes to, beside an exited one: never stopped, removed or recreated, and nginx goes on routing to it',
+      s: rolling(3),
+      start: { instances: fleet(2, { state: 'exited' }, { revision: 'unknown' }) },
+      started: 1,
+      reloads: 2,
+    },
+    {
       name: 'three hosts: two instances exited on h3 are replaced there, the spread even',
       s: rolling(6),
       start: { instances: [{ host: 'h1' }, { host: 'h1' }, { host: 'h2' }, { host: 'h2' }, { host: 'h3', state: 'exited' }, { host: 'h3', state: 'exited' }] },
@@ -170,6 +177,14 @@ describe('heal mode on the simulated world', () => {
       setup: { hosts: 2, maxInstances: [1, 3] },
       started: 1,
       perHost: { h1: 1, h2: 2 },
+    },
+    {
+      name: "maxInstances counts a container of an unknown revision on the host: the replacement goes to the host with room",
+      s: rolling(4),
+      start: { instances: [{ host: 'h1' }, { host: 'h2' }, { host: 'h2' }, { host: 'h1', state: 'removed' }, { host: 'h1', revision: 'unknown', inNginx: false }] },
+      setup: { hosts: 2, maxInstances: [2, 3] },
+      started: 1,
+      perHost: { h1: 1, h2: 3 },
     },
   ];
   for (const row of rows) it(row.name, () => play(row));
