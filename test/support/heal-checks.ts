@@ -27,18 +27,22 @@ export interface HealChecks extends DriverChecks {
   foreignRouted: Map<string, Set<string>>;
   /** Writes per nginx (by name). */
   writes: Map<string, number>;
+  /** The unknown revision's containers running at the start. */
+  theirs: SimContainer[];
 }
 
 export function healChecks(hosts: readonly { name: string; maxInstances?: number | undefined }[] = []): HealChecks {
   const violations: string[] = [];
   const foreignRouted = new Map<string, Set<string>>();
   const writes = new Map<string, number>();
+  const theirs: SimContainer[] = [];
   return {
     violations,
     foreignRouted,
     writes,
+    theirs,
     world: (w, clock) => {
-      const theirs = [...w.containers.values()].filter((c) => foreign(c) && c.state === 'running');
+      theirs.push(...[...w.containers.values()].filter((c) => foreign(c) && c.state === 'running'));
       for (const r of w.routers) {
         foreignRouted.set(r.name, new Set(theirs.filter((c) => r.up.has(c.address)).map((c) => c.address)));
         writes.set(r.name, 0);
@@ -76,11 +80,13 @@ export function healChecks(hosts: readonly { name: string; maxInstances?: number
 /**
  * The end of a heal: `replicas` running instances of `revision`; every nginx's
  * file and the config in force list exactly them (and the unknown revision's
- * containers it routed to at the start), none down.
+ * containers it routed to at the start), none down; the unknown revision's
+ * containers still run as they did.
  */
 export function assertWhole(world: SimWorld, revision: string, replicas: number, checks: HealChecks): void {
   const current = [...world.containers.values()].filter((c) => c.state === 'running' && c.labels[LABELS.revision] === revision);
   assert.equal(current.length, replicas, `${current.length} running instances of the current revision, replicas ${replicas}`);
+  for (const c of checks.theirs) assert.ok(world.containers.get(c.id) === c && c.state === 'running' && !c.stopping, `${c.name} (unknown revision) runs as it did`);
   for (const r of world.routers) {
     const want = [...current.map((c) => c.address), ...(checks.foreignRouted.get(r.name) ?? [])].sort();
     const listed = parseUpstreamServers(r.file ?? '');
