@@ -64,6 +64,12 @@ export interface ControllerDeps {
   recovering?: boolean | undefined;
   /** `fleetroll watch` healing (DeployOptions.heal): an instance found unready leaves nginx at once. */
   heal?: boolean | undefined;
+  /**
+   * A heal: the running containers of revisions the fleet's history does not
+   * know, as last listed. Left alone: nginx goes on routing to them as it did,
+   * and they take their room on their host (maxInstances is the machine's).
+   */
+  leftAlone?: (() => readonly InstanceInfo[]) | undefined;
   timing?: Partial<ControllerTiming> | undefined;
 }
 

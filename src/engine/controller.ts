@@ -17,6 +17,7 @@
  *   strategies/      what RollingUpdate, BlueGreen and Canary add (one driver each)
  */
 import { decide } from '../core/decide.js';
+import type { HostSlot } from '../core/placement.js';
 import { RolloutFailedError } from '../errors.js';
 import type { InstanceInfo } from '../ports.js';
 import { Availability } from './availability.js';
@@ -85,6 +86,7 @@ export class Controller {
     const now = ctx.now();
     ctx.lastProgress = now;
     for (const { info, ready } of found) this.life.found(info, ready, now);
+    this.life.leaveAlone(ctx.d.leftAlone?.() ?? []);
     this.driver.begin();
     this.startWatchers();
     // nginx may list what it should not (a crash, a hand edit): bring it in line first.
@@ -122,6 +124,14 @@ export class Controller {
     }
   }
 
+  /** The fleet's hosts, less the room the containers a heal leaves alone take on each (maxInstances is a limit of the machine). */
+  private hosts(): readonly HostSlot[] {
+    const hosts = this.ctx.d.fleet.hosts;
+    const others = this.ctx.d.leftAlone?.() ?? [];
+    if (others.length === 0) return hosts;
+    return hosts.map((h) => (h.maxInstances === undefined ? h : { name: h.name, maxInstances: h.maxInstances - others.filter((o) => o.host === h.name).length }));
+  }
+
   private end(e: Ending): void {
     this.endings.end(e);
   }
@@ -151,7 +161,7 @@ export class Controller {
     // 2. What may not happen yet: everything while stopping, else what the strategy holds back.
     const hold = ctx.ending || ctx.settling ? 'all' : driver.hold();
     // 3. The one rolling decision.
-    const d = decide(ctx.view, { revision: ctx.revision, replicas: ctx.d.fleet.replicas, strategy: driver.strategy(), now, hosts: ctx.d.fleet.hosts, hold });
+    const d = decide(ctx.view, { revision: ctx.revision, replicas: ctx.d.fleet.replicas, strategy: driver.strategy(), now, hosts: this.hosts(), hold });
     // 4. Apply it.
     for (const id of d.stop) this.life.stop(id);
     if (d.terminate.length + d.start.length > 0) {

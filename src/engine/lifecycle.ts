@@ -35,6 +35,8 @@ export class Lifecycle {
   private openBatch: { id: number; at: number } | undefined;
   /** Creates + starts running on each host now: Docker shares itself among them, so a start's cost grows with them (core/stepCosts.ts). */
   private readonly startsInFlight = new Overlaps();
+  /** A heal: the lines of containers it leaves alone (other revisions), as nginx had them when it began. */
+  private readonly kept = new Map<string, UpstreamEntry>();
 
   constructor(
     private readonly ctx: RolloutContext,
@@ -67,6 +69,14 @@ export class Lifecycle {
     this.ctx.view.add(inst);
     if (phase === 'unready') this.ctx.readiness.watch(inst);
     return inst;
+  }
+
+  /** Containers a heal leaves alone: nginx goes on routing to each as it did (up, down, or not at all). */
+  leaveAlone(infos: readonly InstanceInfo[]): void {
+    const t = this.ctx.traffic;
+    for (const i of infos) {
+      if (i.address !== undefined && (t.routes(i.address) || t.markedDown(i.address))) this.kept.set(i.name, { address: i.address, down: !t.routes(i.address), name: i.name });
+    }
   }
 
   setPhase(inst: Instance, phase: Phase): void {
@@ -323,7 +333,8 @@ export class Lifecycle {
     const touched = this.upstreamTouched();
     if (driver.wholeUpstream() || this.upstreamWhole) {
       this.upstreamWhole = false;
-      for (const e of this.upstream.entries()) if (!view.get(e.name)) this.upstream.set(e.name, undefined);
+      for (const e of this.upstream.entries()) if (!view.get(e.name) && !this.kept.has(e.name)) this.upstream.set(e.name, undefined);
+      for (const [name, e] of this.kept) this.upstream.set(name, e);
       for (const i of view.values()) this.upstream.set(i.id, this.upstreamEntry(i, hideNew));
     } else {
       for (const id of touched) {

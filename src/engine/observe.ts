@@ -14,12 +14,11 @@ export interface Adopted {
   version: string;
 }
 
-/** The fleet's instances on every host; with `only`, those of these revisions alone (a heal leaves the others be). */
-export async function listFleet(service: string, runtimes: ReadonlyMap<string, Runtime>, hostParallelism: number, adopted?: Adopted, only?: readonly string[]): Promise<InstanceInfo[]> {
+/** The fleet's instances on every host. */
+export async function listFleet(service: string, runtimes: ReadonlyMap<string, Runtime>, hostParallelism: number, adopted?: Adopted): Promise<InstanceInfo[]> {
   const labels = { [LABELS.service]: service, [LABELS.managed]: 'true' };
   const lists = await mapBounded([...runtimes.values()], hostParallelism, (rt) => rt.list(labels));
-  const all = [...lists.flat(), ...(await adoptedInstances(service, runtimes, adopted))];
-  return only ? all.filter((i) => only.includes(i.labels[LABELS.revision] ?? '')) : all;
+  return [...lists.flat(), ...(await adoptedInstances(service, runtimes, adopted))];
 }
 
 /** Adopted containers that still exist, dressed in the labels fleetroll would have given them. */

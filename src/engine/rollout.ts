@@ -23,7 +23,7 @@ import { listFleet } from './observe.js';
 import { pinImage } from './pin.js';
 import { preflight } from './preflight.js';
 import { revisionOf } from './revision.js';
-import { rollBackIfAsked } from './rollback.js';
+import { previousFleet, rollBackIfAsked } from './rollback.js';
 import { fixedCost, StepCostRecorder } from './stepCosts.js';
 import { strategyTraits } from './strategies/index.js';
 import { verify } from './verify.js';
@@ -91,6 +91,8 @@ async function deployOnce(fleet: Fleet, deps: DeployDeps, options: DeployOptions
   try {
     return await rollout.run();
   } catch (err) {
+    // A heal fails as it is: it keeps the revision it heals (no rollback), and hooks.onFailure is a deploy's.
+    if (options.heal) throw err;
     // hooks.onFailure hears the outcome after the rollback, if there is one: rolled back or failed twice.
     // The rollback's target is a revision that ran before: its own preflight, its own build (from the instances' labels).
     const final = await rollBackIfAsked(err, rollout.fleet, rollout.previous, deps, options, (target, backDeps, cause) => new Rollout(target, backDeps, { ...options, prepared: false, changeCause: cause }).run()).catch((e: unknown) => e);
@@ -140,12 +142,14 @@ class Rollout {
     for (const i of infos) byRevision[i.labels[LABELS.revision] ?? 'unknown'] = (byRevision[i.labels[LABELS.revision] ?? 'unknown'] ?? 0) + 1;
     this.emit({ type: 'observed', instances: infos.length, byRevision, revision: this.revision });
     this.ended = this.contextOf(infos, 0);
-    this.previous = await this.previousFleet(infos);
+    this.previous = await previousFleet(this.fleet, this.revision, infos, this.deps);
     await this.hook('preDeploy', this.contextOf(infos, 0), 'preDeploy');
     if (await this.removeOrphans(infos)) infos = await this.list();
     // Found ready: it has been serving, so it counts as available (Kubernetes does the same for a pod it finds ready).
     const found = await Promise.all(infos.map(async (info) => ({ info, ready: info.running && (await this.deps.prober.ready({ id: info.id, host: info.host, address: info.address }).catch(() => false)) })));
-    this.firstDeploy = this.skipsOnFirstDeploy(infos);
+    // A heal keeps a revision its deploy took through the strategy's steps: no gate, canary step or operator's answer (promote, undo, abort) again.
+    this.skipsSteps = this.options.heal === true || this.skipsOnFirstDeploy(infos);
+    const asked = this.options.heal ? {} : { switchBack: this.deps.switchBack, promoted: this.deps.promoted, aborted: this.deps.aborted };
 
     const controller = new Controller({
       fleet: this.fleet,
@@ -164,17 +168,16 @@ class Rollout {
       stateWrites: this.deps.stateWrites,
       list: () => this.list(),
       postWave: this.fleet.hooks?.postWave || this.rollingGate() ? (boundary, instances, inService) => this.afterWave(boundary, instances, inService) : undefined,
-      afterSwitch: this.deps.trafficWindow && this.fleet.analysis && strategyTraits(this.fleet.strategy).analysisGate === 'afterSwitch' && !this.firstDeploy ? (inService) => runGate(this.fleet.analysis!, this.gateDeps(), 'analysis after the switch', inService) : undefined,
+      afterSwitch: this.deps.trafficWindow && this.fleet.analysis && strategyTraits(this.fleet.strategy).analysisGate === 'afterSwitch' && !this.skipsSteps ? (inService) => runGate(this.fleet.analysis!, this.gateDeps(), 'analysis after the switch', inService) : undefined,
       analyze: this.deps.trafficWindow ? (step, inService) => runGate(step.spec ?? this.fleet.analysis!, this.gateDeps(), `canary analysis (${step.path})`, inService) : undefined,
-      skipCanarySteps: this.firstDeploy,
+      skipCanarySteps: this.skipsSteps,
       prePromotion: this.fleet.hooks?.prePromotion ? (instances) => this.hook('prePromotion', this.contextOfInstances(instances, 1)) : undefined,
-      switchBack: this.deps.switchBack,
-      promoted: this.deps.promoted,
+      ...asked,
       // Simulated with nobody to promote: an open pause costs nothing.
-      skipOpenPauses: this.deps.simulated === true && !this.deps.promoted && !this.deps.aborted,
-      aborted: this.deps.aborted,
+      skipOpenPauses: this.deps.simulated === true && !asked.promoted && !asked.aborted,
       recovering: this.deps.recovering,
       heal: this.options.heal,
+      leftAlone: () => this.others,
       timing: this.deps.timing,
       inspect: this.deps.inspect,
     });
@@ -221,12 +224,12 @@ class Rollout {
 
   /** The controller has ended (a gate still measuring stops). */
   private controllerEnded = false;
-  /** No stable revision was running when the rollout began, and its canary steps or gates are skipped (skipsOnFirstDeploy). */
-  private firstDeploy = false;
+  /** The canary steps and analysis gates are skipped: a heal, or no stable revision was running when the rollout began (skipsOnFirstDeploy). */
+  private skipsSteps = false;
 
   /** A strategy whose `analysis:` block gates the first wave (RollingUpdate): its new instances are the free canary. */
   private rollingGate(): boolean {
-    return this.fleet.analysis !== undefined && strategyTraits(this.fleet.strategy).analysisGate === 'firstWave' && !this.firstDeploy;
+    return this.fleet.analysis !== undefined && strategyTraits(this.fleet.strategy).analysisGate === 'firstWave' && !this.skipsSteps;
   }
 
   /**
@@ -272,8 +275,17 @@ class Rollout {
     if (this.fleet.hooks?.postWave) await this.hook('postWave', this.contextOfInstances(instances, boundary));
   }
 
-  private list(): Promise<InstanceInfo[]> {
-    return listFleet(this.fleet.service, this.deps.runtimes, this.fleet.hostParallelism, this.deps.adopted, this.options.knownRevisions);
+  /** A heal: the running containers of revisions the fleet's history does not know, at the last listing (the controller leaves them alone). */
+  private others: InstanceInfo[] = [];
+
+  /** The fleet's instances; a heal's, of the revisions it knows alone. */
+  private async list(): Promise<InstanceInfo[]> {
+    const all = await listFleet(this.fleet.service, this.deps.runtimes, this.fleet.hostParallelism, this.deps.adopted);
+    const known = this.options.knownRevisions;
+    if (!known) return all;
+    const mine = (i: InstanceInfo) => known.includes(i.labels[LABELS.revision] ?? '');
+    this.others = all.filter((i) => i.running && !mine(i));
+    return all.filter(mine);
   }
 
   /**
@@ -358,40 +370,6 @@ class Rollout {
       { hook: name },
       phase,
     );
-  }
-
-  /**
-   * Rebuilds the spec of the revision most instances ran when the rollout
-   * started, from one of its containers: image, the env keys fleetroll
-   * recorded (values from the container), version and port labels.
-   */
-  private async previousFleet(infos: InstanceInfo[]): Promise<Fleet | undefined> {
-    const groups = new Map<string, InstanceInfo[]>();
-    for (const i of infos) {
-      const rev = i.labels[LABELS.revision] ?? 'unknown';
-      if (rev === this.revision) continue;
-      // Pushed, not copied: a copy per instance made a 20,000-instance fleet cost 2e8 element copies.
-      const group = groups.get(rev);
-      if (group) group.push(i);
-      else groups.set(rev, [i]);
-    }
-    const created = (i: InstanceInfo) => Number(i.labels[LABELS.created] ?? 0) || 0;
-    // A loop, not Math.max(...list): spreading a list that long overflows the argument stack.
-    const newest = (list: InstanceInfo[]) => list.reduce((m, i) => Math.max(m, created(i)), Number.NEGATIVE_INFINITY);
-    const best = [...groups.values()].sort((a, b) => b.length - a.length || newest(b) - newest(a))[0];
-    const sample = best?.find((i) => i.running) ?? best?.[0];
-    if (!sample) return undefined;
-    const spec = await this.deps.runtimes.get(sample.host)?.specOf(sample.id).catch(() => undefined);
-    if (!spec) return undefined;
-    const keys = (sample.labels[LABELS.envKeys] ?? '').split(',').filter(Boolean);
-    const env = Object.fromEntries(keys.filter((k) => k in spec.env).map((k) => [k, spec.env[k] ?? '']));
-    const port = Number(sample.labels[LABELS.port] ?? this.fleet.port) || this.fleet.port;
-    // A pinned revision's container runs the pinned reference; its labels keep the image as written and the digest the hash covers.
-    const digest = sample.labels[LABELS.digest];
-    const pinned = digest ? { image: sample.labels[LABELS.imageRef] ?? spec.image, digest, pinnedImage: spec.image } : { image: spec.image, digest: undefined, pinnedImage: undefined };
-    // The failed spec's container fields would bring its breakage (a bad command, a missing mount) back into the rollback.
-    const recorded = this.deps.recordedSpec?.(sample.labels[LABELS.revision] ?? '');
-    return { ...this.fleet, ...pinned, env, port, version: sample.labels[LABELS.version] ?? this.fleet.version, hooks: undefined, ...recorded };
   }
 }
 

@@ -8,7 +8,7 @@ import type { Fleet } from '../config/load.js';
 import { seededRandom } from '../core/random.js';
 import type { TypicalCosts } from '../core/stepCosts.js';
 import type { ResolvedStrategy } from '../core/strategy.js';
-import { renderUpstream } from '../core/upstream.js';
+import { renderUpstream, type UpstreamEntry } from '../core/upstream.js';
 import { deploy, type DeployDeps, type DeployResult } from '../engine/rollout.js';
 import { revisionOf } from '../engine/revision.js';
 import { IDLE_POLL_MS } from '../engine/idleDrain.js';
@@ -17,6 +17,7 @@ import { LABELS } from '../ports.js';
 import { VirtualClock } from './clock.js';
 import { SimProber, SimRouter, SimWorld, type SimFaults } from './ports.js';
 import { SimRuntime } from './runtime.js';
+import { OLD_REVISION, seedFleet, type FleetAtStart } from './fleetAtStart.js';
 
 export interface SimulationTimings {
   /** From container start to readiness passing, ms. */
@@ -98,6 +99,8 @@ export interface SimulationSetup {
   world?: ((w: SimWorld, clock: VirtualClock) => void) | undefined;
   progressDeadlineSeconds?: number | undefined;
   hooks?: Fleet['hooks'];
+  /** What a failed rollout does (default pause). */
+  onFailure?: Fleet['onFailure'];
   /** The fleet's analysis: block (RollingUpdate: the gate after the first wave). */
   analysis?: Fleet['analysis'];
   /** BlueGreen: answers fleetroll undo's question during scaleDownDelaySeconds. */
@@ -125,13 +128,16 @@ export interface SimulationSetup {
   inFlight?: ((address: string, downForMs: number) => number) | undefined;
   /** The dynamic nginx mode: every simulated nginx's changes are reload-free (Router.reloadFree). */
   reloadFree?: boolean | undefined;
+  /** The fleet found at the start, instance by instance (sim/fleetAtStart.ts); default: initialReplicas of the old revision, ready and in nginx. */
+  start?: FleetAtStart | undefined;
+  /** Run the controller as `fleetroll watch` heals (DeployOptions.heal), knowing the current and the old revision as the fleet's. */
+  heal?: boolean | undefined;
 }
 
 const TEMPLATE = 'upstream {{upstream}} {\n{{servers}}\n}\n';
-const OLD_REVISION = 'simulated-old';
 
 /** A fleet for the simulation: the strategy and timings given, nothing else that matters. */
-function simulatedFleet(s: ResolvedStrategy, t: SimulationTimings, setup: SimulationSetup = {}): Fleet {
+function fleetOf(s: ResolvedStrategy, t: SimulationTimings, setup: SimulationSetup = {}): Fleet {
   const hosts = Array.from({ length: setup.hosts ?? 1 }, (_, i) => ({ name: `h${i + 1}`, docker: 'unix:///simulated', ...(setup.maxInstances?.[i] !== undefined ? { maxInstances: setup.maxInstances[i] } : {}) }));
   const fleet = {
     service: 'simulated',
@@ -152,7 +158,7 @@ function simulatedFleet(s: ResolvedStrategy, t: SimulationTimings, setup: Simula
     terminationGracePeriodSeconds: 30,
     revisionHistoryLimit: 10,
     hostParallelism: 8,
-    onFailure: 'pause',
+    onFailure: setup.onFailure ?? 'pause',
     strategy: s,
     timingSources: {},
     source: { file: '(simulated)' },
@@ -173,22 +179,29 @@ function healthyTraffic(revision: string): NonNullable<DeployDeps['trafficWindow
   };
 }
 
-export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings, setup: SimulationSetup = {}): Promise<SimulationResult & { deploy: DeployResult }> {
+/** A simulated world with a fleet in it, and the engine's ports over it, before any rollout (simulateRollout runs one; tests may drive the watch). */
+export interface SimulatedFleet {
+  clock: VirtualClock;
+  world: SimWorld;
+  fleet: Fleet;
+  /** The revision the engine deploys or heals. */
+  revision: string;
+  /** Every revision of the simulated fleet's history: the current and the old one. */
+  knownRevisions: readonly string[];
+  /** The servers every nginx lists at the start. */
+  servers: readonly UpstreamEntry[];
+  /** Whatever the engine is handed: runtimes, routers, prober and clock over the world, and the setup's questions and hooks. */
+  deps: DeployDeps;
+}
+
+/** Builds the world as it is before the rollout (setup.start, else the old fleet) and the deps over it; setup.world is not called. */
+export function simulatedFleet(s: ResolvedStrategy, t: SimulationTimings, setup: SimulationSetup = {}): SimulatedFleet {
   const clock = new VirtualClock();
   const world = new SimWorld(clock, { startupMs: t.startupMs, stopMs: t.stopMs, runMs: t.runMs ?? 0, runQueuedMs: t.runQueuedMs ?? 0, reloadMs: t.reloadMs ?? 0, testMs: t.testMs ?? 0, jitter: t.jitter }, seededRandom(t.seed), setup.faults ?? {});
-  const fleet = simulatedFleet(s, t, setup);
+  const fleet = fleetOf(s, t, setup);
   const revision = revisionOf(fleet);
   const runtimes = new Map(fleet.hosts.map((h) => [h.name, new SimRuntime(h.name, world)] as const));
-
-  // The fleet before the rollout: every instance of the old revision, ready and in nginx.
-  const initial = setup.initialReplicas ?? s.replicas;
-  const servers: { address: string; down: boolean; name: string }[] = [];
-  for (let i = 0; i < initial; i++) {
-    const host = fleet.hosts[i % fleet.hosts.length]!.name;
-    const c = world.seed(host, `old-${i + 1}`, { [LABELS.managed]: 'true', [LABELS.service]: fleet.service, [LABELS.revision]: OLD_REVISION, [LABELS.version]: 'old', [LABELS.created]: '0' }, fleet.port);
-    if (setup.faults?.oldUnreadyUntilMs !== undefined) c.readyAt = setup.faults.oldUnreadyUntilMs;
-    servers.push({ address: c.address, down: false, name: c.name });
-  }
+  const servers = seedFleet(world, fleet, revision, setup.start, setup.initialReplicas ?? s.replicas, setup.faults?.oldUnreadyUntilMs);
   const routers = Array.from({ length: setup.loadBalancers ?? 1 }, (_, i) => {
     const upstream = `simulated_${i + 1}`;
     const content = renderUpstream(TEMPLATE, { service: fleet.service, upstream, servers });
@@ -198,6 +211,34 @@ export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings,
     const router = new SimRouter(`nginx ${i + 1}`, world, content, { reloadFree: setup.reloadFree === true || idle !== undefined, inFlight: count });
     return { router, template: TEMPLATE, upstream };
   });
+  const deps: DeployDeps = {
+    runtimes,
+    routers,
+    prober: new SimProber(world),
+    clock,
+    events: setup.events ? (e) => setup.events?.(e, clock.now()) : undefined,
+    nameSuffix: (() => {
+      let n = 0;
+      return () => String(++n).padStart(5, '0');
+    })(),
+    simulated: true,
+    paused: setup.paused,
+    ...(setup.switchBack ? { switchBack: setup.switchBack } : {}),
+    ...(setup.promoted ? { promoted: setup.promoted } : {}),
+    ...(setup.aborted ? { aborted: setup.aborted } : {}),
+    ...(setup.stateWrites ? { stateWrites: setup.stateWrites } : {}),
+    ...(setup.trafficWindow !== null ? { trafficWindow: setup.trafficWindow ?? healthyTraffic(revision) } : {}),
+    ...(setup.inspect ? { inspect: setup.inspect } : {}),
+    // Nothing crashes unless a test says so: look for exits now and then only. A look lists
+    // the whole fleet, and a 1/0 rollout lasts in proportion to it: so the larger the fleet,
+    // the rarer (a look finds nothing without faults, so it changes no result).
+    timing: { observeMs: setup.faults ? 500 : Math.max(60_000, 60 * s.replicas), ...setup.timing },
+  };
+  return { clock, world, fleet, revision, knownRevisions: [OLD_REVISION, revision], servers, deps };
+}
+
+export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings, setup: SimulationSetup = {}): Promise<SimulationResult & { deploy: DeployResult }> {
+  const { clock, world, fleet, revision, knownRevisions, servers, deps } = simulatedFleet(s, t, setup);
 
   // What users see: servers up in nginx, and when each version served.
   let lowest = Number.POSITIVE_INFINITY;
@@ -228,35 +269,8 @@ export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings,
   watch(world);
   lowest = Math.min(lowest, servers.length);
 
-  const result = await clock.run(
-    deploy(
-      fleet,
-      {
-        runtimes,
-        routers,
-        prober: new SimProber(world),
-        clock,
-        events: setup.events ? (e) => setup.events?.(e, clock.now()) : undefined,
-        nameSuffix: (() => {
-          let n = 0;
-          return () => String(++n).padStart(5, '0');
-        })(),
-        simulated: true,
-        paused: setup.paused,
-        ...(setup.switchBack ? { switchBack: setup.switchBack } : {}),
-        ...(setup.promoted ? { promoted: setup.promoted } : {}),
-        ...(setup.aborted ? { aborted: setup.aborted } : {}),
-        ...(setup.stateWrites ? { stateWrites: setup.stateWrites } : {}),
-        ...(setup.trafficWindow !== null ? { trafficWindow: setup.trafficWindow ?? healthyTraffic(revision) } : {}),
-        ...(setup.inspect ? { inspect: setup.inspect } : {}),
-        // Nothing crashes unless a test says so: look for exits now and then only. A look lists
-        // the whole fleet, and a 1/0 rollout lasts in proportion to it: so the larger the fleet,
-        // the rarer (a look finds nothing without faults, so it changes no result).
-        timing: { observeMs: setup.faults ? 500 : Math.max(60_000, 60 * s.replicas), ...setup.timing },
-      },
-      { signal: setup.signal },
-    ),
-  );
+  // A heal: the controller of a deploy, told which revisions are the fleet's (it leaves the others alone).
+  const result = await clock.run(deploy(fleet, deps, { signal: setup.signal, ...(setup.heal ? { heal: true, knownRevisions } : {}) }));
   // From the first new server in nginx to the reload that took the last old one out.
   const mixed = firstNewUp === undefined || oldGoneAt === undefined ? 0 : Math.max(0, oldGoneAt - firstNewUp);
   return {
@@ -270,7 +284,7 @@ export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings,
     peakInstances: world.peakAlive,
     lowestCapacity: lowest === Number.POSITIVE_INFINITY ? 0 : lowest,
     mixedVersionWindowMs: mixed,
-    reloads: routers.reduce((a, r) => a + r.router.reloads, 0),
+    reloads: world.routers.reduce((a, r) => a + r.reloads, 0),
     timings: t,
     deploy: result,
   };

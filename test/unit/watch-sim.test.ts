@@ -1,0 +1,147 @@
+/**
+ * `fleetroll watch` itself (watchFleet, src/engine/watch.ts) over the
+ * simulated world on the virtual clock: its looks are the real statusReport
+ * and its heals the real runManaged in heal mode, on the simulated hosts and
+ * nginx, with the fleet's state and locks in memory
+ * (test/support/memory-state.ts). The invariants of every rollout and of a
+ * heal (sim-invariants.ts, heal-checks.ts) are checked after every event of
+ * the whole watch. test/unit/watch-loop.test.ts has the loop's own rows on
+ * hand-made ports; test/unit/heal-sim.test.ts the heals themselves.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { resolveStrategy, type ResolvedStrategy } from '../../src/core/strategy.js';
+import { watchFleet } from '../../src/engine/watch.js';
+import type { FleetState, RevisionRecord } from '../../src/ports.js';
+import type { VirtualClock } from '../../src/sim/clock.js';
+import { OLD_REVISION } from '../../src/sim/fleetAtStart.js';
+import type { SimContainer, SimWorld } from '../../src/sim/ports.js';
+import { simulatedFleet, type SimulatedFleet, type SimulationSetup } from '../../src/sim/simulate.js';
+import { assertWhole, healChecks } from '../support/heal-checks.js';
+import { MemoryLock, MemoryStateStore } from '../support/memory-state.js';
+import { invariants, T } from '../support/sim-invariants.js';
+
+const INTERVAL_MS = 2000;
+const SETTLE_MS = 1000;
+
+const record = (number: number, hash: string, image: string, version: string): RevisionRecord => ({ number, hash, image, version, port: 8080, env: {}, envSecrets: {}, changeCause: 'fleetroll deploy', who: 'ci@runner', when: '2026-12-03T00:00:00.000Z', outcome: 'complete' });
+
+/** The history a deploy of the simulated fleet leaves: the old revision, then the current one, both complete. */
+function historyOf(sim: SimulatedFleet): FleetState {
+  return { service: sim.fleet.service, nextRevision: 3, revisions: [record(1, OLD_REVISION, 'simulated:old', 'old'), record(2, sim.revision, sim.fleet.image, sim.fleet.version)] };
+}
+
+/** The watch's sleep on the virtual clock: ends early when the watch is stopped. */
+function sleepOn(clock: VirtualClock, ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = clock.timer(ms, done);
+    signal.addEventListener('abort', done, { once: true });
+    function done() {
+      timer.cancel();
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+  });
+}
+
+/** Someone removes a container (docker rm -f): it stops, and is gone. */
+function removeByHand(w: SimWorld, c: SimContainer): void {
+  w.exit(c);
+  w.forget(c);
+  w.emit({ kind: 'removed', c });
+}
+
+const named = (w: SimWorld, name: string) => [...w.containers.values()].find((c) => c.name === name)!;
+
+/**
+ * Runs the watch over a whole simulated fleet until a look after a heal finds
+ * every instance ready and in every nginx (or 10 virtual minutes); `script`
+ * schedules the faults on the virtual clock.
+ */
+async function watchOver(s: ResolvedStrategy, setup: Partial<SimulationSetup>, script: (sim: SimulatedFleet) => void) {
+  const inv = invariants(s, T);
+  const hosts = Array.from({ length: setup.hosts ?? 1 }, (_, i) => ({ name: `h${i + 1}`, maxInstances: setup.maxInstances?.[i] }));
+  const checks = healChecks(hosts);
+  // The fleet as its deploy left it: every instance of the current revision, ready and in every nginx.
+  const sim = simulatedFleet(s, T, { start: { instances: Array.from({ length: s.replicas }, () => ({})) }, ...setup, inspect: inv.setup.inspect });
+  const { clock, world } = sim;
+  inv.setup.world?.(world, clock);
+  checks.world(world, clock);
+  script(sim);
+  const history = historyOf(sim);
+  const store = new MemoryStateStore(history);
+  const lock = new MemoryLock('fleet simulated');
+  const watchLock = new MemoryLock('the watch of simulated');
+  const stop = new AbortController();
+  clock.timer(600_000, () => stop.abort());
+  const sleeps: { at: number; ms: number }[] = [];
+  const lines: string[] = [];
+  const heals: { at: number; reasons: string; ok: boolean }[] = [];
+  let wholeAt: number | undefined;
+  const end = await clock.run(
+    watchFleet({
+      fleet: sim.fleet,
+      deps: sim.deps,
+      h: { store, lock, watchLock, who: 'test@sim' },
+      signal: stop.signal,
+      intervalMs: INTERVAL_MS,
+      settleMs: SETTLE_MS,
+      log: (l) => lines.push(`t=${clock.now()} ${l}`),
+      sleep: (ms, signal) => {
+        sleeps.push({ at: clock.now(), ms });
+        return sleepOn(clock, ms, signal);
+      },
+      onLook: (r) => {
+        const whole = r.upToDate && r.instances.every((i) => Object.values(i.upstreams).every((u) => u === 'up')) && Object.values(r.strays).every((x) => x.length === 0);
+        if (whole && heals.length > 0) {
+          wholeAt = clock.now();
+          stop.abort();
+        }
+      },
+      onHeal: (reasons, ok) => heals.push({ at: clock.now(), reasons: reasons.join(', '), ok }),
+    }),
+  );
+  return { sim, end, sleeps, lines, heals, wholeAt, checks, history, store, lock, watchLock, violations: [...inv.checked.violations, ...checks.violations] };
+}
+
+describe('fleetroll watch over the simulated world', () => {
+  it('an instance killed: one heal through the watch (statusReport, settle, runManaged in heal mode), the fleet whole again, its revision record untouched', async () => {
+    const killAt = 5000;
+    const r = await watchOver(resolveStrategy({ replicas: 4 }), { hosts: 2, loadBalancers: 2 }, ({ clock, world }) => clock.timer(killAt, () => world.exit(named(world, 'new-2'))));
+    assert.deepEqual(r.violations, []);
+    assert.deepEqual(r.heals.map((h) => [h.reasons, h.ok]), [['exited, missing, stray', true]], r.lines.join('\n'));
+    assert.deepEqual(r.end, { whole: true, heals: 1 });
+    assertWhole(r.sim.world, r.sim.revision, 4, r.checks);
+    // Seen at the next look, still there after the settle window, replaced once ready (3 s) and in nginx.
+    assert.ok(r.wholeAt !== undefined && r.wholeAt <= killAt + INTERVAL_MS + SETTLE_MS + T.startupMs + INTERVAL_MS, `whole again at t=${r.wholeAt}\n${r.lines.join('\n')}`);
+    assert.deepEqual(await r.store.read(), r.history, 'the revision record as the deploy left it');
+    assert.equal(r.store.writes, 0, 'a heal writes no state');
+    assert.deepEqual(r.store.entries.filter((e) => e.phase === 'begin' && e.step === 'begin').map((e) => e.detail?.heal), ['exited, missing, stray'], 'the heal is journaled');
+    assert.deepEqual(r.lock.taken, ['fleetroll watch'], 'one heal took the fleet lock once');
+    assert.ok(!r.lock.isHeld && !r.watchLock.isHeld, 'both locks released');
+    assert.ok(r.watchLock.notes.some((n) => /^healed exited, missing, stray/.test(n)), `status says the watch's last action: ${r.watchLock.notes.join('; ')}`);
+  });
+
+  it('the engine with the fleet state disappears and returns with an instance gone: the watch backs off 1, 2, 4 s, says so once, then heals once and the fleet is whole', async () => {
+    const goneAt = 5000;
+    const backAt = 12_000;
+    const r = await watchOver(resolveStrategy({ replicas: 4 }), { hosts: 2, faults: { hostsGone: new Set() } }, ({ clock, world }) => {
+      clock.timer(goneAt, () => {
+        world.faults.hostsGone?.add('h1');
+        // The host came back without one of its containers (a reboot that lost it).
+        removeByHand(world, named(world, 'new-1'));
+      });
+      clock.timer(backAt, () => world.faults.hostsGone?.delete('h1'));
+    });
+    assert.deepEqual(r.violations, []);
+    // Looks every 2 s until one fails (t=6 s), then 1, 2, 4 s apart until the engine answers (t=13 s).
+    const failedAt = r.sleeps.findIndex((x) => x.ms !== INTERVAL_MS);
+    assert.deepEqual(r.sleeps.slice(failedAt, failedAt + 3), [{ at: 6000, ms: 1000 }, { at: 7000, ms: 2000 }, { at: 9000, ms: 4000 }], r.lines.join('\n'));
+    assert.equal(r.lines.filter((l) => /cannot see the fleet: host h1: the Docker engine does not answer/.test(l)).length, 1, r.lines.join('\n'));
+    assert.deepEqual(r.heals.map((h) => [h.reasons, h.ok]), [['missing, stray', true]], r.lines.join('\n'));
+    assert.ok(r.heals[0]!.at >= backAt, 'no heal while the engine was away');
+    assert.deepEqual(r.end, { whole: true, heals: 1 });
+    assertWhole(r.sim.world, r.sim.revision, 4, r.checks);
+  });
+});
