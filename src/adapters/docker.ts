@@ -56,12 +56,7 @@ export class DockerRuntime implements Runtime {
     return `Docker host ${this.host} (${this.endpoint})`;
   }
 
-  /**
-   * Over ssh the first ping also pays for the ssh handshake and a
-   * `docker system dial-stdio` started on the far side: it gets three times
-   * the time a socket or TCP engine gets (a CI machine at load 20-30 took
-   * over 5 s for it).
-   */
+  /** Over ssh a ping also pays for the handshake and a remote `docker system dial-stdio`: 15 s (at load 20-30 it took over 5). */
   async ping(timeoutMs = this.endpoint.startsWith('ssh://') ? 15_000 : 5000): Promise<void> {
     const ssh = (this.docker.modem as { agent?: unknown }).agent;
     if (ssh instanceof SshDockerAgent) ssh.lastProblem = undefined;
