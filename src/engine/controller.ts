@@ -16,7 +16,7 @@
  *   endings.ts       how a run stops and what it reports
  *   strategies/      what RollingUpdate, BlueGreen and Canary add (one driver each)
  */
-import { decide } from '../core/decide.js';
+import { decide, isTerminating } from '../core/decide.js';
 import type { HostSlot } from '../core/placement.js';
 import { RolloutFailedError } from '../errors.js';
 import type { InstanceInfo } from '../ports.js';
@@ -155,8 +155,13 @@ export class Controller {
     const { ctx, driver } = this;
     if (ctx.finished) return;
     const now = ctx.now();
-    // 1. The progress deadline (waiting by design is not a stall).
-    if (driver.waiting()) ctx.progress();
+    // 1. The progress deadline (waiting by design is not a stall, nor is a
+    // fleet whose new set is whole and which only waits for old instances to
+    // finish stopping: like Kubernetes, scaling the old set down is progress,
+    // and a stop has its own bound, terminationGracePeriodSeconds. A rollback
+    // whose target was already in service once failed here at CI load, its
+    // deadline passing while the failed instance stopped).
+    if (driver.waiting() || onlyStopsLeft(ctx.instances(), ctx.revision, ctx.d.fleet.replicas)) ctx.progress();
     if (!ctx.ending && now - ctx.lastProgress >= ctx.deadlineMs) this.end({ kind: 'failed', error: this.endings.deadlineFailure() });
     // 2. What may not happen yet: everything while stopping, else what the strategy holds back.
     const hold = ctx.ending || ctx.settling ? 'all' : driver.hold();
@@ -184,4 +189,16 @@ export class Controller {
     // 6. Complete once the fleet is and nothing of the strategy's is in flight.
     if (d.complete && driver.settled()) void this.endings.finishOk();
   }
+}
+
+/** The new revision's instances are all available, and everything else is on its way out. */
+function onlyStopsLeft(instances: readonly Instance[], revision: string, replicas: number): boolean {
+  let available = 0;
+  let leaving = 0;
+  for (const i of instances) {
+    if (isTerminating(i.phase)) leaving++;
+    else if (i.revision === revision && i.phase === 'available') available++;
+    else return false;
+  }
+  return leaving > 0 && available >= replicas;
 }

@@ -100,6 +100,12 @@ describe('RollingUpdate and Recreate (RollingDriver)', () => {
     { name: 'analysis after the first wave passes, 1/0 on 4', s: rolling(4, 1, 0), analysis: 'passes' },
     { name: 'analysis after the first wave passes, slow reloads (4 s), 2/0 on 6, two load balancers', s: rolling(6, 2, 0), t: { reloadMs: 4000 }, setup: () => ({ loadBalancers: 2 }), analysis: 'passes' },
     { name: 'analysis after the first wave fails, 1/0 on 4: stops at the first wave', s: rolling(4, 1, 0), analysis: 'fails', fails: { message: /analysis after the first wave: analysis failed/ }, serving: 'available' },
+    {
+      name: 'a rollback whose target is already in service: the failed instance stops slower (20 s) than the deadline (5 s); completes, scaling down is progress',
+      s: rolling(3, 1, 0),
+      t: { stopMs: 20_000 },
+      setup: () => ({ progressDeadlineSeconds: 5, start: { instances: [{}, {}, {}, { revision: 'old', state: 'unready', inNginx: false }] } }),
+    },
     { name: 'Recreate on 1', s: recreate(1) },
     { name: 'Recreate on 4, two hosts', s: recreate(4), setup: () => ({ hosts: 2 }) },
     { name: 'Recreate on 5, slow reloads (4 s), two load balancers, jitter', s: recreate(5), t: { reloadMs: 4000, jitter: 0.3, seed: 3 }, setup: () => ({ loadBalancers: 2 }) },
