@@ -142,7 +142,10 @@ function asUpstream(upstream: string, servers: readonly UpstreamEntry[], groups:
   return `# fleetroll dynamic mode: the peers nginx's Lua balancer has\n${block(upstream, servers)}${groups.map((g) => block(g.name, g.servers)).join('')}`;
 }
 
-const CONFIRM_TIMEOUT_MS = 5_000;
+// A bound for a Lua that never takes a set (a paused or wedged nginx), not a
+// budget for one that does (10-60 ms): an nginx restarted mid-rollout on a
+// CI machine at load 30 took over 5 s to read the peers file again.
+const CONFIRM_TIMEOUT_MS = 15_000;
 /** How often fleetroll's Lua reads the peers file (TICK in templates/fleetroll.lua). */
 const LUA_TICK_MS = 10;
 
@@ -157,6 +160,8 @@ export interface DynamicNginxRouterOptions {
   preview?: string | undefined;
   /** canary.force: the Lua reads this header or cookie and sends "always" to the canary's servers, "never" to stable's. */
   force?: ForceKey | undefined;
+  /** How long a set may take to be confirmed in force before the change fails (default CONFIRM_TIMEOUT_MS). */
+  confirmTimeoutMs?: number | undefined;
 }
 
 /** An upstream file of a canary in progress: its `hash ... consistent` line (core/upstream renderUpstreamParts). */
@@ -170,6 +175,7 @@ export class DynamicNginxRouter implements Router {
   private readonly upstream: string;
   private readonly peersFile: string;
   private readonly statusFile: string;
+  private readonly confirmTimeoutMs: number;
   private staged: { servers: readonly UpstreamEntry[]; groups: PeerGroup[] } | undefined;
   private stagedSplit = false;
   private readonly stickyKey: StickyKey | undefined;
@@ -186,6 +192,7 @@ export class DynamicNginxRouter implements Router {
     this.upstream = o.upstream;
     this.peersFile = o.peersFile;
     this.statusFile = `${o.peersFile}.status`;
+    this.confirmTimeoutMs = o.confirmTimeoutMs ?? CONFIRM_TIMEOUT_MS;
     this.stickyKey = o.stickyKey;
     this.preview = o.preview;
     // The forced sides carry the names reload mode gives their upstream blocks, so one upstream file serves both modes.
@@ -287,8 +294,8 @@ export class DynamicNginxRouter implements Router {
     for (let wait = LUA_TICK_MS; ; wait = Math.min(wait * 2, 50)) {
       seen = parseStatus(await this.place.read(this.statusFile).catch(() => undefined));
       if (seen?.version === version) break;
-      if (Date.now() - t1 > CONFIRM_TIMEOUT_MS) {
-        throw new FleetrollError('E_NGINX_RELOAD', `${this.name}: fleetroll's Lua did not take the new peers within ${CONFIRM_TIMEOUT_MS / 1000} s (its status file says version ${seen?.version ?? 'none'}, wanted ${version})`, {
+      if (Date.now() - t1 > this.confirmTimeoutMs) {
+        throw new FleetrollError('E_NGINX_RELOAD', `${this.name}: fleetroll's Lua did not take the new peers within ${this.confirmTimeoutMs / 1000} s (its status file says version ${seen?.version ?? 'none'}, wanted ${version})`, {
           hint: "check nginx's error log and that init_worker_by_lua_block calls require(\"fleetroll\").init_worker()",
         });
       }

@@ -323,7 +323,7 @@ describe('DynamicNginxRouter', () => {
 
   it('a Lua side that never answers: reload fails naming the version it waited for', { timeout: 20_000 }, async () => {
     const place = memoryPlace(() => undefined);
-    const r = new DynamicNginxRouter({ place, upstream: 'bookstore_api', peersFile });
+    const r = new DynamicNginxRouter({ place, upstream: 'bookstore_api', peersFile, confirmTimeoutMs: 5000 });
     await r.writeAndTest(upstream);
     await assert.rejects(r.reload(), /did not take the new peers within 5 s \(its status file says version none, wanted \d+\)/);
   });
