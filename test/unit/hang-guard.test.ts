@@ -8,11 +8,17 @@ import { spawn } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { reportEnv, superviseExit } from '../support/hang.js';
 
+/**
+ * The guard is started once the child says it runs: a SIGUSR2 that reaches
+ * node before it has set up its report handler ends it instead (at load 30 a
+ * child once took longer than the 1.5 s limit to start).
+ */
 function run(script: string, limitMs: number): Promise<{ hung?: string; code?: number | null }> {
   const { env, dir } = reportEnv(process.env);
-  const child = spawn(process.execPath, ['-e', script], { env, stdio: 'ignore' });
+  const child = spawn(process.execPath, ['-e', `process.stdout.write('up\\n'); ${script}`], { env, stdio: ['ignore', 'pipe', 'ignore'] });
   return new Promise((resolve) => {
-    const cancel = superviseExit(child, 'the child', dir, (hung) => resolve({ hung }), limitMs);
+    let cancel = () => {};
+    child.stdout.once('data', () => (cancel = superviseExit(child, 'the child', dir, (hung) => resolve({ hung }), limitMs)));
     child.on('close', (code) => {
       cancel();
       resolve({ code });
