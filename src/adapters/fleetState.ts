@@ -174,7 +174,13 @@ export class FleetStateStore implements StateStore {
         .then((s) => {
           events.stream = s;
           if (events.closed) return destroy(s);
+          this.ownWrites = 0;
           s.on('data', () => {
+            // This process's own writes wake nobody: its polls ask about what others wrote (pause, promote, undo, abort).
+            if (this.ownWrites > 0) {
+              this.ownWrites--;
+              return;
+            }
             for (const l of this.listeners) l();
           });
           // A stream that ends (the engine restarted) leaves the polls; the next watch opens another.
@@ -199,9 +205,25 @@ export class FleetStateStore implements StateStore {
 
   private readonly listeners = new Set<() => void>();
   private events: { stream?: NodeJS.ReadableStream; closed: boolean } | undefined;
+  /** This process's writes whose event has not come yet (while a stream is open): each used to wake its own polls into a read, and every archive call costs the engine a process. */
+  private ownWrites = 0;
+  /** The journal as this process last read or wrote it: a rollout appends under the fleet's lock, so nobody else writes it meanwhile. */
+  private journalSeen: JournalEntry[] | undefined;
+
+  /** One write into the state container, counted as this process's own while events are heard. */
+  private async put(name: string, text: string): Promise<void> {
+    const counted = this.events?.stream !== undefined;
+    if (counted) this.ownWrites++;
+    try {
+      await putFile(this.docker, this.container, `/state/${name}`, text, 0o600);
+    } catch (err) {
+      if (counted) this.ownWrites = Math.max(0, this.ownWrites - 1);
+      throw err;
+    }
+  }
 
   async write(state: FleetState): Promise<void> {
-    await putFile(this.docker, this.container, '/state/state.json', `${JSON.stringify(state, null, 2)}\n`, 0o600);
+    await this.put('state.json', `${JSON.stringify(state, null, 2)}\n`);
   }
 
   /** Read, change, write. Callers hold the fleet lock, so there is no lost update. */
@@ -215,7 +237,7 @@ export class FleetStateStore implements StateStore {
 
   async journal(): Promise<JournalEntry[]> {
     const text = (await this.file('journal.ndjson'))?.text ?? '';
-    return text
+    const entries = text
       .split('\n')
       .filter((l) => l.trim() !== '')
       .flatMap((l) => {
@@ -225,11 +247,15 @@ export class FleetStateStore implements StateStore {
           return [];
         }
       });
+    this.journalSeen = entries;
+    return [...entries];
   }
 
+  /** Appends to the journal as last read or written here (a rollout reads it under the lock before its first entry): one archive PUT, no GET. */
   async appendJournal(entries: JournalEntry[]): Promise<void> {
-    const all = [...(await this.journal()), ...entries].slice(-JOURNAL_KEEP);
-    await putFile(this.docker, this.container, '/state/journal.ndjson', `${all.map((e) => JSON.stringify(e)).join('\n')}\n`, 0o600);
+    const all = [...(this.journalSeen ?? (await this.journal())), ...entries].slice(-JOURNAL_KEEP);
+    await this.put('journal.ndjson', `${all.map((e) => JSON.stringify(e)).join('\n')}\n`);
+    this.journalSeen = all;
   }
 
   /** Removes the state (volume and container): used by tests and `rehearse --down`. */

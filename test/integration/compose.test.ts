@@ -115,7 +115,7 @@ networks:
 }
 
 describe('a compose file as the fleet\'s container, on a real engine under load through nginx', { concurrency: 3 }, () => {
-  it('the same service deployed from a compose file: its fields reach the containers, a tag change rolls out with no failed request, plan shows the diff, the secret is nowhere', { timeout: guard(300_000) }, async (t) => {
+  it('the same service deployed from a compose file: its fields reach the containers, a tag change rolls out with no failed request, plan shows the diff, the secret is nowhere', { timeout: guard(600_000) }, async (t) => {
     const f = await fleet('ci2-cmp');
     const svc = f.names.service;
     const volume = `${svc}_data`; // compose's name: <project>_<key>, the project from name:
@@ -227,7 +227,7 @@ describe('a compose file as the fleet\'s container, on a real engine under load 
     }
   });
 
-  it('adopted from one: containers compose started are adopted with compose: { file, service, ignore }, and the rollout keeps the compose fields', { timeout: guard(300_000) }, async (t) => {
+  it('adopted from one: containers compose started are adopted with compose: { file, service, ignore }, and the rollout keeps the compose fields', { timeout: guard(600_000) }, async (t) => {
     const f = await fleet('ci2-adp');
     const svc = f.names.service;
     const role = `api-${svc}`;
@@ -370,7 +370,7 @@ loadBalancers: [${lbOf(f)}]
     }
   });
 
-  it('a compose field fleetroll cannot honour: validate and deploy exit 2 naming it and why, and nothing is created', { timeout: guard(120_000) }, async () => {
+  it('a compose field fleetroll cannot honour: validate and deploy exit 2 naming it and why, and nothing is created', { timeout: guard(300_000) }, async () => {
     const f = await fleet('ci2-bad');
     const svc = f.names.service;
     const file = join(f.dir, 'docker-compose.yml');
