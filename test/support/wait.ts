@@ -2,7 +2,7 @@
 
 /**
  * How much slower than usual this run may be: the test files run
- * TEST_CONCURRENCY at a time (scripts/run-tests.mjs, default 5), and on two
+ * TEST_CONCURRENCY at a time (scripts/run-tests.mjs, default 4), and on two
  * cores twice the files take about twice as long each. Hang guards (a test's
  * timeout, a waitFor deadline) are multiplied by it; they are there to end a
  * hang, not to measure speed (benchmarks do that).
