@@ -56,12 +56,8 @@ export class DockerRuntime implements Runtime {
     return `Docker host ${this.host} (${this.endpoint})`;
   }
 
-  /**
-   * Over ssh the first ping also pays for the ssh handshake and a
-   * `docker system dial-stdio` started on the far side: it gets three times
-   * the time a socket or TCP engine gets (a CI machine at load 20-30 took
-   * over 5 s for it).
-   */
+  /** Over ssh the first ping also pays for the ssh handshake and a `docker system dial-stdio` started on the far side:
+   * it gets three times the time a socket or TCP engine gets (a CI machine at load 20-30 took over 5 s for it). */
   async ping(timeoutMs = this.endpoint.startsWith('ssh://') ? 15_000 : 5000): Promise<void> {
     const ssh = (this.docker.modem as { agent?: unknown }).agent;
     if (ssh instanceof SshDockerAgent) ssh.lastProblem = undefined;
@@ -87,7 +83,7 @@ export class DockerRuntime implements Runtime {
   }
 
   /** Wakes `onEvent` on changes to containers with these labels (adapters/dockerEvents.ts); returns the closer. */
-  events(labels: Record<string, string>, onEvent: () => void): () => void {
+  events(labels: Record<string, string>, onEvent: (stream?: 'ended' | 'refused') => void): () => void {
     return containerEvents(this.docker, labels, onEvent);
   }
 
