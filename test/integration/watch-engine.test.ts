@@ -6,8 +6,9 @@
  * - the engine's dockerd is stopped and started again (a VM reboot): the
  *   watch says it cannot see the fleet and backs off, then heals from what
  *   the engine shows when it answers (containers restarted by their
- *   `unless-stopped` policy, at new published ports), and Docker's events
- *   wake it again afterwards;
+ *   `unless-stopped` policy at new published ports, their old ones taken
+ *   meanwhile; or, with `restart: "no"`, not restarted at all), and Docker's
+ *   events wake it again afterwards;
  * - the watch is SIGKILLed in the middle of a heal: the next watch recovers
  *   the heal's journal, the fleet converges, nothing is left orphaned, and a
  *   deploy of the same revision works afterwards.
@@ -155,33 +156,42 @@ const describeFailed = (records: RequestRecord[]) => records.map((r) => `${Math.
 /**
  * Something else on the machine takes these ports on 127.0.0.1 while the
  * engine is down (it answers 503 and closes): the instances cannot come back
- * on them, as after a reboot where a port went to another program. Listens as
- * soon as the engine has let go of each (its docker-proxy gone).
+ * on them, as after a reboot where a port went to another program. A port
+ * still in use after 5 s has been taken already (another engine of the
+ * machine's tests): as good for this.
  */
-async function holdPorts(ports: number[]): Promise<{ close(): Promise<void> }> {
+async function holdPorts(ports: number[]): Promise<{ close(): Promise<void>; taken: number[] }> {
   const servers: Server[] = [];
   const sockets = new Set<Socket>();
+  const taken: number[] = [];
   const answer = (c: Socket) => {
     sockets.add(c.on('close', () => sockets.delete(c)).on('error', () => {}));
     // Read what comes (a socket never read would never see the client's end, and never close).
     c.resume();
     c.end('HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
   };
-  const close = async () => {
-    for (const c of sockets) c.destroy();
-    await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
-  };
-  for (const port of ports) {
-    await waitFor(`127.0.0.1:${port} free to hold`, () => new Promise<boolean>((res) => {
+  const listen = (port: number) =>
+    new Promise<boolean>((res) => {
       const s = createServer(answer);
       s.once('error', () => res(false));
       s.listen(port, '127.0.0.1', () => (servers.push(s), res(true)));
-    }), 30_000, 200).catch(async (err: unknown) => {
-      await close();
-      throw err;
     });
+  for (const port of ports) {
+    for (let tries = 0; !(await listen(port)); tries++) {
+      if (tries >= 25) {
+        taken.push(port);
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
   }
-  return { close };
+  return {
+    taken,
+    close: async () => {
+      for (const c of sockets) c.destroy();
+      await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
+    },
+  };
 }
 
 /** The output after the first match of `re` (empty when there is none). */
@@ -210,7 +220,11 @@ async function restartUnder(t: { diagnostic(m: string): void }, f: WrFleet, watc
   const stoppedAt = load.elapsed();
   await waitFor('the watch to say it cannot see the fleet', () => unreachable.test(watch.stdout()), 60_000);
   // The instances' ports go to something else meanwhile: they come back at new addresses (or not at all).
-  if (o.hold) o.held?.(await holdPorts(before.map((i) => Number(i.address?.split(':')[1]))));
+  if (o.hold) {
+    const held = await holdPorts(before.map((i) => Number(i.address?.split(':')[1])));
+    o.held?.(held);
+    if (held.taken.length) t.diagnostic(`ports taken by something else already: ${held.taken.join(', ')}`);
+  }
   await new Promise((r) => setTimeout(r, 5000));
   await engine('start');
   const backAt = load.elapsed();
@@ -311,8 +325,8 @@ describe('fleetroll watch, its engine restarted and itself killed', { timeout: g
 
   it('the watch SIGKILLed in the middle of a heal: the next watch recovers the heal, the fleet converges whole, nothing is left orphaned, and a deploy of the same revision works afterwards', async (t) => {
     const replicas = 3;
-    // A replacement takes 3 s to be ready: the heal is killed with it started and not yet in nginx.
-    const f = await deployedFleet('it-wk', replicas, { WARMUP_SECONDS: '3' });
+    // A replacement takes 5 s to be ready: the heal is killed with it started and not yet in nginx.
+    const f = await deployedFleet('it-wk', replicas, { WARMUP_SECONDS: '5' });
     const args = ['watch', '-f', f.file, '--interval', '2s', '--settle', '300ms'];
     const first = await startCliUntil(args, /watch: whole at revision 1/);
     let second: RunningCli | undefined;
