@@ -15,6 +15,7 @@ const SLOWEST_FIRST = [
   'test/integration/multihost.test.ts',
   'test/integration/dynamic.test.ts',
   'test/integration/watch.test.ts',
+  'test/integration/watch-engine.test.ts',
   'test/local/fuzz.test.ts',
   'test/integration/failures.test.ts',
   'test/integration/experiment.test.ts',

@@ -82,7 +82,7 @@ export class DockerRuntime implements Runtime {
   }
 
   /** Wakes `onEvent` on changes to containers with these labels (adapters/dockerEvents.ts); returns the closer. */
-  events(labels: Record<string, string>, onEvent: () => void): () => void {
+  events(labels: Record<string, string>, onEvent: (stream?: 'ended' | 'refused') => void): () => void {
     return containerEvents(this.docker, labels, onEvent);
   }
 

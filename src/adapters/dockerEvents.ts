@@ -3,7 +3,8 @@
  * that dies, starts, is removed or (dis)connects from a network wakes the
  * watch at once instead of at its next look. Only a wake-up: the watch still
  * looks at the whole fleet, and still looks every interval, so an event
- * missed (a stream that broke, an engine that restarted) costs only time.
+ * missed costs only time; a stream that ends (its engine stopped or
+ * restarted) wakes it too, and it subscribes again once it sees the engine.
  */
 import type Dockerode from 'dockerode';
 
@@ -11,14 +12,22 @@ import type Dockerode from 'dockerode';
 const ACTIONS = ['die', 'start', 'destroy', 'oom', 'kill', 'health_status', 'stop', 'connect', 'disconnect'];
 
 /**
- * Calls `onEvent` for each event of a container carrying every label (and
+ * Calls `onEvent()` for each event of a container carrying every label (and
  * for network (dis)connects, which Docker reports on the network); returns a
- * function that closes the stream. A stream that fails or ends is not
- * reopened here: the caller subscribes again when it looks next.
+ * function that closes the stream. A stream is not reopened here: when one
+ * that was open ends or fails (the engine stopped or restarted) it calls
+ * `onEvent('ended')` once, and when the engine refuses to open it
+ * `onEvent('refused')`; the caller subscribes again once it sees the engine.
  */
-export function containerEvents(docker: Dockerode, labels: Record<string, string>, onEvent: () => void): () => void {
+export function containerEvents(docker: Dockerode, labels: Record<string, string>, onEvent: (stream?: 'ended' | 'refused') => void): () => void {
   let stream: NodeJS.ReadableStream | undefined;
   let closed = false;
+  let over = false;
+  const end = (how: 'ended' | 'refused') => {
+    if (closed || over) return;
+    over = true;
+    onEvent(how);
+  };
   const label = Object.entries(labels).map(([k, v]) => `${k}=${v}`);
   docker
     .getEvents({ filters: JSON.stringify({ type: ['container', 'network'], event: ACTIONS }) as never })
@@ -38,9 +47,12 @@ export function containerEvents(docker: Dockerode, labels: Record<string, string
           }
         }
       });
-      s.on('error', () => {});
+      // 'close' comes after 'end' and after an error, and also when the engine's socket just went away.
+      s.on('error', () => end('ended'));
+      s.on('close', () => end('ended'));
+      s.on('end', () => end('ended'));
     })
-    .catch(() => {});
+    .catch(() => end('refused'));
   function close(): void {
     closed = true;
     (stream as unknown as { destroy?: () => void } | undefined)?.destroy?.();

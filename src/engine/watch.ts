@@ -88,15 +88,21 @@ export interface WatchEnd {
 
 const MAX_BACKOFF_MS = 30_000;
 
-/** A runtime that can say when the fleet's containers change (adapters/docker.ts events): the watch then looks at once. */
+/** A runtime that can say when the fleet's containers change, and when its stream ended (adapters/dockerEvents.ts): the watch then looks at once. */
 interface EventSource {
-  events(labels: Record<string, string>, onEvent: () => void): () => void;
+  events(labels: Record<string, string>, onEvent: (stream?: 'ended' | 'refused') => void): () => void;
 }
 
-/** Wakes from any engine of the fleet that has an event stream; subscribe() again after an engine came back. */
-function wakeUps(o: WatchOptions): { subscribe(): void; wait(ms: number): Promise<void>; close(): void } {
+/**
+ * Wakes from any engine of the fleet that has an event stream. A stream that
+ * ended (its engine stopped or restarted) wakes the watch too, so that it
+ * looks, backs off while the engine is gone, and subscribes again once a look
+ * sees it (`broken`); one the engine refused waits for the next look.
+ */
+function wakeUps(o: WatchOptions): { subscribe(): void; broken(): boolean; wait(ms: number): Promise<void>; close(): void } {
   let closers: (() => void)[] = [];
   let wake: (() => void) | undefined;
+  let broken = false;
   const sleep = o.sleep ?? sleepFor;
   const labels = { [LABELS.service]: o.fleet.service, [LABELS.managed]: 'true' };
   const close = () => {
@@ -106,11 +112,17 @@ function wakeUps(o: WatchOptions): { subscribe(): void; wait(ms: number): Promis
   return {
     subscribe() {
       close();
+      broken = false;
       for (const rt of o.deps.runtimes?.values() ?? []) {
         const source = rt as Partial<EventSource>;
-        if (typeof source.events === 'function') closers.push(source.events.call(rt, labels, () => wake?.()));
+        const onEvent = (stream?: 'ended' | 'refused') => {
+          if (stream) broken = true;
+          if (stream !== 'refused') wake?.();
+        };
+        if (typeof source.events === 'function') closers.push(source.events.call(rt, labels, onEvent));
       }
     },
+    broken: () => broken,
     async wait(ms) {
       await Promise.race([sleep(ms, o.signal), new Promise<void>((r) => (wake = r))]);
       wake = undefined;
@@ -164,7 +176,7 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
         if (backoff > 1000) ports.reconnected?.();
         look = await lookAt(o, ports, restartsBefore);
         // Back from an outage: the engines' event streams ended with it.
-        if (backoff > 1000) events.subscribe();
+        if (backoff > 1000 || events.broken()) events.subscribe();
         backoff = 1000;
       } catch (err) {
         say(`cannot see the fleet: ${firstLine(err)}; looking again in ${backoff / 1000} s, then less and less often (every ${MAX_BACKOFF_MS / 1000} s at most) until it answers`, `unreachable: ${firstLine(err)}`);
@@ -190,8 +202,10 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
         await sleep(o.settleMs, signal);
         if (signal.aborted) break;
         const again = await lookAt(o, ports, restartsBefore).catch(() => undefined);
-        act = again?.kind === 'look' ? again.findings.filter((f) => f.act) : [];
-        if (again?.kind === 'look' && act.length === 0) say(`whole again at revision ${again.revisionNumber} without a heal`);
+        // The fleet went out of sight meanwhile (its engine stopping): the next look says so and backs off.
+        if (again === undefined) continue;
+        act = again.kind === 'look' ? again.findings.filter((f) => f.act) : [];
+        if (again.kind === 'look' && act.length === 0) say(`whole again at revision ${again.revisionNumber} without a heal`);
       }
       if (act.length > 0) {
         const reasons = healReasons(act);

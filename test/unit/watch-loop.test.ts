@@ -8,7 +8,10 @@
  * the engine is away.
  */
 import assert from 'node:assert/strict';
+import { PassThrough } from 'node:stream';
 import { describe, it } from 'node:test';
+import type Dockerode from 'dockerode';
+import { containerEvents } from '../../src/adapters/dockerEvents.js';
 import type { Fleet } from '../../src/config/load.js';
 import type { StatusReport } from '../../src/engine/status.js';
 import { watchFleet, type WatchOptions } from '../../src/engine/watch.js';
@@ -109,6 +112,48 @@ describe('the watch loop on fakes', () => {
     assert.deepEqual(r.heals, ['exited, missing'], 'one heal after the engine came back, not a burst');
   });
 
+  it('an engine that goes away between a look and its settle look: the watch backs off at once, not after a whole interval', async () => {
+    const r = await run(['dead', 'unreachable', 'unreachable', 'unreachable', 'dead'], { looks: 9 });
+    assert.deepEqual(r.sleeps.slice(0, 3), [1000, 1000, 2000], 'the settle window, then the backoff (1 s, 2 s), no wait of an interval');
+    assert.equal(r.lines.filter((l) => /cannot see the fleet/.test(l)).length, 1, r.lines.join('\n'));
+    assert.deepEqual(r.heals, ['exited, missing']);
+  });
+
+  it("an event stream that ends (its engine restarted) wakes the watch, which subscribes again once it sees the engine; one the engine refused waits for the next look", async () => {
+    const abort = new AbortController();
+    const callbacks: ((stream?: 'ended' | 'refused') => void)[] = [];
+    let looks = 0;
+    const state: FleetState = { service: 'api', nextRevision: 3, revisions: [record('complete')] };
+    const lock = { onTakeover: undefined, acquire: async () => {}, release: async () => {}, info: async (): Promise<LockInfo | undefined> => undefined, note: async () => {} };
+    const engine = { events: (_labels: Record<string, string>, onEvent: (stream?: 'ended' | 'refused') => void) => (callbacks.push(onEvent), () => {}) };
+    const watching = watchFleet({
+      fleet: { service: 'api', image: 'api:2' } as Fleet,
+      deps: { runtimes: new Map([['local', engine]]) } as unknown as WatchOptions['deps'],
+      h: { store: { read: async () => state, image: async () => 'api:2' } as unknown as WatchOptions['h']['store'], lock, watchLock: lock, who: 't' },
+      signal: abort.signal,
+      intervalMs: 300_000,
+      settleMs: 1000,
+      log: () => {},
+      // The interval's wait lasts until the test ends it: only a wake-up makes the watch look again.
+      sleep: (ms, signal) => (ms === 300_000 ? new Promise((res) => signal.addEventListener('abort', () => res(), { once: true })) : Promise.resolve()),
+      ports: { report: async () => (looks++, report('whole')), heal: async () => {} },
+    });
+    const settle = () => new Promise((r) => setTimeout(r, 20));
+    await settle();
+    assert.deepEqual([looks, callbacks.length], [1, 1], 'one look, one subscription');
+    callbacks[0]!('ended');
+    await settle();
+    assert.deepEqual([looks, callbacks.length], [2, 2], 'the ended stream woke the watch, and the look that saw the engine subscribed again');
+    callbacks[1]!('refused');
+    await settle();
+    assert.deepEqual([looks, callbacks.length], [2, 2], 'a refused stream wakes nothing');
+    callbacks[1]!();
+    await settle();
+    assert.deepEqual([looks, callbacks.length], [3, 3], 'the next look (an event woke it) subscribes again');
+    abort.abort();
+    await watching;
+  });
+
   it('a deploy holds the lock: the watch steps back, then heals on a later look', async () => {
     const r = await run(['dead'], { healFails: ['lock'], looks: 8 });
     assert.ok(r.lines.some((l) => /stepping back: fleet api is locked by ci@runner/.test(l)), r.lines.join('\n'));
@@ -125,5 +170,39 @@ describe('the watch loop on fakes', () => {
     const r = await run(['dead'], { outcome: 'failed', looks: 4 });
     assert.deepEqual(r.heals, []);
     assert.ok(r.lines.some((l) => /not healing: revision 2 is failed/.test(l)), r.lines.join('\n'));
+  });
+});
+
+describe("Docker's event stream for the watch (adapters/dockerEvents.ts)", () => {
+  const tick = () => new Promise((r) => setTimeout(r, 10));
+  const engine = (stream: Promise<PassThrough>) => ({ getEvents: () => stream }) as unknown as Dockerode;
+  const labels = { 'fleetroll.service': 'api' };
+
+  it("an event of the fleet's containers wakes; the stream's end (its engine stopped) says 'ended' once; closed by the watch, it says nothing", async () => {
+    const calls: (string | undefined)[] = [];
+    const s = new PassThrough();
+    containerEvents(engine(Promise.resolve(s)), labels, (x) => calls.push(x));
+    await tick();
+    s.write(`${JSON.stringify({ Type: 'container', Actor: { Attributes: { 'fleetroll.service': 'api' } } })}\n`);
+    s.write(`${JSON.stringify({ Type: 'container', Actor: { Attributes: { 'fleetroll.service': 'other' } } })}\n`);
+    s.end();
+    s.resume();
+    await tick();
+    assert.deepEqual(calls, [undefined, 'ended']);
+
+    const quiet: (string | undefined)[] = [];
+    const open = new PassThrough();
+    const close = containerEvents(engine(Promise.resolve(open)), labels, (x) => quiet.push(x));
+    await tick();
+    close();
+    await tick();
+    assert.deepEqual(quiet, []);
+  });
+
+  it("an engine that does not answer the subscription: 'refused'", async () => {
+    const calls: (string | undefined)[] = [];
+    containerEvents(engine(Promise.reject(new Error('connect ENOENT'))), labels, (x) => calls.push(x));
+    await tick();
+    assert.deepEqual(calls, ['refused']);
   });
 });
