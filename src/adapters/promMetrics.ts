@@ -18,7 +18,7 @@ import { instanceCounts, trafficRates, type FleetModel, type RolloutView } from 
  * alert on them has a series from the first scrape; `heal()` takes any other
  * reason as well.
  */
-export const KNOWN_HEAL_REASONS = ['exited', 'unready', 'missing', 'address_changed'] as const;
+export const KNOWN_HEAL_REASONS = ['exited', 'unready', 'stuck', 'missing', 'address_changed'] as const;
 
 export interface FleetMetrics {
   registry: Registry;

@@ -64,6 +64,8 @@ export interface ControllerDeps {
   recovering?: boolean | undefined;
   /** `fleetroll watch` healing (DeployOptions.heal): an instance found unready leaves nginx at once. */
   heal?: boolean | undefined;
+  /** A heal: instances of the current revision to replace if they are still unready when it begins (DeployOptions.replace). */
+  replace?: readonly string[] | undefined;
   /**
    * A heal: the running containers of revisions the fleet's history does not
    * know, as last listed. Left alone: nginx goes on routing to them as it did,

@@ -86,6 +86,7 @@ export class Controller {
     const now = ctx.now();
     ctx.lastProgress = now;
     for (const { info, ready } of found) this.life.found(info, ready, now);
+    this.replaceStuck();
     this.life.leaveAlone(ctx.d.leftAlone?.() ?? []);
     this.driver.begin();
     this.startWatchers();
@@ -95,6 +96,25 @@ export class Controller {
       this.endings.settleInto({ resolve, reject });
       this.schedule();
     });
+  }
+
+  /**
+   * A heal's stuck instances (ControllerDeps.replace), if still unready:
+   * terminated before the first decision, so that decision starts their
+   * replacements under the fleet's limits like any other start. An unready
+   * instance is not available: taking it away costs no availability, as
+   * decide() terminates unavailable instances first.
+   */
+  private replaceStuck(): void {
+    const { ctx } = this;
+    for (const id of ctx.d.replace ?? []) {
+      const inst = ctx.view.get(id);
+      if (!inst || inst.revision !== ctx.revision || inst.phase !== 'unready') continue;
+      ctx.emit({ type: 'info', message: `replacing ${id} on ${inst.host}: ${inst.lastProbe} for progressDeadlineSeconds (${ctx.d.fleet.progressDeadlineSeconds} s)` });
+      ctx.d.journal('replace', 'end', { name: id });
+      inst.leftUnready = undefined;
+      this.life.terminate(id);
+    }
   }
 
   /** Exits, the pause flag, the progress deadline and an interrupt, each on its own timer. */
@@ -187,8 +207,29 @@ export class Controller {
     // 5. The strategy's own steps (postWave hooks, the switch, canary steps).
     driver.reconcile({ newAvailable: d.counts.current.available, oldAlive: d.counts.old.reduce((a, r) => a + r.total, 0) });
     // 6. Complete once the fleet is and nothing of the strategy's is in flight.
-    if (d.complete && driver.settled()) void this.endings.finishOk();
+    if ((d.complete || (ctx.d.heal === true && healDone(ctx.instances(), ctx.revision, ctx.d.fleet.replicas))) && driver.settled()) void this.endings.finishOk();
   }
+}
+
+/** An instance a heal found unready and does not wait for (Instance.leftUnready): out of nginx at the heal's end, the watch's from then on. */
+export function leftOut(i: Instance): boolean {
+  return i.leftUnready === true && i.phase === 'unready';
+}
+
+/**
+ * A heal is done once the fleet is whole but for instances it found unready:
+ * `replicas` instances of the revision, each available or left out, nothing
+ * else alive. finishOk then writes nginx (the left-out ones absent) and ends
+ * once that write is in force, so the lock is never released on a change
+ * half made.
+ */
+function healDone(instances: readonly Instance[], revision: string, replicas: number): boolean {
+  let n = 0;
+  for (const i of instances) {
+    if (i.revision !== revision || (i.phase !== 'available' && !leftOut(i))) return false;
+    n++;
+  }
+  return n === replicas;
 }
 
 /** The new revision's instances are all available, and everything else is on its way out. */

@@ -42,6 +42,14 @@ export interface Instance extends InstanceView {
    * counts as unavailable, so it is replaced first.
    */
   keptInTraffic?: boolean | undefined;
+  /**
+   * A heal found it unready (it leaves nginx at once): the heal does not wait
+   * for it. `fleetroll watch` goes on looking: it puts it back when it answers,
+   * and replaces it once it has been unready for progressDeadlineSeconds.
+   * Waiting here would hold the fleet's lock (a deploy refused) until the
+   * heal's own deadline, and then fail.
+   */
+  leftUnready?: boolean | undefined;
   /** What the last probe or observation said, for the deadline report. */
   lastProbe: string;
   /** How it last exited, when it did and then ran again (restarted by its engine): kept for the deadline report. */

@@ -66,6 +66,7 @@ export class Lifecycle {
     inst.routed = this.ctx.traffic.routes(inst.address);
     // A deploy keeps an unready instance nginx routes to (a slow probe is no reason for 502s); a heal takes it out at once.
     if (phase === 'unready' && inst.routed && this.ctx.d.heal !== true) inst.keptInTraffic = true;
+    if (phase === 'unready' && this.ctx.d.heal === true) inst.leftUnready = true;
     this.ctx.view.add(inst);
     if (phase === 'unready') this.ctx.readiness.watch(inst);
     return inst;

@@ -12,7 +12,7 @@ import { PausedError, RolloutFailedError, type FailurePhase } from '../errors.js
 import { firstDeploySkips, stableRevisionRunning } from '../core/firstDeploy.js';
 import { runGate, type GateDeps } from './analysis.js';
 import { LABELS, systemClock, type Clock, type InstanceInfo, type Journal } from '../ports.js';
-import { Controller, hostFailure, type InService, type Instance } from './controller.js';
+import { Controller, leftOut, hostFailure, type InService, type Instance } from './controller.js';
 import type { DeployDeps, DeployOptions, DeployResult } from './types.js';
 import type { EventSink } from './events.js';
 import { hookContext, runHook, runOnFailure, type HookName } from './hooks.js';
@@ -177,6 +177,7 @@ class Rollout {
       skipOpenPauses: this.deps.simulated === true && !asked.promoted && !asked.aborted,
       recovering: this.deps.recovering,
       heal: this.options.heal,
+      replace: this.options.heal ? this.options.replace : undefined,
       leftAlone: () => this.others,
       timing: this.deps.timing,
       inspect: this.deps.inspect,
@@ -194,7 +195,7 @@ class Rollout {
     // The controller's end is the last progress: the final check may take what remains of the deadline from it.
     const instances = this.deps.simulated
       ? result.instances.map((i) => ({ name: i.id, host: i.host, address: i.address, version: this.fleet.version }))
-      : await this.costs.timed('verify', () => verify(this.fleet, this.revision, result.instances, this.deps, this.emit, { clock: this.clock, budgetMs: this.fleet.progressDeadlineSeconds * 1000, signal: this.options.signal }));
+      : await this.costs.timed('verify', () => verify(this.fleet, this.revision, this.options.heal ? result.instances.filter((i) => !leftOut(i)) : result.instances, this.deps, this.emit, { clock: this.clock, budgetMs: this.fleet.progressDeadlineSeconds * 1000, signal: this.options.signal }));
     if (!this.deps.simulated && this.options.prepared && this.options.preparedMs !== undefined) this.costs.fixed('prepare', this.options.preparedMs);
     await this.hook('postDeploy', this.contextOfInstances(result.instances, result.waves));
     this.emit({ type: 'complete', revision: this.revision, version: this.fleet.version });

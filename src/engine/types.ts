@@ -136,6 +136,15 @@ export interface DeployOptions {
    * alone, not replaced as an old one: the watch reports it.
    */
   knownRevisions?: readonly string[] | undefined;
+  /**
+   * With `heal`: instances of the current revision to replace (the watch
+   * found them unready for progressDeadlineSeconds: stuck). Each still
+   * unready when the heal begins is terminated like an unready instance a
+   * deploy replaces (it is not available, so maxUnavailable does not hold it
+   * back), and its replacement starts under maxSurge and maxInstances; one
+   * that answers by then is kept.
+   */
+  replace?: readonly string[] | undefined;
 }
 
 /** What deploy() needs of a health watch (engine/health.ts HealthWatch), as a shape, so this module need not import it. */

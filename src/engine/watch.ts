@@ -16,9 +16,9 @@
  * cannot be reached is looked at again with a growing backoff.
  */
 import type { Fleet } from '../config/load.js';
-import { assessFleet, healReasons, type HealFinding, type HealReason } from '../core/heal.js';
+import { assessFleet, healReasons, isWhole, toReplace, type HealFinding, type HealReason } from '../core/heal.js';
 import { FleetrollError } from '../errors.js';
-import { LABELS, type FleetLockPort, type FleetState, type RevisionRecord } from '../ports.js';
+import { LABELS, systemClock, type FleetLockPort, type FleetState, type RevisionRecord } from '../ports.js';
 import { lookCache } from './lookCache.js';
 import { fleetForRecord } from './records.js';
 import { runManaged } from './session.js';
@@ -50,7 +50,8 @@ export interface WatchOptions {
 
 export interface WatchPorts {
   report(): Promise<StatusReport>;
-  heal(latest: RevisionRecord, state: FleetState, reason: string): Promise<void>;
+  /** `replace`: instances found stuck (unready for progressDeadlineSeconds), replaced if still unready under the lock. */
+  heal(latest: RevisionRecord, state: FleetState, reason: string, replace?: readonly string[]): Promise<void>;
   /** The fleet state as the look sees it (default: read from the store each time). */
   state?(): Promise<FleetState | undefined>;
   /** The engines answer again after an outage. */
@@ -66,11 +67,11 @@ function defaultPorts(o: WatchOptions): WatchPorts {
   return {
     report: () => statusReport(o.fleet, { ...o.deps, routers: cache.routers }, cache.h),
     state: () => cache.h.store.read(),
-    heal: async (latest, state, reason) => {
+    heal: async (latest, state, reason, replace) => {
       // The heal writes nginx (and a deploy may have run): the next look reads everything again.
       cache.forget();
       try {
-        await runManaged(fleetForRecord(o.fleet, latest, { state }), o.deps, o.h, { command: 'fleetroll watch', heal: reason, changeCause: latest.changeCause, lockWaitMs: 0, signal: o.signal });
+        await runManaged(fleetForRecord(o.fleet, latest, { state }), o.deps, o.h, { command: 'fleetroll watch', heal: reason, replace, changeCause: latest.changeCause, lockWaitMs: 0, signal: o.signal });
       } finally {
         cache.forget();
       }
@@ -163,7 +164,7 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
     log(`watching ${fleet.service}: a look every ${o.intervalMs / 1000} s, a fault healed once it lasts ${o.settleMs / 1000} s`);
     let backoff = 1000;
     let said = '';
-    let restartsBefore = new Map<string, number>();
+    const seen: Seen = { restartsBefore: new Map(), unreadySince: new Map() };
     const say = (text: string, key = text) => {
       // The same finding each look is said once, until it changes.
       if (key !== said) log(text);
@@ -174,7 +175,7 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
       try {
         // After a look that failed, nothing read before it is trusted, and the state's event stream may have ended with the engine.
         if (backoff > 1000) ports.reconnected?.();
-        look = await lookAt(o, ports, restartsBefore);
+        look = await lookAt(o, ports, seen);
         // Back from an outage: the engines' event streams ended with it.
         if (backoff > 1000 || events.broken()) events.subscribe();
         backoff = 1000;
@@ -193,15 +194,16 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
         continue;
       }
       o.onLook?.(look.report);
-      restartsBefore = new Map(look.report.instances.map((i) => [i.name, i.restarts]));
-      const reported = look.findings.filter((f) => !f.act).map((f) => f.detail);
+      seen.restartsBefore = new Map(look.report.instances.map((i) => [i.name, i.restarts]));
       let act = look.findings.filter((f) => f.act);
-      whole = act.length === 0;
-      say(act.length === 0 ? (reported.length ? `whole at revision ${look.revisionNumber}; ${reported.join('; ')}` : `whole at revision ${look.revisionNumber}: ${look.report.observed.ready} of ${look.report.desired.replicas} ready`) : `found: ${act.map((f) => f.detail).join('; ')}`);
+      whole = isWhole(look.findings);
+      // What is only reported (a crash loop, someone else's instance) is said beside what is healed: a crash loop shows while its restarts grow, often in the very look that finds it unready.
+      const told = look.findings.filter((f) => !f.act).map((f) => f.detail);
+      say(act.length === 0 ? wholeLine(look) : `found: ${act.map((f) => f.detail).join('; ')}${told.length ? `; also: ${told.join('; ')}` : ''}`);
       if (act.length > 0 && o.settleMs > 0) {
         await sleep(o.settleMs, signal);
         if (signal.aborted) break;
-        const again = await lookAt(o, ports, restartsBefore).catch(() => undefined);
+        const again = await lookAt(o, ports, seen).catch(() => undefined);
         // The fleet went out of sight meanwhile (its engine stopping): the next look says so and backs off.
         if (again === undefined) continue;
         act = again.kind === 'look' ? again.findings.filter((f) => f.act) : [];
@@ -213,8 +215,8 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
         if (ok) heals++;
         said = '';
         if (o.once) {
-          const after = await lookAt(o, ports, restartsBefore).catch(() => undefined);
-          whole = after?.kind === 'look' && after.findings.every((f) => !f.act);
+          const after = await lookAt(o, ports, seen).catch(() => undefined);
+          whole = after?.kind === 'look' && isWhole(after.findings);
           break;
         }
         continue;
@@ -230,20 +232,45 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
   return { whole, heals };
 }
 
-async function lookAt(o: WatchOptions, ports: WatchPorts, restartsBefore: ReadonlyMap<string, number>): Promise<Look> {
+/** What the watch remembers from look to look. */
+interface Seen {
+  /** Restarts per instance at the previous look: a count that grows is a crash loop. */
+  restartsBefore: ReadonlyMap<string, number>;
+  /** Since when each running instance of the current revision has been seen unready (the watch's clock), until it answers or is gone. */
+  unreadySince: Map<string, number>;
+}
+
+/** What the watch says of a look with nothing to act on: whole, or whole but for instances unready out of traffic (and what it reports besides). */
+function wholeLine(look: Extract<Look, { kind: 'look' }>): string {
+  const unready = look.findings.filter((f) => f.reason === 'unready').map((f) => f.detail);
+  const others = look.findings.filter((f) => f.reason !== 'unready').map((f) => f.detail);
+  const head = unready.length ? `whole at revision ${look.revisionNumber} except ${unready.join('; ')}` : `whole at revision ${look.revisionNumber}`;
+  return others.length ? `${head}; ${others.join('; ')}` : unready.length ? head : `${head}: ${look.report.observed.ready} of ${look.report.desired.replicas} ready`;
+}
+
+async function lookAt(o: WatchOptions, ports: WatchPorts, seen: Seen): Promise<Look> {
   const state = await (ports.state ? ports.state() : o.h.store.read());
   const latest = state?.revisions[state.revisions.length - 1];
   if (!state || !latest) return { kind: 'nothing', why: `no revision of ${o.fleet.service} deployed yet (fleetroll deploy -f first)` };
   if (state.paused) return { kind: 'nothing', why: `${o.fleet.service} is paused (fleetroll resume continues it)` };
   if (latest.outcome !== 'complete') return { kind: 'nothing', why: `revision ${latest.number} is ${latest.outcome}: a deploy, undo or resume completes it, then the watch keeps it` };
   const report = await ports.report();
+  const now = (o.deps.clock ?? systemClock).now();
+  // When it was first seen unready, look after look: the bound a stuck instance is replaced after counts from there.
+  const unready = new Set(report.instances.filter((i) => i.revision === report.desired.revision && i.state === 'running' && !i.ready).map((i) => i.name));
+  for (const name of seen.unreadySince.keys()) if (!unready.has(name)) seen.unreadySince.delete(name);
+  for (const name of unready) if (!seen.unreadySince.has(name)) seen.unreadySince.set(name, now);
   const findings = assessFleet({
     replicas: report.desired.replicas,
     revision: report.desired.revision,
     known: state.revisions.map((r) => r.hash),
     instances: report.instances,
     strays: report.strays,
-    restartsBefore,
+    restartsBefore: seen.restartsBefore,
+    unreadySince: seen.unreadySince,
+    now,
+    // The same bound as a deploy gives an instance to become ready.
+    stuckAfterMs: o.fleet.progressDeadlineSeconds * 1000,
   });
   return { kind: 'look', report, findings, revisionNumber: latest.number };
 }
@@ -258,9 +285,11 @@ async function heal(o: WatchOptions, ports: WatchPorts, reasons: readonly HealRe
     const state = await h.store.read();
     const latest = state?.revisions[state.revisions.length - 1];
     if (!state || !latest) return false;
-    await ports.heal(latest, state, what);
+    await ports.heal(latest, state, what, toReplace(found));
     const ms = Date.now() - t0;
-    log(`healed (${what}) in ${(ms / 1000).toFixed(1)} s: revision ${latest.number} whole again`);
+    // A heal does not wait for an instance it takes out unready: the watch does (and says so at its next look).
+    const out = found.filter((f) => f.reason === 'unready').map((f) => f.name);
+    log(`healed (${what}) in ${(ms / 1000).toFixed(1)} s: revision ${latest.number} ${out.length ? `whole again but for ${out.join(', ')}, out of traffic until it answers` : 'whole again'}`);
     await record(o, `healed ${what} in ${(ms / 1000).toFixed(1)} s`);
     o.onHeal?.(reasons, true);
     return true;

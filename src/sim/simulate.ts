@@ -132,6 +132,8 @@ export interface SimulationSetup {
   start?: FleetAtStart | undefined;
   /** Run the controller as `fleetroll watch` heals (DeployOptions.heal), knowing the current and the old revision as the fleet's. */
   heal?: boolean | undefined;
+  /** With `heal`: instances (container names) the watch found stuck, to replace (DeployOptions.replace). */
+  replace?: readonly string[] | undefined;
 }
 
 const TEMPLATE = 'upstream {{upstream}} {\n{{servers}}\n}\n';
@@ -270,7 +272,7 @@ export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings,
   lowest = Math.min(lowest, servers.length);
 
   // A heal: the controller of a deploy, told which revisions are the fleet's (it leaves the others alone).
-  const result = await clock.run(deploy(fleet, deps, { signal: setup.signal, ...(setup.heal ? { heal: true, knownRevisions } : {}) }));
+  const result = await clock.run(deploy(fleet, deps, { signal: setup.signal, ...(setup.heal ? { heal: true, knownRevisions, replace: setup.replace } : {}) }));
   // From the first new server in nginx to the reload that took the last old one out.
   const mixed = firstNewUp === undefined || oldGoneAt === undefined ? 0 : Math.max(0, oldGoneAt - firstNewUp);
   return {

@@ -59,7 +59,7 @@ const named = (w: SimWorld, name: string) => [...w.containers.values()].find((c)
  * every instance ready and in every nginx (or 10 virtual minutes); `script`
  * schedules the faults on the virtual clock.
  */
-async function watchOver(s: ResolvedStrategy, setup: Partial<SimulationSetup>, script: (sim: SimulatedFleet) => void) {
+async function watchOver(s: ResolvedStrategy, setup: Partial<SimulationSetup>, script: (sim: SimulatedFleet, lock: MemoryLock) => void) {
   const inv = invariants(s, T);
   const hosts = Array.from({ length: setup.hosts ?? 1 }, (_, i) => ({ name: `h${i + 1}`, maxInstances: setup.maxInstances?.[i] }));
   const checks = healChecks(hosts);
@@ -68,10 +68,10 @@ async function watchOver(s: ResolvedStrategy, setup: Partial<SimulationSetup>, s
   const { clock, world } = sim;
   inv.setup.world?.(world, clock);
   checks.world(world, clock);
-  script(sim);
+  const lock = new MemoryLock('fleet simulated');
+  script(sim, lock);
   const history = historyOf(sim);
   const store = new MemoryStateStore(history);
-  const lock = new MemoryLock('fleet simulated');
   const watchLock = new MemoryLock('the watch of simulated');
   const stop = new AbortController();
   clock.timer(600_000, () => stop.abort());
@@ -144,4 +144,81 @@ describe('fleetroll watch over the simulated world', () => {
     assert.deepEqual(r.end, { whole: true, heals: 1 });
     assertWhole(r.sim.world, r.sim.revision, 4, r.checks);
   });
+});
+
+/**
+ * An instance that stops answering readiness for good (its app deadlocked,
+ * its container running): out of nginx at once by a heal that then ends (the
+ * fleet's lock free for a deploy), reported while the watch waits for it, and
+ * replaced once it has been unready for progressDeadlineSeconds (60 s here).
+ */
+describe('fleetroll watch: an instance unready for good', () => {
+  const DEADLINE_S = 60;
+  const unreadyAt = 5000;
+  /** new-2 stops answering at 5 s, and answers again at `backAt` (never: Infinity); a deploy asks for the fleet's lock at 30 s. */
+  const run = (backAt: number) => {
+    let started = 0;
+    let deployAt30: boolean | undefined;
+    return watchOver(resolveStrategy({ replicas: 3 }), { loadBalancers: 2, progressDeadlineSeconds: DEADLINE_S }, ({ clock, world }, lock) => {
+      lockOf.current = lock;
+      const before = world.onEvent;
+      world.onEvent = (e) => {
+        before?.(e);
+        if (e.kind === 'started') started++;
+      };
+      clock.timer(unreadyAt, () => (named(world, 'new-2').readyAt = backAt));
+      clock.timer(30_000, () => {
+        void lockOf.current?.acquire('img', 'fleetroll deploy').then(
+          () => ((deployAt30 = true), lockOf.current?.release()),
+          () => (deployAt30 = false),
+        );
+      });
+    }).then((r) => ({ ...r, started, deployAt30 }));
+  };
+  /** The fleet lock of the run under way (watchOver makes it). */
+  const lockOf: { current?: MemoryLock } = {};
+
+  const rows: { name: string; backAt: number; check: (r: Awaited<ReturnType<typeof run>>) => void }[] = [
+    {
+      name: 'never answers again: taken out at once by a heal that ends there (the lock free for a deploy), reported once, replaced after progressDeadlineSeconds; the fleet then whole with replicas ready',
+      backAt: Number.POSITIVE_INFINITY,
+      check: (r) => {
+        assert.deepEqual(r.heals.map((h) => [h.reasons, h.ok]), [['unready', true], ['stuck', true]], r.lines.join('\n'));
+        // Seen at the next look, healed after the settle window, and the heal over within a second: no wait for the instance.
+        assert.ok(r.heals[0]!.at <= unreadyAt + INTERVAL_MS + SETTLE_MS + 1000, `the first heal ended at t=${r.heals[0]!.at}\n${r.lines.join('\n')}`);
+        assert.equal(r.deployAt30, true, 'a deploy at 30 s gets the fleet lock');
+        const said = r.lines.filter((l) => /whole at revision 2 except new-2: unready, out of traffic since 1970-01-01T00:00:06Z; replaced if still unready at 1970-01-01T00:01:06Z$/.test(l));
+        assert.equal(said.length, 1, `reported once while it waits:\n${r.lines.join('\n')}`);
+        assert.ok(!r.lines.some((l) => /whole at revision 2: 2 of 3 ready/.test(l)), 'never called whole with an instance unready');
+        // Replaced once unready for the bound, from when the watch first saw it so (6 s).
+        assert.ok(r.heals[1]!.at >= 6000 + DEADLINE_S * 1000, `replaced at t=${r.heals[1]!.at}`);
+        assert.ok(r.heals[1]!.at <= 6000 + DEADLINE_S * 1000 + INTERVAL_MS + SETTLE_MS + T.stopMs + T.startupMs + 2000, `replaced at t=${r.heals[1]!.at}\n${r.lines.join('\n')}`);
+        assert.equal(r.started, 1, 'one replacement');
+        assert.ok(![...r.sim.world.containers.values()].some((c) => c.name === 'new-2'), 'the stuck container is removed');
+        assert.deepEqual(r.end, { whole: true, heals: 2 });
+        assertWhole(r.sim.world, r.sim.revision, 3, r.checks);
+        assert.ok(r.lines.some((l) => /healed \(stuck\) in [\d.]+ s: revision 2 whole again$/.test(l)), r.lines.join('\n'));
+      },
+    },
+    {
+      name: 'answers again at 20 s, before the bound: put back in (out of traffic), not replaced',
+      backAt: 20_000,
+      check: (r) => {
+        assert.deepEqual(r.heals.map((h) => [h.reasons, h.ok]), [['unready', true], ['out of traffic', true]], r.lines.join('\n'));
+        assert.ok(r.heals[1]!.at < 20_000 + INTERVAL_MS + SETTLE_MS + 1000, `put back at t=${r.heals[1]!.at}`);
+        assert.equal(r.started, 0, 'nothing replaced');
+        assert.ok([...r.sim.world.containers.values()].some((c) => c.name === 'new-2' && c.state === 'running'), 'the same container serves again');
+        assert.deepEqual(r.end, { whole: true, heals: 2 });
+        assertWhole(r.sim.world, r.sim.revision, 3, r.checks);
+      },
+    },
+  ];
+  for (const row of rows) {
+    it(row.name, async () => {
+      const r = await run(row.backAt);
+      assert.deepEqual(r.violations, []);
+      assert.ok(!r.lock.isHeld && !r.watchLock.isHeld, 'both locks released');
+      row.check(r);
+    });
+  }
 });

@@ -28,7 +28,7 @@ function observed(r: StatusReport) {
 export function registerWatch(program: CommandUnknownOpts, out: Out): void {
   program
     .command('watch')
-    .description('keep the fleet at its current revision between deploys: replace what died, take out what stopped answering, follow new addresses')
+    .description('keep the fleet at its current revision between deploys: replace what died or stays unready, take out what stopped answering, follow new addresses')
     .addOption(fleetFileOption())
     .addOption(composeServiceOption())
     .option('--interval <duration>', 'how often to look at the fleet (e.g. 2s)', parseDuration('--interval'), 2000)
@@ -42,7 +42,8 @@ export function registerWatch(program: CommandUnknownOpts, out: Out): void {
 The current revision is the one the last deploy (undo, restart, resume)
 completed. An instance of it that exited or is gone is replaced; one that
 stops answering readiness is taken out of every nginx at once and put back
-when it answers again; one that came back at a new address (a restart, a
+when it answers again, reported while it does not, and replaced once it has
+been unready for progressDeadlineSeconds (stuck); one that came back at a new address (a restart, a
 reboot) gets it in nginx; a server nginx sends users to that no instance has
 is taken out. Each heal is a rollout of the same revision under the fleet's
 lock: the same controller, drains and nginx writes as a deploy. Instances of

@@ -94,7 +94,8 @@ export class BlueGreenDriver extends BaseDriver {
     // With no old set to wait on (a first deploy) decide says complete as soon as the new set
     // is available, before promotion and the switch: complete means nginx routes the new set.
     const { ctx } = this;
-    return this.state === 'switched' || ctx.fresh().every((i) => i.address !== undefined && ctx.traffic.routes(i.address));
+    // A heal's left-out instance (unready when it began) is not waited for: it stays out of nginx.
+    return this.state === 'switched' || ctx.fresh().every((i) => (i.leftUnready === true && i.phase === 'unready') || (i.address !== undefined && ctx.traffic.routes(i.address)));
   }
 
   override hidesNew(): boolean {
