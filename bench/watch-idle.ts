@@ -51,6 +51,9 @@ probes: { readiness: { path: /health/ready, periodMs: 100, timeoutMs: 1000 } }
 loadBalancers: [{ nginx: { container: ${name}-nginx, host: local, upstream: ${name}, upstreamFile: /etc/nginx/conf.d/upstream.conf } }]
 `,
   );
+  // A rehearsal records no revision: a deploy of the file makes the fleet one the watch keeps.
+  const deployed = await execa('node', [cli, 'deploy', '-f', file], { reject: false });
+  if (deployed.exitCode !== 0) throw new Error(`deploy failed:\n${deployed.stdout}\n${deployed.stderr}`);
   const archive: Record<string, number> = {};
   const events = await docker.getEvents({ filters: { type: ['container'], event: ['archive-path', 'extract-to-dir'] } });
   events.on('data', (b: Buffer) => {
