@@ -14,6 +14,7 @@ import type { Fleet } from './config/load.js';
 import { ContainerLogStreamAccessLog, LocalFileAccessLog, containerFileAccessLog } from './adapters/accessLog.js';
 import { DockerRuntime } from './adapters/docker.js';
 import { FleetLock, FleetStateStore, whoAmI } from './adapters/fleetState.js';
+import { SwitchBackContainers } from './adapters/switchAsks.js';
 import { NginxContainerRouter, NginxExecRouter } from './adapters/nginx.js';
 import { DynamicNginxRouter, defaultPeersFile } from './adapters/nginxDynamic.js';
 import { containerPlace, execPlace } from './adapters/nginxPlace.js';
@@ -78,12 +79,12 @@ export async function buildDeps(fleet: Fleet, events?: EventSink): Promise<Deplo
 }
 
 /** The fleet's state and lock live on its first host. */
-export function fleetHandles(fleet: Fleet, deps: Pick<DeployDeps, 'runtimes'>): { store: FleetStateStore; lock: FleetLock; watchLock: FleetLock; who: string } {
+export function fleetHandles(fleet: Fleet, deps: Pick<DeployDeps, 'runtimes'>): { store: FleetStateStore; lock: FleetLock; watchLock: FleetLock; asks: SwitchBackContainers; who: string } {
   const first = fleet.hosts[0];
   const rt = first ? deps.runtimes.get(first.name) : undefined;
   if (!first || !(rt instanceof DockerRuntime)) throw new FleetrollError('E_INTERNAL', 'the fleet has no first host');
   // A watch holds a lock of its own for as long as it runs: a second watch of the fleet waits on it, a deploy does not.
-  return { store: new FleetStateStore(rt.docker, fleet.service, first.name), lock: new FleetLock(rt.docker, fleet.service), watchLock: new FleetLock(rt.docker, `${fleet.service}-watch`), who: whoAmI() };
+  return { store: new FleetStateStore(rt.docker, fleet.service, first.name), lock: new FleetLock(rt.docker, fleet.service), watchLock: new FleetLock(rt.docker, `${fleet.service}-watch`), asks: new SwitchBackContainers(rt.docker, fleet.service), who: whoAmI() };
 }
 
 /**

@@ -41,9 +41,7 @@ function dockerStatus(err: unknown): number | undefined {
 }
 
 /** Ends an event stream from dockerode (an http.IncomingMessage underneath). */
-function destroy(stream: NodeJS.ReadableStream): void {
-  (stream as NodeJS.ReadableStream & { destroy?: () => void }).destroy?.();
-}
+const destroy = (stream: NodeJS.ReadableStream): void => (stream as NodeJS.ReadableStream & { destroy?: () => void }).destroy?.();
 
 /** An image with one empty file and nothing else, for containers that are never started. */
 const PLACEHOLDER_IMAGE = 'fleetroll/placeholder:1';
@@ -392,8 +390,9 @@ function parseNote(text: string | undefined): { at: string; text: string } | und
   return m ? { at: m[1]!, text: m[2]! } : undefined;
 }
 
-/** Removes a fleet's state volume, state container and lock (tests, `rehearse --down`). */
+/** Removes a fleet's state volume, state container, lock and a blue-green offer left by a killed rollout (tests, `rehearse --down`). */
 export async function removeFleetState(docker: Dockerode, service: string): Promise<void> {
+  await Promise.all([`fleetroll-switchback-${service}`, `fleetroll-switchback-ask-${service}`].map((c) => docker.getContainer(c).remove({ force: true }).catch(() => {})));
   await new FleetLock(docker, service).release();
   await new FleetLock(docker, `${service}-watch`).release();
   await new FleetStateStore(docker, service, 'local').destroy();

@@ -6,13 +6,13 @@
  * feed the same server its own observations and heals.
  */
 import { Option } from '@commander-js/extra-typings';
-import { startMetricsServer, type FleetMonitor } from '../adapters/metricsServer.js';
+import type { FleetMonitor } from '../adapters/metricsServer.js';
 import type { Fleet } from '../config/load.js';
 import type { DeployHealthReport } from '../core/deployHealth.js';
 import type { Outcome } from '../core/fleetModel.js';
 import { fleetSnapshot } from '../engine/observe.js';
 import type { DeployDeps } from '../engine/rollout.js';
-import { outcomeOf } from '../engine/session.js';
+import { outcomeOf } from '../engine/records.js';
 import { fieldError } from '../errors.js';
 import { accessLogOpeners } from '../wiring.js';
 import { parseDuration } from './args.js';
@@ -49,6 +49,8 @@ export const metricsLingerOption = () =>
  * observe(), phase() and heal() instead.
  */
 export async function startMonitor(listen: Listen, fleet: Fleet, deps: DeployDeps, say: (line: string) => void): Promise<FleetMonitor> {
+  // Loaded only with --metrics: prom-client and the page cost every other command (undo's switch-back among them) its start.
+  const { startMetricsServer } = await import('../adapters/metricsServer.js');
   const monitor = await startMetricsServer({
     ...listen,
     service: fleet.service,

@@ -10,7 +10,7 @@ import { digestSecretFiles, NOT_KEPT, resolveSecretRefs, type SecretRef } from '
 import type { DeployHealthReport } from '../core/deployHealth.js';
 import { diffLines, diffSpecs } from '../core/specDiff.js';
 import { addCosts, type CostSample } from '../core/stepCosts.js';
-import { RolloutFailedError, ValidationError } from '../errors.js';
+import { InterruptedError, PausedError, RolloutFailedError, ValidationError } from '../errors.js';
 import type { FleetState, RevisionRecord, RolloutOutcome, StateStore, SwitchTimes } from '../ports.js';
 import { envOf, secretDigest } from './revision.js';
 import type { RecordedSpec } from './types.js';
@@ -155,4 +155,17 @@ export async function finishRecord(store: StateStore, n: number, outcome: Rollou
     else delete r[k];
   }
   await store.write(s);
+}
+
+/**
+ * How a rollout that threw ended, as its record (and the --metrics rollout
+ * counter) names it. Here rather than in session.ts: cli/metrics.ts needs it,
+ * and undo's switch-back path must not load the whole engine with it.
+ */
+export function outcomeOf(err: unknown): { outcome: RolloutOutcome; message: string } {
+  if (err instanceof PausedError) return { outcome: 'paused', message: err.message };
+  if (err instanceof InterruptedError) return { outcome: 'interrupted', message: err.message };
+  if (err instanceof RolloutFailedError && err.details.rolledBackTo !== undefined) return { outcome: 'rolled back', message: err.message };
+  if (err instanceof RolloutFailedError && err.details.switchedBack === true) return { outcome: 'rolled back', message: err.message };
+  return { outcome: 'failed', message: err instanceof Error ? err.message : String(err) };
 }

@@ -13,11 +13,11 @@ import { RolloutNotifications, type RolloutKind } from './notifyRollout.js';
 import { journalWriter, unfinishedRollout } from './journal.js';
 import type { HealthWatch } from './health.js';
 import { FleetrollError } from '../errors.js';
-import { deploy, healthOf, InterruptedError, prepare, startHealthWatch, PausedError, RolloutFailedError, type DeployDeps, type DeployOptions, type DeployResult } from './rollout.js';
+import { deploy, healthOf, prepare, startHealthWatch, RolloutFailedError, type DeployDeps, type DeployOptions, type DeployResult } from './rollout.js';
 import type { FleetHandles } from './types.js';
 import { revisionOf } from './revision.js';
 import { adoptedOf, forgetRemovedAdopted } from './adopt.js';
-import { changesFromRunning, finishRecord, recordedSpecOf, recordSpec, scrubLegacySecrets, switchTimesOf, withState } from './records.js';
+import { changesFromRunning, finishRecord, outcomeOf, recordedSpecOf, recordSpec, scrubLegacySecrets, switchTimesOf, withState } from './records.js';
 
 export type { FleetHandles } from './types.js';
 
@@ -42,14 +42,7 @@ export interface ManagedResult extends DeployResult {
   revisionNumber: number;
 }
 
-/** How a rollout that threw ended, as its record (and the --metrics rollout counter) names it. */
-export function outcomeOf(err: unknown): { outcome: RolloutOutcome; message: string } {
-  if (err instanceof PausedError) return { outcome: 'paused', message: err.message };
-  if (err instanceof InterruptedError) return { outcome: 'interrupted', message: err.message };
-  if (err instanceof RolloutFailedError && err.details.rolledBackTo !== undefined) return { outcome: 'rolled back', message: err.message };
-  if (err instanceof RolloutFailedError && err.details.switchedBack === true) return { outcome: 'rolled back', message: err.message };
-  return { outcome: 'failed', message: err instanceof Error ? err.message : String(err) };
-}
+export { outcomeOf };
 
 export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandles, o: ManagedOptions): Promise<ManagedResult> {
   const emit = deps.events ?? (() => {});
@@ -75,6 +68,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
   await h.lock.acquire(image, o.command, o.lockWaitMs ?? 0);
   let healthWatch: HealthWatch | undefined;
   let state: FleetState | undefined;
+  let offering: Promise<void> | undefined;
   // Only once the lock is held: a deploy refused because another runs tells the webhooks nothing.
   // A heal is no deploy to its webhooks: fleetroll watch sends `heal` once it has healed.
   const notes = o.heal === undefined ? RolloutNotifications.of(fleetIn, deps, o.kind ?? 'deploy', () => state?.revisions ?? []) : undefined;
@@ -150,6 +144,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     if (o.heal === undefined) {
       // A switch-back asked of an earlier rollout is not this one's to act on.
       state.switchBack = undefined;
+      await h.asks?.withdraw().catch(() => {});
       state.promote = undefined;
       state.abort = undefined;
       // A continued record's numbers were an earlier rollout's: this one measures its own.
@@ -166,7 +161,8 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     const paused = async () => (await h.store.read())?.paused === true;
     const adopted = adoptedOf(state);
     try {
-      const switchBack = async () => (await h.store.read())?.switchBack === true;
+      const asks = o.heal === undefined ? h.asks : undefined;
+      const switchBack = asks ? () => asks.asked(rollout) : async () => (await h.store.read())?.switchBack === true;
       const promoted = async () => (await h.store.read())?.promote === true;
       const aborted = async () => (await h.store.read())?.abort === true;
       // A rollback rebuilds the revision the fleet ran from its record (engine/rollout.ts previousFleet).
@@ -176,8 +172,18 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
         const { secretIssues: _i, ...spec } = recordedSpecOf(r);
         return spec;
       };
-      const stateWrites = h.store.watch ? (l: () => void) => h.store.watch!(l) : undefined;
-      const result = await deploy(fleet, { ...deps, events: notes?.watch(deps.events) ?? deps.events, journal: write, paused, switchBack, promoted, aborted, stateWrites, recordedSpec, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, { ...o, prepared: true, preparedMs, healthWatch, heal: o.heal !== undefined, ...(o.heal !== undefined ? { knownRevisions: state.revisions.map((r) => r.hash) } : {}) });
+      // An ask wakes the polls as a write into the state does (the switch-back's among them).
+      const stateWrites = h.store.watch || asks ? (l: () => void) => {
+        const stops = [h.store.watch?.(l), asks?.onAsk(l)];
+        return () => stops.forEach((stop) => stop?.());
+      } : undefined;
+      const sink = notes?.watch(deps.events) ?? deps.events;
+      // Blue-green: the old set waits, so undo may ask; offered once the switch is in force, withdrawn when the rollout ends.
+      const events = asks ? (e: Parameters<NonNullable<typeof sink>>[0]) => {
+        if (e.type === 'switched') offering = asks.offer(rollout).catch(() => {});
+        sink?.(e);
+      } : sink;
+      const result = await deploy(fleet, { ...deps, events, journal: write, paused, switchBack, promoted, aborted, stateWrites, recordedSpec, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, { ...o, prepared: true, preparedMs, healthWatch, heal: o.heal !== undefined, ...(o.heal !== undefined ? { knownRevisions: state.revisions.map((r) => r.hash) } : {}) });
       await write.flush();
       if (o.heal === undefined) await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`, result.health, { switchedAt: result.switchedAt, switchIssuedAt: result.switchIssuedAt }, result.costs);
       notes?.success(result);
@@ -193,6 +199,9 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     notes?.failure(err, outcomeOf(err).outcome, Date.now() - began);
     throw err;
   } finally {
+    // After its offer is made: an offer made after the withdrawal would outlive the rollout.
+    await offering;
+    if (o.heal === undefined) await h.asks?.withdraw().catch(() => {});
     await healthWatch?.abandon();
     await forgetRemovedAdopted(h.store, deps).catch(() => {});
     await h.lock.release();

@@ -1,17 +1,19 @@
 /**
  * `fleetroll undo` during a blue-green rollout's scaleDownDelaySeconds: the
- * request to the running rollout, through the fleet state, to switch back.
+ * request to the running rollout to switch back: through its offer and an
+ * ask (adapters/switchAsks.ts), or the fleet state where there are none.
  */
 import { FleetrollError } from '../errors.js';
-import type { JournalEntry, StateStore } from '../ports.js';
+import type { FleetState, StateStore } from '../ports.js';
+import type { SwitchBackAsks } from './types.js';
 import { ENDED_STEPS } from './journal.js';
 
 export type SwitchBackResult = { outcome: 'switched back'; ms: number } | { outcome: 'too late' };
 
 /**
  * `fleetroll undo` while a blue-green rollout of the fleet waits out
- * scaleDownDelaySeconds (its journal has a switch and no end yet): asks that
- * rollout, through the fleet state, to switch traffic back, and waits until
+ * scaleDownDelaySeconds (it offers, or its journal has a switch and no end
+ * yet): asks that rollout to switch traffic back, and waits until
  * it says the old set serves again. The running deploy does the switch-back
  * (it holds the lock and knows both sets): one write and one reload per
  * nginx, then it drains and removes the new set. Returns undefined when no
@@ -19,29 +21,37 @@ export type SwitchBackResult = { outcome: 'switched back'; ms: number } | { outc
  * already going), and otherwise the milliseconds from the request to the
  * reload in force, on this machine's clock.
  */
-export async function requestSwitchBack(store: StateStore, o: { sleep: (ms: number) => Promise<void>; timeoutMs: number }): Promise<SwitchBackResult | undefined> {
-  const ofLast = (journal: JournalEntry[]) => {
+export async function requestSwitchBack(store: StateStore, o: { sleep: (ms: number) => Promise<void>; timeoutMs: number; asks?: SwitchBackAsks | undefined }): Promise<SwitchBackResult | undefined> {
+  const ofRollout = async (rollout: string | undefined) => (await store.journal()).filter((e) => e.rollout === rollout);
+  // The offer is two inspects away, where the journal is an archive read: on
+  // the path from the command to users back on the old set, it is looked at first.
+  const offered = await o.asks?.offered().catch(() => undefined);
+  let rollout = offered?.rollout;
+  let state: FleetState | undefined;
+  if (!rollout) {
+    // No offer (an older rollout, or its offer failed): the journal says whether one waits.
+    const [journal, read] = await Promise.all([store.journal(), o.asks ? undefined : store.read()]);
     const last = journal[journal.length - 1]?.rollout;
-    return journal.filter((e) => e.rollout === last);
-  };
-  // Both at once: every Docker call here is on the path from the command to users back on the old set.
-  const [journal, state] = await Promise.all([store.journal(), store.read()]);
-  const mine = ofLast(journal);
-  if (mine.some((e) => ENDED_STEPS.includes(e.step)) || !mine.some((e) => e.step === 'switch')) return undefined;
-  const rollout = mine[0]?.rollout;
-  if (!state) return undefined;
+    const mine = journal.filter((e) => e.rollout === last);
+    if (mine.some((e) => ENDED_STEPS.includes(e.step)) || !mine.some((e) => e.step === 'switch')) return undefined;
+    rollout = last;
+    state = read;
+    if (!rollout || (!o.asks && !state)) return undefined;
+  }
   // The deploy's journal entry for the switch-back is a write into the state: its watch wakes the wait.
   let poke: (() => void) | undefined;
   const stop = store.watch?.(() => poke?.());
+  const t0 = Date.now();
+  const clear = async () => {
+    if (o.asks) return o.asks.unask();
+    const s = await store.read();
+    if (s?.switchBack) await store.write({ ...s, switchBack: undefined });
+  };
   try {
-    const t0 = Date.now();
-    await store.write({ ...state, switchBack: true });
-    const clear = async () => {
-      const s = await store.read();
-      if (s?.switchBack) await store.write({ ...s, switchBack: undefined });
-    };
+    if (o.asks) await o.asks.ask(rollout, offered?.image);
+    else await store.write({ ...state!, switchBack: true });
     for (;;) {
-      const entries = (await store.journal()).filter((e) => e.rollout === rollout);
+      const entries = await ofRollout(rollout);
       const back = entries.find((e) => e.step === 'switched-back');
       if (back) return { outcome: 'switched back', ms: Math.max(0, Date.parse(back.at) - t0) };
       if (entries.some((e) => ENDED_STEPS.includes(e.step))) {

@@ -161,4 +161,27 @@ export interface FleetHandles {
   lock: FleetLockPort;
   /** "user@host", recorded with each revision. */
   who: string;
+  /** Blue-green: undo's quick way to a rollout waiting out scaleDownDelaySeconds (engine/switchBack.ts). */
+  asks?: SwitchBackAsks | undefined;
+}
+
+/**
+ * How `fleetroll undo` asks a blue-green rollout waiting out
+ * scaleDownDelaySeconds to switch back, kept out of the state's files (see
+ * adapters/switchAsks.ts): the rollout offers, undo asks, the rollout hears it.
+ */
+export interface SwitchBackAsks {
+  /** The rollout (its journal id) waits with the old set and would switch back. */
+  offer(rollout: string): Promise<void>;
+  /** Offer and ask gone: the rollout ended, or a stale pair before the next one. */
+  withdraw(): Promise<void>;
+  /** The rollout that offers, if its holder still holds the fleet's lock. */
+  offered(): Promise<{ rollout: string; image: string } | undefined>;
+  /** `image`: the offer's (any image present on the host will do; it never runs); the lock's when absent. */
+  ask(rollout: string, image?: string): Promise<void>;
+  asked(rollout: string): Promise<boolean>;
+  /** Undo's ask taken back (its rollout ended first, or never answered). */
+  unask(): Promise<void>;
+  /** Wakes `listener` soon after an ask; returns a function that stops. */
+  onAsk(listener: () => void): () => void;
 }

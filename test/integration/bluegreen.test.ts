@@ -9,11 +9,22 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { RequestRecord } from '../../src/experiment/metrics.js';
-import { explainFailed, failedOf, moreRequests, runCli, sampleDuring, startCliUntil, startLoad, useFleets } from './fixture.js';
+import { docker, explainFailed, failedOf, moreRequests, runCli, sampleDuring, startCliUntil, startLoad, useFleets } from './fixture.js';
 
 const fleet = useFleets();
 
+/** The containers of undo's quick way to a waiting rollout (adapters/switchAsks.ts) left for `service`. */
+async function switchBackContainers(service: string): Promise<string[]> {
+  const all = await docker.listContainers({ all: true, filters: { name: [`fleetroll-switchback-`] } });
+  return all.flatMap((c) => c.Names.map((n) => n.replace(/^\//, ''))).filter((n) => n.endsWith(`-${service}`));
+}
+
 /** The times (ms on the load's clock) of the first answer from `late` and the last from `early`: the mixed-version window as users saw it. */
+async function waitForOffer(service: string): Promise<void> {
+  for (let i = 0; i < 100 && !(await switchBackContainers(service)).includes(`fleetroll-switchback-${service}`); i++) await new Promise((r) => setTimeout(r, 100));
+  assert.deepEqual(await switchBackContainers(service), [`fleetroll-switchback-${service}`], 'a rollout waiting out its delay offers to switch back');
+}
+
 function overlap(records: RequestRecord[], early: string, late: string): { firstLate: number; lastEarly: number } {
   const ok = records.filter((r) => r.status !== undefined && r.status < 400);
   const firstLate = Math.min(...ok.filter((r) => r.version === late).map((r) => r.t + r.latencyMs));
@@ -69,6 +80,7 @@ describe('blue-green, for real', () => {
     assert.deepEqual(oldAfter.map((r) => `${r.method} sent ${Math.round(loadStart + r.t - switchedAt)} ms after the switch was in force: ${r.version}`), []);
     assert.ok(records.some((r) => loadStart + r.t < issuedAt && r.version === '1.0.0'), 'the old set served before the switch');
     assert.equal((await f.instances()).length, 4, 'the old set is removed after the delay');
+    assert.deepEqual(await switchBackContainers(f.names.service), [], 'the offer ends with the rollout');
     const up = await f.upstream();
     assert.deepEqual([up.up, up.down], [4, 0], up.content);
   });
@@ -81,6 +93,8 @@ describe('blue-green, for real', () => {
     const file = f.fleetFile({ replicas: 3, type: 'BlueGreen', scaleDownDelaySeconds: 60, image: 'fleetroll-example:1.1.0' });
     const running = await startCliUntil(['deploy', '-f', file], /switched: the old set/);
     await moreRequests(load, 10, 'requests served by the new set');
+    // The rollout offers to switch back while its old set waits (made just after it says so).
+    await waitForOffer(f.names.service);
     const undoFrom = load.elapsed();
     const undo = await runCli(['undo', '-f', file]);
     const deployed = await running.exited;
@@ -100,6 +114,7 @@ describe('blue-green, for real', () => {
     assert.deepEqual(records.filter((r) => r.t > undoneAt).map((r) => r.version).filter((v) => v !== '1.0.0'), [], 'only the old set answers after the switch-back');
     assert.deepEqual((await f.versions()).sort(), Array(3).fill('1.0.0'));
     assert.equal((await f.instances()).length, 3, 'the new set is gone');
+    assert.deepEqual(await switchBackContainers(f.names.service), [], 'the offer and the ask end with the rollout');
     const history = JSON.parse((await runCli(['history', '-f', file, '--json'])).stdout) as { number: number; version: string; outcome: string; switchedAt?: string }[];
     assert.equal(history.at(-1)?.version, '1.1.0');
     assert.equal(history.at(-1)?.outcome, 'rolled back');

@@ -118,9 +118,9 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
       // rollout. Users wait on this path, so it reaches only the state on the first host (no
       // routers, probes or ping); on an error the full context below says what is wrong.
       const first = loaded.hosts[0];
-      const quick = first ? fleetHandles(loaded, { runtimes: new Map([[first.name, new DockerRuntime(first)]]) }).store : undefined;
+      const quick = first ? fleetHandles(loaded, { runtimes: new Map([[first.name, new DockerRuntime(first)]]) }) : undefined;
       const back = quick
-        ? await requestSwitchBack(quick, { sleep: (ms) => new Promise((r) => setTimeout(r, ms)), timeoutMs: 60_000 }).catch(async (err: unknown) => {
+        ? await requestSwitchBack(quick.store, { sleep: (ms) => new Promise((r) => setTimeout(r, ms)), timeoutMs: 60_000, asks: quick.asks }).catch(async (err: unknown) => {
             await context(o.file, loaded);
             throw err;
           })

@@ -1,0 +1,121 @@
+/**
+ * The quick way between `fleetroll undo` and a blue-green rollout that waits
+ * out scaleDownDelaySeconds (engine/switchBack.ts SwitchBackAsks): two
+ * containers that are never started, on the fleet's first host, like the lock.
+ *
+ * - the offer, `fleetroll-switchback-<service>`: the rollout creates it when
+ *   its old set waits, labelled with its journal id and a copy of the lock's
+ *   holder (so an offer left by a killed rollout is known as stale);
+ * - the ask, `fleetroll-switchback-ask-<service>`: undo creates it, labelled
+ *   with the rollout it asks.
+ *
+ * Why containers and not the state's files: users wait on this path. Each
+ * file read or write through Docker's archive API re-executes part of the
+ * engine (about 150 ms here, more at load), where a create or an inspect
+ * takes 2-15 ms, and Docker's event for a create carries the labels, so the
+ * rollout hears the ask itself, not that something was written.
+ */
+import type Dockerode from 'dockerode';
+import { statusOf } from './dockerRetry.js';
+
+const OFFER = 'fleetroll.switchback';
+const ASK = 'fleetroll.switchback.ask';
+const HOLDER = 'fleetroll.switchback.holder';
+const LOCK_LABEL = 'fleetroll.lock';
+
+export class SwitchBackContainers {
+  private readonly offerName: string;
+  private readonly askName: string;
+  private readonly lockName: string;
+
+  constructor(
+    private readonly docker: Dockerode,
+    private readonly service: string,
+  ) {
+    this.offerName = `fleetroll-switchback-${service}`;
+    this.askName = `fleetroll-switchback-ask-${service}`;
+    this.lockName = `fleetroll-lock-${service}`;
+  }
+
+  private async labels(name: string): Promise<{ labels: Record<string, string>; image: string } | undefined> {
+    try {
+      const i = await this.docker.getContainer(name).inspect();
+      return { labels: i.Config?.Labels ?? {}, image: i.Image };
+    } catch (err) {
+      if (statusOf(err) === 404) return undefined;
+      throw err;
+    }
+  }
+
+  private async create(name: string, image: string, labels: Record<string, string>): Promise<void> {
+    try {
+      await this.docker.createContainer({ name, Image: image, Entrypoint: ['/fleetroll-switchback-is-never-started'], Labels: labels, HostConfig: { NetworkMode: 'none' } });
+    } catch (err) {
+      // One is there already: an ask made twice is still one ask; an offer left over was withdrawn first.
+      if (statusOf(err) !== 409) throw err;
+    }
+  }
+
+  private async remove(name: string): Promise<void> {
+    await this.docker
+      .getContainer(name)
+      .remove({ force: true })
+      .catch((err: unknown) => {
+        if (statusOf(err) !== 404) throw err;
+      });
+  }
+
+  /** Made by the rollout holding the lock: from the lock's own container it takes an image and its holder. */
+  async offer(rollout: string): Promise<void> {
+    const lock = await this.labels(this.lockName);
+    if (!lock) return;
+    await this.remove(this.offerName);
+    await this.create(this.offerName, lock.image, { [OFFER]: rollout, [HOLDER]: lock.labels[LOCK_LABEL] ?? '', [`${OFFER}.service`]: this.service });
+  }
+
+  async withdraw(): Promise<void> {
+    await Promise.all([this.remove(this.offerName), this.remove(this.askName)]);
+  }
+
+  /** The rollout that offers, when its holder still holds the lock. */
+  async offered(): Promise<{ rollout: string; image: string } | undefined> {
+    const [offer, lock] = await Promise.all([this.labels(this.offerName), this.labels(this.lockName)]);
+    const rollout = offer?.labels[OFFER];
+    if (!offer || !rollout || !lock || lock.labels[LOCK_LABEL] !== offer.labels[HOLDER]) return undefined;
+    return { rollout, image: offer.image };
+  }
+
+  async ask(rollout: string, image?: string): Promise<void> {
+    const from = image ?? (await this.labels(this.lockName))?.image;
+    if (!from) throw new Error(`no image to make ${this.askName} from: ${this.lockName} is gone (the rollout ended)`);
+    await this.create(this.askName, from, { [ASK]: rollout, [`${ASK}.service`]: this.service });
+  }
+
+  async asked(rollout: string): Promise<boolean> {
+    return (await this.labels(this.askName))?.labels[ASK] === rollout;
+  }
+
+  async unask(): Promise<void> {
+    await this.remove(this.askName);
+  }
+
+  /** Calls `listener` when an ask is created (Docker's create event, filtered by its label); returns a function that stops. */
+  onAsk(listener: () => void): () => void {
+    let stream: (NodeJS.ReadableStream & { destroy?: () => void }) | undefined;
+    let closed = false;
+    this.docker
+      .getEvents({ filters: { type: ['container'], event: ['create'], label: [`${ASK}.service=${this.service}`] } })
+      .then((s) => {
+        stream = s as typeof stream;
+        if (closed) return stream?.destroy?.();
+        s.on('data', () => listener());
+        // A stream that fails leaves the rollout's poll, which looks every second anyway.
+        s.on('error', () => {});
+      })
+      .catch(() => {});
+    return () => {
+      closed = true;
+      stream?.destroy?.();
+    };
+  }
+}
