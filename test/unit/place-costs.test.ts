@@ -168,7 +168,7 @@ describe('simulate -f: each host priced with its own costs', () => {
     assert.equal(changes['nginx lb1 on a']?.[0], 100);
   });
 
-  it('what simulate -f prints for two hosts of different costs (docs/plan-and-simulate.md shows it)', () => {
+  it('what simulate -f prints for two hosts of different costs (docs/plan-and-simulate.md shows it)', async () => {
     const c = costs(
       { run: { a: [300, 310, 500], b: [320, 330] }, ready: { a: [1100, 1700], b: [2600, 3200] }, stop: { a: [200, 220], b: [2000, 2100] }, change: { 'nginx lb on a': [400] } },
       { deploys: 3, lastAt: '2026-12-03T06:41:00.000Z', inFlight: { a: [1, 1, 2], b: [1, 1] }, warming: { a: [1, 2], b: [1, 2] } },
@@ -182,5 +182,10 @@ describe('simulate -f: each host priced with its own costs', () => {
       '  host c: create+start 0.32 s + 0.18 s per start beside it (median), start to ready 1.85 s + 0.60 s per warm-up beside it (median), stop 1.11 s (median)',
       '  load balancer nginx lb on a: change 0.40 s',
     ]);
+    // The page's prediction: 6 replicas at 1/0, drainSeconds 2, over hosts a, b and c.
+    const fleet = { ...fleetOf(['a', 'b', 'c'], 1), drainSeconds: 2, probes: { readiness: { periodMs: 250 } } } as Fleet;
+    const priced = await pricedTimings({}, fleet, reading(c, ['nginx lb on a']));
+    const r = await simulateRollout(resolveStrategy({ replicas: 6, strategy: { rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } }), priced.timings, priced.setup);
+    assert.equal(r.durationMs, 15950);
   });
 });
