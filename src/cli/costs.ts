@@ -7,19 +7,28 @@
  */
 import type { Fleet } from '../config/load.js';
 import { costsText, readCosts, typicalCosts, type StepCosts, type TypicalCosts } from '../core/stepCosts.js';
+import { placeCosts, placesDiffer, type HostCosts, type PlaceCosts } from '../core/placeCosts.js';
 import type { FleetState } from '../ports.js';
-import { calibratedTimings, withNginxMode, type SimulationTimings } from '../sim/simulate.js';
+import { calibratedTimings, withNginxMode, type SimulationSetup, type SimulationTimings } from '../sim/simulate.js';
 import { buildDeps, fleetHandles } from '../wiring.js';
 import { fieldError } from '../errors.js';
 import type { CostsSource } from './args.js';
 
+/** What simulate and plan read of the fleet: its state, and its load balancers by the names their costs are recorded under. */
+export interface StateRead {
+  state?: FleetState | undefined;
+  error?: string;
+  /** Each load balancer's name as a deploy records its changes (the router's name), in the fleet's order. */
+  loadBalancers?: string[] | undefined;
+}
+
 /** The fleet's state from its first host, or why it could not be read (2 s to answer a ping). */
-export async function readStateBestEffort(fleet: Fleet): Promise<{ state?: FleetState | undefined; error?: string }> {
+export async function readStateBestEffort(fleet: Fleet): Promise<StateRead> {
   try {
     const deps = await buildDeps(fleet);
     const rt = [...deps.runtimes.values()][0];
     await (rt as { ping(ms?: number): Promise<void> } | undefined)?.ping(2000);
-    return { state: await fleetHandles(fleet, deps).store.read() };
+    return { state: await fleetHandles(fleet, deps).store.read(), loadBalancers: deps.routers.map((lb) => lb.router.name) };
   } catch (err) {
     return { error: (err as Error).message.split('\n')[0] ?? String(err) };
   }
@@ -43,8 +52,10 @@ export interface PricedTimings {
   source: 'recorded' | 'nominal';
   /** For people: where the figures come from. */
   text: string;
-  /** The recorded costs used, with their sample counts. */
-  recorded?: { deploys: number; lastAt: string; typical: TypicalCosts } | undefined;
+  /** The recorded costs used, with their sample counts; `places`: each host's and load balancer's own figures. */
+  recorded?: { deploys: number; lastAt: string; typical: TypicalCosts; places: PlaceCosts } | undefined;
+  /** The simulated world for the recorded costs: the fleet's own hosts and load balancers, by name, so each is priced with its own figures. */
+  setup?: Pick<SimulationSetup, 'hostNames' | 'loadBalancerNames' | 'maxInstances'> | undefined;
 }
 
 const s2ms = (s: number) => Math.round(s * 1000);
@@ -54,7 +65,7 @@ const s2ms = (s: number) => Math.round(s * 1000);
  * A flag always wins; then recorded costs, unless `--costs nominal`; then
  * nominal values. `--costs recorded` without a fleet file is exit 2.
  */
-export async function pricedTimings(o: TimingFlags, fleet: Fleet | undefined, read: (f: Fleet) => Promise<{ state?: FleetState | undefined; error?: string }> = readStateBestEffort): Promise<PricedTimings> {
+export async function pricedTimings(o: TimingFlags, fleet: Fleet | undefined, read: (f: Fleet) => Promise<StateRead> = readStateBestEffort): Promise<PricedTimings> {
   if (o.costs === 'recorded' && !fleet) throw fieldError('--costs', 'recorded needs a fleet file (-f fleet.yaml): the costs are kept in its state');
   const base: SimulationTimings = withNginxMode(
     {
@@ -68,25 +79,44 @@ export async function pricedTimings(o: TimingFlags, fleet: Fleet | undefined, re
     },
     fleet,
   );
-  const flags = (t: SimulationTimings): SimulationTimings => ({ ...t, ...(o.startup !== undefined ? { startupMs: s2ms(o.startup) } : {}), ...(o.stop !== undefined ? { stopMs: s2ms(o.stop) } : {}) });
+  // A flag prices that step at every host: no host's own figure, nor the warm-ups beside it, stays.
+  const flags = (t: SimulationTimings): SimulationTimings => {
+    const out: SimulationTimings = { ...t, ...(o.startup !== undefined ? { startupMs: s2ms(o.startup) } : {}), ...(o.stop !== undefined ? { stopMs: s2ms(o.stop) } : {}) };
+    if (o.startup !== undefined) delete out.startupQueuedMs;
+    if (t.hosts && (o.startup !== undefined || o.stop !== undefined)) {
+      out.hosts = Object.fromEntries(
+        Object.entries(t.hosts).map(([h, x]) => {
+          const { startupMs, startupQueuedMs, stopMs, ...rest } = x;
+          return [h, { ...rest, ...(o.startup === undefined ? { startupMs, startupQueuedMs } : {}), ...(o.stop === undefined ? { stopMs } : {}) }];
+        }),
+      );
+    }
+    return out;
+  };
   const nominal = (why: string): PricedTimings => ({ timings: flags(base), source: 'nominal', text: `nominal costs (${why}): Docker and nginx steps cost nothing` });
   if (!fleet) return nominal('no fleet file');
   if (o.costs === 'nominal') return nominal('--costs nominal');
-  const { state, error } = await read(fleet);
+  const { state, error, loadBalancers } = await read(fleet);
   if (error !== undefined) return nominal(`cannot read the fleet's state: ${error}`);
   const costs: StepCosts | undefined = readCosts(state?.costs);
   if (!costs) return nominal('no deploy of this fleet has recorded any yet');
   const typical = typicalCosts(costs);
-  return { timings: flags(calibratedTimings(base, typical)), source: 'recorded', text: costsText(costs), recorded: { deploys: costs.deploys, lastAt: costs.lastAt, typical } };
+  // Without the routers' names (a state read some other way) every load balancer takes the median change.
+  const lbNames = loadBalancers && loadBalancers.length === fleet.loadBalancers.length && loadBalancers.length > 0 ? loadBalancers : undefined;
+  const places = placeCosts(costs, fleet.hosts.map((h) => h.name), lbNames ?? [], typical);
+  const setup: PricedTimings['setup'] = { hostNames: fleet.hosts.map((h) => h.name), maxInstances: fleet.hosts.map((h) => h.maxInstances), ...(lbNames ? { loadBalancerNames: lbNames } : {}) };
+  return { timings: flags(calibratedTimings(base, typical, places)), source: 'recorded', text: costsText(costs), recorded: { deploys: costs.deploys, lastAt: costs.lastAt, typical, places }, setup };
 }
+
+const sec = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
 
 /** The recorded figures in one line: `create+start 0.31 s, start to ready 2.4 s, ...`. */
 export function typicalText(t: TypicalCosts): string {
-  const f = (ms: number | undefined) => (ms === undefined ? undefined : `${(ms / 1000).toFixed(2)} s`);
   const parts: [string, number | undefined][] = [
     ['create+start', t.runMs],
     ['+ per start beside it', t.runQueuedMs],
     ['start to ready', t.readyMs],
+    ['+ per warm-up beside it', t.readyQueuedMs],
     ['stop', t.stopMs],
     ['load-balancer change', t.changeMs],
     ['preflight', t.prepareMs],
@@ -94,5 +124,25 @@ export function typicalText(t: TypicalCosts): string {
     ['health report', t.reportMs],
     ['drain until idle', t.drainMs],
   ];
-  return parts.flatMap(([k, v]) => (v === undefined ? [] : [`${k} ${f(v)}`])).join(', ');
+  return parts.flatMap(([k, v]) => (v === undefined ? [] : [`${k} ${sec(v)}`])).join(', ');
+}
+
+/**
+ * Each host's and load balancer's own figures, a line each, when they differ
+ * (a fleet whose places cost the same says it all in its medians): none
+ * otherwise. A figure a place has no samples of is the median, marked so.
+ */
+export function placesText(p: PlaceCosts): string[] {
+  if (!placesDiffer(p)) return [];
+  const marked = (own: readonly string[], kind: string, text: string) => (own.includes(kind) ? text : `${text} (median)`);
+  const host = (x: HostCosts) =>
+    [
+      x.runMs !== undefined ? marked(x.own, 'run', `create+start ${sec(x.runMs)}${x.runQueuedMs ? ` + ${sec(x.runQueuedMs)} per start beside it` : ''}`) : undefined,
+      x.readyMs !== undefined ? marked(x.own, 'ready', `start to ready ${sec(x.readyMs)}${x.readyQueuedMs ? ` + ${sec(x.readyQueuedMs)} per warm-up beside it` : ''}`) : undefined,
+      x.stopMs !== undefined ? marked(x.own, 'stop', `stop ${sec(x.stopMs)}`) : undefined,
+    ].filter((s) => s !== undefined);
+  return [
+    ...Object.entries(p.hosts).map(([h, x]) => `host ${h}: ${host(x).join(', ')}`),
+    ...Object.entries(p.loadBalancers).flatMap(([lb, x]) => (x.changeMs !== undefined ? [`load balancer ${lb}: ${marked(x.own, 'change', `change ${sec(x.changeMs)}`)}`] : [])),
+  ];
 }

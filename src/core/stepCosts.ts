@@ -30,7 +30,11 @@ export interface CostSample {
   /** A host's or load balancer's name; FLEET for prepare, verify and report. */
   place: string;
   ms: number;
-  /** run: the most starts in flight on the host at once while this one ran, itself included (1: alone). */
+  /**
+   * run: the most starts in flight on the host at once while this one ran;
+   * ready: the most instances warming up at once on the host while this one
+   * warmed (they share its cores). Itself included (1: alone).
+   */
   inFlight?: number | undefined;
 }
 
@@ -45,7 +49,15 @@ export interface StepCosts {
   samples: Partial<Record<CostKind, Record<string, number[]>>>;
   /** Per host, each run sample's starts in flight beside it (CostSample.inFlight), in the same order as samples.run; 1 where unknown. */
   inFlight?: Record<string, number[]> | undefined;
+  /** Per host, each ready sample's warm-ups at once beside it (CostSample.inFlight), in the same order as samples.ready; 1 where unknown. */
+  warming?: Record<string, number[]> | undefined;
 }
+
+/** The kinds priced by how many ran at once on their host, with the field of StepCosts that keeps each sample's count. */
+export const CONTENDED = { run: 'inFlight', ready: 'warming' } as const;
+export type ContendedKind = keyof typeof CONTENDED;
+const isContended = (k: CostKind): k is ContendedKind => k in CONTENDED;
+const isCount = (x: unknown): x is number => Number.isInteger(x) && (x as number) >= 1;
 
 export const COST_SAMPLES_KEEP = 64;
 
@@ -58,26 +70,26 @@ export function addCosts(previous: unknown, samples: readonly CostSample[], at: 
   const before = readCosts(previous);
   if (samples.length === 0) return before;
   const out: StepCosts = { deploys: (before?.deploys ?? 0) + 1, lastAt: at, samples: {} };
-  const inFlight: Record<string, number[]> = {};
   for (const kind of COST_KINDS) {
     const places = { ...(before?.samples[kind] ?? {}) };
-    if (kind === 'run') for (const [p, xs] of Object.entries(places)) inFlight[p] = inFlightOf(before, p, xs.length);
+    const counts: Record<string, number[]> = {};
+    if (isContended(kind)) for (const [p, xs] of Object.entries(places)) counts[p] = countsOf(before, kind, p, xs.length);
     for (const s of samples) {
       if (s.kind !== kind || !Number.isFinite(s.ms) || s.ms < 0) continue;
       places[s.place] = [...(places[s.place] ?? []), Math.round(s.ms)];
-      if (kind === 'run') inFlight[s.place] = [...(inFlight[s.place] ?? []), s.inFlight !== undefined && Number.isInteger(s.inFlight) && s.inFlight >= 1 ? s.inFlight : 1];
+      if (isContended(kind)) counts[s.place] = [...(counts[s.place] ?? []), isCount(s.inFlight) ? s.inFlight : 1];
     }
     for (const p of Object.keys(places)) places[p] = places[p]!.slice(-keep);
     if (Object.keys(places).length > 0) out.samples[kind] = places;
+    for (const p of Object.keys(counts)) counts[p] = counts[p]!.slice(-keep);
+    if (isContended(kind) && Object.keys(counts).length > 0) out[CONTENDED[kind]] = counts;
   }
-  for (const p of Object.keys(inFlight)) inFlight[p] = inFlight[p]!.slice(-keep);
-  if (Object.keys(inFlight).length > 0) out.inFlight = inFlight;
   return out;
 }
 
-/** A host's in-flight counts, aligned with its `n` run samples: 1 where the state has none (or they do not line up). */
-function inFlightOf(c: StepCosts | undefined, place: string, n: number): number[] {
-  const xs = c?.inFlight?.[place];
+/** A host's counts of a contended kind, aligned with its `n` samples: 1 where the state has none (or they do not line up). */
+function countsOf(c: StepCosts | undefined, kind: ContendedKind, place: string, n: number): number[] {
+  const xs = c?.[CONTENDED[kind]]?.[place];
   return xs && xs.length === n ? [...xs] : Array.from({ length: n }, () => 1);
 }
 
@@ -100,14 +112,18 @@ export function readCosts(v: unknown): StepCosts | undefined {
     }
     if (Object.keys(kept).length) samples[kind] = kept;
   }
-  const inFlight: Record<string, number[]> = {};
-  if (typeof o.inFlight === 'object' && o.inFlight !== null) {
-    for (const [place, xs] of Object.entries(o.inFlight)) {
-      // Only counts that line up with the run samples kept: a count is meaningless beside another sample.
-      if (Array.isArray(xs) && xs.length === samples.run?.[place]?.length && xs.every((x) => Number.isInteger(x) && x >= 1)) inFlight[place] = xs as number[];
+  const out: StepCosts = { deploys, lastAt, samples };
+  for (const [kind, field] of Object.entries(CONTENDED) as [ContendedKind, (typeof CONTENDED)[ContendedKind]][]) {
+    const given = o[field];
+    if (typeof given !== 'object' || given === null) continue;
+    const kept: Record<string, number[]> = {};
+    for (const [place, xs] of Object.entries(given)) {
+      // Only counts that line up with the samples kept: a count is meaningless beside another sample.
+      if (Array.isArray(xs) && xs.length === samples[kind]?.[place]?.length && xs.every(isCount)) kept[place] = xs;
     }
+    if (Object.keys(kept).length) out[field] = kept;
   }
-  return { deploys, lastAt, samples, ...(Object.keys(inFlight).length ? { inFlight } : {}) };
+  return out;
 }
 
 /** The median of a non-empty list (the mean of the middle two for an even count). */
@@ -138,6 +154,8 @@ export interface TypicalCosts {
    * the starts in flight; runMs is then a start alone.
    */
   runQueuedMs?: number | undefined;
+  /** The same for a warm-up (start to ready): what each other instance warming up beside it on its host adds; readyMs is then a warm-up alone. */
+  readyQueuedMs?: number | undefined;
   /** Samples behind each figure. */
   counts: Partial<Record<CostKind, number>>;
 }
@@ -150,28 +168,55 @@ export function typicalCosts(c: StepCosts): TypicalCosts {
     out.counts[kind] = xs.length;
     out[`${kind}Ms`] = Math.round(median(xs));
   }
-  const line = runLine(c);
-  if (line) {
-    out.runMs = line.aloneMs;
-    out.runQueuedMs = line.queuedMs;
+  const run = runLine(c);
+  if (run) {
+    out.runMs = run.aloneMs;
+    out.runQueuedMs = run.queuedMs;
+  }
+  const ready = contentionLine(c, 'ready');
+  if (ready) {
+    out.readyMs = ready.aloneMs;
+    out.readyQueuedMs = ready.queuedMs;
   }
   return out;
 }
 
-/**
- * create + start = alone + queued × (in flight - 1), by least squares over
- * every host's samples; undefined unless the samples have starts alone and
- * starts beside others (then the median says it all), or have only starts
- * beside others and a start alone is assumed (`assumedAloneMs`). Neither part below 0.
- */
-export function runLine(c: StepCosts, assumedAloneMs?: number): { aloneMs: number; queuedMs: number } | undefined {
+/** A step's cost against how many ran at once on its host: alone + queued × (at once - 1). */
+export interface ContentionLine {
+  aloneMs: number;
+  queuedMs: number;
+}
+
+/** A contended kind's samples as [others beside it, ms], at one place or at every place. */
+export function contentionPoints(c: StepCosts, kind: ContendedKind, place?: string): [number, number][] {
   const pts: [number, number][] = [];
-  for (const [place, ms] of Object.entries(c.samples.run ?? {})) {
-    const k = inFlightOf(c, place, ms.length);
+  for (const [p, ms] of Object.entries(c.samples[kind] ?? {})) {
+    if (place !== undefined && p !== place) continue;
+    const k = countsOf(c, kind, p, ms.length);
     ms.forEach((m, i) => pts.push([k[i]! - 1, m]));
   }
+  return pts;
+}
+
+/** The line of a contended kind over every host's samples (or one place's): fitLine. */
+export function contentionLine(c: StepCosts, kind: ContendedKind, assumedAloneMs?: number, place?: string): ContentionLine | undefined {
+  return fitLine(contentionPoints(c, kind, place), assumedAloneMs);
+}
+
+/** create + start against the starts in flight, over every host's samples (fitLine). */
+export function runLine(c: StepCosts, assumedAloneMs?: number): ContentionLine | undefined {
+  return contentionLine(c, 'run', assumedAloneMs);
+}
+
+/**
+ * ms = alone + queued × others, by least squares over [others, ms] points;
+ * undefined unless there are steps alone and steps beside others (else the
+ * median says it all), or only steps beside others and a step alone is
+ * assumed (`assumedAloneMs`). The slope is never below 0.
+ */
+export function fitLine(pts: readonly (readonly [number, number])[], assumedAloneMs?: number): ContentionLine | undefined {
   if (!pts.some(([x]) => x === 0) && assumedAloneMs !== undefined && pts.length > 0) {
-    // Only starts beside others (a first deploy starts them all at once): what each added beyond an assumed start alone.
+    // Only steps beside others (a first deploy starts them all at once): what each added beyond an assumed step alone.
     return { aloneMs: assumedAloneMs, queuedMs: Math.max(0, Math.round(median(pts.map(([x, y]) => (y - assumedAloneMs) / x)))) };
   }
   if (!pts.some(([x]) => x === 0) || !pts.some(([x]) => x > 0)) return undefined;
@@ -180,7 +225,7 @@ export function runLine(c: StepCosts, assumedAloneMs?: number): { aloneMs: numbe
   const my = pts.reduce((a, [, y]) => a + y, 0) / n;
   const sxx = pts.reduce((a, [x]) => a + (x - mx) ** 2, 0);
   const slope = Math.max(0, pts.reduce((a, [x, y]) => a + (x - mx) * (y - my), 0) / sxx);
-  // The median of starts alone, not the intercept: one slow start alone should not tilt the line.
+  // The median of steps alone, not the intercept: one slow step alone should not tilt the line.
   const alone = median(pts.filter(([x]) => x === 0).map(([, y]) => y));
   return { aloneMs: Math.round(alone), queuedMs: Math.round(slope) };
 }
@@ -191,10 +236,11 @@ export function costsText(c: StepCosts): string {
 }
 
 /**
- * Work in progress per key (a host's creates + starts), each item with the
- * most that were in progress at once while it ran: four starts issued
- * together all slow down together (Docker shares itself among them), so a
- * start is priced by that count, not by its place in the queue.
+ * Work in progress per key (a host's creates + starts, or its warm-ups),
+ * each item with the most that were in progress at once while it ran: four
+ * starts issued together all slow down together (Docker shares itself among
+ * them, as warming apps share the host's cores), so a step is priced by that
+ * count, not by its place in the queue.
  */
 export class Overlaps {
   private readonly live = new Map<string, Set<{ max: number }>>();

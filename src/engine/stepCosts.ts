@@ -2,16 +2,19 @@
  * A rollout's step costs (core/stepCosts.ts), read off the events it emits:
  * create + start and stop from `started` / `stopped`, a load-balancer change
  * from `upstream`, and start to ready from the time between an instance's
- * `started` and `ready` on the rollout's clock. The rollout adds its fixed
- * costs (prepare, verify) itself.
+ * `started` and `ready` on the rollout's clock, with the most instances
+ * warming up at once on its host meanwhile (they share its cores, so a
+ * warm-up beside others takes longer). The rollout adds its fixed costs
+ * (prepare, verify) itself.
  */
-import { FLEET, type CostSample } from '../core/stepCosts.js';
+import { FLEET, Overlaps, type CostSample } from '../core/stepCosts.js';
 import type { Clock } from '../ports.js';
 import type { EventSink, RolloutEvent } from './events.js';
 
 export class StepCostRecorder {
   readonly samples: CostSample[] = [];
-  private readonly startedAt = new Map<string, { at: number; host: string }>();
+  private readonly startedAt = new Map<string, { at: number; host: string; warming: { max: number } }>();
+  private readonly warmups = new Overlaps();
 
   constructor(private readonly clock: Clock) {}
 
@@ -19,17 +22,18 @@ export class StepCostRecorder {
     switch (e.type) {
       case 'started':
         if (e.ms !== undefined) this.samples.push({ kind: 'run', place: e.host, ms: e.ms, ...(e.inFlight !== undefined ? { inFlight: e.inFlight } : {}) });
-        this.startedAt.set(e.name, { at: this.clock.now(), host: e.host });
+        this.warmedUp(e.name);
+        this.startedAt.set(e.name, { at: this.clock.now(), host: e.host, warming: this.warmups.begin(e.host) });
         break;
       case 'ready': {
         const s = this.startedAt.get(e.name);
         // Only the first readiness after a start: one seen again later (after a failed probe) is not a warm-up.
-        if (s) this.samples.push({ kind: 'ready', place: s.host, ms: this.clock.now() - s.at });
-        this.startedAt.delete(e.name);
+        if (s) this.samples.push({ kind: 'ready', place: s.host, ms: this.clock.now() - s.at, inFlight: s.warming.max });
+        this.warmedUp(e.name);
         break;
       }
       case 'stopped':
-        this.startedAt.delete(e.name);
+        this.warmedUp(e.name);
         if (e.ms !== undefined) this.samples.push({ kind: 'stop', place: e.host, ms: e.ms });
         break;
       case 'drained':
@@ -42,6 +46,13 @@ export class StepCostRecorder {
       default:
         break;
     }
+  }
+
+  /** `name` no longer warms up: ready, or stopped before it was. */
+  private warmedUp(name: string): void {
+    const s = this.startedAt.get(name);
+    if (s) this.warmups.end(s.host, s.warming);
+    this.startedAt.delete(name);
   }
 
   /** The events go on to `next`, seen here first. */

@@ -131,9 +131,10 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
   const mode = p.dynamicNginx ? 'dynamic' : 'reload';
   const pool = (calibration.byMode[mode] ??= { samples: [], runs: 0 });
   // The deploy that started this run's fleet at `from` came before the measured one: a calibration run the experiment makes anyway.
-  // Not its start-to-ready: every instance warmed up at once there, on the same cores, and took longer than in any rolling wave
-  // (6 at once made a 0/1 prediction 0.86x of what it measured).
-  const first = beyondNominal((r.initialCosts ?? []).filter((c) => c.kind !== 'ready'), nominal);
+  // Its start-to-ready too: every instance warmed up at once there, on the same cores, and took longer than in any rolling wave
+  // (6 at once priced as the median made a 0/1 prediction 0.86x of what it measured), but each sample now carries how many
+  // warmed up beside it, so the line prices those warm-ups as contended and a rolling wave's few by what they share.
+  const first = beyondNominal(r.initialCosts ?? [], nominal);
   const earlierRuns = pool.runs;
   const calibrated = strategy ? await predictCalibrated(strategy, nominal, [...pool.samples, ...first], r.toFleet.probes.readiness.periodMs, r.toFleet.analysis) : undefined;
   pool.samples.push(...first);

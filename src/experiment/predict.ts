@@ -6,7 +6,7 @@
  */
 import type { Fleet } from '../config/load.js';
 import type { ResolvedStrategy } from '../core/strategy.js';
-import { addCosts, median, runLine, type CostKind, type CostSample, type TypicalCosts } from '../core/stepCosts.js';
+import { addCosts, fitLine, median, runLine, type CostKind, type CostSample, type TypicalCosts } from '../core/stepCosts.js';
 import { calibratedTimings, simulateRollout, type SimulationResult } from '../sim/simulate.js';
 
 /** The timings a run was configured with: what `simulate` is given to predict it. */
@@ -66,7 +66,12 @@ export async function predictCalibrated(strategy: ResolvedStrategy, t: NominalTi
   const runs = addCosts(undefined, extra.filter((s) => s.kind === 'run'), new Date(0).toISOString(), Number.MAX_SAFE_INTEGER);
   // Without a start alone yet (only the first deploy's, all at once), this machine's typical one: a start alone is never the contended median.
   const line = runs ? runLine(runs, NOMINAL_RUN_MS) : undefined;
-  const typical: TypicalCosts = { runMs: line?.aloneMs ?? of('run'), runQueuedMs: line?.queuedMs, readyMs: of('ready', t.startupMs), stopMs: of('stop', t.stopMs), changeMs: of('change'), prepareMs: of('prepare'), verifyMs: of('verify'), reportMs: of('report'), drainMs: of('drain'), counts: {} };
+  // Start to ready against the warm-ups at once: offsets, so fitted from the samples directly (addCosts keeps no negative ms).
+  // Without a warm-up alone yet, one alone is assumed to cost beyond its nominal warm-up only the wait for the next probe.
+  const readyPts = extra.filter((s) => s.kind === 'ready').map((s) => [Math.max(1, s.inFlight ?? 1) - 1, s.ms] as const);
+  const ready = fitLine(readyPts, Math.round(periodMs / 2));
+  const readyMs = ready ? Math.max(0, ready.aloneMs + t.startupMs) : of('ready', t.startupMs);
+  const typical: TypicalCosts = { runMs: line?.aloneMs ?? of('run'), runQueuedMs: line?.queuedMs, readyMs, readyQueuedMs: ready?.queuedMs, stopMs: of('stop', t.stopMs), changeMs: of('change'), prepareMs: of('prepare'), verifyMs: of('verify'), reportMs: of('report'), drainMs: of('drain'), counts: {} };
   const timings = calibratedTimings({ ...t, jitter: 0, seed: 1, periodMs, runMs: NOMINAL_RUN_MS, reloadMs: nominalChangeMs(t) }, typical);
   const r = await simulateRollout(strategy, timings, analysis ? { analysis } : {});
   return { durationMs: r.durationMs, waves: r.waves, peakInstances: r.peakInstances, lowestCapacity: r.lowestCapacity, mixedVersionWindowMs: r.mixedVersionWindowMs, reloads: r.reloads };

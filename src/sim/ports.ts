@@ -31,7 +31,15 @@ export interface SimTimings {
   testMs?: number;
   /** 0..1: relative spread of startup and stop times. */
   jitter: number;
+  /** Added to a warm-up (startupMs) for each other instance warming up beside it on its host, ms (default 0). */
+  startupQueuedMs?: number | undefined;
+  /** Per host (by name): its own figures, where recorded per host; the ones above elsewhere. */
+  hosts?: Readonly<Record<string, HostSimTimings>> | undefined;
+  /** Per load balancer (by name): its own reload, where recorded per load balancer. */
+  loadBalancers?: Readonly<Record<string, { reloadMs: number }>> | undefined;
 }
+
+export type HostSimTimings = Partial<Pick<SimTimings, 'startupMs' | 'startupQueuedMs' | 'stopMs' | 'runMs' | 'runQueuedMs'>>;
 
 /** Failures to inject, by version label (the simulated fleet goes from "old" to "new"); all optional. */
 export interface SimFaults {
@@ -103,6 +111,12 @@ export class SimWorld {
     readonly rand: () => number,
     readonly faults: SimFaults = {},
   ) {}
+
+  /** The timings at one host: its own figures over the world's. */
+  at(host: string): SimTimings {
+    const own = this.timings.hosts?.[host];
+    return own ? { ...this.timings, ...own } : this.timings;
+  }
 
   spread(ms: number): number {
     return this.timings.jitter > 0 ? Math.round(ms * (1 + this.timings.jitter * (2 * this.rand() - 1))) : ms;
@@ -258,7 +272,8 @@ export class SimRouter implements Router {
       this.w.faults.failReload?.set(this.name, fail - 1);
       throw new FleetrollError('E_NGINX_RELOAD', `${this.name}: reload failed (simulated)`);
     }
-    if (this.w.timings.reloadMs > 0) await this.w.clock.sleep(this.w.timings.reloadMs);
+    const reloadMs = this.w.timings.loadBalancers?.[this.name]?.reloadMs ?? this.w.timings.reloadMs;
+    if (reloadMs > 0) await this.w.clock.sleep(reloadMs);
     const previous = this.loaded;
     this.loaded = this.written;
     if (!this.reloadFree) this.reloads++;

@@ -4,6 +4,7 @@
  * while nothing in the world depends on it.
  */
 import { FleetrollError } from '../errors.js';
+import { Overlaps } from '../core/stepCosts.js';
 import { LABELS, type ContainerHealth, type ImageInfo, type InstanceInfo, type InstanceSpec, type Runtime } from '../ports.js';
 import { isReady, simImageId, type SimContainer, type SimWorld } from './ports.js';
 
@@ -13,6 +14,10 @@ function info(c: SimContainer): InstanceInfo {
 }
 
 export class SimRuntime implements Runtime {
+  /** Warm-ups on this host while SimTimings.startupQueuedMs prices them by how many warm up at once. */
+  private readonly warmups = new Overlaps();
+  private warming: { c: SimContainer; item: { max: number }; from: number; ms: number }[] = [];
+
   constructor(
     readonly host: string,
     private readonly w: SimWorld,
@@ -44,12 +49,13 @@ export class SimRuntime implements Runtime {
 
   async run(spec: InstanceSpec): Promise<InstanceInfo> {
     this.check();
-    const queued = this.w.timings.runQueuedMs ?? 0;
+    const t = this.w.at(this.host);
+    const queued = t.runQueuedMs ?? 0;
     const overlap = this.w.startsInFlight.begin(this.host);
     try {
       // Starts issued together (one decision) all register before any is priced: they share the engine.
       if (queued > 0) await this.w.clock.sleep(0);
-      const ms = this.w.timings.runMs + queued * (overlap.max - 1);
+      const ms = t.runMs + queued * (overlap.max - 1);
       if (ms > 0) await this.w.clock.sleep(ms);
     } finally {
       this.w.startsInFlight.end(this.host, overlap);
@@ -59,7 +65,8 @@ export class SimRuntime implements Runtime {
     const version = spec.labels[LABELS.version] ?? '';
     const f = this.w.faults;
     if (!f.neverReady?.has(version)) {
-      c.readyAt = this.w.clock.now() + this.w.spread(this.w.timings.startupMs);
+      c.readyAt = this.w.clock.now() + this.w.spread(t.startupMs);
+      if ((t.startupQueuedMs ?? 0) > 0) this.warm(c, t.startupQueuedMs ?? 0);
       if (f.crashAfterReadyMs?.versions.has(version)) this.w.clock.timer(c.readyAt - this.w.clock.now() + f.crashAfterReadyMs.ms, () => this.w.exit(c));
     }
     this.w.emit({ kind: 'started', c });
@@ -76,8 +83,26 @@ export class SimRuntime implements Runtime {
     }
     c.stopping = true;
     this.w.emit({ kind: 'stopping', c });
-    await this.w.clock.sleep(this.w.spread(this.w.timings.stopMs));
+    await this.w.clock.sleep(this.w.spread(this.w.at(this.host).stopMs));
     this.w.exit(c);
+  }
+
+  /**
+   * Prices `c`'s warm-up, and those warming beside it, by the most warming
+   * up at once on this host while each warmed (what the recorder measures,
+   * engine/stepCosts.ts): one that joins slows those already warming too.
+   * Warm-ups that are over leave when the next one joins: only a join can
+   * raise a count, so nothing needs a timer.
+   */
+  private warm(c: SimContainer, queuedMs: number): void {
+    const now = this.w.clock.now();
+    this.warming = this.warming.filter((x) => {
+      const on = x.c.state === 'running' && !x.c.stopping && now < x.c.readyAt;
+      if (!on) this.warmups.end(this.host, x.item);
+      return on;
+    });
+    this.warming.push({ c, item: this.warmups.begin(this.host), from: now, ms: c.readyAt - now });
+    for (const x of this.warming) x.c.readyAt = x.from + x.ms + queuedMs * (x.item.max - 1);
   }
 
   async remove(id: string): Promise<void> {

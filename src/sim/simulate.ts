@@ -7,6 +7,7 @@
 import type { Fleet } from '../config/load.js';
 import { seededRandom } from '../core/random.js';
 import type { TypicalCosts } from '../core/stepCosts.js';
+import type { PlaceCosts } from '../core/placeCosts.js';
 import type { ResolvedStrategy } from '../core/strategy.js';
 import { renderUpstream, type UpstreamEntry } from '../core/upstream.js';
 import { deploy, type DeployDeps, type DeployResult } from '../engine/rollout.js';
@@ -15,7 +16,7 @@ import { IDLE_POLL_MS } from '../engine/idleDrain.js';
 import type { RolloutEvent } from '../engine/events.js';
 import { LABELS } from '../ports.js';
 import { VirtualClock } from './clock.js';
-import { SimProber, SimRouter, SimWorld, type SimFaults } from './ports.js';
+import { SimProber, SimRouter, SimWorld, type HostSimTimings, type SimFaults } from './ports.js';
 import { SimRuntime } from './runtime.js';
 import { OLD_REVISION, seedFleet, type FleetAtStart } from './fleetAtStart.js';
 
@@ -50,6 +51,12 @@ export interface SimulationTimings {
    * reload mode, every drain takes drainMs.
    */
   idleDrainMs?: number | undefined;
+  /** Added to a warm-up per other instance warming up beside it on its host, ms (default 0). */
+  startupQueuedMs?: number | undefined;
+  /** Per host (by the fleet's names, SimulationSetup.hostNames): its own figures over the ones above. */
+  hosts?: Record<string, HostSimTimings> | undefined;
+  /** Per load balancer (SimulationSetup.loadBalancerNames): its own reload. */
+  loadBalancers?: Record<string, { reloadMs: number }> | undefined;
 }
 
 /**
@@ -88,6 +95,10 @@ export interface SimulationResult {
 export interface SimulationSetup {
   /** Hosts to spread the fleet over (default 1). */
   hosts?: number | undefined;
+  /** The hosts by name, in the fleet's order (instead of `hosts`): a fleet's own, so each is priced with its own costs (SimulationTimings.hosts). */
+  hostNames?: readonly string[] | undefined;
+  /** The load balancers by name (instead of `loadBalancers`), for SimulationTimings.loadBalancers. */
+  loadBalancerNames?: readonly string[] | undefined;
   /** maxInstances of each host, in order (default none). */
   maxInstances?: readonly (number | undefined)[] | undefined;
   /** Load balancers (default 1). */
@@ -140,7 +151,8 @@ const TEMPLATE = 'upstream {{upstream}} {\n{{servers}}\n}\n';
 
 /** A fleet for the simulation: the strategy and timings given, nothing else that matters. */
 function fleetOf(s: ResolvedStrategy, t: SimulationTimings, setup: SimulationSetup = {}): Fleet {
-  const hosts = Array.from({ length: setup.hosts ?? 1 }, (_, i) => ({ name: `h${i + 1}`, docker: 'unix:///simulated', ...(setup.maxInstances?.[i] !== undefined ? { maxInstances: setup.maxInstances[i] } : {}) }));
+  const names = setup.hostNames ?? Array.from({ length: setup.hosts ?? 1 }, (_, i) => `h${i + 1}`);
+  const hosts = names.map((name, i) => ({ name, docker: 'unix:///simulated', ...(setup.maxInstances?.[i] !== undefined ? { maxInstances: setup.maxInstances[i] } : {}) }));
   const fleet = {
     service: 'simulated',
     image: 'simulated:new',
@@ -199,18 +211,18 @@ export interface SimulatedFleet {
 /** Builds the world as it is before the rollout (setup.start, else the old fleet) and the deps over it; setup.world is not called. */
 export function simulatedFleet(s: ResolvedStrategy, t: SimulationTimings, setup: SimulationSetup = {}): SimulatedFleet {
   const clock = new VirtualClock();
-  const world = new SimWorld(clock, { startupMs: t.startupMs, stopMs: t.stopMs, runMs: t.runMs ?? 0, runQueuedMs: t.runQueuedMs ?? 0, reloadMs: t.reloadMs ?? 0, testMs: t.testMs ?? 0, jitter: t.jitter }, seededRandom(t.seed), setup.faults ?? {});
+  const world = new SimWorld(clock, { startupMs: t.startupMs, stopMs: t.stopMs, runMs: t.runMs ?? 0, runQueuedMs: t.runQueuedMs ?? 0, reloadMs: t.reloadMs ?? 0, testMs: t.testMs ?? 0, jitter: t.jitter, startupQueuedMs: t.startupQueuedMs, hosts: t.hosts, loadBalancers: t.loadBalancers }, seededRandom(t.seed), setup.faults ?? {});
   const fleet = fleetOf(s, t, setup);
   const revision = revisionOf(fleet);
   const runtimes = new Map(fleet.hosts.map((h) => [h.name, new SimRuntime(h.name, world)] as const));
   const servers = seedFleet(world, fleet, revision, setup.start, setup.initialReplicas ?? s.replicas, setup.faults?.oldUnreadyUntilMs);
-  const routers = Array.from({ length: setup.loadBalancers ?? 1 }, (_, i) => {
+  const routers = Array.from({ length: setup.loadBalancerNames?.length ?? setup.loadBalancers ?? 1 }, (_, i) => {
     const upstream = `simulated_${i + 1}`;
     const content = renderUpstream(TEMPLATE, { service: fleet.service, upstream, servers });
     // The dynamic mode: a request in flight on each drained server until idleDrainMs after its mark-down (unless a test counts).
     const idle = t.idleDrainMs;
     const count = setup.inFlight ?? (idle !== undefined ? (_: string, downForMs: number) => (downForMs < idle ? 1 : 0) : undefined);
-    const router = new SimRouter(`nginx ${i + 1}`, world, content, { reloadFree: setup.reloadFree === true || idle !== undefined, inFlight: count });
+    const router = new SimRouter(setup.loadBalancerNames?.[i] ?? `nginx ${i + 1}`, world, content, { reloadFree: setup.reloadFree === true || idle !== undefined, inFlight: count });
     return { router, template: TEMPLATE, upstream };
   });
   const deps: DeployDeps = {
@@ -297,19 +309,30 @@ export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings,
  * where it has them, `base` elsewhere. The measured start to ready includes
  * the wait for the next probe, which the simulated probe loop adds itself:
  * half a period is taken off. A load-balancer change is priced whole as the
- * reload (its write and `nginx -t` included).
+ * reload (its write and `nginx -t` included). With `places`, each host and
+ * load balancer is priced with its own figures.
  */
-export function calibratedTimings(base: SimulationTimings, c: TypicalCosts): SimulationTimings {
+export function calibratedTimings(base: SimulationTimings, c: TypicalCosts, places?: PlaceCosts): SimulationTimings {
   const period = base.periodMs ?? 250;
+  const warmUp = (readyMs: number | undefined) => (readyMs !== undefined ? { startupMs: Math.max(0, readyMs - Math.round(period / 2)) } : {});
+  const defined = <T extends object>(o: T): T => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
+  const byPlace = places
+    ? {
+        hosts: Object.fromEntries(Object.entries(places.hosts).map(([h, x]) => [h, defined({ runMs: x.runMs, runQueuedMs: x.runQueuedMs, ...warmUp(x.readyMs), startupQueuedMs: x.readyQueuedMs, stopMs: x.stopMs })])),
+        loadBalancers: Object.fromEntries(Object.entries(places.loadBalancers).flatMap(([lb, x]) => (x.changeMs !== undefined ? [[lb, { reloadMs: x.changeMs }]] : []))),
+      }
+    : {};
   return {
     ...base,
     ...(c.runMs !== undefined ? { runMs: c.runMs } : {}),
     ...(c.runQueuedMs !== undefined ? { runQueuedMs: c.runQueuedMs } : {}),
-    ...(c.readyMs !== undefined ? { startupMs: Math.max(0, c.readyMs - Math.round(period / 2)) } : {}),
+    ...warmUp(c.readyMs),
+    ...(c.readyQueuedMs !== undefined ? { startupQueuedMs: c.readyQueuedMs } : {}),
     ...(c.stopMs !== undefined ? { stopMs: c.stopMs } : {}),
     ...(c.changeMs !== undefined ? { reloadMs: c.changeMs, testMs: 0 } : {}),
     ...(c.prepareMs !== undefined || c.verifyMs !== undefined || c.reportMs !== undefined ? { fixedMs: (c.prepareMs ?? 0) + (c.verifyMs ?? 0) + (c.reportMs ?? 0) } : {}),
     // A recorded idle drain includes the wait for the next count, which the simulated poll adds itself: half a poll is taken off.
     ...(c.drainMs !== undefined && base.idleDrainMs !== undefined ? { idleDrainMs: Math.max(0, c.drainMs - Math.round(IDLE_POLL_MS / 2)) } : {}),
+    ...byPlace,
   };
 }

@@ -86,7 +86,7 @@ describe('step costs: read off a rollout\'s events', () => {
     r.fixed('verify', 40);
     assert.deepEqual(r.samples, [
       { kind: 'run', place: 'h1', ms: 280 },
-      { kind: 'ready', place: 'h1', ms: 2300 },
+      { kind: 'ready', place: 'h1', ms: 2300, inFlight: 1 },
       { kind: 'change', place: 'a', ms: 90 },
       { kind: 'change', place: 'b', ms: 60 },
       { kind: 'stop', place: 'h2', ms: 1200 },
@@ -164,7 +164,7 @@ describe('step costs: simulate priced with them', () => {
 });
 
 describe('step costs: where simulate and plan take their timings from', () => {
-  const fleet = { drainSeconds: 1, minReadySeconds: 0, probes: { readiness: { periodMs: 200 } } } as unknown as Fleet;
+  const fleet = { drainSeconds: 1, minReadySeconds: 0, probes: { readiness: { periodMs: 200 } }, hosts: [{ name: 'h1' }], loadBalancers: [] } as unknown as Fleet;
   const withCosts = async () => ({ state: { service: 's', nextRevision: 2, revisions: [], costs: { deploys: 2, lastAt: AT, samples: { run: { h1: [400] }, ready: { h1: [2100] }, change: { lb: [700] } } } } });
   const rows: { name: string; o: Parameters<typeof pricedTimings>[0]; fleet?: Fleet; read?: Parameters<typeof pricedTimings>[2]; want: { source: string; text: RegExp; startupMs: number; runMs?: number; reloadMs?: number; idleDrainMs?: number } }[] = [
     { name: 'no fleet file: nominal', o: {}, want: { source: 'nominal', text: /no fleet file/, startupMs: 3000 } },

@@ -6,7 +6,7 @@ import { changesFromRunning } from '../../engine/records.js';
 import { jsonOption } from '../options.js';
 import type { FleetState } from '../../ports.js';
 import { simulateRollout } from '../../sim/simulate.js';
-import { pricedTimings, readStateBestEffort } from '../costs.js';
+import { pricedTimings, readStateBestEffort, type StateRead } from '../costs.js';
 import { table, type Out } from '../output.js';
 import { explainStrategy, secondsText, strategyFromOptions, withStrategyOptions } from '../strategy.js';
 
@@ -134,9 +134,9 @@ function printChanges(fleet: Fleet, read: { state?: FleetState | undefined; erro
 }
 
 /** The rollout's duration as simulate predicts it, priced with the fleet's recorded costs where it has some. */
-async function printPredicted(strategy: ResolvedStrategy, fleet: Fleet, read: { state?: FleetState | undefined; error?: string }, out: Out): Promise<void> {
+async function printPredicted(strategy: ResolvedStrategy, fleet: Fleet, read: StateRead, out: Out): Promise<void> {
   const priced = await pricedTimings({}, fleet, async () => read);
-  const r = await simulateRollout(strategy, priced.timings);
+  const r = await simulateRollout(strategy, priced.timings, priced.setup ?? {});
   out.line(`predicted duration: ${(r.durationMs / 1000).toFixed(1)} s (${priced.text}; \`fleetroll simulate -f\` for the details)`);
 }
 

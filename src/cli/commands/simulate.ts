@@ -1,7 +1,7 @@
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { simulateRollout, type SimulationResult } from '../../sim/simulate.js';
 import { parseCostsSource, parseCount, parseFraction, parseSeconds } from '../args.js';
-import { pricedTimings, typicalText } from '../costs.js';
+import { placesText, pricedTimings, typicalText } from '../costs.js';
 import { jsonOption } from '../options.js';
 import { table, type Out } from '../output.js';
 import { explainStrategy, strategyFromOptions, withStrategyOptions } from '../strategy.js';
@@ -67,16 +67,19 @@ Examples:
     .action(async (o) => {
       const { strategy, fleet } = await strategyFromOptions(o);
       const priced = await pricedTimings(o, fleet);
-      const result = await simulateRollout(strategy, priced.timings);
+      const result = await simulateRollout(strategy, priced.timings, priced.setup ?? {});
       if (o.json) {
         for (const n of strategy.notes) out.warn(n);
         const { deploy: _deploy, ...json } = result;
-        out.json({ ...json, costs: { source: priced.source, text: priced.text, ...(priced.recorded ? { deploys: priced.recorded.deploys, lastAt: priced.recorded.lastAt, typical: priced.recorded.typical } : {}) } });
+        out.json({ ...json, costs: { source: priced.source, text: priced.text, ...(priced.recorded ? { deploys: priced.recorded.deploys, lastAt: priced.recorded.lastAt, typical: priced.recorded.typical, places: priced.recorded.places } : {}) } });
         return;
       }
       explainStrategy(strategy, out);
       out.line(priced.text);
-      if (priced.recorded) out.line(`  ${typicalText(priced.recorded.typical)} (medians)`);
+      if (priced.recorded) {
+        out.line(`  ${typicalText(priced.recorded.typical)} (medians)`);
+        for (const l of placesText(priced.recorded.places)) out.line(`  ${l}`);
+      }
       printSimulation(result, out);
     });
 }
