@@ -105,8 +105,13 @@ describe('blue-green, for real', () => {
     assert.equal(undo.code, 0, undo.stdout + undo.stderr);
     const ms = Number(/switched back: .* (\d+) ms after this request/.exec(undo.stdout)?.[1]);
     assert.ok(Number.isFinite(ms), undo.stdout);
-    const lastNew = Math.max(...records.filter((r) => r.version === '1.1.0').map((r) => r.t + r.latencyMs));
-    t.diagnostic(`undo: traffic back on the old set ${ms} ms after the request; the new set's last answer through nginx ${Math.round(lastNew - undoFrom)} ms after the command started`);
+    // Two moments, from the command's start: the last request sent that nginx still gave the new
+    // set (every later one went to the old set: users were back), and that request's answer (a
+    // POST sent just before the switch-back is answered by the new set, as long as it takes).
+    const newSet = records.filter((r) => r.version === '1.1.0');
+    const lastSent = Math.max(...newSet.map((r) => r.t));
+    const lastNew = Math.max(...newSet.map((r) => r.t + r.latencyMs));
+    t.diagnostic(`undo: traffic back on the old set ${ms} ms after the request; the last request nginx gave the new set was sent ${Math.round(lastSent - undoFrom)} ms and answered ${Math.round(lastNew - undoFrom)} ms after the command started`);
     assert.equal(deployed.code, 1, deployed.stdout + deployed.stderr);
     assert.match(deployed.stderr, /rolled back \(undo\)/);
     assert.deepEqual(failedOf(records).length, 0, `${await explainFailed(f, records, loadStart)}\nundo:\n${undo.stdout}${undo.stderr}\ndeploy:\n${deployed.stdout}${deployed.stderr}`);
