@@ -66,6 +66,16 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
     return this.phases.get(phase) ?? 0;
   }
 
+  /** How many instances are draining or stopping now. */
+  terminatingCount(): number {
+    return this.terminatingSet.size;
+  }
+
+  /** How many non-terminating instances of a revision are available now. */
+  available(revision: string): number {
+    return this.revisions.get(revision)?.available ?? 0;
+  }
+
   /**
    * A reader of what changes: each call of the function returned gives the
    * ids added, removed, given a phase or `touch`ed since its previous call,
