@@ -16,13 +16,14 @@
  *   endings.ts       how a run stops and what it reports
  *   strategies/      what RollingUpdate, BlueGreen and Canary add (one driver each)
  */
-import { decide, isTerminating } from '../core/decide.js';
+import { decide } from '../core/decide.js';
 import type { HostSlot } from '../core/placement.js';
 import { RolloutFailedError } from '../errors.js';
 import type { InstanceInfo } from '../ports.js';
 import { Availability } from './availability.js';
 import { RolloutContext, type ControllerDeps, type ControllerResult } from './context.js';
 import { Endings } from './endings.js';
+import type { FleetView } from './fleetView.js';
 import { watchIdleDrains } from './idleDrain.js';
 import type { Ending, Instance } from './instance.js';
 import { Lifecycle } from './lifecycle.js';
@@ -181,7 +182,7 @@ export class Controller {
     // and a stop has its own bound, terminationGracePeriodSeconds. A rollback
     // whose target was already in service once failed here at CI load, its
     // deadline passing while the failed instance stopped).
-    if (driver.waiting() || onlyStopsLeft(ctx.instances(), ctx.revision, ctx.d.fleet.replicas)) ctx.progress();
+    if (driver.waiting() || onlyStopsLeft(ctx.view, ctx.revision, ctx.d.fleet.replicas)) ctx.progress();
     if (!ctx.ending && now - ctx.lastProgress >= ctx.deadlineMs) this.end({ kind: 'failed', error: this.endings.deadlineFailure() });
     // 2. What may not happen yet: everything while stopping, else what the strategy holds back.
     const hold = ctx.ending || ctx.settling ? 'all' : driver.hold();
@@ -207,7 +208,7 @@ export class Controller {
     // 5. The strategy's own steps (postWave hooks, the switch, canary steps).
     driver.reconcile({ newAvailable: d.counts.current.available, oldAlive: d.counts.old.reduce((a, r) => a + r.total, 0) });
     // 6. Complete once the fleet is and nothing of the strategy's is in flight.
-    if ((d.complete || (ctx.d.heal === true && healDone(ctx.instances(), ctx.revision, ctx.d.fleet.replicas))) && driver.settled()) void this.endings.finishOk();
+    if ((d.complete || (ctx.d.heal === true && healDone(ctx.view.values(), ctx.revision, ctx.d.fleet.replicas))) && driver.settled()) void this.endings.finishOk();
   }
 }
 
@@ -223,7 +224,7 @@ export function leftOut(i: Instance): boolean {
  * once that write is in force, so the lock is never released on a change
  * half made.
  */
-function healDone(instances: readonly Instance[], revision: string, replicas: number): boolean {
+function healDone(instances: Iterable<Instance>, revision: string, replicas: number): boolean {
   let n = 0;
   for (const i of instances) {
     if (i.revision !== revision || (i.phase !== 'available' && !leftOut(i))) return false;
@@ -232,14 +233,13 @@ function healDone(instances: readonly Instance[], revision: string, replicas: nu
   return n === replicas;
 }
 
-/** The new revision's instances are all available, and everything else is on its way out. */
-function onlyStopsLeft(instances: readonly Instance[], revision: string, replicas: number): boolean {
-  let available = 0;
-  let leaving = 0;
-  for (const i of instances) {
-    if (isTerminating(i.phase)) leaving++;
-    else if (i.revision === revision && i.phase === 'available') available++;
-    else return false;
-  }
-  return leaving > 0 && available >= replicas;
+/**
+ * The new revision's instances are all available, and everything else is on
+ * its way out. Asked on every event: read from the view's tallies, as a pass
+ * over a 10,000-instance fleet each time made simulate several times slower.
+ */
+function onlyStopsLeft(view: FleetView<Instance>, revision: string, replicas: number): boolean {
+  const leaving = view.terminatingCount();
+  const available = view.available(revision);
+  return leaving > 0 && available >= replicas && available === view.size - leaving;
 }

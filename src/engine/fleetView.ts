@@ -20,20 +20,17 @@ interface Tally<Instance> {
   /**
    * The members in pickForStop's plain order (compareViewsForStop), last
    * first: the next to terminate is at the end, so taking it moves nothing.
+   * Sorted when asked for, not on every change: keeping it sorted through
+   * each of a 10,000-instance rollout's phase changes (a splice into the
+   * middle per change) cost a fifth of simulate, for a handful of reads.
+   * Between sorts only leaves happen (an enter sets `dirty`), so the array
+   * less the instances no longer members is the members, in order.
    */
   ranked: Instance[];
-}
-
-/** Where `i` is or would go in `xs`, sorted by compareViewsForStop from last to first (a total order: ids differ). */
-function rankOf<I extends InstanceView>(xs: readonly I[], i: I): number {
-  let lo = 0;
-  let hi = xs.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (compareViewsForStop(xs[mid]!, i) > 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
+  /** A member entered since `ranked` was sorted. */
+  dirty: boolean;
+  /** Entries of `ranked` that are no longer members. */
+  stale: number;
 }
 
 export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
@@ -64,6 +61,16 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
   /** How many instances are in this phase now. */
   count(phase: Phase): number {
     return this.phases.get(phase) ?? 0;
+  }
+
+  /** How many instances are draining or stopping now. */
+  terminatingCount(): number {
+    return this.terminatingSet.size;
+  }
+
+  /** How many non-terminating instances of a revision are available now. */
+  available(revision: string): number {
+    return this.revisions.get(revision)?.available ?? 0;
   }
 
   /**
@@ -154,8 +161,24 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
     let hosts = 0;
     for (const h of this.hosts.values()) if ((h.byRevision.get(revision) ?? 0) > 0) hosts++;
     if (hosts > 1) return undefined;
-    const ranked = this.revisions.get(revision)?.ranked ?? [];
-    return ranked.slice(Math.max(0, ranked.length - n)).reverse();
+    const t = this.revisions.get(revision);
+    if (!t) return [];
+    if (t.dirty || t.stale > t.ranked.length / 2) {
+      t.ranked = [...t.members].sort((a, b) => compareViewsForStop(b, a));
+      t.dirty = false;
+      t.stale = 0;
+    }
+    const ranked = t.ranked;
+    while (ranked.length > 0 && !t.members.has(ranked[ranked.length - 1]!)) {
+      ranked.pop();
+      t.stale--;
+    }
+    const out: Instance[] = [];
+    for (let k = ranked.length - 1; k >= 0 && out.length < n; k--) {
+      const i = ranked[k]!;
+      if (t.members.has(i)) out.push(i);
+    }
+    return out;
   }
 
   loads(revision: string): Map<string, HostLoad> {
@@ -184,14 +207,14 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
     }
     let t = this.revisions.get(i.revision);
     if (!t) {
-      t = { total: 0, available: 0, oldest: i.created, members: new Set(), ranked: [] };
+      t = { total: 0, available: 0, oldest: i.created, members: new Set(), ranked: [], dirty: false, stale: 0 };
       this.revisions.set(i.revision, t);
     }
     if (i.created < t.oldest) t.oldest = i.created;
     t.total++;
     if (i.phase === 'available') t.available++;
     t.members.add(i);
-    t.ranked.splice(rankOf(t.ranked, i), 0, i);
+    t.dirty = true;
     const h = this.host(i.host);
     h.byRevision.set(i.revision, (h.byRevision.get(i.revision) ?? 0) + 1);
   }
@@ -207,13 +230,7 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
     if (t) {
       t.total--;
       if (i.phase === 'available') t.available--;
-      t.members.delete(i);
-      const at = rankOf(t.ranked, i);
-      if (t.ranked[at] === i) t.ranked.splice(at, 1);
-      else {
-        const j = t.ranked.indexOf(i);
-        if (j >= 0) t.ranked.splice(j, 1);
-      }
+      if (t.members.delete(i) && !t.dirty) t.stale++;
     }
     const h = this.host(i.host);
     h.byRevision.set(i.revision, (h.byRevision.get(i.revision) ?? 1) - 1);

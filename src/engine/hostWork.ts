@@ -18,8 +18,39 @@
  * A failed piece rejects its own promise and does not hold up what is queued
  * after it on that host.
  */
+/**
+ * First in, first out, taken from a moving head: Array.shift copies the
+ * whole array once it is large (no longer trimmed in place), and a
+ * 20,000-replica simulate queues ~10,000 starts on its one host, so shifting
+ * them one by one cost more than a second.
+ */
+class Fifo<T> {
+  private items: (T | undefined)[] = [];
+  private head = 0;
+
+  get length(): number {
+    return this.items.length - this.head;
+  }
+
+  push(x: T): void {
+    this.items.push(x);
+  }
+
+  shift(): T | undefined {
+    if (this.head >= this.items.length) return undefined;
+    const x = this.items[this.head];
+    this.items[this.head++] = undefined;
+    // Drop the taken part once it is most of the array: each item is copied O(1) times on average.
+    if (this.head >= 1024 && this.head * 2 >= this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+    return x;
+  }
+}
+
 export class HostWork {
-  private readonly queues = new Map<string, (() => void)[]>();
+  private readonly queues = new Map<string, Fifo<() => void>>();
   private readonly running = new Map<string, number>();
   private readonly waitingHosts: string[] = [];
   /** The most hosts seen working at once (for tests and the run summary). */
@@ -40,7 +71,7 @@ export class HostWork {
   /** Runs `work` on `host` once everything queued on that host before it has started, and the host has a turn. */
   run<T>(host: string, work: () => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const queue = this.queues.get(host) ?? [];
+      const queue = this.queues.get(host) ?? new Fifo();
       this.queues.set(host, queue);
       queue.push(() => {
         Promise.resolve()
@@ -56,7 +87,7 @@ export class HostWork {
   }
 
   private pump(host: string): void {
-    const queue = this.queues.get(host) ?? [];
+    const queue = this.queues.get(host) ?? new Fifo();
     const running = this.running.get(host) ?? 0;
     const active = this.running.has(host);
     if (!active && queue.length > 0) {

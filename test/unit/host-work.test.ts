@@ -151,3 +151,34 @@ describe('mapBounded: reads across hosts, a few at a time', () => {
     assert.deepEqual(await mapBounded([], 3, () => Promise.reject(new Error('called'))), []);
   });
 });
+
+describe('HostWork: long queues on one host start in the order given', () => {
+  // The queue is taken from a moving head and compacted now and then: its order must survive that.
+  const rows = [
+    { name: 'a queue shorter than a compaction', queued: 100, perHost: 1, requeueEvery: 0 },
+    { name: 'a queue several compactions long', queued: 5000, perHost: 8, requeueEvery: 0 },
+    { name: 'pieces queued while earlier ones run, across compactions', queued: 3000, perHost: 3, requeueEvery: 7 },
+  ];
+  for (const row of rows) {
+    it(row.name, async () => {
+      const hw = new HostWork(1, row.perHost);
+      const started: number[] = [];
+      const expected: number[] = [];
+      const all: Promise<unknown>[] = [];
+      let next = 0;
+      const queue = (): void => {
+        const k = next++;
+        expected.push(k);
+        all.push(
+          hw.run('a', async () => {
+            started.push(k);
+            if (row.requeueEvery > 0 && k % row.requeueEvery === 0 && next < row.queued * 2) queue();
+          }),
+        );
+      };
+      for (let k = 0; k < row.queued; k++) queue();
+      while (all.length > 0) await Promise.all(all.splice(0));
+      assert.deepEqual(started, expected);
+    });
+  }
+});

@@ -101,6 +101,10 @@ describe('FleetView.leastUseful', () => {
     { name: 'one host, mixed phases', hosts: 1, n: 5, seed: 1 },
     { name: 'one host, more asked than there are', hosts: 1, n: 500, seed: 2 },
     { name: 'one host, after many phase changes', hosts: 1, n: 7, seed: 3, churn: 400 },
+    // The order is sorted when asked for and trimmed of leavers after: asked between changes, it must still match.
+    { name: 'one host, asked between phase changes', hosts: 1, n: 7, seed: 4, churn: 400, askEvery: 3 },
+    { name: 'one host, asked between phase changes, taking most', hosts: 1, n: 60, seed: 5, churn: 600, askEvery: 1 },
+    { name: 'one host, only removals between asks', hosts: 1, n: 3, seed: 6, churn: 300, askEvery: 2, removeOnly: true },
   ];
   for (const row of rows) {
     it(`${row.name}: the same instances, in the same order, as pickForStop over every candidate`, () => {
@@ -112,20 +116,27 @@ describe('FleetView.leastUseful', () => {
         all.push(i);
         v.add(i);
       }
+      const check = () => {
+        for (const revision of ['old', 'new']) {
+          const candidates = [...v.candidates(revision)];
+          const observed = candidates.map((i) => ({ id: i.id, revision: i.revision, running: i.phase !== 'failed' && i.phase !== 'starting', ready: i.phase === 'ready' || i.phase === 'available', available: i.phase === 'available', created: i.created, host: i.host }));
+          const want = pickForStop(observed, row.n).map((o) => o.id);
+          assert.deepEqual(
+            v.leastUseful(revision, row.n)?.map((i) => i.id),
+            want,
+          );
+        }
+      };
       for (let c = 0; c < (row.churn ?? 0); c++) {
         const i = all[Math.floor(rand() * all.length)]!;
-        if (v.get(i.id) && rand() < 0.1) v.remove(i.id);
+        if (row.removeOnly === true) {
+          if (rand() < 0.5) v.remove(i.id);
+          else v.setPhase(i, 'draining');
+        } else if (v.get(i.id) && rand() < 0.1) v.remove(i.id);
         else v.setPhase(i, phases[Math.floor(rand() * phases.length)]!);
+        if (row.askEvery !== undefined && c % row.askEvery === 0) check();
       }
-      for (const revision of ['old', 'new']) {
-        const candidates = [...v.candidates(revision)];
-        const observed = candidates.map((i) => ({ id: i.id, revision: i.revision, running: i.phase !== 'failed' && i.phase !== 'starting', ready: i.phase === 'ready' || i.phase === 'available', available: i.phase === 'available', created: i.created, host: i.host }));
-        const want = pickForStop(observed, row.n).map((o) => o.id);
-        assert.deepEqual(
-          v.leastUseful(revision, row.n)?.map((i) => i.id),
-          want,
-        );
-      }
+      check();
     });
   }
 
