@@ -19,6 +19,8 @@ import { FleetrollError, type ErrorCode } from '../errors.js';
 import type { ChangeParts, Router } from '../ports.js';
 import { type DockerRuntime, execIn, getFileEntry, putFile } from './docker.js';
 import { statusOf } from './dockerRetry.js';
+import { isLocalEngine } from './nginxPlace.js';
+import { procWorkers } from './nginxProc.js';
 import { type WorkerSnapshot, waitForNewWorkers, workerSnapshot } from './nginxWorkers.js';
 
 /**
@@ -166,8 +168,16 @@ export class NginxContainerRouter implements Router {
     );
   }
 
-  /** The workers serving the current config, from `docker top`; undefined when top is unavailable. */
+  /** The master's pid on this machine, once seen to be the container's init on a local engine (nginxProc.ts). */
+  private masterPid: number | undefined;
+
+  /** The workers serving the current config, from /proc where it can, else `docker top`; undefined when neither answers. */
   private async workers(): Promise<WorkerSnapshot | undefined> {
+    if (this.masterPid !== undefined) {
+      const local = await procWorkers(this.masterPid);
+      if (local) return local;
+      this.masterPid = undefined;
+    }
     try {
       const t = (await this.runtime.docker.getContainer(this.container).top({ ps_args: '-o pid,args' })) as { Titles: string[]; Processes: string[][] };
       return workerSnapshot(t.Titles, t.Processes);
@@ -185,7 +195,9 @@ export class NginxContainerRouter implements Router {
         .inspect()
         .then((i) => i.State?.Pid, () => undefined),
     ]);
-    return w && { workers: w.workers, masterIsInit: w.master !== undefined && pid !== undefined && pid > 0 && w.master === String(pid) };
+    const masterIsInit = !!w && w.master !== undefined && pid !== undefined && pid > 0 && w.master === String(pid);
+    if (masterIsInit && isLocalEngine(this.runtime.endpoint)) this.masterPid = pid;
+    return w && { workers: w.workers, masterIsInit };
   }
 
   /**

@@ -75,7 +75,7 @@ export function hostPathOf(file: string, mounts: readonly BindMount[]): string |
 }
 
 /** The engine at this socket runs on this machine: its bind mounts' sources are this machine's paths. */
-function isLocalEngine(endpoint: string): boolean {
+export function isLocalEngine(endpoint: string): boolean {
   return endpoint.startsWith('unix://');
 }
 

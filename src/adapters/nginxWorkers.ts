@@ -47,11 +47,30 @@ export interface Confirmed {
 }
 
 /**
- * Waits until every worker is a new one, looking again with a growing,
- * jittered pause (p-retry: 10 ms up to 100 ms, so the wait ends within a
- * poll of the master's switch), for at most RELOAD_TIMEOUT_MS. With no
- * workers to compare (the listing is unavailable) it gives the master a
- * fixed moment instead.
+ * The pause before the next look at the workers. Until a new worker shows,
+ * a short one (the master forks them as soon as it has read the
+ * configuration), growing slowly so that a reload that hangs on a busy engine
+ * does not become a stream of `docker top` calls. Once one shows, the old
+ * workers cannot retire before nginx's 100 ms hold is over, so looking in
+ * the meantime only costs the engine work: the next look comes near the end
+ * of the hold, and then every 10 ms, so the wait ends within 10 ms of the
+ * switch (a growing back-off there overshot it by 30-70 ms).
+ */
+export function nextLook(sinceStart: number, sinceFirstNew: number | undefined): number {
+  if (sinceFirstNew !== undefined) return Math.max(LOOK_MS, HOLD_MS - HOLD_SLACK_MS - sinceFirstNew);
+  return Math.min(100, LOOK_MS + Math.floor(sinceStart / 20));
+}
+
+const LOOK_MS = 10;
+/** nginx's `ngx_msleep(100)` between starting the new workers and retiring the old. */
+const HOLD_MS = 100;
+/** How early to look before the hold can be over: the first new worker may have shown late in a look. */
+const HOLD_SLACK_MS = 20;
+
+/**
+ * Waits until every worker is a new one (nextLook paces the looks), for at
+ * most RELOAD_TIMEOUT_MS. With no workers to compare (the listing is
+ * unavailable) it gives the master a fixed moment instead.
  */
 export async function waitForNewWorkers(name: string, before: Set<string> | undefined, now: () => Promise<Set<string> | undefined>): Promise<Confirmed> {
   const t0 = Date.now();
@@ -61,24 +80,26 @@ export async function waitForNewWorkers(name: string, before: Set<string> | unde
   }
   let seen: Set<string> | undefined;
   let firstNew: number | undefined;
-  const { default: pRetry } = await import('p-retry');
-  try {
-    await pRetry(
-      async () => {
-        seen = await now();
-        const fresh = [...(seen ?? [])].some((p) => !before.has(p));
-        if (fresh) firstNew ??= Date.now();
-        if (!seen || seen.size === 0 || [...seen].some((p) => before.has(p))) throw new Error('the old workers still serve');
-      },
-      { retries: 400, minTimeout: 10, factor: 1.5, maxTimeout: 100, randomize: true, maxRetryTime: RELOAD_TIMEOUT_MS },
-    );
-  } catch (err) {
-    const old = [...(seen ?? [])].filter((p) => before.has(p));
-    const last = !seen ? 'the workers could not be listed' : seen.size === 0 ? 'no worker process running' : `worker(s) ${old.join(', ')} still from before the reload`;
-    throw new FleetrollError('E_NGINX_RELOAD', `${name}: nginx did not start new worker processes within ${RELOAD_TIMEOUT_MS / 1000} s of a reload (last seen: ${last})`, {
-      cause: err,
-      hint: "check nginx's error log",
-    });
+  for (;;) {
+    let failed: unknown;
+    try {
+      seen = await now();
+    } catch (err) {
+      failed = err;
+      seen = undefined;
+    }
+    const at = Date.now();
+    if (seen && [...seen].some((p) => !before.has(p))) firstNew ??= at;
+    if (seen && seen.size > 0 && ![...seen].some((p) => before.has(p))) break;
+    if (at - t0 >= RELOAD_TIMEOUT_MS) {
+      const old = [...(seen ?? [])].filter((p) => before.has(p));
+      const last = !seen ? 'the workers could not be listed' : seen.size === 0 ? 'no worker process running' : `worker(s) ${old.join(', ')} still from before the reload`;
+      throw new FleetrollError('E_NGINX_RELOAD', `${name}: nginx did not start new worker processes within ${RELOAD_TIMEOUT_MS / 1000} s of a reload (last seen: ${last})`, {
+        ...(failed !== undefined ? { cause: failed } : {}),
+        hint: "check nginx's error log",
+      });
+    }
+    await sleep(nextLook(at - t0, firstNew === undefined ? undefined : at - firstNew));
   }
   const end = Date.now();
   return { confirm: end - t0, ...(firstNew !== undefined && firstNew < end ? { handover: end - firstNew } : {}) };

@@ -22,6 +22,8 @@ import { SshDockerAgent } from '../../src/adapters/ssh.js';
 import { HttpProber } from '../../src/adapters/http.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../../src/adapters/localImages.js';
 import { NginxContainerRouter, NginxExecRouter, RESTORED_EMPTY } from '../../src/adapters/nginx.js';
+import { procWorkers } from '../../src/adapters/nginxProc.js';
+import { workerSnapshot } from '../../src/adapters/nginxWorkers.js';
 import { FleetrollError } from '../../src/errors.js';
 import { LABELS as FLEETROLL_LABELS, type InstanceInfo } from '../../src/ports.js';
 import { waitFor } from './fixture.js';
@@ -399,6 +401,14 @@ describe('NginxContainerRouter', () => {
     assert.ok((parts?.workers ?? 0) + (parts?.SIGHUP ?? 0) + (parts?.confirm ?? 0) <= took, `${JSON.stringify(parts)} within ${took} ms`);
     assert.ok((parts?.handover ?? 0) <= (parts?.confirm ?? 0), JSON.stringify(parts));
     assert.equal(await router.read(), good);
+    // On this machine's engine the workers are read from /proc (nginxProc.ts): they must be the ones `docker top` lists.
+    const pid = (await container.inspect()).State.Pid;
+    const top = (await container.top({ ps_args: '-o pid,args' })) as { Titles: string[]; Processes: string[][] };
+    const fromProc = await procWorkers(pid);
+    assert.ok(fromProc, `/proc/${pid} is nginx's master`);
+    assert.deepEqual([...fromProc.workers].sort(), [...workerSnapshot(top.Titles, top.Processes).workers].sort());
+    assert.equal(fromProc.master, String(pid));
+    assert.equal(await procWorkers(process.pid), undefined, 'a process that is not an nginx master is not taken for one');
 
     t = Date.now();
     const err = await rejectsWith(router.writeAndTest(BROKEN), 'E_NGINX_TEST');

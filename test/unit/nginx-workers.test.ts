@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { waitForNewWorkers, workerSnapshot } from '../../src/adapters/nginxWorkers.js';
+import { nextLook, waitForNewWorkers, workerSnapshot } from '../../src/adapters/nginxWorkers.js';
 
 describe('nginx workers: what a process listing says about a reload', () => {
   const TITLES = ['PID', 'COMMAND'];
@@ -62,4 +62,17 @@ describe('nginx workers: waiting for a reload to be in force', () => {
     assert.ok(done.confirm >= 450, `confirm ${done.confirm}`);
     assert.equal(done.handover, undefined);
   });
+});
+
+describe('nginx workers: when to look again', () => {
+  const rows: { name: string; sinceStart: number; sinceFirstNew: number | undefined; pause: number }[] = [
+    { name: 'right after the signal, no new worker yet: 10 ms', sinceStart: 0, sinceFirstNew: undefined, pause: 10 },
+    { name: 'a reload still not started after 1 s: a longer pause', sinceStart: 1_000, sinceFirstNew: undefined, pause: 60 },
+    { name: 'a reload that hangs: never more than 100 ms', sinceStart: 20_000, sinceFirstNew: undefined, pause: 100 },
+    { name: 'a new worker just seen: wait out most of nginx\'s 100 ms hold', sinceStart: 50, sinceFirstNew: 0, pause: 80 },
+    { name: 'half the hold gone: look near its end', sinceStart: 100, sinceFirstNew: 50, pause: 30 },
+    { name: 'the hold should be over: every 10 ms', sinceStart: 200, sinceFirstNew: 95, pause: 10 },
+    { name: 'long after the hold: still every 10 ms', sinceStart: 5_000, sinceFirstNew: 4_000, pause: 10 },
+  ];
+  for (const r of rows) it(r.name, () => assert.equal(nextLook(r.sinceStart, r.sinceFirstNew), r.pause));
 });
