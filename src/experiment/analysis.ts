@@ -45,7 +45,7 @@ export interface RunInput {
   /** What `simulate` predicted for this run (predict()), for engine runs. */
   predicted?: Prediction | undefined;
   /** The same, priced with the step costs of the experiment's earlier deploys (predictCalibrated), and how many measured runs were among them. */
-  calibrated?: (Prediction & { fromRuns: number }) | undefined;
+  calibrated?: (Prediction & { fromRuns: number; fromCalibrationRun?: boolean }) | undefined;
   records: readonly RequestRecord[];
   events: readonly TimedEvent[];
   deployStartMs: number;
@@ -116,7 +116,7 @@ export interface RunMetrics {
    */
   overheadRatio: number | null;
   /** `simulate` priced with the costs of the experiment's earlier deploys (its fleet's first deploy included); null without a strategy. */
-  calibrated: (Prediction & { fromRuns: number }) | null;
+  calibrated: (Prediction & { fromRuns: number; fromCalibrationRun?: boolean }) | null;
   /** Measured deploy duration over the calibrated prediction; null unless both exist and the deploy completed. */
   calibratedRatio: number | null;
 }

@@ -14,37 +14,20 @@
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import { join, relative } from 'node:path';
-import type { Fleet } from '../config/load.js';
 import { DockerRuntime } from '../adapters/docker.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../adapters/localImages.js';
-import type { DeployDeps } from '../engine/rollout.js';
-import { withNginxMode } from '../sim/simulate.js';
 import { aggregateRuns, runMetrics } from './analysis.js';
 import type { TimedEvent } from './phases.js';
 import { beyondNominal, predict, predictCalibrated } from './predict.js';
-import type { CostSample } from '../core/stepCosts.js';
 import { renderSvg } from './charts.js';
 import { toHtml, toMarkdown } from './document.js';
 import { perSecond, type RequestRecord } from './metrics.js';
-import { demoNames, runUnderLoad, teardown } from './rehearse.js';
+import { demoNames, teardown } from './rehearse.js';
+import { calibrate, nominalOf, poolOf, rehearseRun, type Calibration, type ExperimentOptions, type RunImages } from './runSetup.js';
 import { buildCharts, buildDocument, runLine, scriptComparison, type CellSummary, type ExperimentSummary, type RunOutcome } from './report.js';
-import { badVersionEnv, expandCells, isBadVersion, planRuns, type Cell, type CellParams, type ExperimentSpec, type PlannedRun } from './spec.js';
+import { expandCells, isBadVersion, planRuns, type Cell, type CellParams, type PlannedRun } from './spec.js';
 
-export interface ExperimentOptions {
-  spec: ExperimentSpec;
-  /** As given on the command line; shown in the report. */
-  specFile: string;
-  outDir: string;
-  docker: string;
-  /** Prefix of each run's service name (the fleet of run 3 is `<prefix>-3`). */
-  namePrefix: string;
-  makeDeps: (fleet: Fleet) => Promise<DeployDeps>;
-  template: string;
-  /** Progress lines for people. */
-  log: (line: string) => void;
-  /** Aborted: finish the run in progress, skip the rest, and still write the report. */
-  signal?: AbortSignal | undefined;
-}
+export type { ExperimentOptions } from './runSetup.js';
 
 const CSV_COLUMNS = ['t', 'method', 'path', 'status', 'error', 'latencyMs', 'version', 'retried', 'retryError'] as const;
 
@@ -76,60 +59,16 @@ export function eventLines(events: readonly TimedEvent[]): unknown[] {
  * with the deploy that started its own fleet at `from` (which comes before
  * the measured one); its own costs are added after it.
  */
-async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRuntime, images: { reload: string; dynamic?: string | undefined }, total: number, calibration: { byMode: Partial<Record<'reload' | 'dynamic', { samples: CostSample[]; runs: number }>> }): Promise<RunOutcome> {
+async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRuntime, images: RunImages, total: number, calibration: Calibration): Promise<RunOutcome> {
   const { cell } = run;
   const p = cell.params;
   const name = `${o.namePrefix}-${run.index}`;
   const startedAt = new Date().toISOString();
   o.log(`run ${run.index}/${total}: ${cell.label}, repetition ${run.repetition} (fleet ${name})`);
-  const r = await runUnderLoad(
-    {
-      name,
-      docker: o.docker,
-      replicas: p.replicas,
-      maxSurge: cell.strategy.maxSurge === undefined ? undefined : String(cell.strategy.maxSurge),
-      maxUnavailable: cell.strategy.maxUnavailable === undefined ? undefined : String(cell.strategy.maxUnavailable),
-      recreate: cell.strategy.type === 'Recreate',
-      replacementPolicy: cell.strategy.replacementPolicy,
-      naive: cell.strategy.type === 'naive',
-      naiveIntervalMs: (cell.strategy.intervalSeconds ?? 1) * 1000,
-      script: cell.strategy.type === 'script' ? { batch: cell.strategy.batch ?? 1, pollSeconds: cell.strategy.pollSeconds } : undefined,
-      from: o.spec.from,
-      to: o.spec.to,
-      getPerSecond: p.getPerSecond,
-      postConcurrency: p.postConcurrency,
-      orderDelayMs: p.postDurationMs,
-      keepAlive: p.keepAlive,
-      resend: o.spec.load.resend,
-      nginxMode: p.dynamicNginx ? 'dynamic' : 'reload',
-      timeoutMs: o.spec.load.timeoutMs,
-      beforeMs: o.spec.load.beforeSeconds * 1000,
-      afterMs: o.spec.load.afterSeconds * 1000,
-      drainSeconds: p.drainSeconds,
-      warmupSeconds: p.warmupSeconds,
-      minReadySeconds: p.minReadySeconds,
-      prestopSeconds: p.prestopSeconds,
-      port: 0,
-      keep: false,
-      events: () => {},
-      log: () => {},
-      // Engine deploys read nginx's access log: the analysis gate needs it, and every run keeps the deploy's health numbers.
-      accessLog: true,
-      strategy: cell.fleetStrategy,
-      analysis: cell.analysis,
-      toEnv: badVersionEnv(p),
-      users: o.spec.load.users,
-    },
-    runtime,
-    o.makeDeps,
-    o.template,
-    (p.dynamicNginx ? images.dynamic : undefined) ?? images.reload,
-  );
+  const r = await rehearseRun(o, run, name, runtime, images);
   const strategy = cell.resolved ? r.toFleet.strategy : undefined;
-  const nominal = withNginxMode({ startupMs: p.warmupSeconds * 1000, drainMs: p.drainSeconds * 1000, stopMs: p.prestopSeconds * 1000, minReadyMs: p.minReadySeconds * 1000, jitter: 0, seed: 1 }, r.toFleet);
-  // A change in the other nginx mode prices nothing here (a reload against a peers file): each mode keeps its own.
-  const mode = p.dynamicNginx ? 'dynamic' : 'reload';
-  const pool = (calibration.byMode[mode] ??= { samples: [], runs: 0 });
+  const nominal = nominalOf(p, r.toFleet);
+  const pool = poolOf(calibration, p);
   // The deploy that started this run's fleet at `from` came before the measured one: a calibration run the experiment makes anyway.
   // Its start-to-ready too: every instance warmed up at once there, on the same cores, and took longer than in any rolling wave
   // (6 at once priced as the median made a 0/1 prediction 0.86x of what it measured), but each sample now carries how many
@@ -144,7 +83,7 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
   }
   const metrics = runMetrics({
     predicted: strategy ? await predict(strategy, nominal, r.toFleet.analysis) : undefined,
-    calibrated: calibrated && { ...calibrated, fromRuns: earlierRuns },
+    calibrated: calibrated && { ...calibrated, fromRuns: earlierRuns, ...(pool.calibrationRun ? { fromCalibrationRun: true } : {}) },
     records: r.records,
     events: r.events,
     deployStartMs: r.deployStartMs,
@@ -203,7 +142,7 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
   o.log(
     `  ${m.outcome === 'stopped' ? 'STOPPED by the analysis; ' : ''}${m.requests.total} requests, ${m.requests.failed} failed, ${m.requests.retried} retried; window ${(m.windowMs / 1000).toFixed(1)} s; deploy ${(m.deployDurationMs / 1000).toFixed(1)} s` +
       `${m.predicted ? ` (simulate ${(m.predicted.durationMs / 1000).toFixed(1)} s${m.overheadRatio !== null ? `, overhead ${m.overheadRatio.toFixed(2)}×` : ''})` : ''}` +
-      `${m.calibrated ? ` (calibrated on ${m.calibrated.fromRuns ? `${m.calibrated.fromRuns} earlier run${m.calibrated.fromRuns === 1 ? '' : 's'} and ` : ''}the fleet's first deploy: ${(m.calibrated.durationMs / 1000).toFixed(1)} s${m.calibratedRatio !== null ? `, ${m.calibratedRatio.toFixed(2)}×` : ''})` : ''}; min in service ${m.minCapacity}, peak ${m.peakInstances}, ${m.reloads} reloads` +
+      `${m.calibrated ? ` (calibrated on ${m.calibrated.fromRuns ? `${m.calibrated.fromRuns} earlier run${m.calibrated.fromRuns === 1 ? '' : 's'}, ` : ''}${m.calibrated.fromCalibrationRun ? 'the calibration run, ' : ''}the fleet's first deploy: ${(m.calibrated.durationMs / 1000).toFixed(1)} s${m.calibratedRatio !== null ? `, ${m.calibratedRatio.toFixed(2)}×` : ''})` : ''}; min in service ${m.minCapacity}, peak ${m.peakInstances}, ${m.reloads} reloads` +
       (r.deployError ? `\n  deploy ${m.outcome === 'stopped' ? 'stopped' : 'FAILED'}: ${r.deployError.split('\n')[0]}` : ''),
   );
   if (bad) o.log(bad.trimEnd());
@@ -277,13 +216,14 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentSum
   await mkdir(join(o.outDir, 'charts'), { recursive: true });
 
   const outcomes: RunOutcome[] = [];
-  const calibration: Parameters<typeof runOne>[5] = { byMode: {} };
+  const calibration: Calibration = { byMode: {} };
   for (const run of planned) {
     if (o.signal?.aborted) {
       o.log(`interrupted: skipping the remaining ${planned.length - outcomes.length} run(s)`);
       break;
     }
     try {
+      await calibrate(o, run, runtime, images, calibration);
       outcomes.push(await runOne(o, run, runtime, images, planned.length, calibration));
     } catch (err) {
       // Whatever went wrong, leave nothing of this run behind.
@@ -344,6 +284,10 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentSum
       startedAt,
       finishedAt: new Date().toISOString(),
       machine: { node: process.version, platform: `${process.platform}/${process.arch}`, cpus: cpus().length },
+      calibrationRuns: (['reload', 'dynamic'] as const).flatMap((mode) => {
+        const c = calibration.byMode[mode]?.calibrationRun;
+        return c ? [{ mode, ...c }] : [];
+      }),
     },
     ok: problems.length === 0,
     problems,

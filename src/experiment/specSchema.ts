@@ -155,6 +155,13 @@ export const experimentSchema = z
       .object({ errorRate: oneOrMany(share).optional(), latencyMs: oneOrMany(integer(0, 10_000)).optional() }, msg('a mapping: { errorRate: "20%", latencyMs: 0 }, each one value or a list'))
       .strict()
       .optional(),
+    /**
+     * One unmeasured run of the first configuration of each nginx mode before
+     * its measured runs, whose step costs price the calibrated predictions:
+     * without it the first run is priced only by the deploy that started its
+     * fleet (every instance at once, so no start or warm-up alone).
+     */
+    calibrationRun: z.boolean(msg('true or false')).default(true),
     /** Formats for the per-request recordings. */
     records: z.array(z.enum(['ndjson', 'csv'], msg('"ndjson" or "csv"'))).min(1).max(2, 'must list at most 2 formats (ndjson, csv)').default(['ndjson']),
   })

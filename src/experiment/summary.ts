@@ -102,6 +102,13 @@ export interface ExperimentSummary {
     startedAt: string;
     finishedAt: string;
     machine: { node: string; platform: string; cpus: number };
+    /**
+     * The unmeasured run made before each nginx mode's first measured run
+     * (spec calibrationRun), whose step costs price the calibrated
+     * predictions: its configuration and deploy duration. Absent in
+     * summaries from before it existed; empty when none was made.
+     */
+    calibrationRuns?: { mode: 'reload' | 'dynamic'; label: string; deployMs: number }[] | undefined;
   };
   /** Every deploy completed or was stopped as expected, every instance ended where it should (naive aside), every expectation met. */
   ok: boolean;

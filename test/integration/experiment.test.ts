@@ -72,10 +72,15 @@ describe('experiment', () => {
     assert.ok(a.predicted.durationMs > 0);
     // The floor the timings imply is a real lower bound.
     assert.ok(a.overheadRatio && a.overheadRatio.median > 1, `overhead ${JSON.stringify(a.overheadRatio)}`);
-    // The only engine run is calibrated all the same: by the deploy that started its fleet, before the measured one.
+    // The only engine run is calibrated all the same: by a calibration run of the same configuration made before it
+    // (after the naive control, which is not one), and by the deploy that started its own fleet.
     assert.equal(a.calibratedDurationMs?.n, 1, 'a calibrated prediction');
     assert.ok(a.calibratedRatio && a.calibratedRatio.median > 0, JSON.stringify(a.calibratedRatio));
-    assert.match(r.stderr, /calibrated on the fleet's first deploy: [0-9.]+ s/);
+    assert.match(r.stderr, /run 1\/2: naive[\s\S]*calibration run \(reload mode\): rolling, not measured[\s\S]*run 2\/2: rolling/);
+    assert.match(r.stderr, /calibrated on the calibration run, the fleet's first deploy: [0-9.]+ s/);
+    assert.deepEqual(s.experiment.calibrationRuns?.map((c) => [c.mode, c.label]), [['reload', 'rolling']]);
+    assert.ok((s.experiment.calibrationRuns?.[0]?.deployMs ?? 0) > 0);
+    assert.equal(s.runs.length, 2, 'the calibration run is not a reported run');
 
     // The naive control: one of two instances out at a time, no prediction.
     assert.equal(naive.aggregate.minCapacity.min, 1);

@@ -27,6 +27,7 @@ describe('experiment spec: defaults and the matrix', () => {
   it('fills in defaults: 3 replicas, drain 2 s, warm-up 1 s, 10 GET/s, 1 POST stream of 200 ms, no keep-alive, NDJSON', () => {
     const s = parseExperimentSpec({ name: 'x', strategies: [{ maxSurge: 1, maxUnavailable: 0 }] }, 'spec.yaml');
     assert.deepEqual(s.fleet, { replicas: 3, drainSeconds: 2, warmupSeconds: 1, minReadySeconds: 0, prestopSeconds: 1, nginxMode: 'reload' });
+    assert.equal(s.calibrationRun, true, 'a calibration run by default');
     assert.deepEqual(s.load, { getPerSecond: 10, postConcurrency: 1, postDurationMs: 200, keepAlive: false, resend: true, timeoutMs: 5000, beforeSeconds: 1.5, afterSeconds: 1, users: 1000 });
     assert.equal(s.analysis, undefined);
     assert.equal(s.badVersion, undefined);
@@ -170,6 +171,7 @@ describe('experiment spec: every problem named by its path', () => {
     },
     { name: 'a bad element of a list names its index', raw: { name: 'x', strategies: [{}], load: { getPerSecond: [10, 'fast'] } }, want: ['load/getPerSecond/1: must be a number from 0 to 2000, got "fast"'] },
     { name: 'a bad single value', raw: { name: 'x', strategies: [{}], load: { keepAlive: 'yes' } }, want: ['load/keepAlive: must be true or false, got "yes"'] },
+    { name: 'calibrationRun is true or false', raw: { name: 'x', strategies: [{}], calibrationRun: 'first' }, want: ['calibrationRun: must be true or false, got "first"'] },
     { name: 'an unknown nginx mode', raw: { name: 'x', strategies: [{}], fleet: { nginxMode: ['reload', 'lua'] } }, want: ['fleet/nginxMode/1: must be reload or dynamic, got "lua"'] },
     { name: 'unknown strategy type', raw: { name: 'x', strategies: [{ type: 'Linear' }] }, want: ['strategies/0/type: must be "RollingUpdate", "Recreate", "BlueGreen", "Canary", "naive" or "script", got "Linear"'] },
     { name: 'script without a batch', raw: { name: 'x', strategies: [{}, { type: 'script' }] }, want: ['strategies/1/batch: is required for type script: how many instances the script replaces at once (1 to 20)'] },
