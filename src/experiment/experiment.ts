@@ -9,6 +9,7 @@
  *   charts/*.svg                    Vega-Lite charts rendered headless
  *   runs/<run>/requests.ndjson|csv  every request the probes sent
  *   runs/<run>/events.ndjson        the deploy's events and the runner's markers, same clock
+ *   runs/<run>/calibrated-events.ndjson  the calibrated prediction's events, ms from the deploy's start
  *   runs/<run>/metrics.json         the run's metrics, phases and capacity timeline
  */
 import { mkdir, rm, writeFile } from 'node:fs/promises';
@@ -75,7 +76,11 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
   // warmed up beside it, so the line prices those warm-ups as contended and a rolling wave's few by what they share.
   const first = beyondNominal(r.initialCosts ?? [], nominal);
   const earlierRuns = pool.runs;
-  const calibrated = strategy ? await predictCalibrated(strategy, nominal, [...pool.samples, ...first], r.toFleet.probes.readiness.periodMs, r.toFleet.analysis) : undefined;
+  // The calibrated prediction's own events, on its virtual clock from the deploy's start: what to set beside the measured ones when they differ.
+  const predictedEvents: unknown[] = [];
+  const calibrated = strategy
+    ? await predictCalibrated(strategy, nominal, [...pool.samples, ...first], r.toFleet.probes.readiness.periodMs, r.toFleet.analysis, (e, at) => predictedEvents.push({ t: at, ...e }))
+    : undefined;
   pool.samples.push(...first);
   if (strategy && r.deploy && !r.deployError) {
     pool.samples.push(...beyondNominal(r.deploy.costs ?? [], nominal));
@@ -111,6 +116,7 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
     requests.push(rel('requests.csv'));
   }
   await writeFile(join(dir, 'events.ndjson'), toNdjson(eventLines(r.events)));
+  if (calibrated) await writeFile(join(dir, 'calibrated-events.ndjson'), toNdjson(predictedEvents));
   // A deploy the analysis stopped is rolled back: every instance should be on `from` again.
   const wrongVersions = r.versions.instances.filter((i) => i.version !== r.versions.expected).map((i) => `${i.name}: ${i.version}`);
   const outcome: RunOutcome = {
@@ -128,7 +134,7 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
     deployStartMs: r.deployStartMs,
     deployEndMs: r.deployEndMs,
     loadEndMs: r.loadEndMs,
-    files: { requests, events: rel('events.ndjson'), metrics: rel('metrics.json') },
+    files: { requests, events: rel('events.ndjson'), metrics: rel('metrics.json'), ...(calibrated ? { calibratedEvents: rel('calibrated-events.ndjson') } : {}) },
   };
   await writeFile(
     join(dir, 'metrics.json'),

@@ -7,7 +7,7 @@
 import type { Fleet } from '../config/load.js';
 import type { ResolvedStrategy } from '../core/strategy.js';
 import { addCosts, fitLine, median, runLine, type CostKind, type CostSample, type TypicalCosts } from '../core/stepCosts.js';
-import { calibratedTimings, simulateRollout, type SimulationResult } from '../sim/simulate.js';
+import { calibratedTimings, simulateRollout, type SimulationResult, type SimulationSetup } from '../sim/simulate.js';
 
 /** The timings a run was configured with: what `simulate` is given to predict it. */
 export interface NominalTimings {
@@ -56,7 +56,7 @@ export function beyondNominal(samples: readonly CostSample[], t: NominalTimings)
  * beat its nominal timing) on top of this run's own nominal timings: the
  * median of each kind. Undefined without any earlier sample.
  */
-export async function predictCalibrated(strategy: ResolvedStrategy, t: NominalTimings, extra: readonly CostSample[], periodMs: number, analysis?: Fleet['analysis']): Promise<Prediction | undefined> {
+export async function predictCalibrated(strategy: ResolvedStrategy, t: NominalTimings, extra: readonly CostSample[], periodMs: number, analysis?: Fleet['analysis'], events?: SimulationSetup['events']): Promise<Prediction | undefined> {
   if (extra.length === 0) return undefined;
   const of = (kind: CostKind, plus = 0) => {
     const xs = extra.filter((s) => s.kind === kind).map((s) => s.ms);
@@ -73,6 +73,6 @@ export async function predictCalibrated(strategy: ResolvedStrategy, t: NominalTi
   const readyMs = ready ? Math.max(0, ready.aloneMs + t.startupMs) : of('ready', t.startupMs);
   const typical: TypicalCosts = { runMs: line?.aloneMs ?? of('run'), runQueuedMs: line?.queuedMs, readyMs, readyQueuedMs: ready?.queuedMs, stopMs: of('stop', t.stopMs), changeMs: of('change'), prepareMs: of('prepare'), verifyMs: of('verify'), reportMs: of('report'), drainMs: of('drain'), counts: {} };
   const timings = calibratedTimings({ ...t, jitter: 0, seed: 1, periodMs, runMs: NOMINAL_RUN_MS, reloadMs: nominalChangeMs(t) }, typical);
-  const r = await simulateRollout(strategy, timings, analysis ? { analysis } : {});
+  const r = await simulateRollout(strategy, timings, { ...(analysis ? { analysis } : {}), ...(events ? { events } : {}) });
   return { durationMs: r.durationMs, waves: r.waves, peakInstances: r.peakInstances, lowestCapacity: r.lowestCapacity, mixedVersionWindowMs: r.mixedVersionWindowMs, reloads: r.reloads };
 }

@@ -28,8 +28,8 @@ export interface RunOutcome {
   deployStartMs: number;
   deployEndMs: number;
   loadEndMs: number;
-  /** Paths relative to the output directory. */
-  files: { requests: string[]; events: string; metrics: string };
+  /** Paths relative to the output directory; calibratedEvents: the calibrated prediction's events (virtual ms from the deploy's start), for runs that had one. */
+  files: { requests: string[]; events: string; metrics: string; calibratedEvents?: string | undefined };
 }
 
 export interface CellSummary {

@@ -120,6 +120,11 @@ describe('experiment', () => {
       for (const t of ['load-start', 'deploy-start', 'wave', 'stopped', 'started', 'reload', 'deploy-end', 'load-stop']) assert.ok(types.includes(t), `events has ${t}`);
       assert.ok(existsSync(join(out, run.files.metrics)));
     }
+    // The rolling run's calibrated prediction, event by event on its virtual clock: the same kinds of step as measured.
+    const rollingRun = s.runs.find((x) => x.files.calibratedEvents !== undefined);
+    assert.ok(rollingRun && s.runs.filter((x) => x.files.calibratedEvents).length === 1, 'only the engine run has a calibrated prediction');
+    const predictedTypes = new Set(readFileSync(join(out, rollingRun.files.calibratedEvents!), 'utf8').trim().split('\n').map((l) => (JSON.parse(l) as { type: string }).type));
+    for (const t of ['wave', 'started', 'stopped', 'complete']) assert.ok(predictedTypes.has(t), `the prediction has ${t} events: ${[...predictedTypes].join(', ')}`);
 
     // Every fleet was torn down.
     for (const n of [1, 2]) {
