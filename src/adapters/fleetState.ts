@@ -16,6 +16,7 @@ import type Dockerode from 'dockerode';
 import { FleetrollError } from '../errors.js';
 import { LABELS } from '../ports.js';
 import { getFile, putFile } from './docker.js';
+import { lockContainerName } from './lockName.js';
 import { createTar } from './tar.js';
 import type { FleetState, JournalEntry, LockHolder, LockInfo, StateStore, FleetLockPort } from '../ports.js';
 
@@ -302,7 +303,7 @@ export class FleetLock implements FleetLockPort {
     private readonly service: string,
     private readonly now: () => number = Date.now,
   ) {
-    this.container = `fleetroll-lock-${service}`;
+    this.container = lockContainerName(service);
   }
 
   async info(): Promise<LockInfo | undefined> {

@@ -17,6 +17,7 @@
  */
 import type Dockerode from 'dockerode';
 import { statusOf } from './dockerRetry.js';
+import { lockContainerName } from './lockName.js';
 
 const OFFER = 'fleetroll.switchback';
 const ASK = 'fleetroll.switchback.ask';
@@ -34,7 +35,7 @@ export class SwitchBackContainers {
   ) {
     this.offerName = `fleetroll-switchback-${service}`;
     this.askName = `fleetroll-switchback-ask-${service}`;
-    this.lockName = `fleetroll-lock-${service}`;
+    this.lockName = lockContainerName(service);
   }
 
   private async labels(name: string): Promise<{ labels: Record<string, string>; image: string } | undefined> {
