@@ -16,13 +16,9 @@
  * rollout hears the ask itself, not that something was written.
  */
 import type Dockerode from 'dockerode';
+import { LABELS } from '../ports.js';
 import { statusOf } from './dockerRetry.js';
 import { lockContainerName } from './lockName.js';
-
-const OFFER = 'fleetroll.switchback';
-const ASK = 'fleetroll.switchback.ask';
-const HOLDER = 'fleetroll.switchback.holder';
-const LOCK_LABEL = 'fleetroll.lock';
 
 export class SwitchBackContainers {
   private readonly offerName: string;
@@ -71,7 +67,7 @@ export class SwitchBackContainers {
     const lock = await this.labels(this.lockName);
     if (!lock) return;
     await this.remove(this.offerName);
-    await this.create(this.offerName, lock.image, { [OFFER]: rollout, [HOLDER]: lock.labels[LOCK_LABEL] ?? '', [`${OFFER}.service`]: this.service });
+    await this.create(this.offerName, lock.image, { [LABELS.switchBack]: rollout, [LABELS.switchBackHolder]: lock.labels[LABELS.lock] ?? '', [`${LABELS.switchBack}.service`]: this.service });
   }
 
   async withdraw(): Promise<void> {
@@ -81,19 +77,19 @@ export class SwitchBackContainers {
   /** The rollout that offers, when its holder still holds the lock. */
   async offered(): Promise<{ rollout: string; image: string } | undefined> {
     const [offer, lock] = await Promise.all([this.labels(this.offerName), this.labels(this.lockName)]);
-    const rollout = offer?.labels[OFFER];
-    if (!offer || !rollout || !lock || lock.labels[LOCK_LABEL] !== offer.labels[HOLDER]) return undefined;
+    const rollout = offer?.labels[LABELS.switchBack];
+    if (!offer || !rollout || !lock || lock.labels[LABELS.lock] !== offer.labels[LABELS.switchBackHolder]) return undefined;
     return { rollout, image: offer.image };
   }
 
   async ask(rollout: string, image?: string): Promise<void> {
     const from = image ?? (await this.labels(this.lockName))?.image;
     if (!from) throw new Error(`no image to make ${this.askName} from: ${this.lockName} is gone (the rollout ended)`);
-    await this.create(this.askName, from, { [ASK]: rollout, [`${ASK}.service`]: this.service });
+    await this.create(this.askName, from, { [LABELS.switchBackAsk]: rollout, [`${LABELS.switchBackAsk}.service`]: this.service });
   }
 
   async asked(rollout: string): Promise<boolean> {
-    return (await this.labels(this.askName))?.labels[ASK] === rollout;
+    return (await this.labels(this.askName))?.labels[LABELS.switchBackAsk] === rollout;
   }
 
   async unask(): Promise<void> {
@@ -105,7 +101,7 @@ export class SwitchBackContainers {
     let stream: (NodeJS.ReadableStream & { destroy?: () => void }) | undefined;
     let closed = false;
     this.docker
-      .getEvents({ filters: { type: ['container'], event: ['create'], label: [`${ASK}.service=${this.service}`] } })
+      .getEvents({ filters: { type: ['container'], event: ['create'], label: [`${LABELS.switchBackAsk}.service=${this.service}`] } })
       .then((s) => {
         stream = s as typeof stream;
         if (closed) return stream?.destroy?.();
