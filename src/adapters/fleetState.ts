@@ -16,6 +16,7 @@ import type Dockerode from 'dockerode';
 import { FleetrollError } from '../errors.js';
 import { LABELS } from '../ports.js';
 import { getFile, putFile } from './docker.js';
+import { createNeverStarted } from './dockerInspect.js';
 import { lockContainerName } from './lockName.js';
 import { createTar } from './tar.js';
 import type { FleetState, JournalEntry, LockHolder, LockInfo, StateStore, FleetLockPort } from '../ports.js';
@@ -116,13 +117,7 @@ export class FleetStateStore implements StateStore {
     if (await this.exists()) return;
     await this.docker.createVolume({ Name: this.volume, Labels: { [LABELS.state]: this.service } });
     try {
-      await this.docker.createContainer({
-        name: this.container,
-        Image: image,
-        Entrypoint: ['/fleetroll-state-is-never-started'],
-        Labels: { [LABELS.state]: this.service },
-        HostConfig: { Binds: [`${this.volume}:/state`], NetworkMode: 'none' },
-      });
+      await createNeverStarted(this.docker, { name: this.container, image, role: 'state', labels: { [LABELS.state]: this.service }, binds: [`${this.volume}:/state`] });
     } catch (err) {
       // Another machine created it first: fine, it is the same state.
       if (dockerStatus(err) !== 409) throw err;
@@ -333,13 +328,7 @@ export class FleetLock implements FleetLockPort {
     const until = this.now() + waitMs;
     for (;;) {
       try {
-        await this.docker.createContainer({
-          name: this.container,
-          Image: image,
-          Entrypoint: ['/fleetroll-lock-is-never-started'],
-          Labels: { [LABELS.lock]: JSON.stringify(holder), [`${LABELS.lock}.service`]: this.service },
-          HostConfig: { NetworkMode: 'none' },
-        });
+        await createNeverStarted(this.docker, { name: this.container, image, role: 'lock', labels: { [LABELS.lock]: JSON.stringify(holder), [`${LABELS.lock}.service`]: this.service } });
         await this.renew();
         this.timer = setInterval(() => void this.renew().catch(() => {}), LEASE_MS / 4);
         this.timer.unref();

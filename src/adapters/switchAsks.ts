@@ -17,6 +17,7 @@
  */
 import type Dockerode from 'dockerode';
 import { LABELS } from '../ports.js';
+import { createNeverStarted } from './dockerInspect.js';
 import { statusOf } from './dockerRetry.js';
 import { lockContainerName } from './lockName.js';
 
@@ -46,7 +47,7 @@ export class SwitchBackContainers {
 
   private async create(name: string, image: string, labels: Record<string, string>): Promise<void> {
     try {
-      await this.docker.createContainer({ name, Image: image, Entrypoint: ['/fleetroll-switchback-is-never-started'], Labels: labels, HostConfig: { NetworkMode: 'none' } });
+      await createNeverStarted(this.docker, { name, image, role: 'switchback', labels });
     } catch (err) {
       // One is there already: an ask made twice is still one ask; an offer left over was withdrawn first.
       if (statusOf(err) !== 409) throw err;
