@@ -18,6 +18,7 @@ import { LABELS } from '../ports.js';
 import { getFile, putFile } from './docker.js';
 import { createNeverStarted } from './dockerInspect.js';
 import { lockContainerName } from './lockName.js';
+import { switchBackAskName, switchBackOfferName } from './switchAsks.js';
 import { createTar } from './tar.js';
 import type { FleetState, JournalEntry, LockHolder, LockInfo, StateStore, FleetLockPort } from '../ports.js';
 
@@ -382,7 +383,7 @@ function parseNote(text: string | undefined): { at: string; text: string } | und
 
 /** Removes a fleet's state volume, state container, lock and a blue-green offer left by a killed rollout (tests, `rehearse --down`). */
 export async function removeFleetState(docker: Dockerode, service: string): Promise<void> {
-  await Promise.all([`fleetroll-switchback-${service}`, `fleetroll-switchback-ask-${service}`].map((c) => docker.getContainer(c).remove({ force: true }).catch(() => {})));
+  await Promise.all([switchBackOfferName(service), switchBackAskName(service)].map((c) => docker.getContainer(c).remove({ force: true }).catch(() => {})));
   await new FleetLock(docker, service).release();
   await new FleetLock(docker, `${service}-watch`).release();
   await new FleetStateStore(docker, service, 'local').destroy();

@@ -21,6 +21,16 @@ import { createNeverStarted } from './dockerInspect.js';
 import { statusOf } from './dockerRetry.js';
 import { lockContainerName } from './lockName.js';
 
+/** The offer's container; removeFleetState (./fleetState.ts) removes one a killed rollout left. */
+export function switchBackOfferName(service: string): string {
+  return `fleetroll-switchback-${service}`;
+}
+
+/** The ask's container; removeFleetState (./fleetState.ts) removes one a killed undo left. */
+export function switchBackAskName(service: string): string {
+  return `fleetroll-switchback-ask-${service}`;
+}
+
 export class SwitchBackContainers {
   private readonly offerName: string;
   private readonly askName: string;
@@ -30,8 +40,8 @@ export class SwitchBackContainers {
     private readonly docker: Dockerode,
     private readonly service: string,
   ) {
-    this.offerName = `fleetroll-switchback-${service}`;
-    this.askName = `fleetroll-switchback-ask-${service}`;
+    this.offerName = switchBackOfferName(service);
+    this.askName = switchBackAskName(service);
     this.lockName = lockContainerName(service);
   }
 
