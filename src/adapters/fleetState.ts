@@ -16,6 +16,7 @@ import type Dockerode from 'dockerode';
 import { FleetrollError } from '../errors.js';
 import { LABELS } from '../ports.js';
 import { getFile, putFile } from './docker.js';
+import { dockerEvents } from './dockerEvents.js';
 import { createNeverStarted } from './dockerInspect.js';
 import { lockContainerName } from './lockName.js';
 import { switchBackAskName, switchBackOfferName } from './switchAsks.js';
@@ -42,9 +43,6 @@ function dockerStatus(err: unknown): number | undefined {
   const code = (err as { statusCode?: unknown } | null)?.statusCode;
   return typeof code === 'number' ? code : undefined;
 }
-
-/** Ends an event stream from dockerode (an http.IncomingMessage underneath). */
-const destroy = (stream: NodeJS.ReadableStream): void => (stream as NodeJS.ReadableStream & { destroy?: () => void }).destroy?.();
 
 /** An image with one empty file and nothing else, for containers that are never started. */
 const PLACEHOLDER_IMAGE = 'fleetroll/placeholder:1';
@@ -162,44 +160,38 @@ export class FleetStateStore implements StateStore {
     this.listeners.add(onWrite);
     // One event stream for every listener of this store (a rollout has up to four polls).
     if (!this.events) {
-      const events: { stream?: NodeJS.ReadableStream; closed: boolean } = { closed: false };
+      const events = { open: false, close: () => {} };
       this.events = events;
-      this.docker
-        .getEvents({ filters: { type: ['container'], container: [this.container], event: ['extract-to-dir'] } })
-        .then((s) => {
-          events.stream = s;
-          if (events.closed) return destroy(s);
+      // A stream that ends (the engine restarted) leaves the polls; the next watch opens another.
+      const gone = () => {
+        if (this.events === events) this.events = undefined;
+      };
+      events.close = dockerEvents(this.docker, { type: ['container'], container: [this.container], event: ['extract-to-dir'] }, {
+        opened: () => {
+          events.open = true;
           this.ownWrites = 0;
-          s.on('data', () => {
-            // This process's own writes wake nobody: its polls ask about what others wrote (pause, promote, undo, abort).
-            if (this.ownWrites > 0) {
-              this.ownWrites--;
-              return;
-            }
-            for (const l of this.listeners) l();
-          });
-          // A stream that ends (the engine restarted) leaves the polls; the next watch opens another.
-          const gone = () => {
-            if (this.events === events) this.events = undefined;
-          };
-          s.on('error', gone);
-          s.on('end', gone);
-        })
-        .catch(() => {
-          if (this.events === events) this.events = undefined;
-        });
+        },
+        data: () => {
+          // This process's own writes wake nobody: its polls ask about what others wrote (pause, promote, undo, abort).
+          if (this.ownWrites > 0) {
+            this.ownWrites--;
+            return;
+          }
+          for (const l of this.listeners) l();
+        },
+        ended: gone,
+      });
     }
     return () => {
       this.listeners.delete(onWrite);
       if (this.listeners.size > 0 || !this.events) return;
-      this.events.closed = true;
-      if (this.events.stream) destroy(this.events.stream);
+      this.events.close();
       this.events = undefined;
     };
   }
 
   private readonly listeners = new Set<() => void>();
-  private events: { stream?: NodeJS.ReadableStream; closed: boolean } | undefined;
+  private events: { open: boolean; close: () => void } | undefined;
   /** This process's writes whose event has not come yet (while a stream is open): each used to wake its own polls into a read, and every archive call costs the engine a process. */
   private ownWrites = 0;
   /** The journal as this process last read or wrote it: a rollout appends under the fleet's lock, so nobody else writes it meanwhile. */
@@ -207,7 +199,7 @@ export class FleetStateStore implements StateStore {
 
   /** One write into the state container, counted as this process's own while events are heard. */
   private async put(name: string, text: string): Promise<void> {
-    const counted = this.events?.stream !== undefined;
+    const counted = this.events?.open === true;
     if (counted) this.ownWrites++;
     try {
       await putFile(this.docker, this.container, `/state/${name}`, text, 0o600);

@@ -17,6 +17,7 @@
  */
 import type Dockerode from 'dockerode';
 import { LABELS } from '../ports.js';
+import { dockerEvents } from './dockerEvents.js';
 import { createNeverStarted } from './dockerInspect.js';
 import { statusOf } from './dockerRetry.js';
 import { lockContainerName } from './lockName.js';
@@ -109,21 +110,7 @@ export class SwitchBackContainers {
 
   /** Calls `listener` when an ask is created (Docker's create event, filtered by its label); returns a function that stops. */
   onAsk(listener: () => void): () => void {
-    let stream: (NodeJS.ReadableStream & { destroy?: () => void }) | undefined;
-    let closed = false;
-    this.docker
-      .getEvents({ filters: { type: ['container'], event: ['create'], label: [`${LABELS.switchBackAsk}.service=${this.service}`] } })
-      .then((s) => {
-        stream = s as typeof stream;
-        if (closed) return stream?.destroy?.();
-        s.on('data', () => listener());
-        // A stream that fails leaves the rollout's poll, which looks every second anyway.
-        s.on('error', () => {});
-      })
-      .catch(() => {});
-    return () => {
-      closed = true;
-      stream?.destroy?.();
-    };
+    // A stream that fails leaves the rollout's poll, which looks every second anyway.
+    return dockerEvents(this.docker, { type: ['container'], event: ['create'], label: [`${LABELS.switchBackAsk}.service=${this.service}`] }, { data: () => listener() });
   }
 }
