@@ -26,6 +26,12 @@ export const LABELS = {
   state: 'fleetroll.state',
   /** On the lock container (value: the holder as JSON); `${lock}.service` names the fleet. */
   lock: 'fleetroll.lock',
+  /** On a blue-green rollout's switch-back offer (value: its journal id); `${switchBack}.service` names the fleet. */
+  switchBack: 'fleetroll.switchback',
+  /** On the offer: the lock's `lock` label as it was when offered, so an offer a killed rollout left is known as stale. */
+  switchBackHolder: 'fleetroll.switchback.holder',
+  /** On undo's switch-back ask (value: the rollout asked); `${switchBackAsk}.service` names the fleet. */
+  switchBackAsk: 'fleetroll.switchback.ask',
   /** On everything a rehearsal creates besides the instances (nginx, network; value: the service), so `rehearse --down` finds it. */
   demo: 'fleetroll.demo',
   /** On every image built by adapters/localImages.ts; value: node-base | nginx-base | app. */

@@ -5,6 +5,10 @@
  * looks at the whole fleet, and still looks every interval, so an event
  * missed costs only time; a stream that ends (its engine stopped or
  * restarted) wakes it too, and it subscribes again once it sees the engine.
+ *
+ * `dockerEvents` is the one subscription to that stream: the fleet state's
+ * watch (./fleetState.ts) and the switch-back ask (./switchAsks.ts) listen
+ * through it too, each a wake-up in front of a poll.
  */
 import type Dockerode from 'dockerode';
 
@@ -20,33 +24,53 @@ const ACTIONS = ['die', 'start', 'destroy', 'oom', 'kill', 'health_status', 'sto
  * `onEvent('refused')`; the caller subscribes again once it sees the engine.
  */
 export function containerEvents(docker: Dockerode, labels: Record<string, string>, onEvent: (stream?: 'ended' | 'refused') => void): () => void {
+  const label = Object.entries(labels).map(([k, v]) => `${k}=${v}`);
+  return dockerEvents(docker, JSON.stringify({ type: ['container', 'network'], event: ACTIONS }), {
+    data: (chunk) => {
+      for (const line of chunk.toString('utf8').split('\n')) {
+        if (!line.trim()) continue;
+        try {
+          const e = JSON.parse(line) as { Type?: string; Actor?: { Attributes?: Record<string, string> } };
+          const attrs = e.Actor?.Attributes ?? {};
+          // A network event names the container only by id: any of them may be the fleet's.
+          if (e.Type === 'network' || label.every((l) => `${l.split('=')[0]}=${attrs[l.split('=')[0] ?? '']}` === l)) onEvent();
+        } catch {
+          // Half a line across chunks, or not JSON: the next look sees the change anyway.
+        }
+      }
+    },
+    ended: onEvent,
+  });
+}
+
+/**
+ * Docker's event stream for `filters`; returns a function that closes it.
+ * `data` gets each chunk (one or more lines of JSON); `opened` is told when
+ * the engine answered, and `ended` once, when a stream that was open ends or
+ * fails ('ended') or the engine refused to open it ('refused'), never after
+ * the stream was closed here. Nothing else of a failure reaches the caller:
+ * every caller polls or looks anyway, and a stream is only a wake-up.
+ */
+export function dockerEvents(
+  docker: Dockerode,
+  filters: NonNullable<Dockerode.GetEventsOptions['filters']>,
+  on: { data: (chunk: Buffer) => void; opened?: () => void; ended?: (how: 'ended' | 'refused') => void },
+): () => void {
   let stream: NodeJS.ReadableStream | undefined;
   let closed = false;
   let over = false;
   const end = (how: 'ended' | 'refused') => {
     if (closed || over) return;
     over = true;
-    onEvent(how);
+    on.ended?.(how);
   };
-  const label = Object.entries(labels).map(([k, v]) => `${k}=${v}`);
   docker
-    .getEvents({ filters: JSON.stringify({ type: ['container', 'network'], event: ACTIONS }) as never })
+    .getEvents({ filters })
     .then((s) => {
       stream = s;
       if (closed) return close();
-      s.on('data', (chunk: Buffer) => {
-        for (const line of chunk.toString('utf8').split('\n')) {
-          if (!line.trim()) continue;
-          try {
-            const e = JSON.parse(line) as { Type?: string; Actor?: { Attributes?: Record<string, string> } };
-            const attrs = e.Actor?.Attributes ?? {};
-            // A network event names the container only by id: any of them may be the fleet's.
-            if (e.Type === 'network' || label.every((l) => `${l.split('=')[0]}=${attrs[l.split('=')[0] ?? '']}` === l)) onEvent();
-          } catch {
-            // Half a line across chunks, or not JSON: the next look sees the change anyway.
-          }
-        }
-      });
+      on.opened?.();
+      s.on('data', on.data);
       // 'close' comes after 'end' and after an error, and also when the engine's socket just went away.
       s.on('error', () => end('ended'));
       s.on('close', () => end('ended'));
@@ -55,6 +79,7 @@ export function containerEvents(docker: Dockerode, labels: Record<string, string
     .catch(() => end('refused'));
   function close(): void {
     closed = true;
+    // dockerode's stream is an http.IncomingMessage: destroying it ends the request.
     (stream as unknown as { destroy?: () => void } | undefined)?.destroy?.();
   }
   return close;

@@ -2,7 +2,9 @@
  * Docker's answers in fleetroll's terms: a container as listed or inspected
  * becomes an InstanceInfo (its address from its network or published port,
  * its exit code from the status text), and a 404 becomes "not there". Apart
- * from the runtime (./docker.ts) because it only reads what the engine said.
+ * from the runtime (./docker.ts) because it only reads what the engine said;
+ * so are the containers that are never started (createNeverStarted), which
+ * are only ever inspected, their labels and name being all they hold.
  */
 import type Dockerode from 'dockerode';
 import { LABELS, type InstanceInfo } from '../ports.js';
@@ -87,4 +89,22 @@ export async function present(where: string, what: string, inspect: () => Promis
     if (statusOf(err) === 404) return false;
     throw runtimeError('E_DOCKER', `inspecting ${what} on ${where}: ${engineMessage(err)}`, err);
   }
+}
+
+/**
+ * A container that is never started, holding a name and labels on the engine
+ * (the fleet's state, its lock, the switch-back offer and ask). Its entrypoint
+ * does not exist, so a start by mistake fails instead of running the image.
+ * Docker's 409 (the name is taken) is left to the caller: for the lock it
+ * means held, for the others that one is there already.
+ */
+export async function createNeverStarted(docker: Dockerode, c: { name: string; image: string; role: 'state' | 'lock' | 'switchback'; labels: Record<string, string>; binds?: string[] }): Promise<void> {
+  await docker.createContainer({
+    name: c.name,
+    Image: c.image,
+    // Named for its role: `docker ps -a` and an error from a start say what it is.
+    Entrypoint: [`/fleetroll-${c.role}-is-never-started`],
+    Labels: c.labels,
+    HostConfig: { ...(c.binds ? { Binds: c.binds } : {}), NetworkMode: 'none' },
+  });
 }

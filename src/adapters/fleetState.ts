@@ -16,6 +16,10 @@ import type Dockerode from 'dockerode';
 import { FleetrollError } from '../errors.js';
 import { LABELS } from '../ports.js';
 import { getFile, putFile } from './docker.js';
+import { dockerEvents } from './dockerEvents.js';
+import { createNeverStarted } from './dockerInspect.js';
+import { lockContainerName } from './lockName.js';
+import { switchBackAskName, switchBackOfferName } from './switchAsks.js';
 import { createTar } from './tar.js';
 import type { FleetState, JournalEntry, LockHolder, LockInfo, StateStore, FleetLockPort } from '../ports.js';
 
@@ -39,9 +43,6 @@ function dockerStatus(err: unknown): number | undefined {
   const code = (err as { statusCode?: unknown } | null)?.statusCode;
   return typeof code === 'number' ? code : undefined;
 }
-
-/** Ends an event stream from dockerode (an http.IncomingMessage underneath). */
-const destroy = (stream: NodeJS.ReadableStream): void => (stream as NodeJS.ReadableStream & { destroy?: () => void }).destroy?.();
 
 /** An image with one empty file and nothing else, for containers that are never started. */
 const PLACEHOLDER_IMAGE = 'fleetroll/placeholder:1';
@@ -115,13 +116,7 @@ export class FleetStateStore implements StateStore {
     if (await this.exists()) return;
     await this.docker.createVolume({ Name: this.volume, Labels: { [LABELS.state]: this.service } });
     try {
-      await this.docker.createContainer({
-        name: this.container,
-        Image: image,
-        Entrypoint: ['/fleetroll-state-is-never-started'],
-        Labels: { [LABELS.state]: this.service },
-        HostConfig: { Binds: [`${this.volume}:/state`], NetworkMode: 'none' },
-      });
+      await createNeverStarted(this.docker, { name: this.container, image, role: 'state', labels: { [LABELS.state]: this.service }, binds: [`${this.volume}:/state`] });
     } catch (err) {
       // Another machine created it first: fine, it is the same state.
       if (dockerStatus(err) !== 409) throw err;
@@ -165,44 +160,38 @@ export class FleetStateStore implements StateStore {
     this.listeners.add(onWrite);
     // One event stream for every listener of this store (a rollout has up to four polls).
     if (!this.events) {
-      const events: { stream?: NodeJS.ReadableStream; closed: boolean } = { closed: false };
+      const events = { open: false, close: () => {} };
       this.events = events;
-      this.docker
-        .getEvents({ filters: { type: ['container'], container: [this.container], event: ['extract-to-dir'] } })
-        .then((s) => {
-          events.stream = s;
-          if (events.closed) return destroy(s);
+      // A stream that ends (the engine restarted) leaves the polls; the next watch opens another.
+      const gone = () => {
+        if (this.events === events) this.events = undefined;
+      };
+      events.close = dockerEvents(this.docker, { type: ['container'], container: [this.container], event: ['extract-to-dir'] }, {
+        opened: () => {
+          events.open = true;
           this.ownWrites = 0;
-          s.on('data', () => {
-            // This process's own writes wake nobody: its polls ask about what others wrote (pause, promote, undo, abort).
-            if (this.ownWrites > 0) {
-              this.ownWrites--;
-              return;
-            }
-            for (const l of this.listeners) l();
-          });
-          // A stream that ends (the engine restarted) leaves the polls; the next watch opens another.
-          const gone = () => {
-            if (this.events === events) this.events = undefined;
-          };
-          s.on('error', gone);
-          s.on('end', gone);
-        })
-        .catch(() => {
-          if (this.events === events) this.events = undefined;
-        });
+        },
+        data: () => {
+          // This process's own writes wake nobody: its polls ask about what others wrote (pause, promote, undo, abort).
+          if (this.ownWrites > 0) {
+            this.ownWrites--;
+            return;
+          }
+          for (const l of this.listeners) l();
+        },
+        ended: gone,
+      });
     }
     return () => {
       this.listeners.delete(onWrite);
       if (this.listeners.size > 0 || !this.events) return;
-      this.events.closed = true;
-      if (this.events.stream) destroy(this.events.stream);
+      this.events.close();
       this.events = undefined;
     };
   }
 
   private readonly listeners = new Set<() => void>();
-  private events: { stream?: NodeJS.ReadableStream; closed: boolean } | undefined;
+  private events: { open: boolean; close: () => void } | undefined;
   /** This process's writes whose event has not come yet (while a stream is open): each used to wake its own polls into a read, and every archive call costs the engine a process. */
   private ownWrites = 0;
   /** The journal as this process last read or wrote it: a rollout appends under the fleet's lock, so nobody else writes it meanwhile. */
@@ -210,7 +199,7 @@ export class FleetStateStore implements StateStore {
 
   /** One write into the state container, counted as this process's own while events are heard. */
   private async put(name: string, text: string): Promise<void> {
-    const counted = this.events?.stream !== undefined;
+    const counted = this.events?.open === true;
     if (counted) this.ownWrites++;
     try {
       await putFile(this.docker, this.container, `/state/${name}`, text, 0o600);
@@ -302,7 +291,7 @@ export class FleetLock implements FleetLockPort {
     private readonly service: string,
     private readonly now: () => number = Date.now,
   ) {
-    this.container = `fleetroll-lock-${service}`;
+    this.container = lockContainerName(service);
   }
 
   async info(): Promise<LockInfo | undefined> {
@@ -332,13 +321,7 @@ export class FleetLock implements FleetLockPort {
     const until = this.now() + waitMs;
     for (;;) {
       try {
-        await this.docker.createContainer({
-          name: this.container,
-          Image: image,
-          Entrypoint: ['/fleetroll-lock-is-never-started'],
-          Labels: { [LABELS.lock]: JSON.stringify(holder), [`${LABELS.lock}.service`]: this.service },
-          HostConfig: { NetworkMode: 'none' },
-        });
+        await createNeverStarted(this.docker, { name: this.container, image, role: 'lock', labels: { [LABELS.lock]: JSON.stringify(holder), [`${LABELS.lock}.service`]: this.service } });
         await this.renew();
         this.timer = setInterval(() => void this.renew().catch(() => {}), LEASE_MS / 4);
         this.timer.unref();
@@ -392,7 +375,7 @@ function parseNote(text: string | undefined): { at: string; text: string } | und
 
 /** Removes a fleet's state volume, state container, lock and a blue-green offer left by a killed rollout (tests, `rehearse --down`). */
 export async function removeFleetState(docker: Dockerode, service: string): Promise<void> {
-  await Promise.all([`fleetroll-switchback-${service}`, `fleetroll-switchback-ask-${service}`].map((c) => docker.getContainer(c).remove({ force: true }).catch(() => {})));
+  await Promise.all([switchBackOfferName(service), switchBackAskName(service)].map((c) => docker.getContainer(c).remove({ force: true }).catch(() => {})));
   await new FleetLock(docker, service).release();
   await new FleetLock(docker, `${service}-watch`).release();
   await new FleetStateStore(docker, service, 'local').destroy();

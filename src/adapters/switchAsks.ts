@@ -16,12 +16,21 @@
  * rollout hears the ask itself, not that something was written.
  */
 import type Dockerode from 'dockerode';
+import { LABELS } from '../ports.js';
+import { dockerEvents } from './dockerEvents.js';
+import { createNeverStarted } from './dockerInspect.js';
 import { statusOf } from './dockerRetry.js';
+import { lockContainerName } from './lockName.js';
 
-const OFFER = 'fleetroll.switchback';
-const ASK = 'fleetroll.switchback.ask';
-const HOLDER = 'fleetroll.switchback.holder';
-const LOCK_LABEL = 'fleetroll.lock';
+/** The offer's container; removeFleetState (./fleetState.ts) removes one a killed rollout left. */
+export function switchBackOfferName(service: string): string {
+  return `fleetroll-switchback-${service}`;
+}
+
+/** The ask's container; removeFleetState (./fleetState.ts) removes one a killed undo left. */
+export function switchBackAskName(service: string): string {
+  return `fleetroll-switchback-ask-${service}`;
+}
 
 export class SwitchBackContainers {
   private readonly offerName: string;
@@ -32,9 +41,9 @@ export class SwitchBackContainers {
     private readonly docker: Dockerode,
     private readonly service: string,
   ) {
-    this.offerName = `fleetroll-switchback-${service}`;
-    this.askName = `fleetroll-switchback-ask-${service}`;
-    this.lockName = `fleetroll-lock-${service}`;
+    this.offerName = switchBackOfferName(service);
+    this.askName = switchBackAskName(service);
+    this.lockName = lockContainerName(service);
   }
 
   private async labels(name: string): Promise<{ labels: Record<string, string>; image: string } | undefined> {
@@ -49,7 +58,7 @@ export class SwitchBackContainers {
 
   private async create(name: string, image: string, labels: Record<string, string>): Promise<void> {
     try {
-      await this.docker.createContainer({ name, Image: image, Entrypoint: ['/fleetroll-switchback-is-never-started'], Labels: labels, HostConfig: { NetworkMode: 'none' } });
+      await createNeverStarted(this.docker, { name, image, role: 'switchback', labels });
     } catch (err) {
       // One is there already: an ask made twice is still one ask; an offer left over was withdrawn first.
       if (statusOf(err) !== 409) throw err;
@@ -70,7 +79,7 @@ export class SwitchBackContainers {
     const lock = await this.labels(this.lockName);
     if (!lock) return;
     await this.remove(this.offerName);
-    await this.create(this.offerName, lock.image, { [OFFER]: rollout, [HOLDER]: lock.labels[LOCK_LABEL] ?? '', [`${OFFER}.service`]: this.service });
+    await this.create(this.offerName, lock.image, { [LABELS.switchBack]: rollout, [LABELS.switchBackHolder]: lock.labels[LABELS.lock] ?? '', [`${LABELS.switchBack}.service`]: this.service });
   }
 
   async withdraw(): Promise<void> {
@@ -80,19 +89,19 @@ export class SwitchBackContainers {
   /** The rollout that offers, when its holder still holds the lock. */
   async offered(): Promise<{ rollout: string; image: string } | undefined> {
     const [offer, lock] = await Promise.all([this.labels(this.offerName), this.labels(this.lockName)]);
-    const rollout = offer?.labels[OFFER];
-    if (!offer || !rollout || !lock || lock.labels[LOCK_LABEL] !== offer.labels[HOLDER]) return undefined;
+    const rollout = offer?.labels[LABELS.switchBack];
+    if (!offer || !rollout || !lock || lock.labels[LABELS.lock] !== offer.labels[LABELS.switchBackHolder]) return undefined;
     return { rollout, image: offer.image };
   }
 
   async ask(rollout: string, image?: string): Promise<void> {
     const from = image ?? (await this.labels(this.lockName))?.image;
     if (!from) throw new Error(`no image to make ${this.askName} from: ${this.lockName} is gone (the rollout ended)`);
-    await this.create(this.askName, from, { [ASK]: rollout, [`${ASK}.service`]: this.service });
+    await this.create(this.askName, from, { [LABELS.switchBackAsk]: rollout, [`${LABELS.switchBackAsk}.service`]: this.service });
   }
 
   async asked(rollout: string): Promise<boolean> {
-    return (await this.labels(this.askName))?.labels[ASK] === rollout;
+    return (await this.labels(this.askName))?.labels[LABELS.switchBackAsk] === rollout;
   }
 
   async unask(): Promise<void> {
@@ -101,21 +110,7 @@ export class SwitchBackContainers {
 
   /** Calls `listener` when an ask is created (Docker's create event, filtered by its label); returns a function that stops. */
   onAsk(listener: () => void): () => void {
-    let stream: (NodeJS.ReadableStream & { destroy?: () => void }) | undefined;
-    let closed = false;
-    this.docker
-      .getEvents({ filters: { type: ['container'], event: ['create'], label: [`${ASK}.service=${this.service}`] } })
-      .then((s) => {
-        stream = s as typeof stream;
-        if (closed) return stream?.destroy?.();
-        s.on('data', () => listener());
-        // A stream that fails leaves the rollout's poll, which looks every second anyway.
-        s.on('error', () => {});
-      })
-      .catch(() => {});
-    return () => {
-      closed = true;
-      stream?.destroy?.();
-    };
+    // A stream that fails leaves the rollout's poll, which looks every second anyway.
+    return dockerEvents(this.docker, { type: ['container'], event: ['create'], label: [`${LABELS.switchBackAsk}.service=${this.service}`] }, { data: () => listener() });
   }
 }

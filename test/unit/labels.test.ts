@@ -23,6 +23,9 @@ describe('Docker labels', () => {
       publishAddress: 'fleetroll.publish-address',
       state: 'fleetroll.state',
       lock: 'fleetroll.lock',
+      switchBack: 'fleetroll.switchback',
+      switchBackHolder: 'fleetroll.switchback.holder',
+      switchBackAsk: 'fleetroll.switchback.ask',
       demo: 'fleetroll.demo',
       image: 'fleetroll.image',
       contextHash: 'fleetroll.context-hash',
@@ -32,9 +35,9 @@ describe('Docker labels', () => {
     });
   });
 
-  it('are all distinct and in the fleetroll. namespace', () => {
+  it('are all distinct and in the fleetroll. namespace (the switch-back\'s nest under fleetroll.switchback)', () => {
     const values = Object.values(LABELS);
     assert.equal(new Set(values).size, values.length);
-    for (const v of values) assert.match(v, /^fleetroll\.[a-z][a-z-]*$/);
+    for (const v of values) assert.match(v, /^fleetroll(\.[a-z][a-z-]*)+$/);
   });
 });

@@ -2,13 +2,20 @@
  * `fleetroll undo`'s request to a blue-green rollout waiting out its delay
  * (engine/switchBack.ts), on an in-memory state and fake asks: who is asked,
  * what is read before the ask (users wait on it), and what is taken back.
+ * And the other side, the rollout's offer (engine/session.ts runManaged), on
+ * the simulated world and virtual clock: made while the old set waits, gone
+ * once the rollout ends however it ends, never two at once.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { resolveStrategy } from '../../src/core/strategy.js';
+import { runManaged } from '../../src/engine/session.js';
 import { requestSwitchBack } from '../../src/engine/switchBack.js';
 import type { SwitchBackAsks } from '../../src/engine/types.js';
-import type { JournalEntry } from '../../src/ports.js';
-import { MemoryStateStore } from '../support/memory-state.js';
+import { LABELS, type JournalEntry } from '../../src/ports.js';
+import { simulatedFleet } from '../../src/sim/simulate.js';
+import { MemoryLock, MemoryStateStore } from '../support/memory-state.js';
+import { invariants, T } from '../support/sim-invariants.js';
 
 const R = '2026-12-04T00:00:00.000Z-abcdef';
 const entry = (step: string, rollout = R): JournalEntry => ({ at: new Date().toISOString(), rollout, step });
@@ -20,7 +27,7 @@ class FakeAsks implements SwitchBackAsks {
     private readonly offer_: { rollout: string; image: string } | undefined,
     private readonly answer: (rollout: string) => void,
   ) {}
-  async offer(): Promise<void> {}
+  async offer(_rollout: string): Promise<void> {}
   async withdraw(): Promise<void> {}
   async offered() {
     this.calls.push('offered');
@@ -30,13 +37,13 @@ class FakeAsks implements SwitchBackAsks {
     this.calls.push(`ask ${rollout} ${image ?? '(lock image)'}`);
     this.answer(rollout);
   }
-  async asked(): Promise<boolean> {
+  async asked(_rollout: string): Promise<boolean> {
     return false;
   }
   async unask(): Promise<void> {
     this.calls.push('unask');
   }
-  onAsk(): () => void {
+  onAsk(_listener: () => void): () => void {
     return () => {};
   }
 }
@@ -112,4 +119,129 @@ describe('requestSwitchBack', () => {
     assert.equal((await store.read())?.switchBack, undefined, 'the request is cleared');
     assert.equal(store.writes, 2);
   });
+});
+
+/**
+ * The asks as the rollout uses them, on the virtual clock: an offer takes
+ * `offerMs` to be made (the real one is an inspect, a remove and a create),
+ * and lasts until withdrawn; undo's ask wakes onAsk's listener.
+ */
+class OfferingAsks extends FakeAsks {
+  /** Offers made and not withdrawn, by rollout: the real offer is one container of a fixed name. */
+  readonly offers: string[] = [];
+  /** Every offer made, by rollout. */
+  readonly made: string[] = [];
+  private askedOf: string | undefined;
+  private listener: (() => void) | undefined;
+  constructor(
+    private readonly sleep: (ms: number) => Promise<void>,
+    private readonly offerMs: number,
+    private readonly seen: () => void,
+  ) {
+    super(undefined, () => {});
+  }
+  override async offer(rollout: string): Promise<void> {
+    await this.sleep(this.offerMs);
+    this.offers.push(rollout);
+    this.made.push(rollout);
+    this.calls.push('offer');
+    this.seen();
+  }
+  override async withdraw(): Promise<void> {
+    this.offers.length = 0;
+    this.askedOf = undefined;
+    this.calls.push('withdraw');
+    this.seen();
+  }
+  /** What undo does: asks the rollout that offers. */
+  undo(): void {
+    this.askedOf = this.offers[0];
+    this.listener?.();
+  }
+  override async asked(rollout: string): Promise<boolean> {
+    return this.askedOf === rollout;
+  }
+  override onAsk(listener: () => void): () => void {
+    this.listener = listener;
+    return () => (this.listener = undefined);
+  }
+}
+
+interface OfferRow {
+  name: string;
+  /** Virtual ms an offer takes to be made. */
+  offerMs?: number;
+  /** undo asks this long after the switch. */
+  undoAfterMs?: number;
+  /** The new set never becomes available: the rollout fails before any switch. */
+  neverReady?: boolean;
+  fails?: RegExp;
+  /** The offer, by the time the old set starts to stop (its delay over), or by the undo. */
+  offeredInDelay: boolean;
+  calls: string[];
+}
+
+const DELAY_S = 30;
+
+const offerRows: OfferRow[] = [
+  { name: 'completes: offered once the switch is in force, withdrawn when the rollout ends', offeredInDelay: true, calls: ['withdraw', 'offer', 'withdraw'] },
+  { name: 'undo asks 5 s into the delay: switched back, the rollout fails, the offer withdrawn', undoAfterMs: 5000, fails: /rolled back \(undo\)/, offeredInDelay: true, calls: ['withdraw', 'offer', 'withdraw'] },
+  { name: 'the new set never becomes available: the rollout fails, never offered, nothing left', neverReady: true, fails: /made no progress/, offeredInDelay: false, calls: ['withdraw', 'withdraw'] },
+  { name: 'an offer slower than the rest of the rollout: withdrawn only once it is made, so it does not outlive the rollout', offerMs: (DELAY_S + 60) * 1000, offeredInDelay: false, calls: ['withdraw', 'offer', 'withdraw'] },
+];
+
+describe('runManaged: the switch-back offer of a blue-green rollout', () => {
+  for (const row of offerRows) {
+    it(row.name, async () => {
+      const s = resolveStrategy({ replicas: 3, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: DELAY_S } } });
+      const inv = invariants(s, T);
+      const violations: string[] = [];
+      let asks: OfferingAsks | undefined;
+      let switchedAt: number | undefined;
+      let offersAtDelayEnd: number | undefined;
+      let offeredAtUndo: number | undefined;
+      const sim = simulatedFleet(s, T, {
+        inspect: inv.setup.inspect,
+        progressDeadlineSeconds: 20,
+        ...(row.neverReady ? { faults: { neverReady: new Set(['new']) } } : {}),
+        events: (e, at) => {
+          check();
+          if (e.type !== 'switched') return;
+          switchedAt = at;
+          if (row.undoAfterMs !== undefined) {
+            sim.clock.timer(row.undoAfterMs, () => {
+              offeredAtUndo = asks!.offers.length;
+              asks!.undo();
+            });
+          }
+        },
+      });
+      const { clock, world } = sim;
+      inv.setup.world?.(world, clock);
+      const before = world.onEvent;
+      world.onEvent = (e) => {
+        before?.(e);
+        check();
+        if (e.kind === 'stopping' && e.c.labels[LABELS.version] === 'old') offersAtDelayEnd ??= asks!.offers.length;
+      };
+      asks = new OfferingAsks((ms) => clock.sleep(ms), row.offerMs ?? 5, check);
+      function check(): void {
+        if ((asks?.offers.length ?? 0) > 1) violations.push(`t=${clock.now()}: ${asks!.offers.length} offers at once`);
+      }
+      const store = new MemoryStateStore();
+      const lock = new MemoryLock('fleet simulated');
+      const outcome = await clock.run(runManaged(sim.fleet, sim.deps, { store, lock, who: 'test@sim', asks }, { command: 'fleetroll deploy' })).catch((e: unknown) => e);
+
+      assert.deepEqual([...inv.checked.violations, ...violations], []);
+      if (row.fails) assert.match(String(outcome), row.fails);
+      else assert.ok(!(outcome instanceof Error), String(outcome));
+      assert.deepEqual(asks.calls, row.calls, 'a stale offer withdrawn before the rollout begins, its own after it ends');
+      assert.deepEqual(asks.offers, [], 'no offer outlives the rollout');
+      assert.ok(!lock.isHeld, 'the lock released');
+      if (row.neverReady) assert.equal(switchedAt, undefined, 'no switch');
+      const offered = row.undoAfterMs !== undefined ? offeredAtUndo : offersAtDelayEnd;
+      assert.equal(offered === 1, row.offeredInDelay, `offers while the old set waited: ${offered}`);
+      if (asks.made.length > 0) assert.deepEqual(asks.made, [store.entries.find((e) => e.step === 'begin')?.rollout], 'the offer names the rollout its journal begins');
+    });
+  }
 });
