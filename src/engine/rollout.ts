@@ -43,6 +43,7 @@ export type { AccessLogOpener, DeployDeps, DeployOptions, DeployResult } from '.
  */
 export async function deploy(fleetIn: Fleet, deps: DeployDeps, options: DeployOptions = {}): Promise<DeployResult> {
   const clock = deps.clock ?? systemClock;
+  if (options.startedAtMs === undefined && !deps.simulated) options = { ...options, startedAtMs: clock.now() };
   // The window opens before preflight and before the duration starts counting, so it covers all the deploy's duration reports.
   const watch = options.healthWatch ?? (deps.accessLogs ? await startHealthWatch(fleetIn, deps) : undefined);
   const t0 = clock.now();
@@ -95,7 +96,7 @@ async function deployOnce(fleet: Fleet, deps: DeployDeps, options: DeployOptions
     if (options.heal) throw err;
     // hooks.onFailure hears the outcome after the rollback, if there is one: rolled back or failed twice.
     // The rollback's target is a revision that ran before: its own preflight, its own build (from the instances' labels).
-    const final = await rollBackIfAsked(err, rollout.fleet, rollout.previous, deps, options, (target, backDeps, cause) => new Rollout(target, backDeps, { ...options, prepared: false, changeCause: cause }).run()).catch((e: unknown) => e);
+    const final = await rollBackIfAsked(err, rollout.fleet, rollout.previous, deps, options, (target, backDeps, cause) => new Rollout(target, backDeps, { ...options, prepared: false, startedAtMs: undefined, changeCause: cause }).run()).catch((e: unknown) => e);
     await rollout.onFailure(final);
     throw final;
   }
@@ -183,6 +184,8 @@ class Rollout {
       inspect: this.deps.inspect,
     });
     this.ended = (name) => this.contextOfInstances(controller.instances(), this.waves)(name);
+    // Everything before the first decision is the step cost `prepare` (DeployOptions.startedAtMs).
+    const decidingAt = this.clock.now();
     let result;
     try {
       result = await controller.run(found);
@@ -196,7 +199,7 @@ class Rollout {
     const instances = this.deps.simulated
       ? result.instances.map((i) => ({ name: i.id, host: i.host, address: i.address, version: this.fleet.version }))
       : await this.costs.timed('verify', () => verify(this.fleet, this.revision, this.options.heal ? result.instances.filter((i) => !leftOut(i)) : result.instances, this.deps, this.emit, { clock: this.clock, budgetMs: this.fleet.progressDeadlineSeconds * 1000, signal: this.options.signal }));
-    if (!this.deps.simulated && this.options.prepared && this.options.preparedMs !== undefined) this.costs.fixed('prepare', this.options.preparedMs);
+    if (!this.deps.simulated || this.options.startedAtMs !== undefined) this.costs.fixed('prepare', decidingAt - (this.options.startedAtMs ?? t0 - (this.options.preparedMs ?? 0)));
     await this.hook('postDeploy', this.contextOfInstances(result.instances, result.waves));
     this.emit({ type: 'complete', revision: this.revision, version: this.fleet.version });
     this.journal('complete', 'end', { waves: result.waves, reloads: result.reloads });

@@ -45,6 +45,7 @@ export interface ManagedResult extends DeployResult {
 export { outcomeOf };
 
 export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandles, o: ManagedOptions): Promise<ManagedResult> {
+  const startedAtMs = Date.now();
   const emit = deps.events ?? (() => {});
   // The state and lock containers never run; they need some image present on
   // the first host: the state container's own, else the fleet's, else a placeholder.
@@ -183,7 +184,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
         if (e.type === 'switched') offering = asks.offer(rollout).catch(() => {});
         sink?.(e);
       } : sink;
-      const result = await deploy(fleet, { ...deps, events, journal: write, paused, switchBack, promoted, aborted, stateWrites, recordedSpec, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, { ...o, prepared: true, preparedMs, healthWatch, heal: o.heal !== undefined, ...(o.heal !== undefined ? { knownRevisions: state.revisions.map((r) => r.hash) } : {}) });
+      const result = await deploy(fleet, { ...deps, events, journal: write, paused, switchBack, promoted, aborted, stateWrites, recordedSpec, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, { ...o, prepared: true, preparedMs, startedAtMs: o.startedAtMs ?? startedAtMs, healthWatch, heal: o.heal !== undefined, ...(o.heal !== undefined ? { knownRevisions: state.revisions.map((r) => r.hash) } : {}) });
       await write.flush();
       if (o.heal === undefined) await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`, result.health, { switchedAt: result.switchedAt, switchIssuedAt: result.switchIssuedAt }, result.costs);
       notes?.success(result);

@@ -121,6 +121,15 @@ export interface DeployOptions {
   prepared?: boolean | undefined;
   /** How long that took (ms): counted in the result's durationMs, which covers preflight as it always did. */
   preparedMs?: number | undefined;
+  /**
+   * When the deploy began for whoever asked for it, on the deploy's clock
+   * (Date.now() for a real one: runManaged's start, a runner's call): the step cost `prepare` runs from it to the
+   * first decision, so a prediction prices everything before the first wave
+   * (the lock, the state, the health watch, preflight, the instances found),
+   * not preflight alone. Default: deploy()'s own start (a simulated deploy
+   * records no prepare unless given one).
+   */
+  startedAtMs?: number | undefined;
   /** A health watch started before preflight by the caller (runManaged), so the deploy window covers preflight too. */
   healthWatch?: DeployWatch | undefined;
   /**

@@ -81,6 +81,7 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
   const calibrated = strategy
     ? await predictCalibrated(strategy, nominal, [...pool.samples, ...first], r.toFleet.probes.readiness.periodMs, r.toFleet.analysis, (e, at) => predictedEvents.push({ t: at, ...e }))
     : undefined;
+  const pricedBy = pool.samples.length;
   pool.samples.push(...first);
   if (strategy && r.deploy && !r.deployError) {
     pool.samples.push(...beyondNominal(r.deploy.costs ?? [], nominal));
@@ -116,7 +117,11 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
     requests.push(rel('requests.csv'));
   }
   await writeFile(join(dir, 'events.ndjson'), toNdjson(eventLines(r.events)));
-  if (calibrated) await writeFile(join(dir, 'calibrated-events.ndjson'), toNdjson(predictedEvents));
+  if (calibrated) {
+    await writeFile(join(dir, 'calibrated-events.ndjson'), toNdjson(predictedEvents));
+    // What priced it (beyond the run's nominal timings), so a prediction can be made again and questioned.
+    await writeFile(join(dir, 'calibration-costs.json'), `${JSON.stringify({ strategy, analysis: r.toFleet.analysis ?? null, nominal, periodMs: r.toFleet.probes.readiness.periodMs, samples: [...pool.samples.slice(0, pricedBy), ...first] })}\n`);
+  }
   // A deploy the analysis stopped is rolled back: every instance should be on `from` again.
   const wrongVersions = r.versions.instances.filter((i) => i.version !== r.versions.expected).map((i) => `${i.name}: ${i.version}`);
   const outcome: RunOutcome = {

@@ -259,6 +259,8 @@ export async function runUnderLoad(
       : undefined;
     mark({ type: 'deploy-start' });
     const deployStartMs = load.elapsed();
+    // The deploy's step cost `prepare` starts here, where its measured duration does: making its deps included.
+    const startedAtMs = Date.now();
     try {
       deps = await makeDeps(toFleet);
       const routers: LoadBalancer[] = deps.routers.map((lb, i) => ({
@@ -268,7 +270,7 @@ export async function runUnderLoad(
       if (o.naive) await naiveReplace(toFleet, { ...deps, routers, events: sink }, { intervalMs: o.naiveIntervalMs ?? 1000 });
       else if (o.script) await scriptRollout(toFleet, { ...deps, routers, events: sink }, o.script);
       else {
-        result = await deploy(toFleet, { ...deps, routers, events: sink, ...(accessLogs ? { accessLogs } : {}) });
+        result = await deploy(toFleet, { ...deps, routers, events: sink, ...(accessLogs ? { accessLogs } : {}) }, { startedAtMs });
         health = result.health;
       }
     } catch (err) {

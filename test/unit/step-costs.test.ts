@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { resolveStrategy } from '../../src/core/strategy.js';
-import { addCosts, costsText, median, Overlaps, readCosts, runLine, typicalCosts, type CostSample, type StepCosts } from '../../src/core/stepCosts.js';
+import { addCosts, costsText, FLEET, median, Overlaps, readCosts, runLine, typicalCosts, type CostSample, type StepCosts } from '../../src/core/stepCosts.js';
+import { deploy } from '../../src/engine/rollout.js';
 import { StepCostRecorder } from '../../src/engine/stepCosts.js';
 import type { RolloutEvent } from '../../src/engine/events.js';
-import { calibratedTimings, simulateRollout, type SimulationTimings } from '../../src/sim/simulate.js';
+import { calibratedTimings, simulatedFleet, simulateRollout, type SimulationTimings } from '../../src/sim/simulate.js';
 import { pricedTimings } from '../../src/cli/costs.js';
 import type { Fleet } from '../../src/config/load.js';
 
@@ -111,6 +112,16 @@ describe('step costs: read off a rollout\'s events', () => {
     // Ready is seen at the first probe (every 250 ms) at or after the warm-up.
     assert.ok(t.readyMs! >= 2000 && t.readyMs! <= 2250, String(t.readyMs));
     assert.equal(t.prepareMs, undefined, 'simulate has no preflight');
+  });
+
+  it('prepare runs from when the deploy began for its caller to the first decision, not from preflight', async () => {
+    const s = resolveStrategy({ replicas: 2, strategy: { rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } });
+    const { clock, fleet, deps } = simulatedFleet(s, { startupMs: 1000, drainMs: 0, stopMs: 100, minReadyMs: 0, jitter: 0, seed: 1 });
+    // The caller (runManaged, an experiment's runner) began 1,234 ms before it called deploy(): the lock, the state, its deps.
+    const r = await clock.run(deploy(fleet, deps, { startedAtMs: clock.now() - 1234 }));
+    assert.deepEqual((r.costs ?? []).filter((c) => c.kind === 'prepare'), [{ kind: 'prepare', place: FLEET, ms: 1234 }]);
+    const plain = await simulateRollout(s, { startupMs: 1000, drainMs: 0, stopMs: 100, minReadyMs: 0, jitter: 0, seed: 1 });
+    assert.deepEqual((plain.deploy.costs ?? []).filter((c) => c.kind === 'prepare'), [], 'a simulation told nothing records none');
   });
 
   it('starts side by side on one host all slow down together, each by what every other one adds; the line finds it again', async () => {
