@@ -4,7 +4,7 @@
  * while nothing in the world depends on it.
  */
 import { FleetrollError } from '../errors.js';
-import { Overlaps } from '../core/stepCosts.js';
+import { Overlaps, type Overlap } from '../core/stepCosts.js';
 import { LABELS, type ContainerHealth, type ImageInfo, type InstanceInfo, type InstanceSpec, type Runtime } from '../ports.js';
 import { isReady, simImageId, type SimContainer, type SimWorld } from './ports.js';
 
@@ -16,7 +16,7 @@ function info(c: SimContainer): InstanceInfo {
 export class SimRuntime implements Runtime {
   /** Warm-ups on this host while SimTimings.startupQueuedMs prices them by how many warm up at once. */
   private readonly warmups = new Overlaps();
-  private warming: { c: SimContainer; item: { max: number }; from: number; ms: number }[] = [];
+  private warming: { c: SimContainer; item: Overlap; from: number; ms: number }[] = [];
 
   constructor(
     readonly host: string,
