@@ -128,7 +128,7 @@ export interface FleetSnapshot {
    * cost 13 million visits in a 10,000-replica simulate, 88% of them stopping.
    */
   terminatingCount?(): number;
-  draining?(): Iterable<InstanceView>;
+  draining?(): ReadonlySet<InstanceView>;
   /** Non-terminating instances of a revision: the candidates to terminate. */
   candidates(revision: string): Iterable<InstanceView>;
   /** Per host: containers alive (any revision, terminating included), the terminating ones, and non-terminating instances of `revision`. */
@@ -174,14 +174,22 @@ export function decide(fleet: FleetSnapshot | readonly InstanceView[], ctx: Deci
   let terminatingNow = 0;
   const stop: string[] = [];
   let wakeAt: number | undefined;
-  const draining = view.draining?.();
-  for (const i of draining ?? view.terminating()) {
-    terminatingNow++;
-    if (i.phase !== 'draining' || i.routed || i.stopAt === undefined) continue;
+  const look = (i: InstanceView) => {
+    if (i.phase !== 'draining' || i.routed || i.stopAt === undefined) return;
     if (i.stopAt <= ctx.now) stop.push(i.id);
     else if (wakeAt === undefined || i.stopAt < wakeAt) wakeAt = i.stopAt;
+  };
+  const draining = view.draining?.();
+  if (draining) {
+    // forEach, not for-of: the set reaches here through the interface, and for-of over it allocated an iterator result per instance (17 MiB a 10,000-replica simulate).
+    draining.forEach(look);
+    terminatingNow = view.terminatingCount?.() ?? draining.size;
+  } else {
+    for (const i of view.terminating()) {
+      terminatingNow++;
+      look(i);
+    }
   }
-  if (draining) terminatingNow = view.terminatingCount?.() ?? terminatingNow;
   const complete = terminatingNow === 0 && isComplete(counts);
   const none: Decision = { start: [], terminate: [], stop, wakeAt, unplaced: 0, complete, counts };
   if (complete || ctx.hold === 'all') return none;

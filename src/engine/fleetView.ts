@@ -164,7 +164,7 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
     return this.terminatingSet;
   }
 
-  draining(): Iterable<Instance> {
+  draining(): ReadonlySet<Instance> {
     return this.drainingSet;
   }
 
