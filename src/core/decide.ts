@@ -120,6 +120,15 @@ export interface FleetSnapshot {
   counts(revision: string, replicas: number, hold: boolean): FleetCounts;
   /** Instances being terminated (draining or stopping). */
   terminating(): Iterable<InstanceView>;
+  /**
+   * Optional: how many are terminating, and the draining ones alone, in the
+   * order `terminating()` gives them. A stop waits its turn in the host's
+   * queue (8 at a time), so in a large rollout most terminating instances
+   * are stopping for long, and a pass over all of them on every decision
+   * cost 13 million visits in a 10,000-replica simulate, 88% of them stopping.
+   */
+  terminatingCount?(): number;
+  draining?(): ReadonlySet<InstanceView>;
   /** Non-terminating instances of a revision: the candidates to terminate. */
   candidates(revision: string): Iterable<InstanceView>;
   /** Per host: containers alive (any revision, terminating included), the terminating ones, and non-terminating instances of `revision`. */
@@ -165,11 +174,21 @@ export function decide(fleet: FleetSnapshot | readonly InstanceView[], ctx: Deci
   let terminatingNow = 0;
   const stop: string[] = [];
   let wakeAt: number | undefined;
-  for (const i of view.terminating()) {
-    terminatingNow++;
-    if (i.phase !== 'draining' || i.routed || i.stopAt === undefined) continue;
+  const look = (i: InstanceView) => {
+    if (i.phase !== 'draining' || i.routed || i.stopAt === undefined) return;
     if (i.stopAt <= ctx.now) stop.push(i.id);
     else if (wakeAt === undefined || i.stopAt < wakeAt) wakeAt = i.stopAt;
+  };
+  const draining = view.draining?.();
+  if (draining) {
+    // forEach, not for-of: the set reaches here through the interface, and for-of over it allocated an iterator result per instance (17 MiB a 10,000-replica simulate).
+    draining.forEach(look);
+    terminatingNow = view.terminatingCount?.() ?? draining.size;
+  } else {
+    for (const i of view.terminating()) {
+      terminatingNow++;
+      look(i);
+    }
   }
   const complete = terminatingNow === 0 && isComplete(counts);
   const none: Decision = { start: [], terminate: [], stop, wakeAt, unplaced: 0, complete, counts };

@@ -37,6 +37,8 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
   private readonly byId = new Map<string, Instance>();
   private readonly revisions = new Map<string, Tally<Instance>>();
   private readonly terminatingSet = new Set<Instance>();
+  /** The draining members of terminatingSet, in its order (both are entered on the change of phase): what decide() looks at for stops. */
+  private readonly drainingSet = new Set<Instance>();
   private readonly phases = new Map<Phase, number>();
   /** Per host: containers alive, and non-terminating instances per revision. */
   private readonly hosts = new Map<string, { total: number; terminating: number; byRevision: Map<string, number> }>();
@@ -45,6 +47,7 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
   private nextOrder = 0;
   /** Ids added, removed or changed since each reader last asked (see `touched`). */
   private readonly touchLogs: Set<string>[] = [];
+  private readonly phaseReaders: ((i: Instance, from: Phase) => void)[] = [];
 
   get(id: string): Instance | undefined {
     return this.byId.get(id);
@@ -89,6 +92,11 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
     };
   }
 
+  /** Calls `fn` on every change of an instance's phase (removed ones' too), so a reader keeps a tally of its own. */
+  onPhase(fn: (i: Instance, from: Phase) => void): void {
+    this.phaseReaders.push(fn);
+  }
+
   /** Something a reader of `touched` may care about changed (an address). */
   touch(i: Instance): void {
     for (const log of this.touchLogs) log.add(i.id);
@@ -120,13 +128,16 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
 
   setPhase(i: Instance, phase: Phase): void {
     this.touch(i);
-    if (i.phase === phase || !this.byId.has(i.id)) {
+    const from = i.phase;
+    if (from === phase) return;
+    if (this.byId.has(i.id)) {
+      this.leave(i);
       i.phase = phase;
-      return;
+      this.enter(i);
+    } else {
+      i.phase = phase;
     }
-    this.leave(i);
-    i.phase = phase;
-    this.enter(i);
+    for (const fn of this.phaseReaders) fn(i, from);
   }
 
   // --- FleetSnapshot --------------------------------------------------------
@@ -151,6 +162,10 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
 
   terminating(): Iterable<Instance> {
     return this.terminatingSet;
+  }
+
+  draining(): ReadonlySet<Instance> {
+    return this.drainingSet;
   }
 
   candidates(revision: string): Iterable<Instance> {
@@ -202,6 +217,7 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
     this.phases.set(i.phase, (this.phases.get(i.phase) ?? 0) + 1);
     if (isTerminating(i.phase)) {
       this.terminatingSet.add(i);
+      if (i.phase === 'draining') this.drainingSet.add(i);
       this.host(i.host).terminating++;
       return;
     }
@@ -223,6 +239,7 @@ export class FleetView<Instance extends InstanceView> implements FleetSnapshot {
     this.phases.set(i.phase, (this.phases.get(i.phase) ?? 1) - 1);
     if (isTerminating(i.phase)) {
       this.terminatingSet.delete(i);
+      this.drainingSet.delete(i);
       this.host(i.host).terminating--;
       return;
     }

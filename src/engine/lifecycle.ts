@@ -21,6 +21,7 @@ import type { Instance } from './instance.js';
 import { instanceSpec } from './instances.js';
 import type { StrategyDriver, WantedUpstream } from './strategies/driver.js';
 import { UpstreamList } from './upstreamList.js';
+import { Batches } from './batches.js';
 
 export class Lifecycle {
   /** The servers every upstream should list (wanted), and the instances changed since it was last brought up to date. */
@@ -30,9 +31,8 @@ export class Lifecycle {
   /** What reloaded() looks at: instances changed since the last reload, and instances by address. */
   private readonly reloadTouched;
   private readonly atAddress = new Map<string, Instance[]>();
-  /** Instances started within two probe periods of each other, by batch number. */
-  private readonly batches = new Map<number, Instance[]>();
-  private openBatch: { id: number; at: number } | undefined;
+  /** Instances started within two probe periods of each other. */
+  private readonly batches = new Batches();
   /** Creates + starts running on each host now: Docker shares itself among them, so a start's cost grows with them (core/stepCosts.ts). */
   private readonly startsInFlight = new Overlaps();
   /** A heal: the lines of containers it leaves alone (other revisions), as nginx had them when it began. */
@@ -44,6 +44,7 @@ export class Lifecycle {
   ) {
     this.upstreamTouched = ctx.view.touched();
     this.reloadTouched = ctx.view.touched();
+    ctx.view.onPhase((i, from) => this.batches.moved(i.batch, from, i.phase));
   }
 
   /** An instance found running (or exited) when the rollout began; probed once: found ready, it has been serving. */
@@ -94,7 +95,7 @@ export class Lifecycle {
     const spec = { ...instanceSpec(fleet, d.revision, d.nameSuffix(), slot?.network, ctx.now(), d.changeCause), publishAddress: fleet.port !== undefined ? slot?.publishAddress : undefined };
     const inst: Instance = { id: spec.name, host, revision: d.revision, created: ctx.now(), phase: 'starting', routed: false, lastProbe: 'starting', labels: spec.labels };
     ctx.view.add(inst);
-    this.batchOf(inst);
+    inst.batch = this.batches.join(inst.phase, ctx.now(), 2 * fleet.probes.readiness.periodMs);
     d.journal('start', 'begin', { name: spec.name, host });
     const rt = d.runtimes.get(host);
     // Timed from the host's turn, not the request: a start waiting in the host's queue is the controller's doing, which simulate models itself.
@@ -137,17 +138,6 @@ export class Lifecycle {
       );
   }
 
-  /** The batch a new instance joins: the open one if it opened within two probe periods, else a new one. */
-  private batchOf(inst: Instance): void {
-    const now = this.ctx.now();
-    if (!this.openBatch || now - this.openBatch.at > 2 * this.ctx.d.fleet.probes.readiness.periodMs) {
-      this.openBatch = { id: (this.openBatch?.id ?? 0) + 1, at: now };
-      this.batches.set(this.openBatch.id, []);
-    }
-    inst.batch = this.openBatch.id;
-    this.batches.get(this.openBatch.id)?.push(inst);
-  }
-
   /**
    * Instances started together become ready a probe or two apart. While some
    * of this one's batch are still coming up, nginx changes wait (at most two
@@ -155,9 +145,7 @@ export class Lifecycle {
    * with one reload.
    */
   holdForBatch(inst: Instance): void {
-    const members = inst.batch === undefined ? undefined : this.batches.get(inst.batch);
-    const waiting = members?.some((m) => m.phase === 'starting' || m.phase === 'unready') ?? false;
-    if (waiting) this.ctx.traffic.hold(this.ctx.now() + 2 * this.ctx.d.fleet.probes.readiness.periodMs);
+    if (this.batches.waiting(inst.batch)) this.ctx.traffic.hold(this.ctx.now() + 2 * this.ctx.d.fleet.probes.readiness.periodMs);
     else this.ctx.traffic.release();
   }
 

@@ -7,13 +7,13 @@
  * warm-up beside others takes longer). The rollout adds its fixed costs
  * (prepare, verify) itself.
  */
-import { FLEET, Overlaps, type CostSample } from '../core/stepCosts.js';
+import { FLEET, Overlaps, type CostSample, type Overlap } from '../core/stepCosts.js';
 import type { Clock } from '../ports.js';
 import type { EventSink, RolloutEvent } from './events.js';
 
 export class StepCostRecorder {
   readonly samples: CostSample[] = [];
-  private readonly startedAt = new Map<string, { at: number; host: string; warming: { max: number } }>();
+  private readonly startedAt = new Map<string, { at: number; host: string; warming: Overlap }>();
   private readonly warmups = new Overlaps();
 
   constructor(private readonly clock: Clock) {}

@@ -4,7 +4,7 @@
  * while nothing in the world depends on it.
  */
 import { FleetrollError } from '../errors.js';
-import { Overlaps } from '../core/stepCosts.js';
+import { Overlaps, type Overlap } from '../core/stepCosts.js';
 import { LABELS, type ContainerHealth, type ImageInfo, type InstanceInfo, type InstanceSpec, type Runtime } from '../ports.js';
 import { isReady, simImageId, type SimContainer, type SimWorld } from './ports.js';
 
@@ -13,10 +13,16 @@ function info(c: SimContainer): InstanceInfo {
   return { id: c.id, name: c.name, host: c.host, labels: c.labels, state: c.state, running, exitCode: running ? undefined : 0, address: running && c.port !== undefined ? c.address : undefined };
 }
 
+/** Every label of `labels` on `c`: without an entries array per container, as a listing visits the whole fleet. */
+function hasLabels(c: SimContainer, labels: Record<string, string>): boolean {
+  for (const k in labels) if (c.labels[k] !== labels[k]) return false;
+  return true;
+}
+
 export class SimRuntime implements Runtime {
   /** Warm-ups on this host while SimTimings.startupQueuedMs prices them by how many warm up at once. */
   private readonly warmups = new Overlaps();
-  private warming: { c: SimContainer; item: { max: number }; from: number; ms: number }[] = [];
+  private warming: { c: SimContainer; item: Overlap; from: number; ms: number }[] = [];
 
   constructor(
     readonly host: string,
@@ -42,7 +48,7 @@ export class SimRuntime implements Runtime {
     const out: InstanceInfo[] = [];
     for (const c of this.w.containers.values()) {
       if (c.host !== this.host) continue;
-      if (Object.entries(labels).every(([k, v]) => c.labels[k] === v)) out.push(info(c));
+      if (hasLabels(c, labels)) out.push(info(c));
     }
     return out;
   }

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { seededRandom } from '../../src/core/random.js';
 import { resolveStrategy } from '../../src/core/strategy.js';
-import { addCosts, costsText, FLEET, median, Overlaps, readCosts, runLine, typicalCosts, type CostSample, type StepCosts } from '../../src/core/stepCosts.js';
+import { addCosts, costsText, FLEET, median, Overlaps, readCosts, runLine, typicalCosts, type CostSample, type Overlap, type StepCosts } from '../../src/core/stepCosts.js';
 import { deploy } from '../../src/engine/rollout.js';
 import { StepCostRecorder } from '../../src/engine/stepCosts.js';
 import type { RolloutEvent } from '../../src/engine/events.js';
@@ -147,6 +148,41 @@ describe('step costs: read off a rollout\'s events', () => {
     o.end('h2', other);
     assert.deepEqual([a.max, b.max, c.max, other.max], [2, 2, 2, 1]);
   });
+
+  // Against the pass it replaces: every begin raising each live item's count.
+  const overlapRows = [
+    { name: 'mostly begins', seed: 1, steps: 400, beginShare: 0.7 },
+    { name: 'begins and ends alike', seed: 2, steps: 600, beginShare: 0.5 },
+    { name: 'mostly ends (runs that empty and start again)', seed: 3, steps: 600, beginShare: 0.35 },
+  ];
+  for (const row of overlapRows) {
+    it(`Overlaps, ${row.name}: every item's max, read while it runs and after, is the most in progress at once while it ran`, () => {
+      const rand = seededRandom(row.seed);
+      const o = new Overlaps();
+      const live = new Map<string, Set<{ item: Overlap; max: number }>>();
+      const all: { key: string; item: Overlap; ref: { item: Overlap; max: number }; ended: boolean }[] = [];
+      for (let k = 0; k < row.steps; k++) {
+        const key = rand() < 0.8 ? 'h1' : 'h2';
+        const running = all.filter((x) => !x.ended && x.key === key);
+        if (rand() < row.beginShare || running.length === 0) {
+          const item = o.begin(key);
+          const set = live.get(key) ?? new Set();
+          live.set(key, set);
+          const ref = { item, max: 0 };
+          set.add(ref);
+          for (const x of set) x.max = Math.max(x.max, set.size);
+          all.push({ key, item, ref, ended: false });
+        } else {
+          const x = running[Math.floor(rand() * running.length)]!;
+          o.end(key, x.item);
+          if (rand() < 0.1) o.end(key, x.item);
+          live.get(key)?.delete(x.ref);
+          x.ended = true;
+        }
+        for (const x of all) assert.equal(x.item.max, x.ref.max);
+      }
+    });
+  }
 });
 
 describe('step costs: simulate priced with them', () => {
