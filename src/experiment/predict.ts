@@ -76,4 +76,3 @@ export async function predictCalibrated(strategy: ResolvedStrategy, t: NominalTi
   const r = await simulateRollout(strategy, timings, { ...(analysis ? { analysis } : {}), ...(events ? { events } : {}) });
   return { durationMs: r.durationMs, waves: r.waves, peakInstances: r.peakInstances, lowestCapacity: r.lowestCapacity, mixedVersionWindowMs: r.mixedVersionWindowMs, reloads: r.reloads };
 }
-
