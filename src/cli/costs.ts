@@ -120,7 +120,8 @@ export function typicalText(t: TypicalCosts): string {
     ['+ per warm-up beside it', t.readyQueuedMs],
     ['stop', t.stopMs],
     ['load-balancer change', t.changeMs],
-    ['preflight', t.prepareMs],
+    ['+ per start during it', t.changeQueuedMs],
+    ['until the first wave', t.prepareMs],
     ['final check', t.verifyMs],
     ['health report', t.reportMs],
     ['drain until idle', t.drainMs],
@@ -144,6 +145,6 @@ export function placesText(p: PlaceCosts): string[] {
     ].filter((s) => s !== undefined);
   return [
     ...Object.entries(p.hosts).map(([h, x]) => `host ${h}: ${host(x).join(', ')}`),
-    ...Object.entries(p.loadBalancers).flatMap(([lb, x]) => (x.changeMs !== undefined ? [`load balancer ${lb}: ${marked(x.own, 'change', `change ${sec(x.changeMs)}`)}`] : [])),
+    ...Object.entries(p.loadBalancers).flatMap(([lb, x]) => (x.changeMs !== undefined ? [`load balancer ${lb}: ${marked(x.own, 'change', `change ${sec(x.changeMs)}${x.changeQueuedMs ? ` + ${sec(x.changeQueuedMs)} per start during it` : ''}`)}`] : [])),
   ];
 }

@@ -21,6 +21,7 @@ export interface HostCosts {
 
 export interface BalancerCosts {
   changeMs?: number | undefined;
+  changeQueuedMs?: number | undefined;
   own: CostKind[];
 }
 
@@ -36,8 +37,8 @@ export interface PlaceCosts {
  * place's figures.
  */
 function hostLine(c: StepCosts, kind: ContendedKind, host: string, typical: TypicalCosts): { aloneMs?: number | undefined; queuedMs?: number | undefined; own: boolean } {
-  const fleetAlone = kind === 'run' ? typical.runMs : typical.readyMs;
-  const fleetQueued = kind === 'run' ? typical.runQueuedMs : typical.readyQueuedMs;
+  const fleetAlone = kind === 'run' ? typical.runMs : kind === 'ready' ? typical.readyMs : typical.changeMs;
+  const fleetQueued = kind === 'run' ? typical.runQueuedMs : kind === 'ready' ? typical.readyQueuedMs : typical.changeQueuedMs;
   const pts = contentionPoints(c, kind, host);
   if (pts.length === 0) return { aloneMs: fleetAlone, queuedMs: fleetQueued, own: false };
   const line = contentionLine(c, kind, undefined, host);
@@ -62,8 +63,8 @@ export function placeCosts(c: StepCosts, hosts: readonly string[], loadBalancers
     out.hosts[h] = { runMs: run.aloneMs, runQueuedMs: run.queuedMs, readyMs: ready.aloneMs, readyQueuedMs: ready.queuedMs, stopMs: stop ?? typical.stopMs, own };
   }
   for (const lb of loadBalancers) {
-    const change = ownMedian(c, 'change', lb);
-    out.loadBalancers[lb] = { changeMs: change ?? typical.changeMs, own: change !== undefined ? ['change'] : [] };
+    const change = hostLine(c, 'change', lb, typical);
+    out.loadBalancers[lb] = { changeMs: change.aloneMs, ...(change.queuedMs !== undefined ? { changeQueuedMs: change.queuedMs } : {}), own: change.own ? ['change'] : [] };
   }
   return out;
 }

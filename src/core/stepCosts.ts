@@ -33,7 +33,8 @@ export interface CostSample {
   /**
    * run: the most starts in flight on the host at once while this one ran;
    * ready: the most instances warming up at once on the host while this one
-   * warmed (they share its cores). Itself included (1: alone).
+   * warmed (they share its cores). Itself included (1: alone). change: the
+   * creates + starts in flight during it, plus one (1: none beside it).
    */
   inFlight?: number | undefined;
 }
@@ -51,10 +52,12 @@ export interface StepCosts {
   inFlight?: Record<string, number[]> | undefined;
   /** Per host, each ready sample's warm-ups at once beside it (CostSample.inFlight), in the same order as samples.ready; 1 where unknown. */
   warming?: Record<string, number[]> | undefined;
+  /** Per load balancer, each change sample's creates + starts in flight during it, plus one (CostSample.inFlight), in the same order as samples.change; 1 where unknown. */
+  busy?: Record<string, number[]> | undefined;
 }
 
 /** The kinds priced by how many ran at once on their host, with the field of StepCosts that keeps each sample's count. */
-export const CONTENDED = { run: 'inFlight', ready: 'warming' } as const;
+export const CONTENDED = { run: 'inFlight', ready: 'warming', change: 'busy' } as const;
 export type ContendedKind = keyof typeof CONTENDED;
 const isContended = (k: CostKind): k is ContendedKind => k in CONTENDED;
 const isCount = (x: unknown): x is number => Number.isInteger(x) && (x as number) >= 1;
@@ -156,6 +159,12 @@ export interface TypicalCosts {
   runQueuedMs?: number | undefined;
   /** The same for a warm-up (start to ready): what each other instance warming up beside it on its host adds; readyMs is then a warm-up alone. */
   readyQueuedMs?: number | undefined;
+  /**
+   * What each create + start in flight during a load-balancer change adds to
+   * it (on one machine they share dockerd and the cores with `nginx -t` and
+   * the reload); changeMs is then a change with no start beside it.
+   */
+  changeQueuedMs?: number | undefined;
   /** Samples behind each figure. */
   counts: Partial<Record<CostKind, number>>;
 }
@@ -177,6 +186,11 @@ export function typicalCosts(c: StepCosts): TypicalCosts {
   if (ready) {
     out.readyMs = ready.aloneMs;
     out.readyQueuedMs = ready.queuedMs;
+  }
+  const change = contentionLine(c, 'change');
+  if (change) {
+    out.changeMs = change.aloneMs;
+    out.changeQueuedMs = change.queuedMs;
   }
   return out;
 }
@@ -249,6 +263,13 @@ export class Overlaps {
     let run = this.live.get(key);
     if (!run) this.live.set(key, (run = new OverlapRun()));
     return new Overlap(run, run.begin());
+  }
+
+  /** Items in progress now, over every key. */
+  inProgress(): number {
+    let n = 0;
+    for (const run of this.live.values()) n += run.size;
+    return n;
   }
 
   end(key: string, item: Overlap): void {

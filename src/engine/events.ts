@@ -18,7 +18,8 @@ export type RolloutEvent =
    * waits and polls that are not). Absent on a restore, and in logs from
    * before they were measured.
    */
-  | { type: 'upstream'; action: 'drain' | 'enable' | 'final' | 'restore'; down: string[]; up: string[]; reloads: number; ms?: number | undefined; balancers?: Record<string, number> | undefined; parts?: Record<string, ChangeParts> | undefined; reloadFree?: boolean | undefined }
+  /** `beside`: creates + starts in flight during the change, on any host (they share the engine with `nginx -t` and the reload on one machine). */
+  | { type: 'upstream'; action: 'drain' | 'enable' | 'final' | 'restore'; down: string[]; up: string[]; reloads: number; ms?: number | undefined; balancers?: Record<string, number> | undefined; parts?: Record<string, ChangeParts> | undefined; reloadFree?: boolean | undefined; beside?: number | undefined }
   | { type: 'draining'; names: string[]; seconds: number }
   /** A drain that could end early (every nginx counts requests in flight): `idle` when none was left, after `ms`; `drainSeconds` when the time ran out first. */
   | { type: 'drained'; name: string; reason: 'idle' | 'drainSeconds'; ms: number }

@@ -37,6 +37,8 @@ export interface TrafficOptions {
   journal: Journal;
   /** How long a change waits for others to share its reload. */
   coalesceMs: number;
+  /** Creates + starts in flight now and begun so far (Lifecycle.starts): a change is priced by those beside it (core/stepCosts.ts). */
+  starts?: (() => { now: number; begun: number }) | undefined;
   /**
    * What every upstream should have now, read once when a write begins: the
    * servers (up and down: the controller's list, compared by its changes, or
@@ -235,6 +237,8 @@ export class Traffic {
     if (!reload && !final) return;
     this.writingUp = new Set(d.upAdded);
     const began = this.o.clock.now();
+    const startsThen = this.o.starts?.();
+    const startsAt = startsThen && { now: startsThen.now, begun: startsThen.begun };
     try {
       const previous = this.files.snapshot();
       const written = await this.files.writeAll(servers, { preview, hash, force }, list && { list, version }, upChanged || d.newDown.length > 0);
@@ -284,6 +288,8 @@ export class Traffic {
         reloads: this.reloads,
         ms: this.o.clock.now() - began,
         balancers,
+        // Those in flight when it began and those begun since: every start that shared the engine with it.
+        ...(startsAt ? { beside: startsAt.now + ((this.o.starts?.().begun ?? startsAt.begun) - startsAt.begun) } : {}),
         ...(Object.keys(parts).length ? { parts } : {}),
         ...(toReload.every((i) => this.o.balancers[i]?.router.reloadFree) ? { reloadFree: true } : {}),
       });

@@ -71,7 +71,9 @@ export async function predictCalibrated(strategy: ResolvedStrategy, t: NominalTi
   const readyPts = extra.filter((s) => s.kind === 'ready').map((s) => [Math.max(1, s.inFlight ?? 1) - 1, s.ms] as const);
   const ready = fitLine(readyPts, Math.round(periodMs / 2));
   const readyMs = ready ? Math.max(0, ready.aloneMs + t.startupMs) : of('ready', t.startupMs);
-  const typical: TypicalCosts = { runMs: line?.aloneMs ?? of('run'), runQueuedMs: line?.queuedMs, readyMs, readyQueuedMs: ready?.queuedMs, stopMs: of('stop', t.stopMs), changeMs: of('change'), prepareMs: of('prepare'), verifyMs: of('verify'), reportMs: of('report'), drainMs: of('drain'), counts: {} };
+  // An nginx change against the starts beside it (they share the engine and the cores): a wave's mark-down goes with its starts.
+  const change = fitLine(extra.filter((s) => s.kind === 'change').map((s) => [Math.max(1, s.inFlight ?? 1) - 1, s.ms] as const));
+  const typical: TypicalCosts = { runMs: line?.aloneMs ?? of('run'), runQueuedMs: line?.queuedMs, readyMs, readyQueuedMs: ready?.queuedMs, stopMs: of('stop', t.stopMs), changeMs: change?.aloneMs ?? of('change'), changeQueuedMs: change?.queuedMs, prepareMs: of('prepare'), verifyMs: of('verify'), reportMs: of('report'), drainMs: of('drain'), counts: {} };
   const timings = calibratedTimings({ ...t, jitter: 0, seed: 1, periodMs, runMs: NOMINAL_RUN_MS, reloadMs: nominalChangeMs(t) }, typical);
   const r = await simulateRollout(strategy, timings, { ...(analysis ? { analysis } : {}), ...(events ? { events } : {}) });
   return { durationMs: r.durationMs, waves: r.waves, peakInstances: r.peakInstances, lowestCapacity: r.lowestCapacity, mixedVersionWindowMs: r.mixedVersionWindowMs, reloads: r.reloads };

@@ -36,7 +36,14 @@ export interface SimTimings {
   /** Per host (by name): its own figures, where recorded per host; the ones above elsewhere. */
   hosts?: Readonly<Record<string, HostSimTimings>> | undefined;
   /** Per load balancer (by name): its own reload, where recorded per load balancer. */
-  loadBalancers?: Readonly<Record<string, { reloadMs: number }>> | undefined;
+  loadBalancers?: Readonly<Record<string, LoadBalancerSimTimings>> | undefined;
+  /** Added to a reload for each create + start in flight (on any host) when it begins, ms (default 0). */
+  reloadQueuedMs?: number | undefined;
+}
+
+export interface LoadBalancerSimTimings {
+  reloadMs: number;
+  reloadQueuedMs?: number | undefined;
 }
 
 export type HostSimTimings = Partial<Pick<SimTimings, 'startupMs' | 'startupQueuedMs' | 'stopMs' | 'runMs' | 'runQueuedMs'>>;
@@ -272,7 +279,11 @@ export class SimRouter implements Router {
       this.w.faults.failReload?.set(this.name, fail - 1);
       throw new FleetrollError('E_NGINX_RELOAD', `${this.name}: reload failed (simulated)`);
     }
-    const reloadMs = this.w.timings.loadBalancers?.[this.name]?.reloadMs ?? this.w.timings.reloadMs;
+    const own = this.w.timings.loadBalancers?.[this.name];
+    const queued = own?.reloadQueuedMs ?? this.w.timings.reloadQueuedMs ?? 0;
+    // A wave's starts are issued with its change: they register first, and the change shares the engine with them.
+    if (queued > 0) await this.w.clock.sleep(0);
+    const reloadMs = (own?.reloadMs ?? this.w.timings.reloadMs) + queued * this.w.startsInFlight.inProgress();
     if (reloadMs > 0) await this.w.clock.sleep(reloadMs);
     const previous = this.loaded;
     this.loaded = this.written;

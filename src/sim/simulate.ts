@@ -16,7 +16,7 @@ import { IDLE_POLL_MS } from '../engine/idleDrain.js';
 import type { RolloutEvent } from '../engine/events.js';
 import { LABELS } from '../ports.js';
 import { VirtualClock } from './clock.js';
-import { SimProber, SimRouter, SimWorld, type HostSimTimings, type SimFaults } from './ports.js';
+import { SimProber, SimRouter, SimWorld, type HostSimTimings, type LoadBalancerSimTimings, type SimFaults } from './ports.js';
 import { SimRuntime } from './runtime.js';
 import { OLD_REVISION, seedFleet, type FleetAtStart } from './fleetAtStart.js';
 
@@ -56,7 +56,9 @@ export interface SimulationTimings {
   /** Per host (by the fleet's names, SimulationSetup.hostNames): its own figures over the ones above. */
   hosts?: Record<string, HostSimTimings> | undefined;
   /** Per load balancer (SimulationSetup.loadBalancerNames): its own reload. */
-  loadBalancers?: Record<string, { reloadMs: number }> | undefined;
+  loadBalancers?: Record<string, LoadBalancerSimTimings> | undefined;
+  /** Added to a reload for each create + start in flight anywhere when it begins, ms (default 0). */
+  reloadQueuedMs?: number | undefined;
 }
 
 /**
@@ -211,7 +213,7 @@ export interface SimulatedFleet {
 /** Builds the world as it is before the rollout (setup.start, else the old fleet) and the deps over it; setup.world is not called. */
 export function simulatedFleet(s: ResolvedStrategy, t: SimulationTimings, setup: SimulationSetup = {}): SimulatedFleet {
   const clock = new VirtualClock();
-  const world = new SimWorld(clock, { startupMs: t.startupMs, stopMs: t.stopMs, runMs: t.runMs ?? 0, runQueuedMs: t.runQueuedMs ?? 0, reloadMs: t.reloadMs ?? 0, testMs: t.testMs ?? 0, jitter: t.jitter, startupQueuedMs: t.startupQueuedMs, hosts: t.hosts, loadBalancers: t.loadBalancers }, seededRandom(t.seed), setup.faults ?? {});
+  const world = new SimWorld(clock, { startupMs: t.startupMs, stopMs: t.stopMs, runMs: t.runMs ?? 0, runQueuedMs: t.runQueuedMs ?? 0, reloadMs: t.reloadMs ?? 0, testMs: t.testMs ?? 0, jitter: t.jitter, startupQueuedMs: t.startupQueuedMs, hosts: t.hosts, loadBalancers: t.loadBalancers, reloadQueuedMs: t.reloadQueuedMs }, seededRandom(t.seed), setup.faults ?? {});
   const fleet = fleetOf(s, t, setup);
   const revision = revisionOf(fleet);
   const runtimes = new Map(fleet.hosts.map((h) => [h.name, new SimRuntime(h.name, world)] as const));
@@ -319,7 +321,7 @@ export function calibratedTimings(base: SimulationTimings, c: TypicalCosts, plac
   const byPlace = places
     ? {
         hosts: Object.fromEntries(Object.entries(places.hosts).map(([h, x]) => [h, defined({ runMs: x.runMs, runQueuedMs: x.runQueuedMs, ...warmUp(x.readyMs), startupQueuedMs: x.readyQueuedMs, stopMs: x.stopMs })])),
-        loadBalancers: Object.fromEntries(Object.entries(places.loadBalancers).flatMap(([lb, x]) => (x.changeMs !== undefined ? [[lb, { reloadMs: x.changeMs }]] : []))),
+        loadBalancers: Object.fromEntries(Object.entries(places.loadBalancers).flatMap(([lb, x]) => (x.changeMs !== undefined ? [[lb, { reloadMs: x.changeMs, ...(x.changeQueuedMs !== undefined ? { reloadQueuedMs: x.changeQueuedMs } : {}) }]] : []))),
       }
     : {};
   return {
@@ -330,6 +332,7 @@ export function calibratedTimings(base: SimulationTimings, c: TypicalCosts, plac
     ...(c.readyQueuedMs !== undefined ? { startupQueuedMs: c.readyQueuedMs } : {}),
     ...(c.stopMs !== undefined ? { stopMs: c.stopMs } : {}),
     ...(c.changeMs !== undefined ? { reloadMs: c.changeMs, testMs: 0 } : {}),
+    ...(c.changeQueuedMs !== undefined ? { reloadQueuedMs: c.changeQueuedMs } : {}),
     ...(c.prepareMs !== undefined || c.verifyMs !== undefined || c.reportMs !== undefined ? { fixedMs: (c.prepareMs ?? 0) + (c.verifyMs ?? 0) + (c.reportMs ?? 0) } : {}),
     // A recorded idle drain includes the wait for the next count, which the simulated poll adds itself: half a poll is taken off.
     ...(c.drainMs !== undefined && base.idleDrainMs !== undefined ? { idleDrainMs: Math.max(0, c.drainMs - Math.round(IDLE_POLL_MS / 2)) } : {}),

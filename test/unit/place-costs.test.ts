@@ -57,6 +57,14 @@ describe('place costs: each host and load balancer priced with its own samples',
       want: { lb1: { changeMs: 300, own: ['change'] }, lb2: { changeMs: 1500 }, lb3: { changeMs: 900, own: [] } },
       differ: true,
     },
+    {
+      name: 'a load balancer whose changes beside starts cost more: its own line (a change alone, and what each start beside it adds)',
+      c: costs({ change: { lb1: [300, 300, 700, 700] } }, { busy: { lb1: [1, 1, 3, 3] } }),
+      hosts: ['a'],
+      lbs: ['lb1'],
+      want: { lb1: { changeMs: 300, changeQueuedMs: 200, own: ['change'] } },
+      differ: false,
+    },
   ];
   for (const r of rows) {
     it(r.name, () => {

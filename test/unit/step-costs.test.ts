@@ -16,7 +16,13 @@ const run = (place: string, ms: number): CostSample => ({ kind: 'run', place, ms
 describe('step costs: what the state keeps', () => {
   const rows: { name: string; previous: unknown; samples: CostSample[]; keep?: number; want: StepCosts | undefined }[] = [
     { name: 'nothing before, nothing now: nothing kept', previous: undefined, samples: [], want: undefined },
-    { name: 'a first deploy', previous: undefined, samples: [run('h1', 300), run('h1', 320.4), { kind: 'change', place: 'lb1', ms: 250 }], want: { deploys: 1, lastAt: AT, samples: { run: { h1: [300, 320] }, change: { lb1: [250] } }, inFlight: { h1: [1, 1] } } },
+    { name: 'a first deploy', previous: undefined, samples: [run('h1', 300), run('h1', 320.4), { kind: 'change', place: 'lb1', ms: 250 }], want: { deploys: 1, lastAt: AT, samples: { run: { h1: [300, 320] }, change: { lb1: [250] } }, inFlight: { h1: [1, 1] }, busy: { lb1: [1] } } },
+    {
+      name: 'a change keeps the starts beside it, aligned with its samples',
+      previous: { deploys: 1, lastAt: AT, samples: { change: { lb1: [250] } }, busy: { lb1: [1] } },
+      samples: [{ kind: 'change', place: 'lb1', ms: 700, inFlight: 3 }],
+      want: { deploys: 2, lastAt: AT, samples: { change: { lb1: [250, 700] } }, busy: { lb1: [1, 3] } },
+    },
     {
       name: 'a deploy adds its samples after the kept ones, and only the newest are kept',
       previous: { deploys: 3, lastAt: '2026-12-01T00:00:00.000Z', samples: { run: { h1: [1, 2, 3] }, stop: { h2: [900] } } },
@@ -113,6 +119,20 @@ describe('step costs: read off a rollout\'s events', () => {
     // Ready is seen at the first probe (every 250 ms) at or after the warm-up.
     assert.ok(t.readyMs! >= 2000 && t.readyMs! <= 2250, String(t.readyMs));
     assert.equal(t.prepareMs, undefined, 'simulate has no preflight');
+  });
+
+  it('a change beside starts costs more: the controller counts the starts that shared the engine with it, and the line finds the slope again', async () => {
+    // 0/2 with TerminationStarted: each wave's mark-down goes with its two starts; the last changes have none beside them.
+    const s = resolveStrategy({ replicas: 6, strategy: { rollingUpdate: { maxSurge: 0, maxUnavailable: 2 } } });
+    const r = await simulateRollout(s, { startupMs: 1000, drainMs: 200, stopMs: 300, minReadyMs: 0, jitter: 0, seed: 1, runMs: 300, reloadMs: 250, reloadQueuedMs: 200 });
+    const changes = (r.deploy.costs ?? []).filter((c) => c.kind === 'change').map((c) => [c.inFlight, c.ms]);
+    assert.ok(changes.some(([k, ms]) => k === 3 && ms === 650), `a mark-down beside its wave's two starts: ${JSON.stringify(changes)}`);
+    assert.ok(changes.some(([k, ms]) => k === 1 && ms === 250), `a change with no start beside it: ${JSON.stringify(changes)}`);
+    const t = typicalCosts(addCosts(undefined, r.deploy.costs ?? [], AT)!);
+    assert.deepEqual([t.changeMs, t.changeQueuedMs], [250, 200]);
+    // Priced back: the same costs predict the same rollout.
+    const again = await simulateRollout(s, calibratedTimings({ startupMs: 1000, drainMs: 200, stopMs: 300, minReadyMs: 0, jitter: 0, seed: 1 }, t));
+    assert.ok(Math.abs(again.durationMs - r.durationMs) <= 300, `${again.durationMs} against ${r.durationMs}`);
   });
 
   it('prepare runs from when the deploy began for its caller to the first decision, not from preflight', async () => {
