@@ -137,7 +137,8 @@ export async function calibrate(o: ExperimentOptions, run: PlannedRun, runtime: 
     return;
   }
   const nominal = nominalOf(cell.params, r.toFleet);
-  pool.samples.push(...beyondNominal(r.initialCosts ?? [], nominal), ...beyondNominal(r.deploy.costs ?? [], nominal));
+  // The fleet's first deploy's prepare is not a measured deploy's (experiment.ts runOne): left out here too.
+  pool.samples.push(...beyondNominal((r.initialCosts ?? []).filter((c) => c.kind !== 'prepare'), nominal), ...beyondNominal(r.deploy.costs ?? [], nominal));
   pool.calibrationRun = { label: cell.label, deployMs: Math.round(r.deployEndMs - r.deployStartMs) };
   o.log(`  calibration run: deploy ${((r.deployEndMs - r.deployStartMs) / 1000).toFixed(1)} s, ${pool.samples.length} step costs`);
 }
