@@ -180,8 +180,14 @@ describe('fleetroll watch, for real', { timeout: guard(600_000) }, () => {
       const ms = await untilWhole(f, 2, revision, 'the fleet whole after a SIGKILL, woken by the event');
       t.diagnostic(`with --interval 120s: whole again ${ms} ms after the SIGKILL`);
       assert.ok(ms < 60_000, `${ms} ms: the next look was not due for 120 s`);
-      // Found exited, or (killed but not yet reaped when the event woke it) unready: either way healed as exited.
-      assert.match(watch.stdout(), /watch: healing \(exited/);
+      // Found exited; or, when the event woke it before Docker had reaped the killed process (a CI run at load
+      // about 18 still listed it running 1.4 s later, at the heal's second look), found unready and healed as
+      // such: the heal's own look then finds it exited and replaces it, and says so.
+      const out = watch.stdout();
+      assert.ok(
+        /watch: healing \(exited/.test(out) || (/watch: healing \(unready\)/.test(out) && new RegExp(`removed ${killed.name} on local: already exited`).test(out)),
+        `the killed instance healed as exited, or found unready and then removed as exited by the heal:\n${out}`,
+      );
     } finally {
       await stopWatch(watch);
     }
