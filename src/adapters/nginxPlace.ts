@@ -5,7 +5,7 @@
  * on this machine's engine; on this machine (`exec: true`): the binary and
  * the files themselves.
  */
-import { lstat, readFile, rename, unlink, writeFile } from 'node:fs/promises';
+import { chmod, chown, lstat, readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { FleetrollError } from '../errors.js';
@@ -20,32 +20,48 @@ export interface NginxPlace {
   write(file: string, text: string): Promise<void>;
 }
 
+/** A file's text and its permission bits. */
+export interface FileEntry {
+  content: string;
+  mode: number;
+}
+
 /**
  * Files on this machine: read as they are (a symlink is not followed: the
  * directory may be shared with a container), written aside with O_EXCL and
- * renamed over, so the Lua never reads half a file and nothing is written
- * through a link.
+ * renamed over, so nginx (or the Lua) never reads half a file and nothing
+ * is written through a link. A file written over keeps its mode and owner.
  */
-const localFiles: Pick<NginxPlace, 'read' | 'write'> = {
-  read: async (file) => {
+export const hostFiles = {
+  async entry(file: string): Promise<FileEntry | undefined> {
     try {
-      if ((await lstat(file)).isSymbolicLink()) throw new FleetrollError('E_NGINX_FILE', `${file} is a symbolic link: fleetroll reads only a file it wrote`);
-      return await readFile(file, 'utf8');
+      const st = await lstat(file);
+      if (st.isSymbolicLink()) throw new FleetrollError('E_NGINX_FILE', `${file} is a symbolic link: fleetroll reads only a file it wrote`);
+      return { content: await readFile(file, 'utf8'), mode: st.mode & 0o7777 };
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw err;
     }
   },
-  write: async (file, text) => {
+  async write(file: string, text: string, mode = 0o644): Promise<void> {
     const tmp = path.join(path.dirname(file), `.${path.basename(file)}.fleetroll-${process.pid}-${randomBytes(4).toString('hex')}.tmp`);
     try {
-      await writeFile(tmp, text, { mode: 0o644, flag: 'wx' });
+      const old = await lstat(file).catch(() => undefined);
+      await writeFile(tmp, text, { mode, flag: 'wx' });
+      await chmod(tmp, mode);
+      // Written as whoever runs fleetroll: the owner of the file it replaces stays, where it may be given.
+      if (old && !old.isSymbolicLink()) await chown(tmp, old.uid, old.gid).catch(() => {});
       await rename(tmp, file);
     } catch (err) {
       await unlink(tmp).catch(() => {});
       throw err;
     }
   },
+};
+
+const localFiles: Pick<NginxPlace, 'read' | 'write'> = {
+  read: async (file) => (await hostFiles.entry(file))?.content,
+  write: (file, text) => hostFiles.write(file, text),
 };
 
 /** A bind mount of a container, as `docker inspect` lists it. */
@@ -80,11 +96,14 @@ export function isLocalEngine(endpoint: string): boolean {
 }
 
 /**
- * nginx in a container: `docker exec nginx ...`, and its files through the
- * archive API, or directly where the file is in a bind mount of a container
- * on this machine's engine (hostPathOf).
+ * A container's files as fleetroll reaches them: directly where the file lies
+ * in a bind mount of a container on this machine's engine (hostPathOf),
+ * otherwise through Docker's archive API. The mounts are asked for once.
  */
-export function containerPlace(runtime: DockerRuntime, container: string, hostName: string): NginxPlace {
+export function containerFiles(runtime: DockerRuntime, container: string): {
+  entry(file: string): Promise<FileEntry | undefined>;
+  write(file: string, text: string, mode?: number): Promise<void>;
+} {
   const docker = runtime.docker;
   let mounts: Promise<readonly BindMount[]> | undefined;
   const onHost = async (file: string): Promise<string | undefined> => {
@@ -96,19 +115,30 @@ export function containerPlace(runtime: DockerRuntime, container: string, hostNa
     return hostPathOf(file, await mounts);
   };
   return {
+    entry: async (file) => {
+      const local = await onHost(file);
+      if (local !== undefined) return hostFiles.entry(local);
+      const e = await getFileEntry(docker, container, file);
+      return e && { content: e.content.toString('utf8'), mode: e.mode & 0o7777 };
+    },
+    write: async (file, text, mode = 0o644) => {
+      const local = await onHost(file);
+      return local !== undefined ? hostFiles.write(local, text, mode) : putFile(docker, container, file, text, mode);
+    },
+  };
+}
+
+/** nginx in a container: `docker exec nginx ...`, and its files as containerFiles reaches them. */
+export function containerPlace(runtime: DockerRuntime, container: string, hostName: string): NginxPlace {
+  const files = containerFiles(runtime, container);
+  return {
     name: `nginx ${container} on ${hostName}`,
     nginx: async (args) => {
-      const r = await execIn(docker, container, ['nginx', ...args]);
+      const r = await execIn(runtime.docker, container, ['nginx', ...args]);
       return { ok: r.exitCode === 0, output: `${r.stderr}\n${r.stdout}`.trim() || '(no output)', stdout: r.stdout };
     },
-    read: async (file) => {
-      const local = await onHost(file);
-      return local !== undefined ? localFiles.read(local) : (await getFileEntry(docker, container, file))?.content.toString('utf8');
-    },
-    write: async (file, text) => {
-      const local = await onHost(file);
-      return local !== undefined ? localFiles.write(local, text) : putFile(docker, container, file, text, 0o644);
-    },
+    read: async (file) => (await files.entry(file))?.content,
+    write: (file, text) => files.write(file, text),
   };
 }
 

@@ -10,7 +10,7 @@
  */
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
@@ -22,7 +22,7 @@ import { SshDockerAgent } from '../../src/adapters/ssh.js';
 import { HttpProber } from '../../src/adapters/http.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../../src/adapters/localImages.js';
 import { NginxContainerRouter, NginxExecRouter, RESTORED_EMPTY } from '../../src/adapters/nginx.js';
-import { procWorkers } from '../../src/adapters/nginxProc.js';
+import { hupMaster, procWorkers } from '../../src/adapters/nginxProc.js';
 import { workerSnapshot } from '../../src/adapters/nginxWorkers.js';
 import { FleetrollError } from '../../src/errors.js';
 import { LABELS as FLEETROLL_LABELS, type InstanceInfo } from '../../src/ports.js';
@@ -448,6 +448,62 @@ describe('NginxContainerRouter', () => {
     await container.stop({ t: 1 });
     await rejectsWith(router.check(), 'E_NGINX_NOT_RUNNING');
     await rejectsWith(router.reload(), 'E_CONTAINER_NOT_RUNNING');
+  });
+  test('conf.d bind-mounted from this machine (read-only inside): the file is written there, mode and owner kept; the SIGHUP goes to the verified master', async () => {
+    const name = `fleetroll-adapters-nginx-bind-${RUN}`;
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'fleetroll-confd-'));
+    const file = path.join(dir, 'upstream.conf');
+    await writeFile(path.join(dir, 'default.conf'), SERVER_BLOCK('80'));
+    await writeFile(file, PLACEHOLDER);
+    await chmod(file, 0o640);
+    await chown(file, 101, 102);
+    try {
+      // Read-only inside the container: Docker's archive API cannot write there, so a write that lands came the host's way.
+      const container = await docker.createContainer({
+        name,
+        Image: nginxImage,
+        Labels: { ...LABELS, role: 'nginx' },
+        ExposedPorts: { '80/tcp': {} },
+        HostConfig: { NetworkMode: NET, Binds: [`${dir}:/etc/nginx/conf.d:ro`], PortBindings: { '80/tcp': [{ HostIp: '127.0.0.1', HostPort: '' }] }, RestartPolicy: { Name: 'no' } },
+      });
+      await container.start();
+      const inspected = await container.inspect();
+      const base = `http://127.0.0.1:${inspected.NetworkSettings.Ports['80/tcp']?.[0]?.HostPort}`;
+      await waitFor('nginx answering', async () => (await httpGet(`${base}/api/version`)).status === 502);
+      await assert.rejects(putFile(docker, name, '/etc/nginx/conf.d/upstream.conf', 'x'), 'the archive API cannot write into the read-only mount');
+
+      const router = new NginxContainerRouter({ runtime, container: name, upstreamFile: '/etc/nginx/conf.d/upstream.conf', hostName: 'local' });
+      assert.equal(await router.read(), PLACEHOLDER);
+      const good = goodUpstream(app!.address!);
+      await router.writeAndTest(good);
+      await router.reload();
+      await allServe(base, 10, '1.0.0');
+      assert.equal(await readFile(file, 'utf8'), good);
+      const st = await stat(file);
+      assert.deepEqual([st.mode & 0o7777, st.uid, st.gid], [0o640, 101, 102], 'the file written over keeps its mode and owner');
+      assert.deepEqual((await readdir(dir)).sort(), ['default.conf', 'upstream.conf'], 'no temp file left beside it');
+
+      await rejectsWith(router.writeAndTest(BROKEN), 'E_NGINX_TEST');
+      assert.equal(await readFile(file, 'utf8'), good, 'a rejected write puts the previous content back on the host');
+      await allServe(base, 5, '1.0.0');
+
+      // The master's pid is trusted only with its container's id: another id, or a process that is no nginx master, gets no signal.
+      const pid = inspected.State.Pid;
+      const workersNow = (await procWorkers(pid, inspected.Id))?.workers;
+      assert.ok(workersNow && workersNow.size > 0, 'the master with its own container id is read');
+      assert.equal(await procWorkers(pid, 'f'.repeat(64)), undefined, "another container's id: not this master");
+      assert.equal(await hupMaster(pid, 'f'.repeat(64)), false);
+      assert.equal(await hupMaster(process.pid, inspected.Id), false, 'a process that is not an nginx master is not signalled');
+      assert.deepEqual((await procWorkers(pid, inspected.Id))?.workers, workersNow, 'nothing was signalled');
+      assert.equal(await hupMaster(pid, inspected.Id), true);
+      await waitFor('new workers after the SIGHUP', async () => {
+        const w = (await procWorkers(pid, inspected.Id))?.workers;
+        return !!w && w.size > 0 && [...w].every((x) => !workersNow.has(x));
+      });
+    } finally {
+      await docker.getContainer(name).remove({ force: true }).catch(() => {});
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 
