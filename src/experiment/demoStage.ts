@@ -5,12 +5,15 @@
  * the fleetroll_json access log, a wait for it to answer, and a teardown
  * that removes everything a rehearsal of that name created.
  */
-import { readFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
 import type Dockerode from 'dockerode';
 import { LOG_FORMAT, LOG_FORMAT_NAME } from '../core/accessLog.js';
 import { defaultPeersFile, renderUpstream } from '../core/upstream.js';
 import { putFile } from '../adapters/docker.js';
+import { hostFiles } from '../adapters/nginxPlace.js';
 import { retryTransient } from '../adapters/dockerRetry.js';
 import { systemClock } from '../engine/rollout.js';
 import { FleetrollError } from '../errors.js';
@@ -30,7 +33,8 @@ export function demoNames(name: string): DemoNames {
   return { service: name, network: `${name}-net`, nginx: `${name}-nginx`, upstream: name.replace(/-/g, '_') };
 }
 
-export const UPSTREAM_FILE = '/etc/nginx/conf.d/upstream.conf';
+const CONF_D = '/etc/nginx/conf.d';
+export const UPSTREAM_FILE = `${CONF_D}/upstream.conf`;
 export const APP_PORT = 8080;
 /**
  * Where the nginx startNginx starts writes the fleetroll_json access log (as
@@ -38,7 +42,7 @@ export const APP_PORT = 8080;
  */
 export const ACCESS_LOG = '/var/log/nginx/fleetroll.log';
 /** Its conf.d file: the log_format and the access_log, beside the image's own log (to stdout). */
-const ACCESS_LOG_CONF = '/etc/nginx/conf.d/00-fleetroll-log.conf';
+const ACCESS_LOG_CONF = `${CONF_D}/00-fleetroll-log.conf`;
 
 function serverBlock(upstream: string): string {
   return `# Written by fleetroll rehearse: proxy everything to the fleet.
@@ -53,7 +57,19 @@ server {
 `;
 }
 
-/** Removes everything a rehearsal with this name created: instances, nginx, network. */
+/**
+ * Where a stage's nginx on this machine's engine keeps its conf.d: a host
+ * directory bind-mounted over /etc/nginx/conf.d (startNginx's confDir), so
+ * fleetroll writes the upstream file as a plain file (1-2 ms) where Docker's
+ * archive API takes 150-250 ms a write here: the way docs/nginx.md advises
+ * running nginx in a container. A second nginx of the stage (its name
+ * longer by a suffix) gets a directory of its own beside it.
+ */
+export function stageConfDir(nginx: string): string {
+  return path.join(os.tmpdir(), `fleetroll-stage-${nginx}`);
+}
+
+/** Removes everything a rehearsal with this name created: instances, nginx, network, conf.d directories. */
 export async function teardown(docker: Dockerode, names: DemoNames): Promise<number> {
   let removed = 0;
   for (const filter of [`${LABELS.service}=${names.service}`, `${LABELS.demo}=${names.service}`]) {
@@ -69,6 +85,10 @@ export async function teardown(docker: Dockerode, names: DemoNames): Promise<num
   }
   const nets = await docker.listNetworks({ filters: { label: [`${LABELS.demo}=${names.service}`] } });
   for (const n of nets) await docker.getNetwork(n.Id).remove().catch(() => {});
+  const prefix = path.basename(stageConfDir(names.nginx));
+  for (const d of await readdir(os.tmpdir()).catch(() => [] as string[])) {
+    if (d === prefix || d.startsWith(`${prefix}-`)) await rm(path.join(os.tmpdir(), d), { recursive: true, force: true });
+  }
   return removed;
 }
 
@@ -90,9 +110,13 @@ export const PEERS_MOUNT = '/run/fleetroll';
  * ensureNginxBaseImage({ lua: true })): templates/nginx-dynamic.conf.example
  * as its nginx.conf; with `peersDir`, that host directory is bind-mounted at
  * PEERS_MOUNT and the peers file is there (fleetroll then writes it as a plain
- * file, not through Docker's archive API).
+ * file, not through Docker's archive API). mode reload with `confDir` (an
+ * engine on this machine: stageConfDir): conf.d is that host directory,
+ * bind-mounted, emptied first.
  */
-export async function startNginx(docker: Dockerode, names: DemoNames, image: string, port: number, template: string, mode: 'reload' | 'dynamic' = 'reload', o: { peersDir?: string } = {}): Promise<number> {
+export async function startNginx(docker: Dockerode, names: DemoNames, image: string, port: number, template: string, mode: 'reload' | 'dynamic' = 'reload', o: { peersDir?: string; confDir?: string } = {}): Promise<number> {
+  const confDir = mode === 'reload' ? o.confDir : undefined;
+  const binds = [...(o.peersDir !== undefined ? [`${o.peersDir}:${PEERS_MOUNT}`] : []), ...(confDir !== undefined ? [`${confDir}:${CONF_D}`] : [])];
   const c = await docker.createContainer({
     name: names.nginx,
     Image: image,
@@ -102,14 +126,19 @@ export async function startNginx(docker: Dockerode, names: DemoNames, image: str
       NetworkMode: names.network,
       PortBindings: { '80/tcp': [{ HostIp: '127.0.0.1', HostPort: port === 0 ? '' : String(port) }] },
       RestartPolicy: { Name: 'no' },
-      ...(o.peersDir !== undefined ? { Binds: [`${o.peersDir}:${PEERS_MOUNT}`] } : {}),
+      ...(binds.length ? { Binds: binds } : {}),
     },
   });
   if (mode === 'dynamic') await putFile(docker, names.nginx, '/etc/nginx/nginx.conf', await dynamicNginxConf(names.upstream, o.peersDir !== undefined ? `${PEERS_MOUNT}/${names.upstream}.peers` : undefined));
   else {
-    await putFile(docker, names.nginx, '/etc/nginx/conf.d/default.conf', serverBlock(names.upstream));
-    await putFile(docker, names.nginx, ACCESS_LOG_CONF, `# Written by fleetroll: every request in the format fleetroll reads.\n${LOG_FORMAT}access_log ${ACCESS_LOG} ${LOG_FORMAT_NAME};\n`);
-    await putFile(docker, names.nginx, UPSTREAM_FILE, renderUpstream(template, { service: names.service, upstream: names.upstream, servers: [] }));
+    if (confDir !== undefined) {
+      await rm(confDir, { recursive: true, force: true });
+      await mkdir(confDir, { recursive: true, mode: 0o755 });
+    }
+    const put = (file: string, text: string) => (confDir !== undefined ? hostFiles.write(path.join(confDir, path.posix.relative(CONF_D, file)), text) : putFile(docker, names.nginx, file, text));
+    await put(`${CONF_D}/default.conf`, serverBlock(names.upstream));
+    await put(ACCESS_LOG_CONF, `# Written by fleetroll: every request in the format fleetroll reads.\n${LOG_FORMAT}access_log ${ACCESS_LOG} ${LOG_FORMAT_NAME};\n`);
+    await put(UPSTREAM_FILE, renderUpstream(template, { service: names.service, upstream: names.upstream, servers: [] }));
   }
   // A port Docker chose can be taken between its choice and the bind (an
   // outgoing connection got it): the next start picks another one.

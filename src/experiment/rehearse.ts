@@ -12,6 +12,7 @@ import { parseUpstreamServers } from '../core/upstream.js';
 import { containerFileAccessLog } from '../adapters/accessLog.js';
 import { DockerRuntime, ensureNetwork } from '../adapters/docker.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../adapters/localImages.js';
+import { isLocalEngine } from '../adapters/nginxPlace.js';
 import { deploy, healthOf, systemClock, type AccessLogOpener, type DeployDeps, type DeployResult, type LoadBalancer } from '../engine/rollout.js';
 import type { EventSink } from '../engine/events.js';
 import { naiveReplace } from './naiveControl.js';
@@ -21,7 +22,7 @@ import type { TimedEvent } from './phases.js';
 import { mixedVersionWindow, summarizeRequests, type RequestRecord, type RequestSummary } from './metrics.js';
 import { startLoad } from './probes.js';
 import { scriptRollout, type ScriptOptions } from './scriptControl.js';
-import { ACCESS_LOG, APP_PORT, demoNames, startNginx, teardown, UPSTREAM_FILE, waitForHttp, type DemoNames } from './demoStage.js';
+import { ACCESS_LOG, APP_PORT, demoNames, stageConfDir, startNginx, teardown, UPSTREAM_FILE, waitForHttp, type DemoNames } from './demoStage.js';
 
 // The stage, for the commands, the benchmark and the integration tests that set one up.
 export { ACCESS_LOG, DEMO_LABEL, demoNames, startNginx, teardown, waitForHttp, type DemoNames } from './demoStage.js';
@@ -224,7 +225,7 @@ export async function runUnderLoad(
   const removed = await teardown(docker, names);
   if (removed > 0) o.log(`removed ${removed} container(s) left from an earlier rehearsal`);
   await ensureNetwork(docker, names.network, { [LABELS.demo]: names.service });
-  const port = await startNginx(docker, names, nginxImage, o.port, template, o.nginxMode);
+  const port = await startNginx(docker, names, nginxImage, o.port, template, o.nginxMode, isLocalEngine(runtime.endpoint) ? { confDir: stageConfDir(names.nginx) } : {});
   const nginxUrl = `http://127.0.0.1:${port}`;
   await waitForHttp(nginxUrl, 10_000);
   o.log(`nginx ${names.nginx} listening on ${nginxUrl}`);

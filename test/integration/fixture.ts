@@ -20,7 +20,7 @@ import { HttpProber } from '../../src/adapters/http.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../../src/adapters/localImages.js';
 import { PLACEHOLDER_SERVER, parseUpstreamServers } from '../../src/core/upstream.js';
 import { DEMO_LABEL, demoNames, startNginx, teardown, waitForHttp, type DemoNames } from '../../src/experiment/rehearse.js';
-import { PEERS_MOUNT } from '../../src/experiment/demoStage.js';
+import { PEERS_MOUNT, stageConfDir } from '../../src/experiment/demoStage.js';
 import { ACCESS_LOG } from '../../src/experiment/rehearse.js';
 import { LABELS } from '../../src/ports.js';
 import type { RequestRecord } from '../../src/experiment/metrics.js';
@@ -143,7 +143,7 @@ export async function startTestFleet(prefix: string, o: FleetStart = {}): Promis
   const nginx = dynamic ? await ensureLuaNginxImage() : (await ensureImages()).nginx;
   const names = demoNames(uniqueName(prefix));
   await ensureNetwork(docker, names.network, { [DEMO_LABEL]: names.service });
-  const port = await startNginx(docker, names, nginx, 0, await readDefaultTemplate(), o.mode, o.peersDir !== undefined ? { peersDir: o.peersDir } : {});
+  const port = await startNginx(docker, names, nginx, 0, await readDefaultTemplate(), o.mode, { confDir: stageConfDir(names.nginx), ...(o.peersDir !== undefined ? { peersDir: o.peersDir } : {}) });
   const peers = peersFile?.replace('{upstream}', names.upstream) ?? defaultPeersFile(names.upstream);
   const url = `http://127.0.0.1:${port}`;
   await waitForHttp(url, 10_000);
@@ -211,7 +211,7 @@ ${o.template ? `      template: ${o.template}\n` : ''}${accessLog}${extra}${more
     async addLoadBalancer(suffix) {
       const more = { ...names, nginx: `${names.nginx}-${suffix}` };
       // The same mode as the fleet's first nginx (a dynamic fleet's image has the Lua module).
-      const p = await startNginx(docker, more, nginx, 0, await readDefaultTemplate(), o.mode);
+      const p = await startNginx(docker, more, nginx, 0, await readDefaultTemplate(), o.mode, { confDir: stageConfDir(more.nginx) });
       const u = `http://127.0.0.1:${p}`;
       await waitForHttp(u, 10_000);
       return { container: more.nginx, url: u };
