@@ -24,7 +24,7 @@ import { renderSvg } from './charts.js';
 import { toHtml, toMarkdown } from './document.js';
 import { perSecond, type RequestRecord } from './metrics.js';
 import { demoNames, teardown } from './rehearse.js';
-import { calibrate, nominalOf, poolOf, rehearseRun, type Calibration, type ExperimentOptions, type RunImages } from './runSetup.js';
+import { calibrate, firstDeployCosts, nominalOf, poolOf, rehearseRun, type Calibration, type ExperimentOptions, type RunImages } from './runSetup.js';
 import { buildCharts, buildDocument, runLine, scriptComparison, type CellSummary, type ExperimentSummary, type RunOutcome } from './report.js';
 import { expandCells, isBadVersion, planRuns, type Cell, type CellParams, type PlannedRun } from './spec.js';
 
@@ -71,12 +71,7 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
   const nominal = nominalOf(p, r.toFleet);
   const pool = poolOf(calibration, p);
   // The deploy that started this run's fleet at `from` came before the measured one: a calibration run the experiment makes anyway.
-  // Its start-to-ready too: every instance warmed up at once there, on the same cores, and took longer than in any rolling wave
-  // (6 at once priced as the median made a 0/1 prediction 0.86x of what it measured), but each sample now carries how many
-  // warmed up beside it, so the line prices those warm-ups as contended and a rolling wave's few by what they share.
-  // Not its prepare: that deploy reads no access log and is called without its deps in the measured time (84-92 ms against a
-  // measured deploy's 390-420 ms), so in the pool it halved the median of what a measured deploy spends before its first wave.
-  const first = beyondNominal((r.initialCosts ?? []).filter((c) => c.kind !== 'prepare'), nominal);
+  const first = firstDeployCosts(r, nominal);
   const earlierRuns = pool.runs;
   // The calibrated prediction's own events, on its virtual clock from the deploy's start: what to set beside the measured ones when they differ.
   const predictedEvents: unknown[] = [];

@@ -111,6 +111,20 @@ export function rehearseRun(o: ExperimentOptions, run: PlannedRun, name: string,
 }
 
 /**
+ * What the deploy that started a run's fleet at `from` (before the measured
+ * one) says of the step costs, beyond their nominal part. Its start-to-ready
+ * counts: every instance warmed up at once there, but each sample carries how
+ * many warmed up beside it, so the contention line prices those as
+ * contended. Its prepare does not: that deploy reads no access log and is
+ * called without its deps in the measured time (84-92 ms against a measured
+ * deploy's 390-420 ms), and in the pool it halved the median of what a
+ * measured deploy spends before its first wave.
+ */
+export function firstDeployCosts(r: UnderLoadResult, nominal: NominalTimings): ReturnType<typeof beyondNominal> {
+  return beyondNominal((r.initialCosts ?? []).filter((c) => c.kind !== 'prepare'), nominal);
+}
+
+/**
  * Before the first measured run of a mode, when the spec asks for it: the same
  * run once, unmeasured, its step costs (the deploy that started its fleet and
  * the rollout) added to the mode's pool. Without it the first run is priced
@@ -137,8 +151,7 @@ export async function calibrate(o: ExperimentOptions, run: PlannedRun, runtime: 
     return;
   }
   const nominal = nominalOf(cell.params, r.toFleet);
-  // The fleet's first deploy's prepare is not a measured deploy's (experiment.ts runOne): left out here too.
-  pool.samples.push(...beyondNominal((r.initialCosts ?? []).filter((c) => c.kind !== 'prepare'), nominal), ...beyondNominal(r.deploy.costs ?? [], nominal));
+  pool.samples.push(...firstDeployCosts(r, nominal), ...beyondNominal(r.deploy.costs ?? [], nominal));
   pool.calibrationRun = { label: cell.label, deployMs: Math.round(r.deployEndMs - r.deployStartMs) };
   o.log(`  calibration run: deploy ${((r.deployEndMs - r.deployStartMs) / 1000).toFixed(1)} s, ${pool.samples.length} step costs`);
 }
