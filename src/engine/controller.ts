@@ -57,7 +57,7 @@ export class Controller {
       emit: d.emit,
       journal: d.journal,
       coalesceMs: ctx.timing.coalesceMs,
-      starts: () => this.life.starts,
+      starts: () => this.life.starts(),
       desired: () => this.life.wanted(),
       applied: (_up, _down, changed) => this.life.reloaded(changed),
       failed: (err) => this.endings.fail(err),

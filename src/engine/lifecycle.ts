@@ -35,10 +35,14 @@ export class Lifecycle {
   private readonly batches = new Batches();
   /** Creates + starts running on each host now: Docker shares itself among them, so a start's cost grows with them (core/stepCosts.ts). */
   private readonly startsInFlight = new Overlaps();
-  /** Creates + starts on every host: in flight now, and begun so far (a load-balancer change counts those beside it, Traffic). */
-  readonly starts = { now: 0, begun: 0 };
+  private startsBegun = 0;
   /** A heal: the lines of containers it leaves alone (other revisions), as nginx had them when it began. */
   private readonly kept = new Map<string, UpstreamEntry>();
+
+  /** Creates + starts on every host: in flight now, and begun so far (a load-balancer change counts those beside it, Traffic). */
+  starts(): { now: number; begun: number } {
+    return { now: this.startsInFlight.inProgress(), begun: this.startsBegun };
+  }
 
   constructor(
     private readonly ctx: RolloutContext,
@@ -108,12 +112,10 @@ export class Lifecycle {
         if (!rt) throw new FleetrollError('E_INTERNAL', `no runtime for host ${host}`);
         began = ctx.now();
         const overlap = this.startsInFlight.begin(host);
-        this.starts.now++;
-        this.starts.begun++;
+        this.startsBegun++;
         try {
           return await rt.run(spec);
         } finally {
-          this.starts.now--;
           this.startsInFlight.end(host, overlap);
           inFlight = overlap.max;
         }

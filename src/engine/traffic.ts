@@ -237,8 +237,7 @@ export class Traffic {
     if (!reload && !final) return;
     this.writingUp = new Set(d.upAdded);
     const began = this.o.clock.now();
-    const startsThen = this.o.starts?.();
-    const startsAt = startsThen && { now: startsThen.now, begun: startsThen.begun };
+    const startsAt = this.o.starts?.();
     try {
       const previous = this.files.snapshot();
       const written = await this.files.writeAll(servers, { preview, hash, force }, list && { list, version }, upChanged || d.newDown.length > 0);

@@ -135,6 +135,35 @@ describe('step costs: read off a rollout\'s events', () => {
     assert.ok(Math.abs(again.durationMs - r.durationMs) <= 300, `${again.durationMs} against ${r.durationMs}`);
   });
 
+  it('every change counts exactly the starts that shared the engine with it: in flight when it began, or begun before it ended', async () => {
+    const rows = [
+      { name: '0/2 on 6, TerminationStarted', s: resolveStrategy({ replicas: 6, strategy: { rollingUpdate: { maxSurge: 0, maxUnavailable: 2 } } }) },
+      { name: '2/2 on 5', s: resolveStrategy({ replicas: 5, strategy: { rollingUpdate: { maxSurge: 2, maxUnavailable: 2 } } }) },
+      { name: '1/0 on 4', s: resolveStrategy({ replicas: 4, strategy: { rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } }) },
+      { name: '25%/25% on 8 behind two load balancers', s: resolveStrategy({ replicas: 8, strategy: { rollingUpdate: { maxSurge: '25%', maxUnavailable: '25%' } } }), lbs: 2 },
+    ];
+    for (const row of rows) {
+      for (const seed of [1, 2, 3, 4, 5]) {
+        const starts: [number, number][] = [];
+        const changes: { from: number; to: number; beside: number }[] = [];
+        await simulateRollout(row.s, { startupMs: 1500, drainMs: 300, stopMs: 400, minReadyMs: 0, jitter: 0.6, seed, runMs: 300, reloadMs: 250, reloadQueuedMs: 120 }, {
+          ...(row.lbs ? { loadBalancers: row.lbs } : {}),
+          events: (e, at) => {
+            if (e.type === 'started') starts.push([at - e.ms, at]);
+            if (e.type === 'upstream' && e.beside !== undefined) changes.push({ from: at - e.ms, to: at, beside: e.beside });
+          },
+        });
+        assert.ok(changes.length > 0, `${row.name}, seed ${seed}: changes seen`);
+        for (const c of changes) {
+          // Ties on the virtual clock may fall either way; strictly inside or across counts for sure.
+          const sure = starts.filter(([b, e]) => (b < c.from && e > c.from) || (b > c.from && b < c.to)).length;
+          const maybe = starts.filter(([b, e]) => (b <= c.from && e >= c.from) || (b >= c.from && b <= c.to)).length;
+          assert.ok(Number.isInteger(c.beside) && c.beside >= sure && c.beside <= maybe, `${row.name}, seed ${seed}: the change ${c.from}-${c.to} counted ${c.beside} starts beside it; between ${sure} and ${maybe} ran beside it`);
+        }
+      }
+    }
+  });
+
   it('prepare runs from when the deploy began for its caller to the first decision, not from preflight', async () => {
     const s = resolveStrategy({ replicas: 2, strategy: { rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } });
     const { clock, fleet, deps } = simulatedFleet(s, { startupMs: 1000, drainMs: 0, stopMs: 100, minReadyMs: 0, jitter: 0, seed: 1 });
