@@ -66,13 +66,15 @@ export async function predictCalibrated(strategy: ResolvedStrategy, t: NominalTi
   const runs = addCosts(undefined, extra.filter((s) => s.kind === 'run'), new Date(0).toISOString(), Number.MAX_SAFE_INTEGER);
   // Without a start alone yet (only the first deploy's, all at once), this machine's typical one: a start alone is never the contended median.
   const line = runs ? runLine(runs, NOMINAL_RUN_MS) : undefined;
-  // Start to ready against the warm-ups at once: offsets, so fitted from the samples directly (addCosts keeps no negative ms).
-  // Without a warm-up alone yet, one alone is assumed to cost beyond its nominal warm-up only the wait for the next probe.
-  const readyPts = extra.filter((s) => s.kind === 'ready').map((s) => [Math.max(1, s.inFlight ?? 1) - 1, s.ms] as const);
-  const ready = fitLine(readyPts, Math.round(periodMs / 2));
+  // Start to ready and the nginx change are offsets, so their lines are fitted from the samples directly (addCosts keeps no
+  // negative ms, and core/stepCosts.ts contentionPoints reads the stored form): [others beside it, ms] per sample.
+  const pointsOf = (kind: CostKind) => extra.filter((s) => s.kind === kind).map((s) => [Math.max(1, s.inFlight ?? 1) - 1, s.ms] as const);
+  // Start to ready against the warm-ups at once. Without a warm-up alone yet, one alone is assumed to cost beyond its
+  // nominal warm-up only the wait for the next probe.
+  const ready = fitLine(pointsOf('ready'), Math.round(periodMs / 2));
   const readyMs = ready ? Math.max(0, ready.aloneMs + t.startupMs) : of('ready', t.startupMs);
   // An nginx change against the starts beside it (they share the engine and the cores): a wave's mark-down goes with its starts.
-  const change = fitLine(extra.filter((s) => s.kind === 'change').map((s) => [Math.max(1, s.inFlight ?? 1) - 1, s.ms] as const));
+  const change = fitLine(pointsOf('change'));
   const typical: TypicalCosts = { runMs: line?.aloneMs ?? of('run'), runQueuedMs: line?.queuedMs, readyMs, readyQueuedMs: ready?.queuedMs, stopMs: of('stop', t.stopMs), changeMs: change?.aloneMs ?? of('change'), changeQueuedMs: change?.queuedMs, prepareMs: of('prepare'), verifyMs: of('verify'), reportMs: of('report'), drainMs: of('drain'), counts: {} };
   const timings = calibratedTimings({ ...t, jitter: 0, seed: 1, periodMs, runMs: NOMINAL_RUN_MS, reloadMs: nominalChangeMs(t) }, typical);
   const r = await simulateRollout(strategy, timings, { ...(analysis ? { analysis } : {}), ...(events ? { events } : {}) });

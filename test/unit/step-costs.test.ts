@@ -149,8 +149,8 @@ describe('step costs: read off a rollout\'s events', () => {
         await simulateRollout(row.s, { startupMs: 1500, drainMs: 300, stopMs: 400, minReadyMs: 0, jitter: 0.6, seed, runMs: 300, reloadMs: 250, reloadQueuedMs: 120 }, {
           ...(row.lbs ? { loadBalancers: row.lbs } : {}),
           events: (e, at) => {
-            if (e.type === 'started') starts.push([at - e.ms, at]);
-            if (e.type === 'upstream' && e.beside !== undefined) changes.push({ from: at - e.ms, to: at, beside: e.beside });
+            if (e.type === 'started') starts.push([at - (e.ms ?? 0), at]);
+            if (e.type === 'upstream' && e.beside !== undefined) changes.push({ from: at - (e.ms ?? 0), to: at, beside: e.beside });
           },
         });
         assert.ok(changes.length > 0, `${row.name}, seed ${seed}: changes seen`);
