@@ -95,6 +95,9 @@ export function isLocalEngine(endpoint: string): boolean {
   return endpoint.startsWith('unix://');
 }
 
+/** How long a container's mounts are taken as known: the changes of one rollout come well within it. */
+const MOUNTS_FRESH_MS = 10_000;
+
 /**
  * A container's files as fleetroll reaches them: directly where the file lies
  * in a bind mount of a container on this machine's engine (hostPathOf),
@@ -106,12 +109,17 @@ export function containerFiles(runtime: DockerRuntime, container: string): {
 } {
   const docker = runtime.docker;
   let mounts: Promise<readonly BindMount[]> | undefined;
+  let askedAt = 0;
   const onHost = async (file: string): Promise<string | undefined> => {
     if (!isLocalEngine(runtime.endpoint)) return undefined;
-    mounts ??= docker
-      .getContainer(container)
-      .inspect()
-      .then((i) => (i.Mounts ?? []) as BindMount[], () => []);
+    // Asked again after a quiet spell: a `watch` lives for days, and a container recreated under the same name may mount otherwise.
+    if (!mounts || Date.now() - askedAt > MOUNTS_FRESH_MS) {
+      askedAt = Date.now();
+      mounts = docker
+        .getContainer(container)
+        .inspect()
+        .then((i) => (i.Mounts ?? []) as BindMount[], () => []);
+    }
     return hostPathOf(file, await mounts);
   };
   return {
