@@ -143,7 +143,7 @@ export async function startTestFleet(prefix: string, o: FleetStart = {}): Promis
   const nginx = dynamic ? await ensureLuaNginxImage() : (await ensureImages()).nginx;
   const names = demoNames(uniqueName(prefix));
   await ensureNetwork(docker, names.network, { [DEMO_LABEL]: names.service });
-  const port = await startNginx(docker, names, nginx, 0, await readDefaultTemplate(), o.mode, { confDir: stageConfDir(names.nginx), ...(o.peersDir !== undefined ? { peersDir: o.peersDir } : {}) });
+  const port = await startNginx(docker, names, nginx, 0, await readDefaultTemplate(), o.mode, { ...(o.confInContainer ? {} : { confDir: stageConfDir(names.nginx) }), ...(o.peersDir !== undefined ? { peersDir: o.peersDir } : {}) });
   const peers = peersFile?.replace('{upstream}', names.upstream) ?? defaultPeersFile(names.upstream);
   const url = `http://127.0.0.1:${port}`;
   await waitForHttp(url, 10_000);
@@ -211,7 +211,7 @@ ${o.template ? `      template: ${o.template}\n` : ''}${accessLog}${extra}${more
     async addLoadBalancer(suffix) {
       const more = { ...names, nginx: `${names.nginx}-${suffix}` };
       // The same mode as the fleet's first nginx (a dynamic fleet's image has the Lua module).
-      const p = await startNginx(docker, more, nginx, 0, await readDefaultTemplate(), o.mode, { confDir: stageConfDir(more.nginx) });
+      const p = await startNginx(docker, more, nginx, 0, await readDefaultTemplate(), o.mode, o.confInContainer ? {} : { confDir: stageConfDir(more.nginx) });
       const u = `http://127.0.0.1:${p}`;
       await waitForHttp(u, 10_000);
       return { container: more.nginx, url: u };
@@ -322,6 +322,8 @@ export async function sampleDuring<T>(fleet: TestFleet, work: Promise<T>, everyM
 export interface FleetStart {
   mode?: 'reload' | 'dynamic';
   peersDir?: string;
+  /** conf.d inside the nginx container (its files through Docker's archive API), not bind-mounted from this machine. */
+  confInContainer?: boolean;
 }
 
 export function useFleets(): (prefix: string, o?: FleetStart) => Promise<TestFleet> {
