@@ -63,8 +63,10 @@ describe('experiment', () => {
     assert.equal(a.requests.failed.max, 0);
     assert.equal(rolling.expectationMet, true);
     assert.equal(a.minCapacity.min, 2);
-    // TerminationStarted: the second new instance starts while the first old one drains (2 + 1 + 1).
-    assert.equal(a.peakInstances.max, 4);
+    // The surge was used (2 + 1) and the bound held (maxSurge 1 and TerminationStarted: at most 2 + 1 + 1). Whether the second
+    // new instance is alive while the first old one still drains depends on how long its create + start takes against the
+    // drain (0.5 s) and pre-stop (0.5 s): with the mark-down's nginx change 150-250 ms shorter (conf.d bind-mounted), 3 and 4 both occur.
+    assert.ok(a.peakInstances.max >= 3 && a.peakInstances.max <= 4, `peak ${a.peakInstances.max}`);
     assert.equal(a.reloads.median, 2);
     assert.ok(a.windowMs.median > 0 && a.windowMs.median < a.deployDurationMs.median + 1000, `window ${a.windowMs.median} ms`);
     assert.ok(a.predicted, 'simulate predicted the rolling deploy');
