@@ -68,14 +68,16 @@ module.exports = {
     {
       name: 'wiring-only-from-entry-points',
       severity: 'error',
-      comment: 'src/wiring.ts picks the adapter for each port: only the entry points (the CLI, the library index) choose; the engine and the adapters are handed their ports.',
+      comment:
+        'src/wiring.ts picks the adapter for each port: only the entry points (the CLI, the library index) choose; the engine and the adapters are handed their ports.',
       from: { pathNot: '^src/(cli/|index\\.ts$)' },
       to: { path: '^src/wiring\\.ts$' },
     },
     {
       name: 'nothing-imports-the-index',
       severity: 'error',
-      comment: 'src/index.ts is the package seen from outside: a module inside that imported it would depend on everything it re-exports (and close a cycle through it).',
+      comment:
+        'src/index.ts is the package seen from outside: a module inside that imported it would depend on everything it re-exports (and close a cycle through it).',
       from: {},
       to: { path: '^src/index\\.ts$' },
     },

@@ -101,7 +101,9 @@ const withComplete = await fleetTakesReplacementPolicy();
 const scriptStrategies: ExperimentSpecInput['strategies'] = [
   ...BATCHES.map((b) => ({ type: 'script' as const, batch: b, expectZeroFailures: true })),
   ...BATCHES.map((b) => ({ maxSurge: 0, maxUnavailable: b, expectZeroFailures: true })),
-  ...(withComplete ? BATCHES.map((b) => ({ maxSurge: 0, maxUnavailable: b, replacementPolicy: 'TerminationComplete' as const, expectZeroFailures: true })) : []),
+  ...(withComplete
+    ? BATCHES.map((b) => ({ maxSurge: 0, maxUnavailable: b, replacementPolicy: 'TerminationComplete' as const, expectZeroFailures: true }))
+    : []),
 ];
 specs.push(
   parseExperimentSpec(
@@ -138,7 +140,8 @@ for (const spec of specs) {
 const cells = summaries.flatMap((s) => s.cells.map((c) => ({ experiment: s.experiment.name, ...c })));
 const ratios = cells.map((c) => c.aggregate.overheadRatio?.median).filter((x): x is number => x !== undefined);
 ratios.sort((a, b) => a - b);
-const medianRatio = ratios.length === 0 ? null : ratios.length % 2 ? ratios[ratios.length >> 1]! : (ratios[ratios.length / 2 - 1]! + ratios[ratios.length / 2]!) / 2;
+const medianRatio =
+  ratios.length === 0 ? null : ratios.length % 2 ? ratios[ratios.length >> 1]! : (ratios[ratios.length / 2 - 1]! + ratios[ratios.length / 2]!) / 2;
 const highLoad = summaries[1]!.cells[0]!;
 
 console.log(`\nnode ${process.version}; ${cells.length} configurations in ${((Date.now() - started) / 1000).toFixed(0)} s; report and data in ${OUT}/\n`);
@@ -158,7 +161,9 @@ const rows = cells.map((c) => {
 const head = ['configuration', 'requests', 'failed', 'retried', 'window s', 'duration s', 'floor s', 'overhead'];
 const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
 for (const r of [head, ...rows]) console.log(r.map((x, i) => x.padEnd(widths[i]!)).join('  '));
-console.log(`\nfleetroll overhead (measured duration / floor implied by the timings): median ${medianRatio?.toFixed(2) ?? 'n/a'}x over ${ratios.length} rolling configuration(s)`);
+console.log(
+  `\nfleetroll overhead (measured duration / floor implied by the timings): median ${medianRatio?.toFixed(2) ?? 'n/a'}x over ${ratios.length} rolling configuration(s)`,
+);
 console.log(
   `high load: ${highLoad.aggregate.requests.total.median} requests, ${highLoad.aggregate.requests.failed.max} failed, ${highLoad.aggregate.requests.retried.median} resent after a reload closed a reused keep-alive connection`,
 );
@@ -197,9 +202,22 @@ await writeFile(
       overhead: {
         median: medianRatio,
         flagAbove: OVERHEAD_FLAG,
-        byConfiguration: cells.filter((c) => c.aggregate.overheadRatio).map((c) => ({ experiment: c.experiment, configuration: c.label, measuredMs: Math.round(c.aggregate.deployDurationMs.median), floorMs: c.aggregate.predicted?.durationMs, ratio: c.aggregate.overheadRatio?.median })),
+        byConfiguration: cells
+          .filter((c) => c.aggregate.overheadRatio)
+          .map((c) => ({
+            experiment: c.experiment,
+            configuration: c.label,
+            measuredMs: Math.round(c.aggregate.deployDurationMs.median),
+            floorMs: c.aggregate.predicted?.durationMs,
+            ratio: c.aggregate.overheadRatio?.median,
+          })),
       },
-      highLoad: { requests: highLoad.aggregate.requests.total.median, failed: highLoad.aggregate.requests.failed.max, retried: highLoad.aggregate.requests.retried.median, zeroFailures: highLoad.aggregate.requests.failed.max === 0 },
+      highLoad: {
+        requests: highLoad.aggregate.requests.total.median,
+        failed: highLoad.aggregate.requests.failed.max,
+        retried: highLoad.aggregate.requests.retried.median,
+        zeroFailures: highLoad.aggregate.requests.failed.max === 0,
+      },
       scriptComparison: {
         targets: SCRIPT_TARGETS,
         rows: comparison,

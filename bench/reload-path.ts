@@ -53,7 +53,8 @@ async function workers(names: DemoNames): Promise<Set<string>> {
 }
 
 /** A different but valid upstream each round, so every write is a real change. */
-const upstream = (names: DemoNames, n: number) => `upstream ${names.upstream} {\n    server 10.255.${n % 250}.1:8080;\n    server 10.255.${n % 250}.2:8080 down;\n}\n`;
+const upstream = (names: DemoNames, n: number) =>
+  `upstream ${names.upstream} {\n    server 10.255.${n % 250}.1:8080;\n    server 10.255.${n % 250}.2:8080 down;\n}\n`;
 
 /** The raw operations: the time until `nginx -s reload` returned (`ops`) and until the workers were new (`total`). */
 async function raw(names: DemoNames, confDir: string | undefined, n: number, before: Set<string>): Promise<{ ops: number; total: number }> {
@@ -107,16 +108,27 @@ async function stage(image: string, bind: boolean): Promise<boolean> {
     const opsRatios = pairs.map((p) => p.full / p.ops);
     const range = (xs: number[]) => `median ${median(xs).toFixed(2)} ×, min ${Math.min(...xs).toFixed(2)}, max ${Math.max(...xs).toFixed(2)}`;
     console.log(`reload path, ${ROUNDS} alternating rounds on ${names.nginx} (conf.d ${bind ? `bind-mounted from ${confDir}` : 'inside the container'}):`);
-    console.log(`  raw operations (${bind ? 'host write' : 'PUT'} + nginx -t + nginx -s reload):${bind ? '              ' : '                     '}median ${median(pairs.map((p) => p.ops)).toFixed(0)} ms`);
+    console.log(
+      `  raw operations (${bind ? 'host write' : 'PUT'} + nginx -t + nginx -s reload):${bind ? '              ' : '                     '}median ${median(pairs.map((p) => p.ops)).toFixed(0)} ms`,
+    );
     console.log(`  the same, then docker top back to back until the workers are new:     median ${median(pairs.map((p) => p.raw)).toFixed(0)} ms`);
     console.log(`  fleetroll's change (writeAndTest + reload, to in force):              median ${median(pairs.map((p) => p.full)).toFixed(0)} ms`);
-    console.log(`    its parts (median ms): ${Object.entries(parts).map(([k, v]) => `${k} ${median(v).toFixed(0)}`).join(', ')}`);
-    console.log(`  fleetroll / raw operations, per pair: ${range(opsRatios)} (target ${TARGET} ×; nginx's own hand-over of 100 ms is inside fleetroll's figure)`);
+    console.log(
+      `    its parts (median ms): ${Object.entries(parts)
+        .map(([k, v]) => `${k} ${median(v).toFixed(0)}`)
+        .join(', ')}`,
+    );
+    console.log(
+      `  fleetroll / raw operations, per pair: ${range(opsRatios)} (target ${TARGET} ×; nginx's own hand-over of 100 ms is inside fleetroll's figure)`,
+    );
     console.log(`  fleetroll / raw with its confirmation, per pair: ${range(ratios)}`);
     return median(opsRatios) <= TARGET;
   } finally {
     await teardown(docker, names);
-    await docker.getNetwork(names.network).remove().catch(() => {});
+    await docker
+      .getNetwork(names.network)
+      .remove()
+      .catch(() => {});
   }
 }
 

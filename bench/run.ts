@@ -20,8 +20,16 @@ const timings = { startupMs: 3000, drainMs: 2000, stopMs: 1000, minReadyMs: 0, j
 const cases: Case[] = [
   // simulate runs the real engine on a virtual clock (issue 11): the target is one second.
   { name: 'simulate 10,000 replicas, 25%/25%', targetMs: 1000, run: () => simulateRollout(resolveStrategy({ replicas: 10_000 }), timings) },
-  { name: 'simulate 1,000 replicas, 25%/0, jitter 0.3', targetMs: 1000, run: () => simulateRollout(resolveStrategy({ replicas: 1_000, cli: { maxUnavailable: 0 } }), { ...timings, jitter: 0.3, minReadyMs: 2000 }) },
-  { name: 'simulate 1,000 replicas, 1/0 (1,000 steps)', targetMs: 1000, run: () => simulateRollout(resolveStrategy({ replicas: 1_000, cli: { maxSurge: 1, maxUnavailable: 0 } }), timings) },
+  {
+    name: 'simulate 1,000 replicas, 25%/0, jitter 0.3',
+    targetMs: 1000,
+    run: () => simulateRollout(resolveStrategy({ replicas: 1_000, cli: { maxUnavailable: 0 } }), { ...timings, jitter: 0.3, minReadyMs: 2000 }),
+  },
+  {
+    name: 'simulate 1,000 replicas, 1/0 (1,000 steps)',
+    targetMs: 1000,
+    run: () => simulateRollout(resolveStrategy({ replicas: 1_000, cli: { maxSurge: 1, maxUnavailable: 0 } }), timings),
+  },
   { name: 'plan 10,000 replicas, 1/0', targetMs: 500, run: () => planRollout(resolveStrategy({ replicas: 10_000, cli: { maxSurge: 1, maxUnavailable: 0 } })) },
 ];
 

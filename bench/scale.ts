@@ -74,16 +74,19 @@ const failed = rolled.records.filter((x) => x.error !== undefined || x.status ==
 // The control, on the same network, image and engine, right after.
 const prober = new HttpProber({ readinessPath: '/health/ready', versionPath: '/api/version', timeoutMs: 1000 });
 const t0 = performance.now();
-const started = await mapBounded(Array.from({ length: N }, (_, i) => i), 8, (i) =>
-  runtime.run({
-    name: `bench-raw-${tag}-${i}`,
-    image: 'fleetroll-example:1.1.0',
-    env: { WARMUP_SECONDS: '0', PRESTOP_SECONDS: '0' },
-    port: 8080,
-    network: names.network,
-    labels: { 'fleetroll.bench': tag },
-    stopTimeoutSeconds: 10,
-  }),
+const started = await mapBounded(
+  Array.from({ length: N }, (_, i) => i),
+  8,
+  (i) =>
+    runtime.run({
+      name: `bench-raw-${tag}-${i}`,
+      image: 'fleetroll-example:1.1.0',
+      env: { WARMUP_SECONDS: '0', PRESTOP_SECONDS: '0' },
+      port: 8080,
+      network: names.network,
+      labels: { 'fleetroll.bench': tag },
+      stopTimeoutSeconds: 10,
+    }),
 );
 const pending = new Set(started.map((s) => s.address ?? ''));
 while (pending.size > 0) {
@@ -105,8 +108,14 @@ const line = (k: string, v: string) => console.log(`${k.padEnd(44)} ${v}`);
 console.log(`\n${N} instances, 25%/25%, drain 0.5 s, no warm-up, no pre-stop (node ${process.version})`);
 line('raw: docker run 8 at a time + all ready', `${(startToReadyMs / 1000).toFixed(1)} s`);
 line('raw: docker stop + rm 8 at a time', `${(removalMs / 1000).toFixed(1)} s`);
-line('fleetroll rolling update', `${(fleetrollMs / 1000).toFixed(1)} s, ${rolled.deploy?.reloads ?? '?'} reloads, ${failed} failed of ${rolled.records.length} requests`);
+line(
+  'fleetroll rolling update',
+  `${(fleetrollMs / 1000).toFixed(1)} s, ${rolled.deploy?.reloads ?? '?'} reloads, ${failed} failed of ${rolled.records.length} requests`,
+);
 line('ratio fleetroll / (start-to-ready + removal)', `${ratio.toFixed(2)}× (target ≤ ${TARGET}×: ${ratio <= TARGET ? 'met' : 'MISSED'})`);
 await mkdir(OUT, { recursive: true });
-await writeFile(join(OUT, 'scale.json'), `${JSON.stringify({ date: new Date().toISOString(), replicas: N, startToReadyMs, removalMs, fleetrollMs, ratio, target: TARGET, failed, requests: rolled.records.length, reloads: rolled.deploy?.reloads }, null, 2)}\n`);
+await writeFile(
+  join(OUT, 'scale.json'),
+  `${JSON.stringify({ date: new Date().toISOString(), replicas: N, startToReadyMs, removalMs, fleetrollMs, ratio, target: TARGET, failed, requests: rolled.records.length, reloads: rolled.deploy?.reloads }, null, 2)}\n`,
+);
 process.exitCode = failed > 0 || rolled.deployError ? 1 : 0;

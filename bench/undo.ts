@@ -60,12 +60,16 @@ try {
     for (const r of records.filter((x) => x.error !== undefined || x.status === undefined || x.status < 200 || x.status >= 400)) {
       console.log(`  failed: ${r.method ?? 'GET'} sent ${(loadStart + r.t - t0).toFixed(0)} ms after the command started: ${r.error ?? `status ${r.status}`}`);
     }
-    console.log(`round ${i + 1}: the new set's last request sent ${sent.toFixed(0)} ms, answered ${answered.toFixed(0)} ms after the command started; ${failed} of ${records.length} requests failed (strict client)`);
+    console.log(
+      `round ${i + 1}: the new set's last request sent ${sent.toFixed(0)} ms, answered ${answered.toFixed(0)} ms after the command started; ${failed} of ${records.length} requests failed (strict client)`,
+    );
   }
 } finally {
   await f.cleanup();
 }
 const answered = rows.map((r) => r.answered);
 const failed = rows.reduce((n, r) => n + r.failed, 0);
-console.log(`undo inside the delay, conf.d ${CONF === 'bind' ? 'bind-mounted' : 'inside the container'}, ${rows.length} rounds: last new answer median ${median(answered).toFixed(0)} ms (min ${Math.min(...answered).toFixed(0)}, max ${Math.max(...answered).toFixed(0)}) after the command started, target ${TARGET_MS} ms; ${failed} of ${rows.reduce((n, r) => n + r.requests, 0)} requests failed`);
+console.log(
+  `undo inside the delay, conf.d ${CONF === 'bind' ? 'bind-mounted' : 'inside the container'}, ${rows.length} rounds: last new answer median ${median(answered).toFixed(0)} ms (min ${Math.min(...answered).toFixed(0)}, max ${Math.max(...answered).toFixed(0)}) after the command started, target ${TARGET_MS} ms; ${failed} of ${rows.reduce((n, r) => n + r.requests, 0)} requests failed`,
+);
 process.exitCode = median(answered) <= TARGET_MS ? 0 : 1;

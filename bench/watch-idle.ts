@@ -89,7 +89,9 @@ loadBalancers: [{ nginx: { container: ${name}-nginx, host: local, upstream: ${na
     console.log(`watch at rest over ${seconds} s (a look every 2 s, 3 instances): CPU ${wCpu.toFixed(2)} s, RSS ${w1.rssMb.toFixed(1)} MB`);
     console.log(`node -e idling, same window:                  CPU ${iCpu.toFixed(2)} s, RSS ${i1.rssMb.toFixed(1)} MB`);
     console.log(`ratio: CPU ${(wCpu / iCpu).toFixed(1)}x, memory ${(w1.rssMb / i1.rssMb).toFixed(2)}x`);
-    console.log(`archive calls on the fleet's containers (each a process of dockerd's own): ${calls} (${((calls / seconds) * 60).toFixed(1)} a minute): ${JSON.stringify(archive)}`);
+    console.log(
+      `archive calls on the fleet's containers (each a process of dockerd's own): ${calls} (${((calls / seconds) * 60).toFixed(1)} a minute): ${JSON.stringify(archive)}`,
+    );
     console.log(`the watch said:\n${out.trim().split('\n').slice(-3).join('\n')}`);
   } finally {
     watch?.kill('SIGTERM');

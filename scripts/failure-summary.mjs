@@ -34,7 +34,10 @@ export default async function* failureSummary(source) {
       stack.length = event.data.nesting + 1;
     } else if (event.type === 'test:pass' && event.data.details?.type !== 'suite') {
       const ms = event.data.details?.duration_ms ?? 0;
-      slowest.push({ ms, name: `${event.data.file?.replace(/^.*\/test\//, 'test/') ?? '?'} › ${[...stackOf(event.data.file).slice(0, event.data.nesting), event.data.name].filter(Boolean).join(' › ')}` });
+      slowest.push({
+        ms,
+        name: `${event.data.file?.replace(/^.*\/test\//, 'test/') ?? '?'} › ${[...stackOf(event.data.file).slice(0, event.data.nesting), event.data.name].filter(Boolean).join(' › ')}`,
+      });
       slowest.sort((a, b) => b.ms - a.ms);
       slowest.length = Math.min(slowest.length, 10);
     } else if (event.type === 'test:fail') {
@@ -44,14 +47,20 @@ export default async function* failureSummary(source) {
       if (err?.failureType === 'subtestsFailed') continue;
       const path = [...stackOf(d.file).slice(0, d.nesting), d.name].filter(Boolean).join(' › ');
       const cause = err?.cause ?? err;
-      const text = String(cause?.stack ?? cause?.message ?? cause ?? 'failed').split('\n').slice(0, 12).join('\n      ');
+      const text = String(cause?.stack ?? cause?.message ?? cause ?? 'failed')
+        .split('\n')
+        .slice(0, 12)
+        .join('\n      ');
       failures.push(`  ✗ ${d.file ?? '?'}\n    ${path} (${Math.round(d.details?.duration_ms ?? 0)} ms)\n      ${text}`);
     }
   }
   const total = [...tiers.values()].reduce((sum, t) => sum + t.ms, 0) || 1;
   yield `\n# tiers (files, summed time of their top-level tests, share of the whole):\n${[...tiers.entries()]
     .sort(([a], [b]) => (a < b ? -1 : 1))
-    .map(([name, t]) => `#   test/${name.padEnd(12)} ${String(t.files.size).padStart(3)} files ${(t.ms / 1000).toFixed(1).padStart(8)} s ${((100 * t.ms) / total).toFixed(1).padStart(5)}%`)
+    .map(
+      ([name, t]) =>
+        `#   test/${name.padEnd(12)} ${String(t.files.size).padStart(3)} files ${(t.ms / 1000).toFixed(1).padStart(8)} s ${((100 * t.ms) / total).toFixed(1).padStart(5)}%`,
+    )
     .join('\n')}\n`;
   yield `\n# slowest tests:\n${slowest.map((t) => `#   ${(t.ms / 1000).toFixed(1).padStart(6)} s  ${t.name}`).join('\n')}\n`;
   yield failures.length === 0 ? '\n# failure summary: no test failed\n' : `\n# failure summary: ${failures.length} test(s) failed\n${failures.join('\n')}\n`;

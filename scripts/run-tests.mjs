@@ -34,7 +34,11 @@ const SLOWEST_FIRST = [
 
 const all = readdirSync('test', { withFileTypes: true })
   .filter((d) => d.isDirectory())
-  .flatMap((d) => readdirSync(join('test', d.name)).filter((f) => f.endsWith('.test.ts')).map((f) => `test/${d.name}/${f}`))
+  .flatMap((d) =>
+    readdirSync(join('test', d.name))
+      .filter((f) => f.endsWith('.test.ts'))
+      .map((f) => `test/${d.name}/${f}`),
+  )
   .sort();
 const files = [...SLOWEST_FIRST.filter((f) => all.includes(f)), ...all.filter((f) => !SLOWEST_FIRST.includes(f))];
 const concurrency = process.env.TEST_CONCURRENCY ?? '4';
@@ -49,6 +53,14 @@ const concurrency = process.env.TEST_CONCURRENCY ?? '4';
 const scale = Math.max(1, Number(concurrency) / 5 || 1);
 const guards = [`--test-timeout=${Math.round(1_800_000 * scale)}`];
 // TAP for the whole log, then a summary of the failures at its very end.
-const reporters = ['--test-reporter=tap', '--test-reporter-destination=stdout', '--test-reporter=./scripts/failure-summary.mjs', '--test-reporter-destination=stdout'];
-const r = spawnSync('npx', ['tsx', '--test', `--test-concurrency=${concurrency}`, ...guards, ...reporters, ...process.argv.slice(2), ...files], { stdio: 'inherit', env: { ...process.env, TEST_CONCURRENCY: concurrency } });
+const reporters = [
+  '--test-reporter=tap',
+  '--test-reporter-destination=stdout',
+  '--test-reporter=./scripts/failure-summary.mjs',
+  '--test-reporter-destination=stdout',
+];
+const r = spawnSync('npx', ['tsx', '--test', `--test-concurrency=${concurrency}`, ...guards, ...reporters, ...process.argv.slice(2), ...files], {
+  stdio: 'inherit',
+  env: { ...process.env, TEST_CONCURRENCY: concurrency },
+});
 process.exit(r.status ?? 1);

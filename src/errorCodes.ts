@@ -24,7 +24,7 @@ export const EXIT_CODE_MEANINGS: Record<ExitCodeName, string> = {
   ok: 'success: the rollout completed and every instance was verified (or the command did what it was asked)',
   rolloutFailed: 'the rollout (or the command) failed; the message says what happened and what to do next',
   invalidInput: 'invalid input: the fleet file, a defaults file or a flag is wrong; nothing was changed',
-  lockHeld: 'another rollout holds the fleet\'s lock; nothing was changed',
+  lockHeld: "another rollout holds the fleet's lock; nothing was changed",
   paused: 'the rollout stopped because someone ran `fleetroll pause`; the fleet is consistent',
   interrupted: 'interrupted by a signal (Ctrl-C, SIGTERM); the fleet was left consistent',
 };
@@ -116,24 +116,29 @@ const { rolloutFailed, invalidInput } = ExitCode;
 export const ERROR_CODES: Readonly<Record<ErrorCode, ErrorCodeInfo>> = {
   E_INVALID: {
     exitCode: invalidInput,
-    meaning: 'Invalid input: a field of the fleet file, a defaults file or an experiment spec, or a flag. Every problem is listed, each with its path (`strategy/rollingUpdate/maxSurge: ...`). Nothing was changed.',
+    meaning:
+      'Invalid input: a field of the fleet file, a defaults file or an experiment spec, or a flag. Every problem is listed, each with its path (`strategy/rollingUpdate/maxSurge: ...`). Nothing was changed.',
     whatToDo: 'Fix each field the message names; `fleetroll validate -f <fleet>` checks the file without touching the fleet.',
   },
   E_NO_FILE: {
     exitCode: invalidInput,
-    meaning: 'A file that was named (fleet file, compose file, env file, upstream template, experiment spec) does not exist, is a directory or cannot be opened. Nothing was changed.',
+    meaning:
+      'A file that was named (fleet file, compose file, env file, upstream template, experiment spec) does not exist, is a directory or cannot be opened. Nothing was changed.',
     whatToDo: 'Check the path (relative paths inside a fleet file are relative to that file) and its permissions.',
   },
   E_REPORTED: {
     exitCode: rolloutFailed,
     otherExitCodes: [ExitCode.interrupted],
-    meaning: 'The command already printed why it failed in its own output (the rehearsal or experiment summary, e.g. failed requests); no `error:` line follows. Exit code 130 when it was interrupted.',
+    meaning:
+      'The command already printed why it failed in its own output (the rehearsal or experiment summary, e.g. failed requests); no `error:` line follows. Exit code 130 when it was interrupted.',
     whatToDo: 'Read the summary the command printed (with `--json`, the JSON on stdout).',
   },
   E_ROLLOUT_FAILED: {
     exitCode: rolloutFailed,
-    meaning: 'The rollout did not reach its goal: the progress deadline passed, a hook failed, the analysis took the new revision out of traffic (`details.stoppedBy: "analysis"`), a canary was aborted, instances do not serve the new version, or preflight found problems (nothing changed then). With `onFailure: rollback` the fleet was rolled back and the message says how that went.',
-    whatToDo: 'Follow the hint. `fleetroll status -f <fleet>` shows the fleet; deploying again continues from where it stopped, deploying the previous image goes back.',
+    meaning:
+      'The rollout did not reach its goal: the progress deadline passed, a hook failed, the analysis took the new revision out of traffic (`details.stoppedBy: "analysis"`), a canary was aborted, instances do not serve the new version, or preflight found problems (nothing changed then). With `onFailure: rollback` the fleet was rolled back and the message says how that went.',
+    whatToDo:
+      'Follow the hint. `fleetroll status -f <fleet>` shows the fleet; deploying again continues from where it stopped, deploying the previous image goes back.',
   },
   E_PAUSED: {
     exitCode: ExitCode.paused,
@@ -147,13 +152,17 @@ export const ERROR_CODES: Readonly<Record<ErrorCode, ErrorCodeInfo>> = {
   },
   E_HEAL_STALE: {
     exitCode: rolloutFailed,
-    meaning: '`fleetroll watch` looked at the fleet, then found under the lock that its latest revision is another one, or not complete (a deploy ran in between, or failed). It changed nothing; the watch never exits on it.',
-    whatToDo: 'Nothing: the watch looks again and heals the new revision once a deploy completes it. `fleetroll status -f <fleet>` shows where the fleet stands.',
+    meaning:
+      '`fleetroll watch` looked at the fleet, then found under the lock that its latest revision is another one, or not complete (a deploy ran in between, or failed). It changed nothing; the watch never exits on it.',
+    whatToDo:
+      'Nothing: the watch looks again and heals the new revision once a deploy completes it. `fleetroll status -f <fleet>` shows where the fleet stands.',
   },
   E_LOCK_HELD: {
     exitCode: ExitCode.lockHeld,
-    meaning: 'Another fleetroll (another CI job, another machine) holds the fleet\'s lock; the message names the holder, its command and since when. Nothing was changed.',
-    whatToDo: 'Wait for it (`deploy --lock-wait 5m`), check `fleetroll status`; if you are sure the holder is gone: `fleetroll lock release --force -f <fleet>`.',
+    meaning:
+      "Another fleetroll (another CI job, another machine) holds the fleet's lock; the message names the holder, its command and since when. Nothing was changed.",
+    whatToDo:
+      'Wait for it (`deploy --lock-wait 5m`), check `fleetroll status`; if you are sure the holder is gone: `fleetroll lock release --force -f <fleet>`.',
   },
   E_TIMEOUT: {
     exitCode: rolloutFailed,
@@ -173,12 +182,13 @@ export const ERROR_CODES: Readonly<Record<ErrorCode, ErrorCodeInfo>> = {
   E_ADOPT: {
     exitCode: rolloutFailed,
     otherExitCodes: [invalidInput],
-    meaning: '`fleetroll adopt` could not take over the running containers: none matches, they report different versions or no reachable address (exit 1); or the request itself is invalid: no `port`, or the fleet is already managed (exit 2).',
+    meaning:
+      '`fleetroll adopt` could not take over the running containers: none matches, they report different versions or no reachable address (exit 1); or the request itself is invalid: no `port`, or the fleet is already managed (exit 2).',
     whatToDo: 'Narrow or fix `--match` so it selects the containers of one version, set `port:`, and adopt only fleets fleetroll has never deployed.',
   },
   E_STATE: {
     exitCode: rolloutFailed,
-    meaning: 'The fleet\'s state (revision history, journal), kept in a container on its first host, is not valid JSON.',
+    meaning: "The fleet's state (revision history, journal), kept in a container on its first host, is not valid JSON.",
     whatToDo: 'Inspect the state container the message names; restore or remove the damaged file.',
   },
   E_REHEARSE: {
@@ -188,7 +198,8 @@ export const ERROR_CODES: Readonly<Record<ErrorCode, ErrorCodeInfo>> = {
   },
   E_DOCKER: {
     exitCode: rolloutFailed,
-    meaning: 'A Docker API call (create, start, stop, remove, inspect, logs, image copy) failed; transient failures were retried first, and the message names the operation, the host and the last cause.',
+    meaning:
+      'A Docker API call (create, start, stop, remove, inspect, logs, image copy) failed; transient failures were retried first, and the message names the operation, the host and the last cause.',
     whatToDo: 'Look at the Docker engine on that host (`docker info`, its logs); deploy again once it is healthy: the rollout continues.',
   },
   E_DOCKER_UNREACHABLE: {
@@ -208,8 +219,8 @@ export const ERROR_CODES: Readonly<Record<ErrorCode, ErrorCodeInfo>> = {
   },
   E_CONTAINER_START: {
     exitCode: rolloutFailed,
-    meaning: 'A new instance\'s container was created but Docker would not start it (bad command, port taken, missing bind source); it was removed again.',
-    whatToDo: 'Read the engine\'s message in the error; fix the fleet file\'s container fields or the image.',
+    meaning: "A new instance's container was created but Docker would not start it (bad command, port taken, missing bind source); it was removed again.",
+    whatToDo: "Read the engine's message in the error; fix the fleet file's container fields or the image.",
   },
   E_NAME_CONFLICT: {
     exitCode: rolloutFailed,
@@ -233,7 +244,8 @@ export const ERROR_CODES: Readonly<Record<ErrorCode, ErrorCodeInfo>> = {
   },
   E_PUT_FILE: {
     exitCode: rolloutFailed,
-    meaning: 'A file could not be written into a container because its directory does not exist there (for example the upstream file\'s directory in the nginx container).',
+    meaning:
+      "A file could not be written into a container because its directory does not exist there (for example the upstream file's directory in the nginx container).",
     whatToDo: 'Fix the path (`loadBalancers[].nginx.upstreamFile`) or create the directory in the image.',
   },
   E_GET_FILE: {
@@ -243,7 +255,7 @@ export const ERROR_CODES: Readonly<Record<ErrorCode, ErrorCodeInfo>> = {
   },
   E_REGISTRY_CREDENTIALS: {
     exitCode: rolloutFailed,
-    meaning: 'The credentials for the image\'s registry could not be read (Docker config, credential helper).',
+    meaning: "The credentials for the image's registry could not be read (Docker config, credential helper).",
     whatToDo: 'Log in (`docker login <registry>`), install the credential helper the Docker config names, or set `registry:` in the fleet file.',
   },
   E_NGINX_MISSING: {
@@ -258,18 +270,19 @@ export const ERROR_CODES: Readonly<Record<ErrorCode, ErrorCodeInfo>> = {
   },
   E_NGINX_TEST: {
     exitCode: rolloutFailed,
-    meaning: '`nginx -t` refused the configuration: either the current one (before anything changed) or the new upstream file (every upstream file was then restored and nothing reloaded).',
-    whatToDo: 'Read nginx\'s lines in the message; fix nginx.conf or the upstream template, then deploy again.',
+    meaning:
+      '`nginx -t` refused the configuration: either the current one (before anything changed) or the new upstream file (every upstream file was then restored and nothing reloaded).',
+    whatToDo: "Read nginx's lines in the message; fix nginx.conf or the upstream template, then deploy again.",
   },
   E_NGINX_RELOAD: {
     exitCode: rolloutFailed,
     meaning: '`nginx -s reload` failed, or nginx did not start new worker processes after it.',
-    whatToDo: 'Check that the nginx master runs (its pid file exists) and read nginx\'s error log.',
+    whatToDo: "Check that the nginx master runs (its pid file exists) and read nginx's error log.",
   },
   E_NGINX_FILE: {
     exitCode: rolloutFailed,
     meaning: 'The upstream file of a load balancer could not be read or written.',
-    whatToDo: 'Check `upstreamFile` and that fleetroll may write it (for `exec: true`, the file\'s permissions on this machine).',
+    whatToDo: "Check `upstreamFile` and that fleetroll may write it (for `exec: true`, the file's permissions on this machine).",
   },
   E_VERSION_PROBE: {
     exitCode: rolloutFailed,
@@ -278,12 +291,13 @@ export const ERROR_CODES: Readonly<Record<ErrorCode, ErrorCodeInfo>> = {
   },
   E_ACCESS_LOG: {
     exitCode: rolloutFailed,
-    meaning: 'The load balancer\'s access log (`loadBalancers[].nginx.accessLog`), which the analysis and the health numbers read, cannot be read or followed.',
+    meaning: "The load balancer's access log (`loadBalancers[].nginx.accessLog`), which the analysis and the health numbers read, cannot be read or followed.",
     whatToDo: 'Check that nginx writes the `fleetroll_json` format to that path (templates/nginx.conf.example) and that fleetroll can reach it.',
   },
   E_UNSAFE_VALUE: {
     exitCode: rolloutFailed,
-    meaning: 'fleetroll refused to write a value (an upstream or sticky key name, an address, a weight) into an nginx config or log format, because it could break or inject into it. Validation refuses such input first, so this points at a value that came from elsewhere.',
+    meaning:
+      'fleetroll refused to write a value (an upstream or sticky key name, an address, a weight) into an nginx config or log format, because it could break or inject into it. Validation refuses such input first, so this points at a value that came from elsewhere.',
     whatToDo: 'Fix the value the message quotes; if it came from a valid fleet file, report it as a bug.',
   },
   E_INTERNAL: {

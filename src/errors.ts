@@ -8,7 +8,16 @@
  */
 import { ERROR_CODES, ExitCode, type ErrorCode, type ExitCodeValue } from './errorCodes.js';
 
-export { ERROR_CODES, EXIT_CODE_MEANINGS, ExitCode, exitCodesOf, type ErrorCode, type ErrorCodeInfo, type ExitCodeName, type ExitCodeValue } from './errorCodes.js';
+export {
+  ERROR_CODES,
+  EXIT_CODE_MEANINGS,
+  ExitCode,
+  exitCodesOf,
+  type ErrorCode,
+  type ErrorCodeInfo,
+  type ExitCodeName,
+  type ExitCodeValue,
+} from './errorCodes.js';
 
 /** Machine-readable facts about an error, printed with it under `--json`. */
 export type ErrorDetails = Readonly<Record<string, unknown>>;
@@ -63,8 +72,7 @@ export class ValidationError extends FleetrollError {
   constructor(issues: readonly FieldIssue[], options: Pick<FleetrollErrorOptions, 'cause' | 'hint'> & { source?: string } = {}) {
     const where = options.source ? `${options.source}: ` : '';
     const lines = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message));
-    const message =
-      lines.length === 1 ? `${where}${lines[0]}` : `${where}${lines.length} problems\n  ${lines.join('\n  ')}`;
+    const message = lines.length === 1 ? `${where}${lines[0]}` : `${where}${lines.length} problems\n  ${lines.join('\n  ')}`;
     super('E_INVALID', message, { ...options, details: { issues } });
     this.issues = issues;
   }
@@ -164,6 +172,18 @@ export class InterruptedError extends FleetrollError {
 }
 
 /** What `--json` prints for a failed command: the code a script can branch on, its exit code and details. */
-export function errorJson(err: FleetrollError): { code: ErrorCode; exitCode: ExitCodeValue; message: string; hint: string | undefined; details?: ErrorDetails } {
-  return { code: err.code, exitCode: err.exitCode, message: err.message, hint: err.hint, ...(err.details !== undefined && Object.keys(err.details).length > 0 ? { details: err.details } : {}) };
+export function errorJson(err: FleetrollError): {
+  code: ErrorCode;
+  exitCode: ExitCodeValue;
+  message: string;
+  hint: string | undefined;
+  details?: ErrorDetails;
+} {
+  return {
+    code: err.code,
+    exitCode: err.exitCode,
+    message: err.message,
+    hint: err.hint,
+    ...(err.details !== undefined && Object.keys(err.details).length > 0 ? { details: err.details } : {}),
+  };
 }

@@ -34,7 +34,17 @@ import * as wiring from './wiring.js';
 export { loadFleet, runManaged };
 
 export { ERROR_CODES, ExitCode, FleetrollError, InterruptedError, PausedError, RolloutFailedError, ValidationError } from './errors.js';
-export type { ErrorCode, ErrorCodeInfo, ErrorDetails, ExitCodeValue, FailurePhase, FieldIssue, FleetrollErrorOptions, RolloutFailureDetails, VerifiedInstanceDetail } from './errors.js';
+export type {
+  ErrorCode,
+  ErrorCodeInfo,
+  ErrorDetails,
+  ExitCodeValue,
+  FailurePhase,
+  FieldIssue,
+  FleetrollErrorOptions,
+  RolloutFailureDetails,
+  VerifiedInstanceDetail,
+} from './errors.js';
 
 export { LABELS, systemClock } from './ports.js';
 export type {
@@ -152,8 +162,10 @@ export interface DeployFleetOptions {
  */
 export async function deploy(source: FleetSource, options: DeployFleetOptions = {}): Promise<ManagedResult> {
   const issues: FieldIssue[] = [];
-  if ((options.overrides as CliOverrides | undefined)?.replicas !== undefined) issues.push({ path: 'overrides/replicas', message: 'is for plan and simulate only (a what-if); set replicas in the fleet file' });
-  if (options.lockWaitMs !== undefined && !(Number.isFinite(options.lockWaitMs) && options.lockWaitMs >= 0)) issues.push({ path: 'lockWaitMs', message: `must be a number of milliseconds, 0 or more, got ${String(options.lockWaitMs)}` });
+  if ((options.overrides as CliOverrides | undefined)?.replicas !== undefined)
+    issues.push({ path: 'overrides/replicas', message: 'is for plan and simulate only (a what-if); set replicas in the fleet file' });
+  if (options.lockWaitMs !== undefined && !(Number.isFinite(options.lockWaitMs) && options.lockWaitMs >= 0))
+    issues.push({ path: 'lockWaitMs', message: `must be a number of milliseconds, 0 or more, got ${String(options.lockWaitMs)}` });
   if (issues.length > 0) throw new ValidationError(issues);
   const fleet = await fleetOf(source, options.overrides);
   const listener = options.onEvent;
@@ -260,9 +272,11 @@ function isFleet(x: unknown): x is Fleet {
 
 async function fleetOf(source: FleetSource, overrides: CliOverrides | undefined): Promise<Fleet> {
   if (typeof source === 'string') return loadFleet(source, overrides ?? {});
-  if (!isFleet(source)) throw new ValidationError([{ path: 'fleet', message: 'must be a fleet file\'s path or a fleet from loadFleet / fleetFromObject' }]);
+  if (!isFleet(source)) throw new ValidationError([{ path: 'fleet', message: "must be a fleet file's path or a fleet from loadFleet / fleetFromObject" }]);
   if (overrides !== undefined && Object.values(overrides).some((v) => v !== undefined)) {
-    throw new ValidationError([{ path: 'overrides', message: 'apply to a fleet file\'s path only; pass them to loadFleet(file, overrides) for a fleet already loaded' }]);
+    throw new ValidationError([
+      { path: 'overrides', message: "apply to a fleet file's path only; pass them to loadFleet(file, overrides) for a fleet already loaded" },
+    ]);
   }
   return source;
 }
@@ -274,9 +288,10 @@ async function strategyOf(source: FleetSource | StrategyFlags, overrides: CliOve
     return { strategy: fleet.strategy, fleet };
   }
   if (typeof source !== 'object' || source === null || !('replicas' in source)) {
-    throw new ValidationError([{ path: 'fleet', message: 'must be a fleet file\'s path, a fleet from loadFleet, or { replicas, maxSurge?, maxUnavailable? }' }]);
+    throw new ValidationError([{ path: 'fleet', message: "must be a fleet file's path, a fleet from loadFleet, or { replicas, maxSurge?, maxUnavailable? }" }]);
   }
-  if (overrides !== undefined) throw new ValidationError([{ path: 'overrides', message: 'apply to a fleet file\'s path only; give replicas and limits in the first argument' }]);
+  if (overrides !== undefined)
+    throw new ValidationError([{ path: 'overrides', message: "apply to a fleet file's path only; give replicas and limits in the first argument" }]);
   const { replicas } = source;
   if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 0 || replicas > MAX_REPLICAS) {
     throw new ValidationError([{ path: 'replicas', message: `must be a whole number from 0 to ${MAX_REPLICAS}, got ${JSON.stringify(replicas)}` }]);
@@ -297,10 +312,14 @@ function timingIssues(t: SimulationTimings): FieldIssue[] {
   const durations = ['startupMs', 'drainMs', 'stopMs', 'minReadyMs', 'runMs', 'reloadMs', 'testMs'] as const;
   for (const k of durations) {
     const v = t[k];
-    if (v !== undefined && !(typeof v === 'number' && Number.isFinite(v) && v >= 0)) issues.push({ path: `timings/${k}`, message: `must be a number of milliseconds, 0 or more, got ${JSON.stringify(v)}` });
+    if (v !== undefined && !(typeof v === 'number' && Number.isFinite(v) && v >= 0))
+      issues.push({ path: `timings/${k}`, message: `must be a number of milliseconds, 0 or more, got ${JSON.stringify(v)}` });
   }
-  if (t.periodMs !== undefined && !(typeof t.periodMs === 'number' && Number.isFinite(t.periodMs) && t.periodMs > 0)) issues.push({ path: 'timings/periodMs', message: `must be a number of milliseconds above 0, got ${JSON.stringify(t.periodMs)}` });
-  if (!(typeof t.jitter === 'number' && t.jitter >= 0 && t.jitter <= 1)) issues.push({ path: 'timings/jitter', message: `must be a fraction from 0 to 1, got ${JSON.stringify(t.jitter)}` });
-  if (!(Number.isInteger(t.seed) && t.seed >= 0 && t.seed <= 2 ** 31)) issues.push({ path: 'timings/seed', message: `must be a whole number from 0 to ${2 ** 31}, got ${JSON.stringify(t.seed)}` });
+  if (t.periodMs !== undefined && !(typeof t.periodMs === 'number' && Number.isFinite(t.periodMs) && t.periodMs > 0))
+    issues.push({ path: 'timings/periodMs', message: `must be a number of milliseconds above 0, got ${JSON.stringify(t.periodMs)}` });
+  if (!(typeof t.jitter === 'number' && t.jitter >= 0 && t.jitter <= 1))
+    issues.push({ path: 'timings/jitter', message: `must be a fraction from 0 to 1, got ${JSON.stringify(t.jitter)}` });
+  if (!(Number.isInteger(t.seed) && t.seed >= 0 && t.seed <= 2 ** 31))
+    issues.push({ path: 'timings/seed', message: `must be a whole number from 0 to ${2 ** 31}, got ${JSON.stringify(t.seed)}` });
   return issues;
 }

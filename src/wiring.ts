@@ -74,17 +74,35 @@ export async function buildDeps(fleet: Fleet, events?: EventSink): Promise<Deplo
   // A host without the image gets it copied from the engine on this machine
   // when that engine is not one of the fleet's hosts already.
   const local = 'unix:///var/run/docker.sock';
-  const imageSource = !fleet.hosts.some((h) => h.docker === local) && existsSync('/var/run/docker.sock') ? new DockerRuntime({ name: 'this machine', docker: local }) : undefined;
-  return { runtimes, routers, prober, credentials: dockerConfigCredentials(), webhookPost: postWebhook, ...(events ? { events } : {}), ...(imageSource ? { imageSource } : {}) };
+  const imageSource =
+    !fleet.hosts.some((h) => h.docker === local) && existsSync('/var/run/docker.sock') ? new DockerRuntime({ name: 'this machine', docker: local }) : undefined;
+  return {
+    runtimes,
+    routers,
+    prober,
+    credentials: dockerConfigCredentials(),
+    webhookPost: postWebhook,
+    ...(events ? { events } : {}),
+    ...(imageSource ? { imageSource } : {}),
+  };
 }
 
 /** The fleet's state and lock live on its first host. */
-export function fleetHandles(fleet: Fleet, deps: Pick<DeployDeps, 'runtimes'>): { store: FleetStateStore; lock: FleetLock; watchLock: FleetLock; asks: SwitchBackContainers; who: string } {
+export function fleetHandles(
+  fleet: Fleet,
+  deps: Pick<DeployDeps, 'runtimes'>,
+): { store: FleetStateStore; lock: FleetLock; watchLock: FleetLock; asks: SwitchBackContainers; who: string } {
   const first = fleet.hosts[0];
   const rt = first ? deps.runtimes.get(first.name) : undefined;
   if (!first || !(rt instanceof DockerRuntime)) throw new FleetrollError('E_INTERNAL', 'the fleet has no first host');
   // A watch holds a lock of its own for as long as it runs: a second watch of the fleet waits on it, a deploy does not.
-  return { store: new FleetStateStore(rt.docker, fleet.service, first.name), lock: new FleetLock(rt.docker, fleet.service), watchLock: new FleetLock(rt.docker, `${fleet.service}-watch`), asks: new SwitchBackContainers(rt.docker, fleet.service), who: whoAmI() };
+  return {
+    store: new FleetStateStore(rt.docker, fleet.service, first.name),
+    lock: new FleetLock(rt.docker, fleet.service),
+    watchLock: new FleetLock(rt.docker, `${fleet.service}-watch`),
+    asks: new SwitchBackContainers(rt.docker, fleet.service),
+    who: whoAmI(),
+  };
 }
 
 /**

@@ -56,9 +56,7 @@ const WARMUP_SECONDS = num('WARMUP_SECONDS', 0);
 const PRESTOP_SECONDS = num('PRESTOP_SECONDS', 2);
 const BROKEN_NEVER_READY = process.env.BROKEN_NEVER_READY === '1';
 const READY_FILE = process.env.READY_FILE || undefined;
-const CRASH_AFTER_READY_SECONDS = process.env.CRASH_AFTER_READY_SECONDS
-  ? num('CRASH_AFTER_READY_SECONDS', 0)
-  : undefined;
+const CRASH_AFTER_READY_SECONDS = process.env.CRASH_AFTER_READY_SECONDS ? num('CRASH_AFTER_READY_SECONDS', 0) : undefined;
 const ORDER_DELAY_MS = num('ORDER_DELAY_MS', 200);
 const BAD_ERROR_RATE = (() => {
   const r = num('BAD_ERROR_RATE', 0);
@@ -73,8 +71,7 @@ const DATA_DIR = process.env.DATA_DIR || undefined;
 const BAD_PPM = Math.round(BAD_ERROR_RATE * 1_000_000);
 const HARD_EXIT_MS = 25_000;
 
-const log = (event, extra = '') =>
-  console.log(`${new Date().toISOString()} [bookstore ${VERSION}] ${event}${extra ? ' ' + extra : ''}`);
+const log = (event, extra = '') => console.log(`${new Date().toISOString()} [bookstore ${VERSION}] ${event}${extra ? ' ' + extra : ''}`);
 
 const BOOKS = [
   { id: 1, title: 'The Pragmatic Programmer', author: 'Hunt & Thomas' },
@@ -166,7 +163,7 @@ async function handle(req, res) {
       return send(req, res, 400, { error: 'invalid JSON body' });
     }
     await new Promise((r) => setTimeout(r, ORDER_DELAY_MS));
-    const bookId = typeof order === 'object' && order !== null ? order.bookId ?? null : null;
+    const bookId = typeof order === 'object' && order !== null ? (order.bookId ?? null) : null;
     return send(req, res, 201, { id: nextOrderId++, bookId, status: 'created', version: VERSION });
   }
   if (path === '/api/orders' || path === '/api/books' || path === '/api/version') {

@@ -50,7 +50,7 @@ try {
     overrides: { image },
     onEvent: (e) => process.stderr.write(`${describe(e)}\n`),
     signal: stop.signal,
-    changeCause: `examples/library/deploy.ts ${image ?? '(the file\'s image)'}`,
+    changeCause: `examples/library/deploy.ts ${image ?? "(the file's image)"}`,
   });
   process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
 } catch (err) {

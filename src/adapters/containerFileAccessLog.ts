@@ -67,7 +67,8 @@ async function execRaw(docker: Dockerode, container: string, cmd: string[]): Pro
   const stdout = Buffer.concat(out);
   const stderr = Buffer.concat(errs).toString('utf8');
   // runc reports a missing binary on the stream with 126/127 rather than failing the start.
-  if (exitCode === 126 || exitCode === 127 || /executable file not found/.test(stdout.subarray(0, 512).toString('utf8'))) throw new ToolMissing(`${cmd[0]}: ${stderr || stdout.toString('utf8')}`.trim());
+  if (exitCode === 126 || exitCode === 127 || /executable file not found/.test(stdout.subarray(0, 512).toString('utf8')))
+    throw new ToolMissing(`${cmd[0]}: ${stderr || stdout.toString('utf8')}`.trim());
   return { exitCode, stdout, stderr };
 }
 

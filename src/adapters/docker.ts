@@ -135,7 +135,11 @@ export class DockerRuntime implements Runtime {
 
   async run(spec: InstanceSpec): Promise<InstanceInfo> {
     const network = spec.network ?? 'bridge';
-    const labels = { ...spec.labels, ...(spec.port !== undefined ? { [LABELS.port]: String(spec.port) } : {}), ...(spec.publishAddress ? { [LABELS.publishAddress]: spec.publishAddress } : {}) };
+    const labels = {
+      ...spec.labels,
+      ...(spec.port !== undefined ? { [LABELS.port]: String(spec.port) } : {}),
+      ...(spec.publishAddress ? { [LABELS.publishAddress]: spec.publishAddress } : {}),
+    };
     let container: Dockerode.Container;
     try {
       container = await retryTransient(
@@ -144,7 +148,17 @@ export class DockerRuntime implements Runtime {
           try {
             return await this.docker.createContainer(
               dockerCreateBody(
-                { name: spec.name, image: spec.image, env: spec.env, labels, port: spec.port, network, stopTimeoutSeconds: spec.stopTimeoutSeconds, publishAddress: spec.publishAddress, secretSources: spec.secretSources },
+                {
+                  name: spec.name,
+                  image: spec.image,
+                  env: spec.env,
+                  labels,
+                  port: spec.port,
+                  network,
+                  stopTimeoutSeconds: spec.stopTimeoutSeconds,
+                  publishAddress: spec.publishAddress,
+                  secretSources: spec.secretSources,
+                },
                 spec.container,
               ) as Dockerode.ContainerCreateOptions,
             );
@@ -189,7 +203,12 @@ export class DockerRuntime implements Runtime {
       } catch (err) {
         await container.remove({ force: true, v: true }).catch(() => {});
         const missing = statusOf(err) === 404;
-        throw runtimeError(missing ? 'E_NETWORK_MISSING' : 'E_DOCKER', `connecting container ${spec.name} to network ${n.name} on ${this.where}: ${missing ? 'no such network' : engineMessage(err)}`, err, missing ? `create it on that host: docker network create ${n.name}` : undefined);
+        throw runtimeError(
+          missing ? 'E_NETWORK_MISSING' : 'E_DOCKER',
+          `connecting container ${spec.name} to network ${n.name} on ${this.where}: ${missing ? 'no such network' : engineMessage(err)}`,
+          err,
+          missing ? `create it on that host: docker network create ${n.name}` : undefined,
+        );
       }
     }
     try {
@@ -303,13 +322,17 @@ export class DockerRuntime implements Runtime {
         created = await this.docker.createContainer({
           Image: image,
           Labels: { [LABELS.managed]: 'probe' },
-          HostConfig: { NetworkMode: 'none', Mounts: left.map((p, i) => ({ Type: 'bind' as const, Source: p, Target: `/fleetroll-bind-check/${i}`, ReadOnly: true })) },
+          HostConfig: {
+            NetworkMode: 'none',
+            Mounts: left.map((p, i) => ({ Type: 'bind' as const, Source: p, Target: `/fleetroll-bind-check/${i}`, ReadOnly: true })),
+          },
         });
         return missing;
       } catch (err) {
         const msg = engineMessage(err);
         const named = left.find((p) => msg.includes(p));
-        if (!/does not exist|no such file/i.test(msg) || named === undefined) throw runtimeError('E_DOCKER', `checking bind sources on ${this.where}: ${msg}`, err);
+        if (!/does not exist|no such file/i.test(msg) || named === undefined)
+          throw runtimeError('E_DOCKER', `checking bind sources on ${this.where}: ${msg}`, err);
         missing.push(named);
         left = left.filter((p) => p !== named);
       } finally {
@@ -349,7 +372,10 @@ export class DockerRuntime implements Runtime {
     // The command may outlive the timeout (Docker cannot kill an exec): its late answer is dropped.
     run.catch(() => {});
     const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(runtimeError('E_EXEC_TIMEOUT', `\`${cmd.join(' ')}\` in container ${id} on ${this.where} did not exit within ${timeoutMs} ms`, undefined)), timeoutMs);
+      timer = setTimeout(
+        () => reject(runtimeError('E_EXEC_TIMEOUT', `\`${cmd.join(' ')}\` in container ${id} on ${this.where} did not exit within ${timeoutMs} ms`, undefined)),
+        timeoutMs,
+      );
     });
     try {
       return (await Promise.race([run, late])).exitCode;
@@ -396,4 +422,3 @@ export async function ensureNetwork(target: DockerRuntime | Dockerode, name: str
     throw runtimeError('E_DOCKER', `creating Docker network ${name}: ${engineMessage(err)}`, err);
   }
 }
-

@@ -70,11 +70,9 @@ export function dockerOptions(host: DockerHostConfig): DockerConnectOptions {
         try {
           return readFileSync(file);
         } catch (err) {
-          throw new FleetrollError(
-            'E_INVALID',
-            `hosts[${host.name}]/tls/${what}: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`,
-            { cause: err },
-          );
+          throw new FleetrollError('E_INVALID', `hosts[${host.name}]/tls/${what}: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, {
+            cause: err,
+          });
         }
       };
       return {
@@ -93,7 +91,13 @@ export function dockerOptions(host: DockerHostConfig): DockerConnectOptions {
     const username = decodeURIComponent(url.username) || userInfo().username;
     const port = Number(url.port || '22');
     // Plain HTTP spoken over the agent's dial-stdio channels; host/port only name it in URLs.
-    return { ...base, host: hostname, port, protocol: 'http', agent: new SshDockerAgent({ host: hostname, port, username, ...(host.ssh ? { identityFile: host.ssh.identityFile } : {}) }) };
+    return {
+      ...base,
+      host: hostname,
+      port,
+      protocol: 'http',
+      agent: new SshDockerAgent({ host: hostname, port, username, ...(host.ssh ? { identityFile: host.ssh.identityFile } : {}) }),
+    };
   }
   throw invalid(`unsupported scheme ${JSON.stringify(url.protocol)} in ${JSON.stringify(endpoint)} (use unix://, tcp:// or ssh://)`);
 }
@@ -149,7 +153,10 @@ function localEngineHint(socketPath: string, setupScript: string | undefined, as
 }
 
 /** What to try when the engine at `endpoint` does not answer; the local-engine facts are parameters for the tests. */
-export function unreachableHint(endpoint: string, local: { setupScript?: string | undefined; asRoot?: boolean } = { setupScript: repoSetupScript(), asRoot: process.getuid?.() === 0 }): string {
+export function unreachableHint(
+  endpoint: string,
+  local: { setupScript?: string | undefined; asRoot?: boolean } = { setupScript: repoSetupScript(), asRoot: process.getuid?.() === 0 },
+): string {
   return endpoint.startsWith('unix://')
     ? localEngineHint(endpoint.slice('unix://'.length), local.setupScript, local.asRoot === true)
     : endpoint.startsWith('ssh://')
@@ -162,7 +169,14 @@ export function unreachableHint(endpoint: string, local: { setupScript?: string 
  * words (a timeout, the ssh agent's own reason, a socket or TLS code), then
  * what to try.
  */
-export function unreachableError(where: string, endpoint: string, tls: boolean, err: unknown, timeoutMs: number, sshProblem: string | undefined): FleetrollError {
+export function unreachableError(
+  where: string,
+  endpoint: string,
+  tls: boolean,
+  err: unknown,
+  timeoutMs: number,
+  sshProblem: string | undefined,
+): FleetrollError {
   const e = err as NodeJS.ErrnoException;
   const detail =
     e?.name === 'AbortError' || e?.name === 'TimeoutError'

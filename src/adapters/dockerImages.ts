@@ -45,7 +45,18 @@ export async function load(docker: Dockerode, where: string, tar: NodeJS.Readabl
   // The answer is a stream of JSON progress messages; an error arrives as one of them.
   let text = '';
   for await (const chunk of res) text += chunk.toString();
-  const failed = text.split('\n').map((l) => l.trim()).filter(Boolean).map((l) => { try { return JSON.parse(l) as { error?: string }; } catch { return {}; } }).find((m) => m.error);
+  const failed = text
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean)
+    .map((l) => {
+      try {
+        return JSON.parse(l) as { error?: string };
+      } catch {
+        return {};
+      }
+    })
+    .find((m) => m.error);
   if (failed?.error) throw runtimeError('E_DOCKER', `loading an image into ${where}: ${failed.error}`, failed);
 }
 

@@ -61,7 +61,10 @@ export function instanceFromList(c: Dockerode.ContainerInfo, host: string): Inst
 
 /** An inspected container on `host`; `port` supplies the app port of a container fleetroll did not create (adopted). */
 export function instanceFromInspect(info: Dockerode.ContainerInspectInfo, host: string, port?: number): InstanceInfo {
-  const labels: Record<string, string> = { ...(info.Config?.Labels ?? {}), ...(port !== undefined && !info.Config?.Labels?.[LABELS.port] ? { [LABELS.port]: String(port) } : {}) };
+  const labels: Record<string, string> = {
+    ...(info.Config?.Labels ?? {}),
+    ...(port !== undefined && !info.Config?.Labels?.[LABELS.port] ? { [LABELS.port]: String(port) } : {}),
+  };
   const running = info.State?.Running === true;
   return {
     restartCount: info.RestartCount ?? 0,
@@ -74,7 +77,10 @@ export function instanceFromInspect(info: Dockerode.ContainerInspectInfo, host: 
     exitCode: running ? undefined : info.State?.ExitCode,
     address: running
       ? labels[LABELS.publishAddress]
-        ? publishedAddress(labels, (info.NetworkSettings?.Ports as Record<string, { HostPort?: string }[] | null> | undefined)?.[`${labels[LABELS.port]}/tcp`]?.[0]?.HostPort)
+        ? publishedAddress(
+            labels,
+            (info.NetworkSettings?.Ports as Record<string, { HostPort?: string }[] | null> | undefined)?.[`${labels[LABELS.port]}/tcp`]?.[0]?.HostPort,
+          )
         : addressFrom(info.NetworkSettings?.Networks as Record<string, NetworkLike>, labels, info.HostConfig?.NetworkMode)
       : undefined,
   };
@@ -98,7 +104,10 @@ export async function present(where: string, what: string, inspect: () => Promis
  * Docker's 409 (the name is taken) is left to the caller: for the lock it
  * means held, for the others that one is there already.
  */
-export async function createNeverStarted(docker: Dockerode, c: { name: string; image: string; role: 'state' | 'lock' | 'switchback'; labels: Record<string, string>; binds?: string[] }): Promise<void> {
+export async function createNeverStarted(
+  docker: Dockerode,
+  c: { name: string; image: string; role: 'state' | 'lock' | 'switchback'; labels: Record<string, string>; binds?: string[] },
+): Promise<void> {
   await docker.createContainer({
     name: c.name,
     Image: c.image,

@@ -47,7 +47,11 @@ export function dockerodeClass(): typeof Dockerode {
   try {
     const dockerode = require.resolve('dockerode');
     stub(dockerode, './session.js', notLoaded('BuildKit sessions (buildImage with version "2")'));
-    stub(createRequire(dockerode).resolve('docker-modem'), './ssh.js', notLoaded("docker-modem's ssh protocol (ssh:// hosts go through fleetroll's own agent)"));
+    stub(
+      createRequire(dockerode).resolve('docker-modem'),
+      './ssh.js',
+      notLoaded("docker-modem's ssh protocol (ssh:// hosts go through fleetroll's own agent)"),
+    );
   } catch {
     // dockerode itself is missing: the require below says so.
   }

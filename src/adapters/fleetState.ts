@@ -65,7 +65,16 @@ async function ensurePlaceholderImage(docker: Dockerode): Promise<string> {
   const res = (await docker.importImage(Readable.from([tar]) as unknown as NodeJS.ReadableStream, { repo, tag } as never)) as unknown as NodeJS.ReadableStream;
   let text = '';
   for await (const chunk of res) text += chunk.toString();
-  const failed = text.split('\n').map((l) => { try { return JSON.parse(l) as { error?: string }; } catch { return {}; } }).find((m) => m.error);
+  const failed = text
+    .split('\n')
+    .map((l) => {
+      try {
+        return JSON.parse(l) as { error?: string };
+      } catch {
+        return {};
+      }
+    })
+    .find((m) => m.error);
   if (failed?.error) throw new Error(`creating ${PLACEHOLDER_IMAGE}: ${failed.error}`);
   return PLACEHOLDER_IMAGE;
 }
@@ -116,7 +125,13 @@ export class FleetStateStore implements StateStore {
     if (await this.exists()) return;
     await this.docker.createVolume({ Name: this.volume, Labels: { [LABELS.state]: this.service } });
     try {
-      await createNeverStarted(this.docker, { name: this.container, image, role: 'state', labels: { [LABELS.state]: this.service }, binds: [`${this.volume}:/state`] });
+      await createNeverStarted(this.docker, {
+        name: this.container,
+        image,
+        role: 'state',
+        labels: { [LABELS.state]: this.service },
+        binds: [`${this.volume}:/state`],
+      });
     } catch (err) {
       // Another machine created it first: fine, it is the same state.
       if (dockerStatus(err) !== 409) throw err;
@@ -166,21 +181,25 @@ export class FleetStateStore implements StateStore {
       const gone = () => {
         if (this.events === events) this.events = undefined;
       };
-      events.close = dockerEvents(this.docker, { type: ['container'], container: [this.container], event: ['extract-to-dir'] }, {
-        opened: () => {
-          events.open = true;
-          this.ownWrites = 0;
+      events.close = dockerEvents(
+        this.docker,
+        { type: ['container'], container: [this.container], event: ['extract-to-dir'] },
+        {
+          opened: () => {
+            events.open = true;
+            this.ownWrites = 0;
+          },
+          data: () => {
+            // This process's own writes wake nobody: its polls ask about what others wrote (pause, promote, undo, abort).
+            if (this.ownWrites > 0) {
+              this.ownWrites--;
+              return;
+            }
+            for (const l of this.listeners) l();
+          },
+          ended: gone,
         },
-        data: () => {
-          // This process's own writes wake nobody: its polls ask about what others wrote (pause, promote, undo, abort).
-          if (this.ownWrites > 0) {
-            this.ownWrites--;
-            return;
-          }
-          for (const l of this.listeners) l();
-        },
-        ended: gone,
-      });
+      );
     }
     return () => {
       this.listeners.delete(onWrite);
@@ -247,8 +266,14 @@ export class FleetStateStore implements StateStore {
 
   /** Removes the state (volume and container): used by tests and `rehearse --down`. */
   async destroy(): Promise<void> {
-    await this.docker.getContainer(this.container).remove({ force: true }).catch(() => {});
-    await this.docker.getVolume(this.volume).remove().catch(() => {});
+    await this.docker
+      .getContainer(this.container)
+      .remove({ force: true })
+      .catch(() => {});
+    await this.docker
+      .getVolume(this.volume)
+      .remove()
+      .catch(() => {});
   }
 }
 
@@ -268,7 +293,10 @@ function holderIsDeadHere(h: LockHolder): boolean {
 
 /** Exit code 3; its details name the holder, so a CI job can say who holds the fleet without parsing the message. */
 export class LockHeldError extends FleetrollError {
-  constructor(readonly info: LockInfo, service: string) {
+  constructor(
+    readonly info: LockInfo,
+    service: string,
+  ) {
     super(
       'E_LOCK_HELD',
       `fleet ${service} is locked by ${info.holder} (pid ${info.pid}, since ${info.started}): ${info.command}${info.stale ? ` — its lease expired at ${new Date(Date.parse(info.lease) + LEASE_MS).toISOString()}` : ''}`,
@@ -321,7 +349,12 @@ export class FleetLock implements FleetLockPort {
     const until = this.now() + waitMs;
     for (;;) {
       try {
-        await createNeverStarted(this.docker, { name: this.container, image, role: 'lock', labels: { [LABELS.lock]: JSON.stringify(holder), [`${LABELS.lock}.service`]: this.service } });
+        await createNeverStarted(this.docker, {
+          name: this.container,
+          image,
+          role: 'lock',
+          labels: { [LABELS.lock]: JSON.stringify(holder), [`${LABELS.lock}.service`]: this.service },
+        });
         await this.renew();
         this.timer = setInterval(() => void this.renew().catch(() => {}), LEASE_MS / 4);
         this.timer.unref();
@@ -333,7 +366,10 @@ export class FleetLock implements FleetLockPort {
       if (info?.stale) {
         // Its holder is gone (killed, machine lost): take the lock over, and say so.
         this.onTakeover?.(info);
-        await this.docker.getContainer(this.container).remove({ force: true }).catch(() => {});
+        await this.docker
+          .getContainer(this.container)
+          .remove({ force: true })
+          .catch(() => {});
         continue;
       }
       if (info && this.now() >= until) throw new LockHeldError(info, this.service);
@@ -353,9 +389,12 @@ export class FleetLock implements FleetLockPort {
   async release(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
-    await this.docker.getContainer(this.container).remove({ force: true }).catch((err: unknown) => {
-      if (dockerStatus(err) !== 404) throw err;
-    });
+    await this.docker
+      .getContainer(this.container)
+      .remove({ force: true })
+      .catch((err: unknown) => {
+        if (dockerStatus(err) !== 404) throw err;
+      });
   }
 
   /** `lock release`: removes someone else's lock; without force only when its lease expired. */
@@ -375,7 +414,14 @@ function parseNote(text: string | undefined): { at: string; text: string } | und
 
 /** Removes a fleet's state volume, state container, lock and a blue-green offer left by a killed rollout (tests, `rehearse --down`). */
 export async function removeFleetState(docker: Dockerode, service: string): Promise<void> {
-  await Promise.all([switchBackOfferName(service), switchBackAskName(service)].map((c) => docker.getContainer(c).remove({ force: true }).catch(() => {})));
+  await Promise.all(
+    [switchBackOfferName(service), switchBackAskName(service)].map((c) =>
+      docker
+        .getContainer(c)
+        .remove({ force: true })
+        .catch(() => {}),
+    ),
+  );
   await new FleetLock(docker, service).release();
   await new FleetLock(docker, `${service}-watch`).release();
   await new FleetStateStore(docker, service, 'local').destroy();

@@ -48,30 +48,27 @@ function get(address: string, path: string, timeoutMs: number, readBody: boolean
       if (err) reject(err);
       else resolve(answer!);
     };
-    const req = http.request(
-      { host, port, path, method: 'GET', agent: false, headers: { Connection: 'close', Accept: 'text/plain, */*' } },
-      (res) => {
-        const status = res.statusCode ?? 0;
-        if (!readBody) {
-          res.resume();
-          res.on('end', () => finish(undefined, { status, body: '' }));
-          res.on('error', (e) => finish(e));
+    const req = http.request({ host, port, path, method: 'GET', agent: false, headers: { Connection: 'close', Accept: 'text/plain, */*' } }, (res) => {
+      const status = res.statusCode ?? 0;
+      if (!readBody) {
+        res.resume();
+        res.on('end', () => finish(undefined, { status, body: '' }));
+        res.on('error', (e) => finish(e));
+        return;
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (c: Buffer) => {
+        size += c.length;
+        if (size > MAX_BODY) {
+          req.destroy(new Error(`response body larger than ${MAX_BODY} bytes`));
           return;
         }
-        const chunks: Buffer[] = [];
-        let size = 0;
-        res.on('data', (c: Buffer) => {
-          size += c.length;
-          if (size > MAX_BODY) {
-            req.destroy(new Error(`response body larger than ${MAX_BODY} bytes`));
-            return;
-          }
-          chunks.push(c);
-        });
-        res.on('end', () => finish(undefined, { status, body: Buffer.concat(chunks).toString('utf8') }));
-        res.on('error', (e) => finish(e));
-      },
-    );
+        chunks.push(c);
+      });
+      res.on('end', () => finish(undefined, { status, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', (e) => finish(e));
+    });
     const timer = setTimeout(() => {
       const err = new Error(`no complete answer within ${timeoutMs} ms`);
       req.destroy(err);
@@ -123,7 +120,9 @@ export class HttpProber implements Prober {
     if (r.status < 200 || r.status >= 300) {
       const body = r.body.trim().slice(0, 200);
       // The status goes with the error: the final check asks again after a 503, not after a 404 (engine/verify.ts).
-      throw Object.assign(new FleetrollError('E_VERSION_PROBE', `version probe GET ${url} answered HTTP ${r.status}${body ? `: ${body}` : ''}`), { status: r.status });
+      throw Object.assign(new FleetrollError('E_VERSION_PROBE', `version probe GET ${url} answered HTTP ${r.status}${body ? `: ${body}` : ''}`), {
+        status: r.status,
+      });
     }
     return r.body.trim();
   }

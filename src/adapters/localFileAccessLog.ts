@@ -107,7 +107,16 @@ export class LocalFileAccessLog implements AccessLogSource {
       throw new FleetrollError('E_ACCESS_LOG', `opening the ${this.name}: ${(err as Error).message}`, { cause: err });
     }
     const s = await handle.stat();
-    const log: OpenLog = { handle, dev: s.dev, ino: s.ino, offset: 0, overlap: new Uint8Array(0), splitter: new LineSplitter(this.opts.maxLineBytes), quiet: 0, skipFirst: false };
+    const log: OpenLog = {
+      handle,
+      dev: s.dev,
+      ino: s.ino,
+      offset: 0,
+      overlap: new Uint8Array(0),
+      splitter: new LineSplitter(this.opts.maxLineBytes),
+      quiet: 0,
+      skipFirst: false,
+    };
     if (atEnd && s.size > 0) {
       log.offset = s.size;
       log.overlap = await this.readAt(handle, Math.max(0, s.size - OVERLAP), Math.min(OVERLAP, s.size));

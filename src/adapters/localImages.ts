@@ -116,11 +116,7 @@ export async function ensureNodeBaseImage(opts: NodeBaseImageOptions = {}): Prom
       { name: 'root', uid: 0, gid: 0, home: '/root' },
       { name: 'node', uid: 1000, gid: 1000, home: '/home/node' },
     ]);
-    await importRootfs(opts, dir, root, tag, [
-      `ENV ${PATH_ENV}`,
-      `LABEL ${LABELS.image}=node-base`,
-      'CMD ["node"]',
-    ]);
+    await importRootfs(opts, dir, root, tag, [`ENV ${PATH_ENV}`, `LABEL ${LABELS.image}=node-base`, 'CMD ["node"]']);
   });
   log(`built ${tag}`);
   return tag;
@@ -148,9 +144,11 @@ export async function ensureNginxBaseImage(opts: NginxBaseImageOptions = {}): Pr
   const lua = opts.lua ? await readFile(FLEETROLL_LUA) : undefined;
   if (lua) {
     const missing = [...LUA_MODULES, LUA_SHARE].filter((f) => !existsSync(f));
-    if (missing.length) throw new Error(`building the nginx image with Lua: ${missing.join(', ')} not found (apt-get install libnginx-mod-http-lua, see scripts/setup-host.sh)`);
+    if (missing.length)
+      throw new Error(`building the nginx image with Lua: ${missing.join(', ')} not found (apt-get install libnginx-mod-http-lua, see scripts/setup-host.sh)`);
   }
-  const tag = opts.tag ?? (lua ? `fleetroll/nginx-lua:${version}-${createHash('sha256').update(lua).digest('hex').slice(0, 12)}` : `fleetroll/nginx-base:${version}`);
+  const tag =
+    opts.tag ?? (lua ? `fleetroll/nginx-lua:${version}-${createHash('sha256').update(lua).digest('hex').slice(0, 12)}` : `fleetroll/nginx-base:${version}`);
   if (!opts.force && (await imageExists(tag, opts))) {
     log(`${tag} already exists`);
     return tag;
@@ -162,12 +160,16 @@ export async function ensureNginxBaseImage(opts: NginxBaseImageOptions = {}): Pr
     const root = path.join(dir, 'rootfs');
     await mkdir(root);
     await addBinaryWithLibs(root, nginxBinary, '/usr/sbin/nginx');
-    await writeUsers(root, [
-      { name: 'root', uid: 0, gid: 0, home: '/root' },
-      { name: 'www-data', uid: 33, gid: 33, home: '/var/www' },
-      { name: 'nginx', uid: 101, gid: 101, home: '/var/cache/nginx' },
-      { name: 'nobody', uid: 65534, gid: 65534, home: '/nonexistent' },
-    ], [{ name: 'nogroup', gid: 65534 }]);
+    await writeUsers(
+      root,
+      [
+        { name: 'root', uid: 0, gid: 0, home: '/root' },
+        { name: 'www-data', uid: 33, gid: 33, home: '/var/www' },
+        { name: 'nginx', uid: 101, gid: 101, home: '/var/cache/nginx' },
+        { name: 'nobody', uid: 65534, gid: 65534, home: '/nonexistent' },
+      ],
+      [{ name: 'nogroup', gid: 65534 }],
+    );
     // Directories the Debian build's compiled-in paths need (nginx -V): temp paths under
     // /var/lib/nginx (created by the master, but only the last component), pid in /run,
     // lock in /var/lock, logs in /var/log/nginx.
@@ -221,7 +223,11 @@ export async function buildAppImage(opts: BuildAppImageOptions): Promise<string>
   const baseId = (await docker(opts, `inspecting base image ${base}`, ['image', 'inspect', '--format', '{{.Id}}', base])).stdout.trim();
   const hash = createHash('sha256');
   for (const f of ['Dockerfile', 'server.mjs']) {
-    hash.update(f).update('\0').update(await readFile(path.join(contextDir, f))).update('\0');
+    hash
+      .update(f)
+      .update('\0')
+      .update(await readFile(path.join(contextDir, f)))
+      .update('\0');
   }
   hash.update(baseId).update('\0').update(version);
   const contextHash = hash.digest('hex').slice(0, 16);
@@ -241,11 +247,16 @@ export async function buildAppImage(opts: BuildAppImageOptions): Promise<string>
     [
       'build',
       '--quiet',
-      '--build-arg', `BASE=${base}`,
-      '--build-arg', `APP_VERSION=${version}`,
-      '--label', `${LABELS.image}=app`,
-      '--label', `${LABELS.contextHash}=${contextHash}`,
-      '--tag', tag,
+      '--build-arg',
+      `BASE=${base}`,
+      '--build-arg',
+      `APP_VERSION=${version}`,
+      '--label',
+      `${LABELS.image}=app`,
+      '--label',
+      `${LABELS.contextHash}=${contextHash}`,
+      '--tag',
+      tag,
       contextDir,
     ],
     { DOCKER_BUILDKIT: '0' },

@@ -140,10 +140,14 @@ export async function startMetricsServer(o: MetricsServerOptions): Promise<Fleet
   const addr = server.address() as AddressInfo;
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
 
-  const feed = new TrafficFeed(o.accessLogs ?? [], (records) => {
-    addTraffic(model, records);
-    changed();
-  }, o.logEveryMs);
+  const feed = new TrafficFeed(
+    o.accessLogs ?? [],
+    (records) => {
+      addTraffic(model, records);
+      changed();
+    },
+    o.logEveryMs,
+  );
   // Opening a log (a docker exec, a log stream) is not waited for: the server answers meanwhile.
   const feedStarted = feed.start();
 

@@ -102,12 +102,20 @@ export class NginxContainerRouter implements Router {
   async check(): Promise<void> {
     const info = await this.runtime.inspect(this.container);
     if (!info) {
-      throw failure('E_NGINX_MISSING', `${this.name}: container ${this.container} does not exist`, undefined,
-        `start it, or fix loadBalancers[].nginx.container`);
+      throw failure(
+        'E_NGINX_MISSING',
+        `${this.name}: container ${this.container} does not exist`,
+        undefined,
+        `start it, or fix loadBalancers[].nginx.container`,
+      );
     }
     if (!info.running) {
-      throw failure('E_NGINX_NOT_RUNNING', `${this.name}: container ${this.container} is ${info.state}, not running`, undefined,
-        `docker start ${this.container}`);
+      throw failure(
+        'E_NGINX_NOT_RUNNING',
+        `${this.name}: container ${this.container} is ${info.state}, not running`,
+        undefined,
+        `docker start ${this.container}`,
+      );
     }
     const r = await this.exec(['-t']);
     if (r.exitCode !== 0) {
@@ -163,10 +171,7 @@ export class NginxContainerRouter implements Router {
     } catch (err) {
       restored = `AND restoring the previous content failed: ${err instanceof Error ? err.message : String(err)}`;
     }
-    throw failure(
-      'E_NGINX_TEST',
-      `${this.name}: \`nginx -t\` rejected the new ${this.upstreamFile} (${restored}):\n${nginxLines(r.stderr, r.stdout)}`,
-    );
+    throw failure('E_NGINX_TEST', `${this.name}: \`nginx -t\` rejected the new ${this.upstreamFile} (${restored}):\n${nginxLines(r.stderr, r.stdout)}`);
   }
 
   /** The master's pid on this machine and its container's id, once seen to be the container's init on a local engine (nginxProc.ts). */
@@ -194,7 +199,10 @@ export class NginxContainerRouter implements Router {
       this.runtime.docker
         .getContainer(this.container)
         .inspect()
-        .then((i) => ({ pid: i.State?.Pid, id: i.Id }), () => undefined),
+        .then(
+          (i) => ({ pid: i.State?.Pid, id: i.Id }),
+          () => undefined,
+        ),
     ]);
     const pid = container?.pid;
     const masterIsInit = !!w && w.master !== undefined && pid !== undefined && pid > 0 && w.master === String(pid);
@@ -225,17 +233,23 @@ export class NginxContainerRouter implements Router {
       if (how === 'SIGHUP') {
         const sent = this.master !== undefined && (await hupMaster(this.master.pid, this.master.id));
         if (!sent) await this.runtime.docker.getContainer(this.container).kill({ signal: 'HUP' });
-      }
-      else {
+      } else {
         const r = await this.exec(['-s', 'reload']);
-        if (r.exitCode !== 0) throw failure('E_NGINX_RELOAD', `${this.name}: \`nginx -s reload\` exited with ${r.exitCode}:\n${nginxLines(r.stderr, r.stdout)}`);
+        if (r.exitCode !== 0)
+          throw failure('E_NGINX_RELOAD', `${this.name}: \`nginx -s reload\` exited with ${r.exitCode}:\n${nginxLines(r.stderr, r.stdout)}`);
       }
     } catch (err) {
       this.known = undefined;
       if (err instanceof FleetrollError) throw err;
       const status = statusOf(err);
-      const what = status === 404 ? 'does not exist' : status === 409 ? 'is not running' : `could not be signalled (${err instanceof Error ? err.message : String(err)})`;
-      throw failure('E_NGINX_RELOAD', `${this.name}: reloading nginx: container ${this.container} ${what}`, err, `docker start ${this.container}, then deploy again`);
+      const what =
+        status === 404 ? 'does not exist' : status === 409 ? 'is not running' : `could not be signalled (${err instanceof Error ? err.message : String(err)})`;
+      throw failure(
+        'E_NGINX_RELOAD',
+        `${this.name}: reloading nginx: container ${this.container} ${what}`,
+        err,
+        `docker start ${this.container}, then deploy again`,
+      );
     }
     const t2 = Date.now();
     const done = await waitForNewWorkers(this.name, before?.workers, async () => (await this.workers())?.workers);

@@ -20,7 +20,18 @@
  */
 import path from 'node:path';
 import { FleetrollError } from '../errors.js';
-import { PLACEHOLDER_ADDRESS, defaultPeersFile, STICKY_NAME_RE, UPSTREAM_NAME_RE, forceRoute, parseForceKey, parseUpstreamServers, type ForceKey, type StickyKey, type UpstreamEntry } from '../core/upstream.js';
+import {
+  PLACEHOLDER_ADDRESS,
+  defaultPeersFile,
+  STICKY_NAME_RE,
+  UPSTREAM_NAME_RE,
+  forceRoute,
+  parseForceKey,
+  parseUpstreamServers,
+  type ForceKey,
+  type StickyKey,
+  type UpstreamEntry,
+} from '../core/upstream.js';
 import type { ChangeParts, Router } from '../ports.js';
 import type { NginxPlace } from './nginxPlace.js';
 
@@ -55,7 +66,8 @@ export interface PeersExtras {
 
 /** One server as a peers-file line, every value checked against what the Lua side parses. */
 function peerLine(s: UpstreamEntry): string {
-  if (!ADDRESS_RE.test(s.address)) throw new FleetrollError('E_INVALID', `the dynamic nginx mode takes IPv4 addresses with a port, got ${JSON.stringify(s.address)}`);
+  if (!ADDRESS_RE.test(s.address))
+    throw new FleetrollError('E_INVALID', `the dynamic nginx mode takes IPv4 addresses with a port, got ${JSON.stringify(s.address)}`);
   if (!NAME_RE.test(s.name)) throw new FleetrollError('E_INVALID', `an instance name fleetroll's Lua cannot carry: ${JSON.stringify(s.name)}`);
   const weight = s.weight ?? 1;
   if (!Number.isInteger(weight) || weight < 1 || weight > 1000) throw new FleetrollError('E_INVALID', `a weight from 1 to 1000, got ${weight}`);
@@ -63,7 +75,8 @@ function peerLine(s: UpstreamEntry): string {
 }
 
 function groupName(name: string): string {
-  if (!UPSTREAM_NAME_RE.test(name) && !/^fleetroll_[A-Za-z0-9_]{1,64}_(?:canary|stable)$/.test(name)) throw new FleetrollError('E_INVALID', `a group name fleetroll's Lua cannot carry: ${JSON.stringify(name)}`);
+  if (!UPSTREAM_NAME_RE.test(name) && !/^fleetroll_[A-Za-z0-9_]{1,64}_(?:canary|stable)$/.test(name))
+    throw new FleetrollError('E_INVALID', `a group name fleetroll's Lua cannot carry: ${JSON.stringify(name)}`);
   return name;
 }
 
@@ -78,7 +91,8 @@ export function renderPeers(servers: readonly UpstreamEntry[], version: number, 
   const { split, force } = extras;
   if (split) {
     const [kind, name] = split.key === 'remote_addr' ? ['remote_addr', '-'] : (split.key.split(':') as [string, string]);
-    if (!STICKY_NAME_RE.test(name) && name !== '-') throw new FleetrollError('E_INVALID', `a sticky key name fleetroll's Lua cannot carry: ${JSON.stringify(name)}`);
+    if (!STICKY_NAME_RE.test(name) && name !== '-')
+      throw new FleetrollError('E_INVALID', `a sticky key name fleetroll's Lua cannot carry: ${JSON.stringify(name)}`);
     lines.push(`split ${kind} ${name} ${split.epoch}`);
   }
   if (force) {
@@ -214,16 +228,22 @@ export class DynamicNginxRouter implements Router {
     if (!t.ok) {
       const lua = /unknown directive "(?:balancer|init|init_worker|log)_by_lua|ngx_http_lua_module|ndk_http_module/.test(t.output);
       // Preflight lists several routers' messages and keeps no hint: what to do goes into the message.
-      const todo = lua ? `\nthe dynamic mode needs nginx's Lua module: install ${LUA_PACKAGES} (Debian 12) where nginx runs, and load_module ndk_http_module.so, then ngx_http_lua_module.so (templates/nginx-dynamic.conf.example)` : '';
+      const todo = lua
+        ? `\nthe dynamic mode needs nginx's Lua module: install ${LUA_PACKAGES} (Debian 12) where nginx runs, and load_module ndk_http_module.so, then ngx_http_lua_module.so (templates/nginx-dynamic.conf.example)`
+        : '';
       throw new FleetrollError('E_NGINX_TEST', `${this.name}: the current configuration fails \`nginx -t\`:\n${t.output}${todo}`, {
         hint: lua ? `install ${LUA_PACKAGES} where nginx runs` : 'fix the nginx configuration, then deploy again',
       });
     }
     const missing = dynamicConfigProblems(t.stdout, this.upstream, this.peersFile, this.preview);
     if (missing.length) {
-      throw new FleetrollError('E_NGINX_TEST', `${this.name}: nginx's configuration lacks what the dynamic mode needs for upstream ${this.upstream} (templates/nginx-dynamic.conf.example has every piece; or set mode: reload):\n${missing.map((m) => `  - ${m}`).join('\n')}`, {
-        hint: 'start from templates/nginx-dynamic.conf.example, or set mode: reload',
-      });
+      throw new FleetrollError(
+        'E_NGINX_TEST',
+        `${this.name}: nginx's configuration lacks what the dynamic mode needs for upstream ${this.upstream} (templates/nginx-dynamic.conf.example has every piece; or set mode: reload):\n${missing.map((m) => `  - ${m}`).join('\n')}`,
+        {
+          hint: 'start from templates/nginx-dynamic.conf.example, or set mode: reload',
+        },
+      );
     }
     const status = parseStatus(await this.place.read(this.statusFile).catch(() => undefined));
     if (!status) {
@@ -233,9 +253,13 @@ export class DynamicNginxRouter implements Router {
     }
     if (status.lua < 2 && this.groupNames().length > 0) {
       const what = this.preview !== undefined ? `the preview upstream ${this.preview}` : 'canary.force';
-      throw new FleetrollError('E_NGINX_TEST', `${this.name}: the fleetroll.lua nginx runs is version ${status.lua}, too old for ${what}: copy templates/fleetroll.lua from this fleetroll into nginx again and reload nginx once`, {
-        hint: 'copy templates/fleetroll.lua into nginx and reload it',
-      });
+      throw new FleetrollError(
+        'E_NGINX_TEST',
+        `${this.name}: the fleetroll.lua nginx runs is version ${status.lua}, too old for ${what}: copy templates/fleetroll.lua from this fleetroll into nginx again and reload nginx once`,
+        {
+          hint: 'copy templates/fleetroll.lua into nginx and reload it',
+        },
+      );
     }
   }
 
@@ -253,7 +277,10 @@ export class DynamicNginxRouter implements Router {
    * its first decision, as for a file that was never written.
    */
   async read(): Promise<string | undefined> {
-    const [peers, status] = await Promise.all([this.place.read(this.peersFile).then(parsePeers), this.place.read(this.statusFile).then(parseStatus, () => undefined)]);
+    const [peers, status] = await Promise.all([
+      this.place.read(this.peersFile).then(parsePeers),
+      this.place.read(this.statusFile).then(parseStatus, () => undefined),
+    ]);
     if (!peers) return undefined;
     this.version = Math.max(this.version, peers.version);
     if (status?.version !== peers.version) return undefined;
@@ -295,9 +322,13 @@ export class DynamicNginxRouter implements Router {
       seen = parseStatus(await this.place.read(this.statusFile).catch(() => undefined));
       if (seen?.version === version) break;
       if (Date.now() - t1 > this.confirmTimeoutMs) {
-        throw new FleetrollError('E_NGINX_RELOAD', `${this.name}: fleetroll's Lua did not take the new peers within ${this.confirmTimeoutMs / 1000} s (its status file says version ${seen?.version ?? 'none'}, wanted ${version})`, {
-          hint: "check nginx's error log and that init_worker_by_lua_block calls require(\"fleetroll\").init_worker()",
-        });
+        throw new FleetrollError(
+          'E_NGINX_RELOAD',
+          `${this.name}: fleetroll's Lua did not take the new peers within ${this.confirmTimeoutMs / 1000} s (its status file says version ${seen?.version ?? 'none'}, wanted ${version})`,
+          {
+            hint: 'check nginx\'s error log and that init_worker_by_lua_block calls require("fleetroll").init_worker()',
+          },
+        );
       }
       await new Promise((r) => setTimeout(r, wait));
     }
@@ -323,12 +354,23 @@ export function dynamicConfigProblems(config: string, upstream: string, peersFil
   const q = (s: string) => `["']${s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}["']`;
   const checks: [RegExp, string][] = [
     [/^\s*lua_shared_dict\s+fleetroll\s+\S+\s*;/m, 'lua_shared_dict fleetroll 1m;'],
-    [new RegExp(`require\\(["']fleetroll["']\\)\\.init\\(\\s*\\{[^}]*upstream\\s*=\\s*${q(upstream)}[^}]*peers\\s*=\\s*${q(peersFile)}`), `init_by_lua_block { require("fleetroll").init({ upstream = "${upstream}", peers = "${peersFile}" }) }`],
+    [
+      new RegExp(`require\\(["']fleetroll["']\\)\\.init\\(\\s*\\{[^}]*upstream\\s*=\\s*${q(upstream)}[^}]*peers\\s*=\\s*${q(peersFile)}`),
+      `init_by_lua_block { require("fleetroll").init({ upstream = "${upstream}", peers = "${peersFile}" }) }`,
+    ],
     [/require\(["']fleetroll["']\)\.init_worker\(\)/, 'init_worker_by_lua_block { require("fleetroll").init_worker() }'],
-    [new RegExp(`balancer_by_lua_block\\s*\\{\\s*require\\(["']fleetroll["']\\)\\.balance\\(${q(upstream)}\\)`), `balancer_by_lua_block { require("fleetroll").balance("${upstream}") } in upstream ${upstream}`],
+    [
+      new RegExp(`balancer_by_lua_block\\s*\\{\\s*require\\(["']fleetroll["']\\)\\.balance\\(${q(upstream)}\\)`),
+      `balancer_by_lua_block { require("fleetroll").balance("${upstream}") } in upstream ${upstream}`,
+    ],
     [/require\(["']fleetroll["']\)\.done\(\)/, 'log_by_lua_block { require("fleetroll").done() } where it proxies'],
     ...(preview !== undefined
-      ? ([[new RegExp(`balancer_by_lua_block\\s*\\{\\s*require\\(["']fleetroll["']\\)\\.balance\\(${q(preview)}\\)`), `upstream ${preview} { server 0.0.0.1; balancer_by_lua_block { require("fleetroll").balance("${preview}") } } (blue-green's preview)`]] as [RegExp, string][])
+      ? ([
+          [
+            new RegExp(`balancer_by_lua_block\\s*\\{\\s*require\\(["']fleetroll["']\\)\\.balance\\(${q(preview)}\\)`),
+            `upstream ${preview} { server 0.0.0.1; balancer_by_lua_block { require("fleetroll").balance("${preview}") } } (blue-green's preview)`,
+          ],
+        ] as [RegExp, string][])
       : []),
   ];
   return checks.filter(([re]) => !re.test(config)).map(([, what]) => what);

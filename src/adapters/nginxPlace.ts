@@ -103,7 +103,10 @@ const MOUNTS_FRESH_MS = 10_000;
  * in a bind mount of a container on this machine's engine (hostPathOf),
  * otherwise through Docker's archive API. The mounts are asked for once.
  */
-export function containerFiles(runtime: DockerRuntime, container: string): {
+export function containerFiles(
+  runtime: DockerRuntime,
+  container: string,
+): {
   entry(file: string): Promise<FileEntry | undefined>;
   write(file: string, text: string, mode?: number): Promise<void>;
 } {
@@ -118,7 +121,10 @@ export function containerFiles(runtime: DockerRuntime, container: string): {
       mounts = docker
         .getContainer(container)
         .inspect()
-        .then((i) => (i.Mounts ?? []) as BindMount[], () => []);
+        .then(
+          (i) => (i.Mounts ?? []) as BindMount[],
+          () => [],
+        );
     }
     return hostPathOf(file, await mounts);
   };
@@ -159,7 +165,11 @@ export function execPlace(o: { nginxBin?: string; prefixArgs?: string[]; name?: 
     nginx: async (args) => {
       const { execa } = await import('execa');
       const r = await execa(bin, [...prefix, ...args], { reject: false, stdin: 'ignore', timeout: 30_000 });
-      return { ok: !r.failed && r.exitCode === 0, output: `${String(r.stderr ?? '')}\n${String(r.stdout ?? '')}`.trim() || `could not run ${bin}`, stdout: String(r.stdout ?? '') };
+      return {
+        ok: !r.failed && r.exitCode === 0,
+        output: `${String(r.stderr ?? '')}\n${String(r.stdout ?? '')}`.trim() || `could not run ${bin}`,
+        stdout: String(r.stdout ?? ''),
+      };
     },
     ...localFiles,
   };

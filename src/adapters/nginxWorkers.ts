@@ -25,11 +25,7 @@ export interface WorkerSnapshot {
 export function workerSnapshot(titles: string[], processes: string[][], parent?: (row: string[]) => boolean): WorkerSnapshot {
   const pid = titles.indexOf('PID');
   const args = titles.findIndex((x) => x === 'COMMAND' || x === 'ARGS' || x === 'CMD');
-  const workers = new Set(
-    processes
-      .filter((p) => /nginx: worker process\s*$/.test(p[args] ?? '') && (parent?.(p) ?? true))
-      .map((p) => p[pid] ?? ''),
-  );
+  const workers = new Set(processes.filter((p) => /nginx: worker process\s*$/.test(p[args] ?? '') && (parent?.(p) ?? true)).map((p) => p[pid] ?? ''));
   const masters = processes.filter((p) => (p[args] ?? '').startsWith('nginx: master process'));
   return { workers, master: masters.length === 1 ? masters[0]?.[pid] : undefined };
 }
@@ -93,11 +89,19 @@ export async function waitForNewWorkers(name: string, before: Set<string> | unde
     if (seen && seen.size > 0 && ![...seen].some((p) => before.has(p))) break;
     if (at - t0 >= RELOAD_TIMEOUT_MS) {
       const old = [...(seen ?? [])].filter((p) => before.has(p));
-      const last = !seen ? 'the workers could not be listed' : seen.size === 0 ? 'no worker process running' : `worker(s) ${old.join(', ')} still from before the reload`;
-      throw new FleetrollError('E_NGINX_RELOAD', `${name}: nginx did not start new worker processes within ${RELOAD_TIMEOUT_MS / 1000} s of a reload (last seen: ${last})`, {
-        ...(failed !== undefined ? { cause: failed } : {}),
-        hint: "check nginx's error log",
-      });
+      const last = !seen
+        ? 'the workers could not be listed'
+        : seen.size === 0
+          ? 'no worker process running'
+          : `worker(s) ${old.join(', ')} still from before the reload`;
+      throw new FleetrollError(
+        'E_NGINX_RELOAD',
+        `${name}: nginx did not start new worker processes within ${RELOAD_TIMEOUT_MS / 1000} s of a reload (last seen: ${last})`,
+        {
+          ...(failed !== undefined ? { cause: failed } : {}),
+          hint: "check nginx's error log",
+        },
+      );
     }
     await sleep(nextLook(at - t0, firstNew === undefined ? undefined : at - firstNew));
   }

@@ -98,7 +98,11 @@ export class PathFollower {
     } else {
       const r = await this.ops.read(this.path, cur.offset - cur.overlap.length);
       const sameId = r !== undefined && cur.id !== undefined && r.id === cur.id;
-      const continues = r !== undefined && (cur.id === undefined || r.id === undefined || sameId) && r.size >= cur.offset && sameBytes(r.data.subarray(0, cur.overlap.length), cur.overlap);
+      const continues =
+        r !== undefined &&
+        (cur.id === undefined || r.id === undefined || sameId) &&
+        r.size >= cur.offset &&
+        sameBytes(r.data.subarray(0, cur.overlap.length), cur.overlap);
       if (r && continues) {
         fresh.push(...this.consume(cur, r.data.subarray(cur.overlap.length)));
       } else if (!r) {

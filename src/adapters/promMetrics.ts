@@ -40,7 +40,12 @@ export function fleetMetrics(model: () => FleetModel, now: () => number): FleetM
       for (const r of instanceCounts(model())) this.set({ service, host: r.host, revision: r.revision, phase: r.phase }, r.count);
     },
   });
-  const heals = new Counter({ name: 'fleetroll_heals_total', help: 'Instances replaced or re-routed to keep the fleet at its revision, by reason.', labelNames: ['service', 'reason'] as const, registers: [registry] });
+  const heals = new Counter({
+    name: 'fleetroll_heals_total',
+    help: 'Instances replaced or re-routed to keep the fleet at its revision, by reason.',
+    labelNames: ['service', 'reason'] as const,
+    registers: [registry],
+  });
   for (const reason of KNOWN_HEAL_REASONS) heals.inc({ service, reason }, 0);
   new Counter({
     name: 'fleetroll_nginx_reloads_total',
@@ -52,7 +57,12 @@ export function fleetMetrics(model: () => FleetModel, now: () => number): FleetM
       for (const [lb, n] of Object.entries(model().reloads)) this.inc({ service, load_balancer: lb }, n);
     },
   });
-  const rollouts = new Counter({ name: 'fleetroll_rollouts_total', help: 'Rollouts that ended, by strategy and outcome (success, failed, rolled_back, paused, interrupted).', labelNames: ['service', 'strategy', 'outcome'] as const, registers: [registry] });
+  const rollouts = new Counter({
+    name: 'fleetroll_rollouts_total',
+    help: 'Rollouts that ended, by strategy and outcome (success, failed, rolled_back, paused, interrupted).',
+    labelNames: ['service', 'strategy', 'outcome'] as const,
+    registers: [registry],
+  });
   const durations = new Histogram({
     name: 'fleetroll_rollout_duration_seconds',
     help: 'How long rollouts took, from the command starting them to their end, by outcome.',
@@ -70,11 +80,36 @@ export function fleetMetrics(model: () => FleetModel, now: () => number): FleetM
     },
   });
   const health = {
-    requests: new Gauge({ name: 'fleetroll_last_deploy_requests', help: 'The last deploy: requests whose response ended in its window (access log).', labelNames: ['service'] as const, registers: [registry] }),
-    failed: new Gauge({ name: 'fleetroll_last_deploy_failed_requests', help: 'The last deploy: requests that got a 5xx in its window.', labelNames: ['service'] as const, registers: [registry] }),
-    dropped: new Gauge({ name: 'fleetroll_last_deploy_dropped_requests', help: "The last deploy: requests no instance answered (nginx's own 502/504).", labelNames: ['service'] as const, registers: [registry] }),
-    mixed: new Gauge({ name: 'fleetroll_last_deploy_mixed_version_seconds', help: 'The last deploy: from the first new response to the last old one.', labelNames: ['service'] as const, registers: [registry] }),
-    firstNew: new Gauge({ name: 'fleetroll_last_deploy_first_new_instance_error_ratio', help: "The last deploy: the first new instance's error rate (0 to 1).", labelNames: ['service'] as const, registers: [registry] }),
+    requests: new Gauge({
+      name: 'fleetroll_last_deploy_requests',
+      help: 'The last deploy: requests whose response ended in its window (access log).',
+      labelNames: ['service'] as const,
+      registers: [registry],
+    }),
+    failed: new Gauge({
+      name: 'fleetroll_last_deploy_failed_requests',
+      help: 'The last deploy: requests that got a 5xx in its window.',
+      labelNames: ['service'] as const,
+      registers: [registry],
+    }),
+    dropped: new Gauge({
+      name: 'fleetroll_last_deploy_dropped_requests',
+      help: "The last deploy: requests no instance answered (nginx's own 502/504).",
+      labelNames: ['service'] as const,
+      registers: [registry],
+    }),
+    mixed: new Gauge({
+      name: 'fleetroll_last_deploy_mixed_version_seconds',
+      help: 'The last deploy: from the first new response to the last old one.',
+      labelNames: ['service'] as const,
+      registers: [registry],
+    }),
+    firstNew: new Gauge({
+      name: 'fleetroll_last_deploy_first_new_instance_error_ratio',
+      help: "The last deploy: the first new instance's error rate (0 to 1).",
+      labelNames: ['service'] as const,
+      registers: [registry],
+    }),
   };
   const perRevision = (name: string, help: string, pick: (c: { requests: number; errors5xx: number }) => number, rate: boolean) =>
     rate
@@ -98,7 +133,12 @@ export function fleetMetrics(model: () => FleetModel, now: () => number): FleetM
             for (const [rev, c] of Object.entries(model().totals)) this.inc({ service, revision: rev || 'unattributed' }, pick(c));
           },
         });
-  perRevision('fleetroll_requests_total', "Requests in nginx's access log by the revision that answered (unattributed: no fleet instance did).", (c) => c.requests, false);
+  perRevision(
+    'fleetroll_requests_total',
+    "Requests in nginx's access log by the revision that answered (unattributed: no fleet instance did).",
+    (c) => c.requests,
+    false,
+  );
   perRevision('fleetroll_requests_5xx_total', 'Of those, the ones whose client got a 5xx.', (c) => c.errors5xx, false);
   perRevision('fleetroll_request_rate', 'Requests per second by revision over the last 10 s (from the access log).', (c) => c.requests, true);
   perRevision('fleetroll_request_5xx_rate', '5xx responses per second by revision over the last 10 s.', (c) => c.errors5xx, true);

@@ -43,7 +43,10 @@ export async function runCredentialHelper(helper: string, server: string, timeou
     child.stdin.end(server);
   });
   if (out.spawnError) {
-    throw credentialError(`cannot run the credential helper ${program} for registry ${server}: ${out.spawnError.code === 'ENOENT' ? 'not installed (not on PATH)' : out.spawnError.code ?? 'failed'}`, out.spawnError);
+    throw credentialError(
+      `cannot run the credential helper ${program} for registry ${server}: ${out.spawnError.code === 'ENOENT' ? 'not installed (not on PATH)' : (out.spawnError.code ?? 'failed')}`,
+      out.spawnError,
+    );
   }
   // Docker's helpers say "credentials not found in native keychain" on stdout with exit 1: none, not an error.
   if (out.code !== 0) {
@@ -59,7 +62,9 @@ export async function runCredentialHelper(helper: string, server: string, timeou
   const secret = typeof parsed.Secret === 'string' ? parsed.Secret : undefined;
   if (!secret) return undefined;
   // "<token>" as the user name marks an identity token (what docker does with it).
-  return parsed.Username === '<token>' ? { serveraddress: server, identitytoken: secret } : { serveraddress: server, username: typeof parsed.Username === 'string' ? parsed.Username : undefined, password: secret };
+  return parsed.Username === '<token>'
+    ? { serveraddress: server, identitytoken: secret }
+    : { serveraddress: server, username: typeof parsed.Username === 'string' ? parsed.Username : undefined, password: secret };
 }
 
 /** The key of `auths`/`credHelpers` that stands for `server` (keys may carry a scheme or a path). */

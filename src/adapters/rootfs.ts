@@ -46,7 +46,12 @@ export async function addBinaryWithLibs(root: string, binary: string, target: st
   }
 }
 
-export interface User { name: string; uid: number; gid: number; home: string }
+export interface User {
+  name: string;
+  uid: number;
+  gid: number;
+  home: string;
+}
 
 export async function writeUsers(root: string, users: User[], extraGroups: { name: string; gid: number }[] = []): Promise<void> {
   await mkdir(path.join(root, 'etc'), { recursive: true });

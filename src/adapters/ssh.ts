@@ -55,7 +55,10 @@ class ChannelSocket extends Duplex {
   private inbox: (Buffer | null)[] = [];
 
   /** `onGone` runs once, when the channel closes or the socket does (whichever is first). */
-  constructor(open: Promise<ClientChannel>, private readonly onGone: () => void) {
+  constructor(
+    open: Promise<ClientChannel>,
+    private readonly onGone: () => void,
+  ) {
     super({ allowHalfOpen: true });
     this.once('close', () => this.gone());
     open.then(
@@ -299,7 +302,6 @@ export class SshDockerAgent extends Agent {
     });
   }
 
-
   /** Keeps what the remote docker CLI says on stderr: when dial-stdio fails, that is the reason. */
   private watch(channel: ClientChannel): void {
     let stderr = '';
@@ -332,7 +334,7 @@ export class SshDockerAgent extends Agent {
           verdict ??
           (err.level === 'client-authentication'
             ? `authentication as ${username || '(no user)'} failed with ${creds.source}`
-            : (err as NodeJS.ErrnoException).code ?? err.message);
+            : ((err as NodeJS.ErrnoException).code ?? err.message));
         this.lastProblem = `ssh to ${this.where}: ${why}`;
         const e = new Error(this.lastProblem, { cause: err }) as NodeJS.ErrnoException;
         if ((err as NodeJS.ErrnoException).code) e.code = (err as NodeJS.ErrnoException).code;
@@ -360,7 +362,9 @@ export class SshDockerAgent extends Agent {
           ...(creds.agent ? { agent: creds.agent } : {}),
           ...(creds.privateKey ? { privateKey: creds.privateKey } : {}),
           readyTimeout: 15_000,
-          ...(known.some((k) => !k.revoked) ? { algorithms: { serverHostKey: hostKeyAlgorithms(known.filter((k) => !k.revoked).map((k) => k.type)) as never } } : {}),
+          ...(known.some((k) => !k.revoked)
+            ? { algorithms: { serverHostKey: hostKeyAlgorithms(known.filter((k) => !k.revoked).map((k) => k.type)) as never } }
+            : {}),
           hostVerifier: (key: Buffer) => {
             verdict = checkHostKey(key, known, name, this.knownHosts);
             return verdict === undefined;

@@ -79,7 +79,11 @@ export class SwitchBackContainers {
     const lock = await this.labels(this.lockName);
     if (!lock) return;
     await this.remove(this.offerName);
-    await this.create(this.offerName, lock.image, { [LABELS.switchBack]: rollout, [LABELS.switchBackHolder]: lock.labels[LABELS.lock] ?? '', [`${LABELS.switchBack}.service`]: this.service });
+    await this.create(this.offerName, lock.image, {
+      [LABELS.switchBack]: rollout,
+      [LABELS.switchBackHolder]: lock.labels[LABELS.lock] ?? '',
+      [`${LABELS.switchBack}.service`]: this.service,
+    });
   }
 
   async withdraw(): Promise<void> {
@@ -111,6 +115,10 @@ export class SwitchBackContainers {
   /** Calls `listener` when an ask is created (Docker's create event, filtered by its label); returns a function that stops. */
   onAsk(listener: () => void): () => void {
     // A stream that fails leaves the rollout's poll, which looks every second anyway.
-    return dockerEvents(this.docker, { type: ['container'], event: ['create'], label: [`${LABELS.switchBackAsk}.service=${this.service}`] }, { data: () => listener() });
+    return dockerEvents(
+      this.docker,
+      { type: ['container'], event: ['create'], label: [`${LABELS.switchBackAsk}.service=${this.service}`] },
+      { data: () => listener() },
+    );
   }
 }

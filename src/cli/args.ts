@@ -25,7 +25,8 @@ export function parseSeconds(flag: string, max = 86400) {
 
 export function parseFraction(flag: string) {
   return (value: string): number => {
-    if (!/^[0-9]+(\.[0-9]+)?$/.test(value) || Number(value) > 1) throw fieldError(flag, `must be a fraction from 0 to 1 (e.g. 0.2 for ±20%), got ${JSON.stringify(value)}`);
+    if (!/^[0-9]+(\.[0-9]+)?$/.test(value) || Number(value) > 1)
+      throw fieldError(flag, `must be a fraction from 0 to 1 (e.g. 0.2 for ±20%), got ${JSON.stringify(value)}`);
     return Number(value);
   };
 }
@@ -47,13 +48,21 @@ export function parseLogFormat(v: string): LogFormat {
 }
 
 export function parseNginxMode(v: string): 'reload' | 'dynamic' {
-  if (v !== 'reload' && v !== 'dynamic') throw fieldError('--nginx-mode', `must be "reload" (rewrite the upstream file and reload nginx) or "dynamic" (fleetroll's Lua balancer, no reload), got ${JSON.stringify(v)}`);
+  if (v !== 'reload' && v !== 'dynamic')
+    throw fieldError(
+      '--nginx-mode',
+      `must be "reload" (rewrite the upstream file and reload nginx) or "dynamic" (fleetroll's Lua balancer, no reload), got ${JSON.stringify(v)}`,
+    );
   return v;
 }
 
 export type CostsSource = 'recorded' | 'nominal';
 
 export function parseCostsSource(v: string): CostsSource {
-  if (v !== 'recorded' && v !== 'nominal') throw fieldError('--costs', `must be "recorded" (the fleet's measured step costs) or "nominal" (the timings given, Docker and nginx free), got ${JSON.stringify(v)}`);
+  if (v !== 'recorded' && v !== 'nominal')
+    throw fieldError(
+      '--costs',
+      `must be "recorded" (the fleet's measured step costs) or "nominal" (the timings given, Docker and nginx free), got ${JSON.stringify(v)}`,
+    );
   return v;
 }

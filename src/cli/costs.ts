@@ -66,23 +66,31 @@ const s2ms = (s: number) => Math.round(s * 1000);
  * A flag always wins; then recorded costs, unless `--costs nominal`; then
  * nominal values. `--costs recorded` without a fleet file is exit 2.
  */
-export async function pricedTimings(o: TimingFlags, fleet: Fleet | undefined, read: (f: Fleet) => Promise<StateRead> = readStateBestEffort): Promise<PricedTimings> {
+export async function pricedTimings(
+  o: TimingFlags,
+  fleet: Fleet | undefined,
+  read: (f: Fleet) => Promise<StateRead> = readStateBestEffort,
+): Promise<PricedTimings> {
   if (o.costs === 'recorded' && !fleet) throw fieldError('--costs', 'recorded needs a fleet file (-f fleet.yaml): the costs are kept in its state');
   const base: SimulationTimings = withNginxMode(
     {
-    startupMs: s2ms(NOMINAL.startupS),
-    drainMs: s2ms(o.drain ?? fleet?.drainSeconds ?? NOMINAL.drainS),
-    stopMs: s2ms(NOMINAL.stopS),
-    minReadyMs: s2ms(o.minReady ?? fleet?.minReadySeconds ?? 0),
-    jitter: o.jitter ?? 0,
-    seed: o.seed ?? 1,
-    periodMs: fleet?.probes.readiness.periodMs,
+      startupMs: s2ms(NOMINAL.startupS),
+      drainMs: s2ms(o.drain ?? fleet?.drainSeconds ?? NOMINAL.drainS),
+      stopMs: s2ms(NOMINAL.stopS),
+      minReadyMs: s2ms(o.minReady ?? fleet?.minReadySeconds ?? 0),
+      jitter: o.jitter ?? 0,
+      seed: o.seed ?? 1,
+      periodMs: fleet?.probes.readiness.periodMs,
     },
     fleet,
   );
   // A flag prices that step at every host: no host's own figure, nor the warm-ups beside it, stays.
   const flags = (t: SimulationTimings): SimulationTimings => {
-    const out: SimulationTimings = { ...t, ...(o.startup !== undefined ? { startupMs: s2ms(o.startup) } : {}), ...(o.stop !== undefined ? { stopMs: s2ms(o.stop) } : {}) };
+    const out: SimulationTimings = {
+      ...t,
+      ...(o.startup !== undefined ? { startupMs: s2ms(o.startup) } : {}),
+      ...(o.stop !== undefined ? { stopMs: s2ms(o.stop) } : {}),
+    };
     if (o.startup !== undefined) delete out.startupQueuedMs;
     if (t.hosts && (o.startup !== undefined || o.stop !== undefined)) {
       out.hosts = Object.fromEntries(
@@ -94,7 +102,11 @@ export async function pricedTimings(o: TimingFlags, fleet: Fleet | undefined, re
     }
     return out;
   };
-  const nominal = (why: string): PricedTimings => ({ timings: flags(base), source: 'nominal', text: `nominal costs (${why}): Docker and nginx steps cost nothing` });
+  const nominal = (why: string): PricedTimings => ({
+    timings: flags(base),
+    source: 'nominal',
+    text: `nominal costs (${why}): Docker and nginx steps cost nothing`,
+  });
   if (!fleet) return nominal('no fleet file');
   if (o.costs === 'nominal') return nominal('--costs nominal');
   const { state, error, loadBalancers } = await read(fleet);
@@ -104,9 +116,24 @@ export async function pricedTimings(o: TimingFlags, fleet: Fleet | undefined, re
   const typical = typicalCosts(costs);
   // Without the routers' names (a state read some other way) every load balancer takes the median change.
   const lbNames = loadBalancers && loadBalancers.length === fleet.loadBalancers.length && loadBalancers.length > 0 ? loadBalancers : undefined;
-  const places = placeCosts(costs, fleet.hosts.map((h) => h.name), lbNames ?? [], typical);
-  const setup: PricedTimings['setup'] = { hostNames: fleet.hosts.map((h) => h.name), maxInstances: fleet.hosts.map((h) => h.maxInstances), ...(lbNames ? { loadBalancerNames: lbNames } : {}) };
-  return { timings: flags(calibratedTimings(base, typical, places)), source: 'recorded', text: costsText(costs), recorded: { deploys: costs.deploys, lastAt: costs.lastAt, typical, places }, setup };
+  const places = placeCosts(
+    costs,
+    fleet.hosts.map((h) => h.name),
+    lbNames ?? [],
+    typical,
+  );
+  const setup: PricedTimings['setup'] = {
+    hostNames: fleet.hosts.map((h) => h.name),
+    maxInstances: fleet.hosts.map((h) => h.maxInstances),
+    ...(lbNames ? { loadBalancerNames: lbNames } : {}),
+  };
+  return {
+    timings: flags(calibratedTimings(base, typical, places)),
+    source: 'recorded',
+    text: costsText(costs),
+    recorded: { deploys: costs.deploys, lastAt: costs.lastAt, typical, places },
+    setup,
+  };
 }
 
 const sec = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
@@ -139,12 +166,22 @@ export function placesText(p: PlaceCosts): string[] {
   const marked = (own: readonly string[], kind: string, text: string) => (own.includes(kind) ? text : `${text} (median)`);
   const host = (x: HostCosts) =>
     [
-      x.runMs !== undefined ? marked(x.own, 'run', `create+start ${sec(x.runMs)}${x.runQueuedMs ? ` + ${sec(x.runQueuedMs)} per start beside it` : ''}`) : undefined,
-      x.readyMs !== undefined ? marked(x.own, 'ready', `start to ready ${sec(x.readyMs)}${x.readyQueuedMs ? ` + ${sec(x.readyQueuedMs)} per warm-up beside it` : ''}`) : undefined,
+      x.runMs !== undefined
+        ? marked(x.own, 'run', `create+start ${sec(x.runMs)}${x.runQueuedMs ? ` + ${sec(x.runQueuedMs)} per start beside it` : ''}`)
+        : undefined,
+      x.readyMs !== undefined
+        ? marked(x.own, 'ready', `start to ready ${sec(x.readyMs)}${x.readyQueuedMs ? ` + ${sec(x.readyQueuedMs)} per warm-up beside it` : ''}`)
+        : undefined,
       x.stopMs !== undefined ? marked(x.own, 'stop', `stop ${sec(x.stopMs)}`) : undefined,
     ].filter((s) => s !== undefined);
   return [
     ...Object.entries(p.hosts).map(([h, x]) => `host ${h}: ${host(x).join(', ')}`),
-    ...Object.entries(p.loadBalancers).flatMap(([lb, x]) => (x.changeMs !== undefined ? [`load balancer ${lb}: ${marked(x.own, 'change', `change ${sec(x.changeMs)}${x.changeQueuedMs ? ` + ${sec(x.changeQueuedMs)} per start during it` : ''}`)}`] : [])),
+    ...Object.entries(p.loadBalancers).flatMap(([lb, x]) =>
+      x.changeMs !== undefined
+        ? [
+            `load balancer ${lb}: ${marked(x.own, 'change', `change ${sec(x.changeMs)}${x.changeQueuedMs ? ` + ${sec(x.changeQueuedMs)} per start during it` : ''}`)}`,
+          ]
+        : [],
+    ),
   ];
 }

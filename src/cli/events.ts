@@ -18,9 +18,20 @@ function changeTime(e: Extract<RolloutEvent, { type: 'upstream' }>): string {
   if (e.ms === undefined) return '';
   const slowest = Object.entries(e.balancers ?? {}).sort((a, b) => b[1] - a[1])[0];
   const parts = slowest && e.parts?.[slowest[0]];
-  const confirm = parts?.confirm === undefined ? undefined : `${parts.confirm} ms${parts.handover !== undefined ? ` (nginx's hand-over from old workers to new ${parts.handover} ms)` : ''}`;
+  const confirm =
+    parts?.confirm === undefined
+      ? undefined
+      : `${parts.confirm} ms${parts.handover !== undefined ? ` (nginx's hand-over from old workers to new ${parts.handover} ms)` : ''}`;
   const named: [string, number | string | undefined][] = parts
-    ? [['file', parts.file], ['nginx -t', parts['nginx -t']], ['waiting for the old workers\' list', parts.workers], ['nginx -s reload', parts['nginx -s reload']], ['SIGHUP', parts.SIGHUP], [e.reloadFree ? 'confirming the peers in force' : 'confirming new workers', confirm], ['in force in nginx after', parts.inForce]]
+    ? [
+        ['file', parts.file],
+        ['nginx -t', parts['nginx -t']],
+        ["waiting for the old workers' list", parts.workers],
+        ['nginx -s reload', parts['nginx -s reload']],
+        ['SIGHUP', parts.SIGHUP],
+        [e.reloadFree ? 'confirming the peers in force' : 'confirming new workers', confirm],
+        ['in force in nginx after', parts.inForce],
+      ]
     : [];
   const text = named.filter((x): x is [string, number | string] => x[1] !== undefined).map(([k, v]) => `${k} ${typeof v === 'number' ? `${v} ms` : v}`);
   const who = Object.keys(e.balancers ?? {}).length > 1 && slowest ? `; slowest ${slowest[0]}` : '';
@@ -78,7 +89,9 @@ export function describeEvent(e: RolloutEvent): string {
     case 'canaryStep':
       if (e.kind === 'setWeight') return `canary step ${e.index}: setWeight ${e.weight} (${e.instances ?? 0} canary instance(s))`;
       if (e.kind === 'analysis') return `canary step ${e.index}: analysis at ${e.weight}%`;
-      return e.seconds === undefined ? `canary step ${e.index}: paused at ${e.weight}% until \`fleetroll promote\` (or \`fleetroll abort\`)` : `canary step ${e.index}: pause ${e.seconds} s at ${e.weight}%`;
+      return e.seconds === undefined
+        ? `canary step ${e.index}: paused at ${e.weight}% until \`fleetroll promote\` (or \`fleetroll abort\`)`
+        : `canary step ${e.index}: pause ${e.seconds} s at ${e.weight}%`;
     case 'canaryHeld':
       return `canary step ${e.index}: analysis inconclusive; holding ${e.weight}% until \`fleetroll promote\` or \`fleetroll abort\``;
     case 'canaryDone':

@@ -25,8 +25,10 @@ export function healthRows(h: DeployHealthReport): [string, string][] {
   else if (h.lastNewResponseAt && h.lastNewResponseAt < h.lastOldResponseAt) {
     // Stopped (rolled back, aborted, switched back): the new revision left first; the old one went on alone.
     mixed = `${seconds(h.mixedVersionWindowMs)}, from the first new response (${clock(h.firstNewResponseAt)}) to the last new one (${clock(h.lastNewResponseAt)}): the new revision stopped serving; the old one served on alone (last at ${clock(h.lastOldResponseAt)})`;
-  } else if (h.mixedVersionWindowMs === 0) mixed = `0 s: the last old response (${clock(h.lastOldResponseAt)}) came before the first new one (${clock(h.firstNewResponseAt)})`;
-  else mixed = `${seconds(h.mixedVersionWindowMs)}, from the first new response (${clock(h.firstNewResponseAt)}) to the last old one (${clock(h.lastOldResponseAt)})`;
+  } else if (h.mixedVersionWindowMs === 0)
+    mixed = `0 s: the last old response (${clock(h.lastOldResponseAt)}) came before the first new one (${clock(h.firstNewResponseAt)})`;
+  else
+    mixed = `${seconds(h.mixedVersionWindowMs)}, from the first new response (${clock(h.firstNewResponseAt)}) to the last old one (${clock(h.lastOldResponseAt)})`;
   const f = h.firstNewInstance;
   const first = f
     ? `${f.name} (${f.address}): ${(f.errorRate * 100).toFixed(2)} % errors (${f.errors} of ${plural(f.requests, 'request')})`

@@ -35,12 +35,15 @@ export function parseListen(flag: string) {
 }
 
 export const metricsOption = () =>
-  new Option('--metrics <host:port>', 'serve Prometheus metrics at /metrics and a live page at / while the command runs (port 0: any free port)').argParser(parseListen('--metrics'));
+  new Option('--metrics <host:port>', 'serve Prometheus metrics at /metrics and a live page at / while the command runs (port 0: any free port)').argParser(
+    parseListen('--metrics'),
+  );
 
 export const metricsLingerOption = () =>
-  new Option('--metrics-linger <duration>', 'with --metrics: after the rollout, keep serving until /metrics was scraped once more, at most this long (e.g. 30s), so a scrape gets the outcome').argParser(
-    parseDuration('--metrics-linger'),
-  );
+  new Option(
+    '--metrics-linger <duration>',
+    'with --metrics: after the rollout, keep serving until /metrics was scraped once more, at most this long (e.g. 30s), so a scrape gets the outcome',
+  ).argParser(parseDuration('--metrics-linger'));
 
 /**
  * Starts the server, says where (on `say`: stderr when stdout carries --json)
@@ -79,7 +82,11 @@ const OUTCOMES: Record<ReturnType<typeof outcomeOf>['outcome'], Outcome> = {
 };
 
 /** Records how the rollout ended, serves the last figures to one more scrape when asked to, and closes the server. */
-export async function endMonitor(monitor: FleetMonitor, end: { error?: unknown; health?: DeployHealthReport | undefined }, lingerMs: number | undefined): Promise<void> {
+export async function endMonitor(
+  monitor: FleetMonitor,
+  end: { error?: unknown; health?: DeployHealthReport | undefined },
+  lingerMs: number | undefined,
+): Promise<void> {
   try {
     monitor.finish(end.error === undefined ? 'success' : OUTCOMES[outcomeOf(end.error).outcome], end.health);
     if (lingerMs) await monitor.scrapedAfterFinish(lingerMs);

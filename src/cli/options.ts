@@ -19,7 +19,8 @@ export const fleetFileOption = (description = 'fleet file') => new Option(FILE, 
 export const optionalFleetFileOption = (description: string) => new Option(FILE, description);
 
 /** With -f naming a compose file: which of its services is the fleet (default: the one with an x-fleetroll: block). */
-export const composeServiceOption = () => new Option('--service <name>', 'with -f docker-compose.yml: the compose service to deploy (default: the one with an x-fleetroll: block, or the only one)');
+export const composeServiceOption = () =>
+  new Option('--service <name>', 'with -f docker-compose.yml: the compose service to deploy (default: the one with an x-fleetroll: block, or the only one)');
 
 export const jsonOption = (description: string) => new Option('--json', description);
 
@@ -37,7 +38,9 @@ export const logFormatOption = (description: string) => new Option('--log-format
 
 /** rehearse's nginx: reload mode or the dynamic (Lua) mode. */
 export const nginxModeOption = () =>
-  new Option('--nginx-mode <reload|dynamic>', "nginx's mode: reload (rewrite the upstream file, reload) or dynamic (fleetroll's Lua balancer, no reload)").default('reload' as 'reload' | 'dynamic').argParser(parseNginxMode);
+  new Option('--nginx-mode <reload|dynamic>', "nginx's mode: reload (rewrite the upstream file, reload) or dynamic (fleetroll's Lua balancer, no reload)")
+    .default('reload' as 'reload' | 'dynamic')
+    .argParser(parseNginxMode);
 
 export const dockerEndpointOption = () => new Option('--docker <endpoint>', 'Docker engine to use').default('unix:///var/run/docker.sock');
 

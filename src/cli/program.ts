@@ -13,7 +13,10 @@ type Register = (program: CommandUnknownOpts, out: Out) => void;
  */
 const COMMANDS: { names: string[]; load: () => Promise<Register> }[] = [
   { names: ['deploy'], load: async () => (await import('./commands/deploy.js')).registerDeploy },
-  { names: ['history', 'undo', 'restart', 'pause', 'promote', 'abort', 'resume', 'status', 'adopt', 'lock'], load: async () => (await import('./commands/day2.js')).registerDay2 },
+  {
+    names: ['history', 'undo', 'restart', 'pause', 'promote', 'abort', 'resume', 'status', 'adopt', 'lock'],
+    load: async () => (await import('./commands/day2.js')).registerDay2,
+  },
   { names: ['watch'], load: async () => (await import('./commands/watch.js')).registerWatch },
   { names: ['plan'], load: async () => (await import('./commands/plan.js')).registerPlan },
   { names: ['rehearse'], load: async () => (await import('./commands/rehearse.js')).registerRehearse },

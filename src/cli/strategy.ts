@@ -19,7 +19,11 @@ function addStrategyFlags<A extends unknown[], O extends OptionValues, G extends
     .addOption(new Option('--replicas <n>', 'number of instances (without -f, or to override the file)').argParser(parseCount('--replicas', 0, MAX_REPLICAS)))
     .addOption(maxSurgeOption('instances allowed above replicas, e.g. 1 or 25% (overrides the file)'))
     .addOption(maxUnavailableOption('instances allowed to be unavailable, e.g. 0 or 25% (overrides the file)'))
-    .addOption(replacementPolicyOption('TerminationStarted (a replacement starts as soon as an instance is marked down) or TerminationComplete (only once its container is gone)'));
+    .addOption(
+      replacementPolicyOption(
+        'TerminationStarted (a replacement starts as soon as an instance is marked down) or TerminationComplete (only once its container is gone)',
+      ),
+    );
 }
 
 /**
@@ -43,7 +47,9 @@ type IsTrue<T extends true> = T;
 type StrategyFlagsChecked = IsTrue<Exactly<Required<Inferred>, Required<StrategyFlagValues>>>;
 
 /** Adds the flags shared by plan and simulate. */
-export function withStrategyOptions<A extends unknown[], O extends OptionValues, G extends OptionValues>(cmd: Command<A, O, G>): Command<A, O & StrategyFlagValues, G> {
+export function withStrategyOptions<A extends unknown[], O extends OptionValues, G extends OptionValues>(
+  cmd: Command<A, O, G>,
+): Command<A, O & StrategyFlagValues, G> {
   // The same command; only its type is spelled StrategyFlagValues (checked above).
   return addStrategyFlags(cmd) as unknown as Command<A, O & StrategyFlagValues, G>;
 }
@@ -53,7 +59,13 @@ export async function strategyFromOptions(o: StrategyFlagValues): Promise<{ stra
   if (o.file) {
     // The fleet file's parser and schema (yaml, zod) load only when there is a file: plan --replicas 4 does without them.
     const { loadFleet } = await import('../config/load.js');
-    const fleet = await loadFleet(o.file, { service: o.service, replicas: o.replicas, maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable, replacementPolicy: o.replacementPolicy });
+    const fleet = await loadFleet(o.file, {
+      service: o.service,
+      replicas: o.replicas,
+      maxSurge: o.maxSurge,
+      maxUnavailable: o.maxUnavailable,
+      replacementPolicy: o.replacementPolicy,
+    });
     return { strategy: fleet.strategy, fleet };
   }
   if (o.replicas === undefined) {
@@ -61,7 +73,14 @@ export async function strategyFromOptions(o: StrategyFlagValues): Promise<{ stra
   }
   // The flags are checked by the fleet file's strategy schema: zod loads, the YAML parser does not.
   const { loadStrategy } = await import('../config/strategy.js');
-  return { strategy: loadStrategy({ replicas: o.replicas, cli: { maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable }, replacementPolicy: { cli: o.replacementPolicy }, paths: {} }) };
+  return {
+    strategy: loadStrategy({
+      replicas: o.replicas,
+      cli: { maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable },
+      replacementPolicy: { cli: o.replacementPolicy },
+      paths: {},
+    }),
+  };
 }
 
 /** "30 s", "5 min", "1 h 30 min" */
@@ -99,7 +118,10 @@ export function explainStrategy(s: ResolvedStrategy, out: Out): void {
   if (s.type === 'RollingUpdate') {
     out.line(table(['setting', 'given', 'resolved', 'from'], rollingRows(s), '  '));
     out.line(`  at most ${s.maxTotal} instances counted, at least ${s.minAvailable} available`);
-    const peak = s.replacementPolicy === 'TerminationStarted' ? `more than ${s.maxTotal} containers may be alive while replaced ones drain` : `never more than ${s.maxTotal} containers alive`;
+    const peak =
+      s.replacementPolicy === 'TerminationStarted'
+        ? `more than ${s.maxTotal} containers may be alive while replaced ones drain`
+        : `never more than ${s.maxTotal} containers alive`;
     out.line(`  replacementPolicy ${s.replacementPolicy} (${SOURCE_LABEL[s.sources.replacementPolicy]}): ${peak}`);
   } else if (s.type === 'BlueGreen') {
     const bg = s.blueGreen;
@@ -124,7 +146,11 @@ export function explainStrategy(s: ResolvedStrategy, out: Out): void {
           ['steps', c.steps.map(stepText).join(', '), SOURCE_LABEL[c.sources.steps]],
           ['stickyKey', c.stickyKey, SOURCE_LABEL[c.sources.stickyKey]],
           ['force', c.force === undefined ? '(none)' : `${c.force}: "always" → canary, "never" → stable`, SOURCE_LABEL[c.sources.force]],
-          ['canaryReplicas', c.canaryReplicas === undefined ? 'as the weight needs: ceil(weight × replicas), at least 1' : String(c.canaryReplicas), SOURCE_LABEL[c.sources.canaryReplicas]],
+          [
+            'canaryReplicas',
+            c.canaryReplicas === undefined ? 'as the weight needs: ceil(weight × replicas), at least 1' : String(c.canaryReplicas),
+            SOURCE_LABEL[c.sources.canaryReplicas],
+          ],
         ],
         '  ',
       ),

@@ -32,11 +32,7 @@ const got = (input: unknown) => `got ${JSON.stringify(input)}`;
 
 const int = (min: number, max: number, what = 'an integer') => {
   const message = (i: { input: unknown }) => `must be ${what} from ${min} to ${max}, ${got(i.input)}`;
-  return z
-    .number({ error: message })
-    .int({ error: message })
-    .min(min, { error: message })
-    .max(max, { error: message });
+  return z.number({ error: message }).int({ error: message }).min(min, { error: message }).max(max, { error: message });
 };
 
 const number = (min: number, max: number, what: string) => {
@@ -92,20 +88,24 @@ const fraction = (what: string) => {
 };
 
 export const analysisSchema = z
-  .object({
-    interval: duration(1, 3600).default(ANALYSIS_DEFAULTS.interval),
-    minRequests: int(0, 1_000_000, 'a number of requests').default(ANALYSIS_DEFAULTS.minRequests),
-    maxErrorRate: fraction('the highest error rate of the new revision').optional(),
-    maxErrorRateIncrease: fraction("the highest rise of the new revision's error rate over stable's, in percentage points").optional(),
-    maxLatencyRatio: number(1, 1000, "a ratio of the new revision's p99 latency to stable's").optional(),
-    latencyFloorMs: int(0, 60_000, 'a number of milliseconds').default(ANALYSIS_DEFAULTS.latencyFloorMs),
-    failureLimit: int(0, 1000, 'a number of measurements').default(ANALYSIS_DEFAULTS.failureLimit),
-    inconclusiveLimit: int(0, 1000, 'a number of measurements').default(ANALYSIS_DEFAULTS.inconclusiveLimit),
-    successCount: int(1, 1000, 'a number of measurements').default(ANALYSIS_DEFAULTS.successCount),
-    onInconclusive: z
-      .enum(['pause', 'fail'], { error: (i) => `must be "pause" or "fail", ${got(i.input)}` })
-      .default(ANALYSIS_DEFAULTS.onInconclusive),
-  }, { error: (i) => (i.code === 'invalid_type' ? `must be a mapping of analysis settings (interval, minRequests, maxErrorRate, ...), ${got(i.input)}` : undefined) })
+  .object(
+    {
+      interval: duration(1, 3600).default(ANALYSIS_DEFAULTS.interval),
+      minRequests: int(0, 1_000_000, 'a number of requests').default(ANALYSIS_DEFAULTS.minRequests),
+      maxErrorRate: fraction('the highest error rate of the new revision').optional(),
+      maxErrorRateIncrease: fraction("the highest rise of the new revision's error rate over stable's, in percentage points").optional(),
+      maxLatencyRatio: number(1, 1000, "a ratio of the new revision's p99 latency to stable's").optional(),
+      latencyFloorMs: int(0, 60_000, 'a number of milliseconds').default(ANALYSIS_DEFAULTS.latencyFloorMs),
+      failureLimit: int(0, 1000, 'a number of measurements').default(ANALYSIS_DEFAULTS.failureLimit),
+      inconclusiveLimit: int(0, 1000, 'a number of measurements').default(ANALYSIS_DEFAULTS.inconclusiveLimit),
+      successCount: int(1, 1000, 'a number of measurements').default(ANALYSIS_DEFAULTS.successCount),
+      onInconclusive: z.enum(['pause', 'fail'], { error: (i) => `must be "pause" or "fail", ${got(i.input)}` }).default(ANALYSIS_DEFAULTS.onInconclusive),
+    },
+    {
+      error: (i) =>
+        i.code === 'invalid_type' ? `must be a mapping of analysis settings (interval, minRequests, maxErrorRate, ...), ${got(i.input)}` : undefined,
+    },
+  )
   .strict()
   .superRefine((a, ctx) => {
     if (a.maxErrorRate === undefined && a.maxErrorRateIncrease === undefined && a.maxLatencyRatio === undefined) {

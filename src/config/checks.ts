@@ -95,7 +95,8 @@ export function hostNameProblem(host: string): string | undefined {
     const p = ipv4Problem(host);
     return p === undefined ? undefined : `host ${JSON.stringify(host)}: ${p}`;
   }
-  const what = 'a host name (labels of letters, digits and "-" separated by ".", none empty, none starting or ending with "-", at most 63 characters each) or an IPv4 address';
+  const what =
+    'a host name (labels of letters, digits and "-" separated by ".", none empty, none starting or ending with "-", at most 63 characters each) or an IPv4 address';
   if (host.length > 253) return `host ${JSON.stringify(host.slice(0, 40))}... is ${host.length} characters: ${what}, at most 253 characters`;
   const bad = host.split('.').find((l) => !/^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/.test(l));
   if (bad !== undefined) return `host ${JSON.stringify(host)} must be ${what}${bad === '' ? ': it has an empty label' : `, got label ${JSON.stringify(bad)}`}`;
@@ -166,7 +167,8 @@ export function imageReferenceProblem(ref: string): string | undefined {
   const tag = colon > slash ? nameTag.slice(colon + 1) : undefined;
   if (tag !== undefined) {
     if (tag === '') problems.push('has an empty tag after ":" (write name:tag, or leave ":" out for "latest")');
-    else if (!TAG_RE.test(tag)) problems.push(`tag ${JSON.stringify(tag)} must be letters, digits, "_", "." and "-", not starting with "." or "-", at most 128`);
+    else if (!TAG_RE.test(tag))
+      problems.push(`tag ${JSON.stringify(tag)} must be letters, digits, "_", "." and "-", not starting with "." or "-", at most 128`);
   }
   const parts = name.split('/');
   const first = parts[0] ?? '';
@@ -219,7 +221,8 @@ function hookIssues(hooks: CheckedFleet['hooks']): FieldIssue[] {
 export function nginxNameIssues(fleet: Pick<CheckedFleet, 'strategy' | 'loadBalancers' | 'source'>): FieldIssue[] {
   const s = fleet.strategy;
   if (s.type !== 'Canary') return [];
-  const strategyPath = (source: string) => (source === 'defaults' ? (fleet.source.defaultsFile !== undefined ? `${fleet.source.defaultsFile}: strategy` : 'defaults/strategy') : 'strategy');
+  const strategyPath = (source: string) =>
+    source === 'defaults' ? (fleet.source.defaultsFile !== undefined ? `${fleet.source.defaultsFile}: strategy` : 'defaults/strategy') : 'strategy';
   const issues: FieldIssue[] = [];
   fleet.loadBalancers.forEach(({ nginx }, i) => {
     for (const { variable, from } of mapVariables(nginx.upstream, { hash: s.canary.stickyKey, force: s.canary.force })) {

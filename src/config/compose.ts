@@ -37,7 +37,12 @@ export interface ComposeServiceResult {
  * interpolating the fleet file, and do not interpolate them again (a `$$` in
  * the compose file is already a single `$`).
  */
-export async function composeService(file: string, service: string, env: NodeJS.ProcessEnv, o: { ignore?: readonly string[] } = {}): Promise<ComposeServiceResult> {
+export async function composeService(
+  file: string,
+  service: string,
+  env: NodeJS.ProcessEnv,
+  o: { ignore?: readonly string[] } = {},
+): Promise<ComposeServiceResult> {
   const loaded = await loadCompose(file, env);
   const r = mapService(loaded.doc, service, loaded.dir, loaded.project, loaded.lookup, new Set(o.ignore ?? []));
   if (r.issues.length > 0) throw new ValidationError(r.issues, { source: file });
@@ -69,7 +74,15 @@ export async function fleetFromCompose(file: string, service: string | undefined
     const marked = all.filter((s) => isObj(services[s]) && (services[s] as Json)['x-fleetroll'] !== undefined);
     const pick = marked.length === 1 ? marked : all.length === 1 ? all : [];
     if (pick.length !== 1) {
-      throw new ValidationError([{ path: '--service', message: `name the compose service to deploy (${all.join(', ')})${marked.length > 1 ? `: ${marked.join(', ')} each have an x-fleetroll: block` : ''}` }], { source: file });
+      throw new ValidationError(
+        [
+          {
+            path: '--service',
+            message: `name the compose service to deploy (${all.join(', ')})${marked.length > 1 ? `: ${marked.join(', ')} each have an x-fleetroll: block` : ''}`,
+          },
+        ],
+        { source: file },
+      );
     }
     name = pick[0]!;
   }

@@ -9,17 +9,25 @@ import { isObj, type Json } from './composeRead.js';
 export function gpusFrom(c: Ctx, path: string, entries: unknown[], implicit: boolean): 'all' | number | undefined {
   const gpu = entries.filter((e) => implicit || toList((e as Json).capabilities).includes('gpu'));
   const other = entries.filter((e) => !gpu.includes(e));
-  other.forEach((e) => refuse(c, `${path}/${entries.indexOf(e)}`, `only GPU device requests (capabilities: [gpu]) are supported, got capabilities ${JSON.stringify((e as Json).capabilities ?? [])}`));
+  other.forEach((e) =>
+    refuse(
+      c,
+      `${path}/${entries.indexOf(e)}`,
+      `only GPU device requests (capabilities: [gpu]) are supported, got capabilities ${JSON.stringify((e as Json).capabilities ?? [])}`,
+    ),
+  );
   if (gpu.length === 0) return undefined;
   if (gpu.length > 1) {
-    refuse(c, path, 'fleetroll\'s gpus is all or one count: give one GPU entry');
+    refuse(c, path, "fleetroll's gpus is all or one count: give one GPU entry");
     return undefined;
   }
   const e = gpu[0] as Json;
   const i = entries.indexOf(e);
-  if (e.device_ids !== undefined) refuse(c, `${path}/${i}/device_ids`, 'fleetroll\'s gpus is all or a count: pinning device ids would give every instance on a host the same GPUs');
-  if (e.options !== undefined) refuse(c, `${path}/${i}/options`, 'driver options are not carried by fleetroll\'s gpus (all or a count)');
-  if (e.driver !== undefined && e.driver !== 'nvidia') refuse(c, `${path}/${i}/driver`, `fleetroll requests GPUs the way docker --gpus does (nvidia), got ${JSON.stringify(e.driver)}`);
+  if (e.device_ids !== undefined)
+    refuse(c, `${path}/${i}/device_ids`, "fleetroll's gpus is all or a count: pinning device ids would give every instance on a host the same GPUs");
+  if (e.options !== undefined) refuse(c, `${path}/${i}/options`, "driver options are not carried by fleetroll's gpus (all or a count)");
+  if (e.driver !== undefined && e.driver !== 'nvidia')
+    refuse(c, `${path}/${i}/driver`, `fleetroll requests GPUs the way docker --gpus does (nvidia), got ${JSON.stringify(e.driver)}`);
   if (e.count === undefined || e.count === 'all' || e.count === -1) return 'all';
   const n = Number(e.count);
   if (!Number.isInteger(n) || n < 1) {
@@ -30,7 +38,7 @@ export function gpusFrom(c: Ctx, path: string, entries: unknown[], implicit: boo
 }
 
 function restartFromPolicy(c: Ctx, rp: Json, path: string): string | undefined {
-  for (const k of ['delay', 'window']) if (rp[k] !== undefined) warn(c, `${path}/${k}`, 'Docker\'s restart policy has no delay or window; ignored');
+  for (const k of ['delay', 'window']) if (rp[k] !== undefined) warn(c, `${path}/${k}`, "Docker's restart policy has no delay or window; ignored");
   const condition = rp.condition ?? 'any';
   if (condition === 'none') return 'no';
   if (condition === 'any') return 'always';
@@ -47,7 +55,8 @@ export function mapDeploy(c: Ctx, d: Json, res: Res): void {
         setOnce(c, 'replicas', x, p, 'scale');
         break;
       case 'mode':
-        if (x !== 'replicated') refuse(c, p, `fleetroll runs replicas: N instances across hosts:, got mode ${JSON.stringify(x)} (global means one per Swarm node)`);
+        if (x !== 'replicated')
+          refuse(c, p, `fleetroll runs replicas: N instances across hosts:, got mode ${JSON.stringify(x)} (global means one per Swarm node)`);
         break;
       case 'labels':
         warn(c, p, 'deploy.labels label a Swarm service, not the container (use labels:); ignored');
@@ -81,7 +90,8 @@ export function mapDeploy(c: Ctx, d: Json, res: Res): void {
         both('memoryReservation', reservations.memory, `${p}/reservations/memory`);
         if (reservations.cpus !== undefined) warn(c, `${p}/reservations/cpus`, 'a Swarm scheduling hint: plain Docker has no CPU reservation; ignored');
         if (reservations.generic_resources !== undefined) refuse(c, `${p}/reservations/generic_resources`, 'generic resources are a Swarm scheduling feature');
-        if (Array.isArray(reservations.devices)) setOnce(c, 'gpus', gpusFrom(c, `${p}/reservations/devices`, reservations.devices, false), `${p}/reservations/devices`, 'gpus');
+        if (Array.isArray(reservations.devices))
+          setOnce(c, 'gpus', gpusFrom(c, `${p}/reservations/devices`, reservations.devices, false), `${p}/reservations/devices`, 'gpus');
         break;
       }
       default:

@@ -24,45 +24,57 @@ export const ADOPT_IGNORABLE: ReadonlySet<string> = new Set(['build', 'container
 
 type Mapper = (c: Ctx, v: unknown, svc: Json, res: Res) => void;
 
-const direct = (to: string): Mapper => (c, v) => {
-  c.fields[to] = v;
-};
-const create = (to: string, conv: (c: Ctx, v: unknown, path: string) => unknown = (_c, v) => v): Mapper => (c, v, _s) => {
-  const field = to;
-  const value = conv(c, v, field);
-  if (value !== undefined) setCreate(c, field, value);
-};
-const int = (name: string) => (c: Ctx, v: unknown): unknown => {
-  const n = Number(v);
-  if (!Number.isInteger(n)) {
-    refuse(c, name, `must be a whole number, got ${JSON.stringify(v)}`);
-    return undefined;
-  }
-  return n;
-};
-const micros = (name: string) => (c: Ctx, v: unknown): unknown => {
-  if (typeof v === 'number' || /^[0-9]+$/.test(String(v))) return Number(v);
-  const ms = parseGoDurationMs(v);
-  if (ms === undefined) {
-    refuse(c, name, `must be microseconds or a duration like "400ms", got ${JSON.stringify(v)}`);
-    return undefined;
-  }
-  return Math.round(ms * 1000);
-};
-const namespace = (name: string, allowed: string[]) => (c: Ctx, v: unknown): unknown => {
-  const s = String(v);
-  if (/^(service|container):/.test(s)) {
-    refuse(c, name, `${s} joins another container's namespace; fleetroll instances keep their own (or use ${allowed.join(' / ')})`);
-    return undefined;
-  }
-  return s;
-};
-const resource = (key: string): Mapper => (c, v, _s, res) => {
-  const field = ({ memory: 'mem_limit', memoryReservation: 'mem_reservation', cpus: 'cpus', pidsLimit: 'pids_limit' } as Record<string, string>)[key]!;
-  const prev = res[key];
-  if (prev !== undefined && String(prev.value) !== String(v)) refuse(c, field, `disagrees with ${prev.from}: keep one`);
-  else res[key] = { value: v, from: `${c.base}/${field}` };
-};
+const direct =
+  (to: string): Mapper =>
+  (c, v) => {
+    c.fields[to] = v;
+  };
+const create =
+  (to: string, conv: (c: Ctx, v: unknown, path: string) => unknown = (_c, v) => v): Mapper =>
+  (c, v, _s) => {
+    const field = to;
+    const value = conv(c, v, field);
+    if (value !== undefined) setCreate(c, field, value);
+  };
+const int =
+  (name: string) =>
+  (c: Ctx, v: unknown): unknown => {
+    const n = Number(v);
+    if (!Number.isInteger(n)) {
+      refuse(c, name, `must be a whole number, got ${JSON.stringify(v)}`);
+      return undefined;
+    }
+    return n;
+  };
+const micros =
+  (name: string) =>
+  (c: Ctx, v: unknown): unknown => {
+    if (typeof v === 'number' || /^[0-9]+$/.test(String(v))) return Number(v);
+    const ms = parseGoDurationMs(v);
+    if (ms === undefined) {
+      refuse(c, name, `must be microseconds or a duration like "400ms", got ${JSON.stringify(v)}`);
+      return undefined;
+    }
+    return Math.round(ms * 1000);
+  };
+const namespace =
+  (name: string, allowed: string[]) =>
+  (c: Ctx, v: unknown): unknown => {
+    const s = String(v);
+    if (/^(service|container):/.test(s)) {
+      refuse(c, name, `${s} joins another container's namespace; fleetroll instances keep their own (or use ${allowed.join(' / ')})`);
+      return undefined;
+    }
+    return s;
+  };
+const resource =
+  (key: string): Mapper =>
+  (c, v, _s, res) => {
+    const field = ({ memory: 'mem_limit', memoryReservation: 'mem_reservation', cpus: 'cpus', pidsLimit: 'pids_limit' } as Record<string, string>)[key]!;
+    const prev = res[key];
+    if (prev !== undefined && String(prev.value) !== String(v)) refuse(c, field, `disagrees with ${prev.from}: keep one`);
+    else res[key] = { value: v, from: `${c.base}/${field}` };
+  };
 
 const MAPPERS: Record<string, Mapper> = {
   image: direct('image'),
@@ -82,7 +94,12 @@ const MAPPERS: Record<string, Mapper> = {
     const l = v as Json;
     const out: Json = {};
     if (l.driver !== undefined) out.driver = l.driver;
-    if (isObj(l.options)) out.options = Object.fromEntries(Object.entries(l.options).filter(([, x]) => x !== null).map(([k, x]) => [k, String(x)]));
+    if (isObj(l.options))
+      out.options = Object.fromEntries(
+        Object.entries(l.options)
+          .filter(([, x]) => x !== null)
+          .map(([k, x]) => [k, String(x)]),
+      );
     c.fields.logging = out;
   },
   environment: (c, v) => {
@@ -153,7 +170,12 @@ const MAPPERS: Record<string, Mapper> = {
       else if (Array.isArray(h.test) && h.test[0] === 'NONE') out.disable = true;
       else out.test = h.test;
     }
-    for (const [from, to] of [['interval', 'interval'], ['timeout', 'timeout'], ['start_period', 'startPeriod'], ['start_interval', 'startInterval']] as const) {
+    for (const [from, to] of [
+      ['interval', 'interval'],
+      ['timeout', 'timeout'],
+      ['start_period', 'startPeriod'],
+      ['start_interval', 'startInterval'],
+    ] as const) {
       if (h[from] !== undefined) out[to] = h[from];
     }
     if (h.retries !== undefined) out.retries = Number(h.retries);
@@ -241,12 +263,23 @@ function labelMap(c: Ctx, v: unknown, path: string): Json {
   return out;
 }
 
-export function mapService(doc: Json, name: string, dir: string, project: string, lookup: Lookup, ignore: ReadonlySet<string> = new Set()): { fields: Json; warnings: string[]; issues: FieldIssue[] } {
+export function mapService(
+  doc: Json,
+  name: string,
+  dir: string,
+  project: string,
+  lookup: Lookup,
+  ignore: ReadonlySet<string> = new Set(),
+): { fields: Json; warnings: string[]; issues: FieldIssue[] } {
   const services = doc.services as Json;
   const svc = services[name];
   if (!isObj(svc)) {
     const names = Object.keys(services);
-    return { fields: {}, warnings: [], issues: [{ path: 'services', message: `has no service ${JSON.stringify(name)}${names.length > 0 ? ` (it has ${names.join(', ')})` : ''}` }] };
+    return {
+      fields: {},
+      warnings: [],
+      issues: [{ path: 'services', message: `has no service ${JSON.stringify(name)}${names.length > 0 ? ` (it has ${names.join(', ')})` : ''}` }],
+    };
   }
   const c: Ctx = { doc, dir, project, lookup, base: `services/${name}`, issues: [], warnings: [], fields: {}, ports: [] };
   const res: Res = {};
@@ -257,7 +290,12 @@ export function mapService(doc: Json, name: string, dir: string, project: string
     const rule = COMPOSE_FIELD_RULES.get(key);
     if (!rule) refuse(c, key, 'not a compose-spec service field');
     else if (rule.status === 'refused' && ignore.has(key)) warn(c, key, 'left out, as compose.ignore asks');
-    else if (rule.status === 'refused') refuse(c, key, `${rule.why}${ADOPT_IGNORABLE.has(key) ? ` (for a compose file that also starts the service itself, as before adopt, leave it out with compose: { ignore: [${key}] })` : ''}`);
+    else if (rule.status === 'refused')
+      refuse(
+        c,
+        key,
+        `${rule.why}${ADOPT_IGNORABLE.has(key) ? ` (for a compose file that also starts the service itself, as before adopt, leave it out with compose: { ignore: [${key}] })` : ''}`,
+      );
     else if (rule.status === 'ignored') warn(c, key, `ignored: ${rule.why}`);
     else MAPPERS[key]!(c, svc[key], svc, res);
   }
@@ -270,13 +308,17 @@ export function mapService(doc: Json, name: string, dir: string, project: string
         if (b !== undefined) out[k] = b;
       } else {
         const n = Number(value);
-        if (!Number.isFinite(n) || n <= 0 || (k === 'pidsLimit' && !Number.isInteger(n) && n !== -1)) refuse(c, at, `must be a positive number, got ${JSON.stringify(value)}`);
+        if (!Number.isFinite(n) || n <= 0 || (k === 'pidsLimit' && !Number.isInteger(n) && n !== -1))
+          refuse(c, at, `must be a positive number, got ${JSON.stringify(value)}`);
         else out[k] = n;
       }
     }
     c.fields.resources = out;
   }
   if (c.ports.length === 1) c.fields.port = c.ports[0];
-  else if (c.ports.length > 1) c.warnings.push(`${c.base}/ports: fleetroll routes one container port and this service has ${c.ports.length} (${c.ports.join(', ')}); set port: in the fleet file`);
+  else if (c.ports.length > 1)
+    c.warnings.push(
+      `${c.base}/ports: fleetroll routes one container port and this service has ${c.ports.length} (${c.ports.join(', ')}); set port: in the fleet file`,
+    );
   return { fields: c.fields, warnings: c.warnings, issues: c.issues };
 }

@@ -52,7 +52,18 @@ export function toMap(v: unknown, sep = '='): Record<string, string | null> {
   return out;
 }
 
-const BYTE_UNITS: Record<string, number> = { '': 1, b: 1, k: 1024, kb: 1024, m: 1024 ** 2, mb: 1024 ** 2, g: 1024 ** 3, gb: 1024 ** 3, t: 1024 ** 4, tb: 1024 ** 4 };
+const BYTE_UNITS: Record<string, number> = {
+  '': 1,
+  b: 1,
+  k: 1024,
+  kb: 1024,
+  m: 1024 ** 2,
+  mb: 1024 ** 2,
+  g: 1024 ** 3,
+  gb: 1024 ** 3,
+  t: 1024 ** 4,
+  tb: 1024 ** 4,
+};
 
 /** Docker's byte sizes ("256m", "1gb", "512", 1048576), 1024-based as docker's units are. */
 export function parseBytes(v: unknown): number | undefined {
@@ -110,9 +121,20 @@ export function checkVolumeDefinition(c: Ctx, key: string, path: string): void {
   const defs = isObj(c.doc.volumes) ? (c.doc.volumes as Json) : {};
   const def = defs[key];
   if (!isObj(def) || def.external) return;
-  if (def.driver !== undefined && def.driver !== 'local') c.issues.push({ path: `volumes/${key}/driver`, message: `fleetroll creates named volumes with the local driver, got ${JSON.stringify(def.driver)}: create the volume on every host first and mark it external: true` });
-  if (def.driver_opts !== undefined) c.issues.push({ path: `volumes/${key}/driver_opts`, message: 'fleetroll creates named volumes without driver options: create the volume on every host first and mark it external: true' });
-  if (def.labels !== undefined) c.warnings.push(`volumes/${key}/labels: not set on the volume fleetroll creates (labels do not change what the container sees) (used at ${c.base}/${path})`);
+  if (def.driver !== undefined && def.driver !== 'local')
+    c.issues.push({
+      path: `volumes/${key}/driver`,
+      message: `fleetroll creates named volumes with the local driver, got ${JSON.stringify(def.driver)}: create the volume on every host first and mark it external: true`,
+    });
+  if (def.driver_opts !== undefined)
+    c.issues.push({
+      path: `volumes/${key}/driver_opts`,
+      message: 'fleetroll creates named volumes without driver options: create the volume on every host first and mark it external: true',
+    });
+  if (def.labels !== undefined)
+    c.warnings.push(
+      `volumes/${key}/labels: not set on the volume fleetroll creates (labels do not change what the container sees) (used at ${c.base}/${path})`,
+    );
 }
 
 export function setOnce(c: Ctx, key: string, value: unknown, path: string, other: string): void {

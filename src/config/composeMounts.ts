@@ -7,7 +7,8 @@ import { isAbsolute, resolve as resolvePath } from 'node:path';
 import { bytesOrIssue, checkVolumeDefinition, expandHome, isPathLike, refuse, resourceName, warn, type Ctx } from './composeMapping.js';
 import { isObj, type Json } from './composeRead.js';
 
-const SHORT_VOLUME_MODES = /^(ro|rw|z|Z|nocopy|cached|delegated|consistent|shared|rshared|slave|rslave|private|rprivate)(,(ro|rw|z|Z|nocopy|cached|delegated|consistent|shared|rshared|slave|rslave|private|rprivate))*$/;
+const SHORT_VOLUME_MODES =
+  /^(ro|rw|z|Z|nocopy|cached|delegated|consistent|shared|rshared|slave|rslave|private|rprivate)(,(ro|rw|z|Z|nocopy|cached|delegated|consistent|shared|rshared|slave|rslave|private|rprivate))*$/;
 
 export function mapVolumes(c: Ctx, v: unknown): void {
   const out: unknown[] = [];
@@ -58,7 +59,12 @@ export function mapVolumes(c: Ctx, v: unknown): void {
       for (const [k, x] of Object.entries(opts)) {
         if (k.startsWith('x-')) continue;
         if (sub === type && supported[sub]?.includes(k)) keep[k] = k === 'size' ? bytesOrIssue(c, `${p}/tmpfs/size`, x) : x === true || x === 'true';
-        else refuse(c, `${p}/${sub}/${k}`, `fleetroll's volume long form carries source, target, read_only, volume.nocopy and tmpfs.size; use the short syntax (SOURCE:TARGET:MODE) for z/Z or propagation`);
+        else
+          refuse(
+            c,
+            `${p}/${sub}/${k}`,
+            `fleetroll's volume long form carries source, target, read_only, volume.nocopy and tmpfs.size; use the short syntax (SOURCE:TARGET:MODE) for z/Z or propagation`,
+          );
       }
       if (Object.keys(keep).length > 0) m[sub] = keep;
     }
@@ -90,10 +96,14 @@ export function mapConfigs(c: Ctx, v: unknown): void {
   eachDefined(c, v, 'config', (o, source, def, p) => {
     if (typeof def.file !== 'string') {
       const kind = def.external ? 'external' : def.content !== undefined ? 'content' : def.environment !== undefined ? 'environment' : 'this';
-      c.issues.push({ path: `configs/${source}`, message: `a ${kind} config would need a file written on every host; fleetroll mounts configs given as file: (used at ${c.base}/${p})` });
+      c.issues.push({
+        path: `configs/${source}`,
+        message: `a ${kind} config would need a file written on every host; fleetroll mounts configs given as file: (used at ${c.base}/${p})`,
+      });
       return;
     }
-    for (const k of ['uid', 'gid', 'mode']) if (o[k] !== undefined) warn(c, `${p}/${k}`, 'a file config is a bind mount: it keeps the file\'s own owner and mode (compose ignores this too)');
+    for (const k of ['uid', 'gid', 'mode'])
+      if (o[k] !== undefined) warn(c, `${p}/${k}`, "a file config is a bind mount: it keeps the file's own owner and mode (compose ignores this too)");
     const target = typeof o.target === 'string' ? (isAbsolute(o.target) ? o.target : `/${o.target}`) : `/${source}`;
     out.push({ type: 'bind', source: resolvePath(c.dir, expandHome(def.file)), target, readOnly: true });
   });
@@ -119,15 +129,18 @@ export function mapSecrets(c: Ctx, v: unknown): void {
     if (ok && typeof def.file === 'string') files[source] = { file: resolvePath(c.dir, expandHome(def.file)) };
     else if (ok && typeof def.environment === 'string') {
       // A secret file needs a source on every host; one made from a variable has none (yet): refused, not dropped.
-      c.issues.push({ path: `${dp}/environment`, message: `fleetroll mounts secrets from files only: put the value in a file (secrets: { ${source}: { file: ./${source}.txt } }), or pass ${def.environment} as an environment variable instead` });
+      c.issues.push({
+        path: `${dp}/environment`,
+        message: `fleetroll mounts secrets from files only: put the value in a file (secrets: { ${source}: { file: ./${source}.txt } }), or pass ${def.environment} as an environment variable instead`,
+      });
       ok = false;
-    }
-    else if (ok) {
+    } else if (ok) {
       c.issues.push({ path: dp, message: 'needs file: or environment:' });
       ok = false;
     }
     if (!ok) return;
-    for (const k of ['uid', 'gid', 'mode']) if (o[k] !== undefined) warn(c, `${p}/${k}`, 'a file secret is a bind mount: it keeps the file\'s own owner and mode (compose ignores this too)');
+    for (const k of ['uid', 'gid', 'mode'])
+      if (o[k] !== undefined) warn(c, `${p}/${k}`, "a file secret is a bind mount: it keeps the file's own owner and mode (compose ignores this too)");
     secrets.push(typeof o.target === 'string' ? { source, target: o.target } : source);
   });
   if (secrets.length > 0) c.fields.secrets = secrets;

@@ -21,8 +21,9 @@ export function mapNetworks(c: Ctx, v: unknown): void {
     for (const [k, x] of Object.entries(opts)) {
       if (k === 'aliases') aliases = toList(x);
       else if (k === 'priority' || k === 'gw_priority') warn(c, `${p}/${k}`, 'ignored: fleetroll connects the networks in the order given');
-      else if (['ipv4_address', 'ipv6_address', 'link_local_ips', 'mac_address'].includes(k)) refuse(c, `${p}/${k}`, 'a fixed address cannot be shared by several instances (replicas and the surge instance beside the old one)');
-      else if (!k.startsWith('x-')) refuse(c, `${p}/${k}`, 'fleetroll\'s networks carry a name and aliases');
+      else if (['ipv4_address', 'ipv6_address', 'link_local_ips', 'mac_address'].includes(k))
+        refuse(c, `${p}/${k}`, 'a fixed address cannot be shared by several instances (replicas and the surge instance beside the old one)');
+      else if (!k.startsWith('x-')) refuse(c, `${p}/${k}`, "fleetroll's networks carry a name and aliases");
     }
     out.push(aliases && aliases.length > 0 ? { name, aliases } : name);
   }
@@ -45,7 +46,11 @@ function parsePortSpec(c: Ctx, path: string, spec: string, allowHost: boolean): 
   if (hostPort !== undefined && hostPort !== '') {
     if (!allowHost) refuse(c, path, 'expose takes container ports only');
     else {
-      refuse(c, path, `publishes the fixed host port ${hostPort}: fleetroll runs several instances per host (replicas, and a surge instance beside the old one) and reaches each through its network, so one fixed host port cannot work; write the container port alone (${JSON.stringify(m[3])}) or remove it`);
+      refuse(
+        c,
+        path,
+        `publishes the fixed host port ${hostPort}: fleetroll runs several instances per host (replicas, and a surge instance beside the old one) and reaches each through its network, so one fixed host port cannot work; write the container port alone (${JSON.stringify(m[3])}) or remove it`,
+      );
     }
     return;
   }
@@ -62,7 +67,11 @@ export function mapPorts(c: Ctx, v: unknown, field: 'ports' | 'expose'): void {
     else {
       const o = item as Json;
       if (o.published !== undefined && o.published !== '') {
-        refuse(c, `${p}/published`, `publishes the fixed host port ${String(o.published)}: fleetroll runs several instances per host and reaches each through its network; remove published (fleetroll publishes each instance itself)`);
+        refuse(
+          c,
+          `${p}/published`,
+          `publishes the fixed host port ${String(o.published)}: fleetroll runs several instances per host and reaches each through its network; remove published (fleetroll publishes each instance itself)`,
+        );
         return;
       }
       if (o.protocol !== undefined && o.protocol !== 'tcp') {

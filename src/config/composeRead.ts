@@ -46,7 +46,10 @@ export function applyMergeKeys(v: unknown): unknown {
 
 /** compose's project-name rule: lowercase letters, digits, `-` and `_`, starting with a letter or digit. */
 export function normaliseProjectName(name: string): string {
-  return name.toLowerCase().replace(/[^a-z0-9_-]/g, '').replace(/^[^a-z0-9]+/, '');
+  return name
+    .toLowerCase()
+    .replace(/[^a-z0-9_-]/g, '')
+    .replace(/^[^a-z0-9]+/, '');
 }
 
 // Values compose casts back from strings after interpolation (`read_only: ${RO}`).

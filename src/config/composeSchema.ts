@@ -18,7 +18,21 @@ import type { FieldIssue } from '../errors.js';
 type Json = Record<string, unknown>;
 
 /** Fields of the current compose-spec service that the installed schema lacks: fleetroll's table judges them. */
-export const NEWER_SERVICE_FIELDS = ['annotations', 'attach', 'cgroup', 'develop', 'gpus', 'label_file', 'models', 'post_start', 'pre_stop', 'provider', 'pull_refresh_after', 'use_api_socket', 'uts'] as const;
+export const NEWER_SERVICE_FIELDS = [
+  'annotations',
+  'attach',
+  'cgroup',
+  'develop',
+  'gpus',
+  'label_file',
+  'models',
+  'post_start',
+  'pre_stop',
+  'provider',
+  'pull_refresh_after',
+  'use_api_socket',
+  'uts',
+] as const;
 
 // Go's time.ParseDuration units, which compose uses ("1m30s", "500ms", "1.5h").
 const DURATION = /^(?:[0-9]+(?:\.[0-9]+)?(?:ns|us|µs|ms|s|m|h))+$/;
@@ -56,21 +70,75 @@ function modernise(schema: Json): void {
   service.gpus = {
     oneOf: [
       { type: 'string', enum: ['all'] },
-      { type: 'array', items: { type: 'object', properties: { capabilities: { $ref: '#/definitions/list_of_strings' }, count: { type: ['string', 'integer'] }, device_ids: { $ref: '#/definitions/list_of_strings' }, driver: { type: 'string' }, options: listOrDict }, additionalProperties: false, patternProperties: { '^x-': {} } } },
+      {
+        type: 'array',
+        items: {
+          type: 'object',
+          properties: {
+            capabilities: { $ref: '#/definitions/list_of_strings' },
+            count: { type: ['string', 'integer'] },
+            device_ids: { $ref: '#/definitions/list_of_strings' },
+            driver: { type: 'string' },
+            options: listOrDict,
+          },
+          additionalProperties: false,
+          patternProperties: { '^x-': {} },
+        },
+      },
     ],
   };
   service.env_file = {
     oneOf: [
       { type: 'string' },
-      { type: 'array', items: { oneOf: [{ type: 'string' }, { type: 'object', required: ['path'], properties: { path: { type: 'string' }, required: { type: ['boolean', 'string'] }, format: { type: 'string' } }, additionalProperties: false }] } },
+      {
+        type: 'array',
+        items: {
+          oneOf: [
+            { type: 'string' },
+            {
+              type: 'object',
+              required: ['path'],
+              properties: { path: { type: 'string' }, required: { type: ['boolean', 'string'] }, format: { type: 'string' } },
+              additionalProperties: false,
+            },
+          ],
+        },
+      },
     ],
   };
-  service.extra_hosts = { oneOf: [{ type: 'object', patternProperties: { '.+': { oneOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' } }] } }, additionalProperties: false }, { type: 'array', items: { type: 'string' }, uniqueItems: true }] };
-  service.devices = { type: 'array', items: { oneOf: [{ type: 'string' }, { type: 'object', required: ['source'], properties: { source: { type: 'string' }, target: { type: 'string' }, permissions: { type: 'string' } }, additionalProperties: false }] } };
+  service.extra_hosts = {
+    oneOf: [
+      {
+        type: 'object',
+        patternProperties: { '.+': { oneOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' } }] } },
+        additionalProperties: false,
+      },
+      { type: 'array', items: { type: 'string' }, uniqueItems: true },
+    ],
+  };
+  service.devices = {
+    type: 'array',
+    items: {
+      oneOf: [
+        { type: 'string' },
+        {
+          type: 'object',
+          required: ['source'],
+          properties: { source: { type: 'string' }, target: { type: 'string' }, permissions: { type: 'string' } },
+          additionalProperties: false,
+        },
+      ],
+    },
+  };
   // Interpolated values are strings ("${PORT}"): compose accepts them where a number goes.
   const ports = obj(obj(service.ports).items);
   const portObj = obj((ports.oneOf as Json[])[2]);
-  Object.assign(obj(portObj.properties), { target: { type: ['integer', 'string'] }, published: { type: ['integer', 'string'] }, name: { type: 'string' }, app_protocol: { type: 'string' } });
+  Object.assign(obj(portObj.properties), {
+    target: { type: ['integer', 'string'] },
+    published: { type: ['integer', 'string'] },
+    name: { type: 'string' },
+    app_protocol: { type: 'string' },
+  });
   const volumeObj = obj((obj(obj(service.volumes).items).oneOf as Json[])[1]);
   const vp = obj(volumeObj.properties);
   vp.read_only = { type: ['boolean', 'string'] };
@@ -80,7 +148,12 @@ function modernise(schema: Json): void {
   vp.image = { type: 'object' };
   const netMap = obj((obj(service.networks).oneOf as Json[])[1]);
   const netEntry = obj((obj(obj(netMap.patternProperties)['^[a-zA-Z0-9._-]+$']).oneOf as Json[])[0]);
-  Object.assign(obj(netEntry.properties), { interface_name: { type: 'string' }, mac_address: { type: 'string' }, driver_opts: { type: 'object' }, gw_priority: { type: 'number' } });
+  Object.assign(obj(netEntry.properties), {
+    interface_name: { type: 'string' },
+    mac_address: { type: 'string' },
+    driver_opts: { type: 'object' },
+    gw_priority: { type: 'number' },
+  });
   const limits = obj(obj(obj(obj(obj(defs.deployment).properties).resources).properties).limits);
   obj(limits.properties).pids = { type: ['integer', 'string'] };
   const hc = obj(obj(defs.healthcheck).properties);
@@ -143,14 +216,16 @@ function describe(e: ErrorObject): string {
 export function schemaIssues(errors: readonly ErrorObject[]): FieldIssue[] {
   const slash = (p: string) => p.replace(/^\//, '').replace(/~1/g, '/').replace(/~0/g, '~');
   const issues = new Map<string, string[]>();
-  const deeper = (path: string) => errors.some((e) => e.keyword !== 'oneOf' && e.keyword !== 'type' && (e.instancePath === path || e.instancePath.startsWith(`${path}/`)));
+  const deeper = (path: string) =>
+    errors.some((e) => e.keyword !== 'oneOf' && e.keyword !== 'type' && (e.instancePath === path || e.instancePath.startsWith(`${path}/`)));
   for (const e of errors) {
     if (e.keyword === 'oneOf' || e.keyword === 'anyOf' || e.keyword === 'if') {
       if (deeper(e.instancePath)) continue;
     }
     if (e.keyword === 'type' && deeper(e.instancePath)) continue;
     let path = slash(e.instancePath);
-    if (e.keyword === 'additionalProperties') path = path === '' ? String((e.params as Json).additionalProperty) : `${path}/${String((e.params as Json).additionalProperty)}`;
+    if (e.keyword === 'additionalProperties')
+      path = path === '' ? String((e.params as Json).additionalProperty) : `${path}/${String((e.params as Json).additionalProperty)}`;
     const msg = e.keyword === 'oneOf' ? oneOfMessage(errors, e.instancePath) : describe(e);
     const list = issues.get(path) ?? [];
     if (!list.includes(msg)) list.push(msg);

@@ -22,7 +22,10 @@ export const containerFields = {
   command: argv('a command').optional(),
   entrypoint: argv('an entrypoint').optional(),
   workingDir: absPath('a working directory').optional(),
-  user: z.string({ error: (i) => `must be a user: NAME, UID or UID:GID, ${got(i.input)}` }).regex(USER_RE, { error: (i) => `must be a user: NAME, UID or UID:GID, ${got(i.input)}` }).optional(),
+  user: z
+    .string({ error: (i) => `must be a user: NAME, UID or UID:GID, ${got(i.input)}` })
+    .regex(USER_RE, { error: (i) => `must be a user: NAME, UID or UID:GID, ${got(i.input)}` })
+    .optional(),
   volumes: volumes.optional(),
   tmpfs: tmpfs.optional(),
   readOnly: z.boolean({ error: (i) => `must be true or false, ${got(i.input)}` }).optional(),
@@ -34,7 +37,10 @@ export const containerFields = {
   ulimits: ulimits.optional(),
   capAdd: caps.optional(),
   capDrop: caps.optional(),
-  stopSignal: z.string({ error: (i) => `must be a signal name like SIGINT, ${got(i.input)}` }).regex(SIGNAL_RE, { error: (i) => `must be a signal name like SIGINT or SIGQUIT, ${got(i.input)}` }).optional(),
+  stopSignal: z
+    .string({ error: (i) => `must be a signal name like SIGINT, ${got(i.input)}` })
+    .regex(SIGNAL_RE, { error: (i) => `must be a signal name like SIGINT or SIGQUIT, ${got(i.input)}` })
+    .optional(),
   shmSize: bytes('a size').optional(),
   sysctls: sysctls.optional(),
   devices: devices.optional(),

@@ -5,7 +5,22 @@
  */
 import * as z from './zod.js';
 import { parseDurationSeconds } from './analysis.js';
-import { ABS_CONTAINER_PATH_RE, ARG_RE, bytes, CAP_RE, DRIVER_RE, got, HOSTNAME_RE, IP_RE, issue, LABEL_KEY_RE, mapOrList, NETWORK_RE, SYSCTL_RE, ULIMIT_RE } from './containerValues.js';
+import {
+  ABS_CONTAINER_PATH_RE,
+  ARG_RE,
+  bytes,
+  CAP_RE,
+  DRIVER_RE,
+  got,
+  HOSTNAME_RE,
+  IP_RE,
+  issue,
+  LABEL_KEY_RE,
+  mapOrList,
+  NETWORK_RE,
+  SYSCTL_RE,
+  ULIMIT_RE,
+} from './containerValues.js';
 
 const cpus = z.union([z.number(), z.string()], { error: (i) => `must be a number of CPUs like 0.5 or "1.5", ${got(i.input)}` }).transform((v, ctx) => {
   const n = typeof v === 'number' ? v : /^[0-9]+(?:\.[0-9]+)?$/.test(v.trim()) ? Number(v) : NaN;
@@ -19,23 +34,38 @@ export const resources = z
       memory: bytes('a memory limit', 6 * 1024 * 1024).optional(),
       memoryReservation: bytes('a memory reservation').optional(),
       cpus: cpus.optional(),
-      pidsLimit: z.number({ error: (i) => `must be an integer from -1 to 4194304 (-1: no limit), ${got(i.input)}` }).int().min(-1).max(4194304).optional(),
+      pidsLimit: z
+        .number({ error: (i) => `must be an integer from -1 to 4194304 (-1: no limit), ${got(i.input)}` })
+        .int()
+        .min(-1)
+        .max(4194304)
+        .optional(),
     },
     { error: (i) => `must be a mapping { memory, memoryReservation, cpus, pidsLimit }, ${got(i.input)}` },
   )
   .strict();
 
-export const restart = z.string({ error: (i) => `must be "no", "always", "on-failure", "on-failure:N" or "unless-stopped", ${got(i.input)}` }).transform((v, ctx) => {
-  const m = /^(no|always|unless-stopped|on-failure)(?::([0-9]{1,4}))?$/.exec(v);
-  if (!m || (m[2] !== undefined && m[1] !== 'on-failure')) return issue(ctx, `must be "no", "always", "on-failure", "on-failure:N" or "unless-stopped", ${got(v)}`);
-  return { name: m[1] as 'no' | 'always' | 'unless-stopped' | 'on-failure', ...(m[2] !== undefined ? { maxRetries: Number(m[2]) } : {}) };
-});
+export const restart = z
+  .string({ error: (i) => `must be "no", "always", "on-failure", "on-failure:N" or "unless-stopped", ${got(i.input)}` })
+  .transform((v, ctx) => {
+    const m = /^(no|always|unless-stopped|on-failure)(?::([0-9]{1,4}))?$/.exec(v);
+    if (!m || (m[2] !== undefined && m[1] !== 'on-failure'))
+      return issue(ctx, `must be "no", "always", "on-failure", "on-failure:N" or "unless-stopped", ${got(v)}`);
+    return { name: m[1] as 'no' | 'always' | 'unless-stopped' | 'on-failure', ...(m[2] !== undefined ? { maxRetries: Number(m[2]) } : {}) };
+  });
 
 export const logging = z
   .object(
     {
-      driver: z.string({ error: (i) => `must be a log driver name like "json-file" or "local", ${got(i.input)}` }).regex(DRIVER_RE, { error: (i) => `must be a log driver name like "json-file" or "local", ${got(i.input)}` }).default('json-file'),
-      options: z.record(z.string(), z.union([z.string(), z.number()], { error: (i) => `must be a string or a number, ${got(i.input)}` }), { error: (i) => `must be a mapping of option names to values, ${got(i.input)}` }).optional(),
+      driver: z
+        .string({ error: (i) => `must be a log driver name like "json-file" or "local", ${got(i.input)}` })
+        .regex(DRIVER_RE, { error: (i) => `must be a log driver name like "json-file" or "local", ${got(i.input)}` })
+        .default('json-file'),
+      options: z
+        .record(z.string(), z.union([z.string(), z.number()], { error: (i) => `must be a string or a number, ${got(i.input)}` }), {
+          error: (i) => `must be a mapping of option names to values, ${got(i.input)}`,
+        })
+        .optional(),
     },
     { error: (i) => `must be a mapping { driver, options }, ${got(i.input)}` },
   )
@@ -52,7 +82,9 @@ export const logging = z
   });
 
 export const extraHosts = z
-  .union([z.record(z.string(), z.union([z.string(), z.array(z.string())])), z.array(z.string())], { error: (i) => `must be a list of "HOST:IP" or a mapping of host names to addresses, ${got(i.input)}` })
+  .union([z.record(z.string(), z.union([z.string(), z.array(z.string())])), z.array(z.string())], {
+    error: (i) => `must be a list of "HOST:IP" or a mapping of host names to addresses, ${got(i.input)}`,
+  })
   .transform((v, ctx) => {
     const pairs: [string, string, (string | number)[]][] = Array.isArray(v)
       ? v.map((e, i) => {
@@ -68,42 +100,56 @@ export const extraHosts = z
   });
 
 export const ulimits = z
-  .record(z.string(), z.union([z.number(), z.object({ soft: z.number().int(), hard: z.number().int() }).strict()], { error: (i) => `must be a number or { soft, hard }, ${got(i.input)}` }), { error: (i) => `must be a mapping like { nofile: { soft: 1024, hard: 2048 }, nproc: 512 }, ${got(i.input)}` })
+  .record(
+    z.string(),
+    z.union([z.number(), z.object({ soft: z.number().int(), hard: z.number().int() }).strict()], {
+      error: (i) => `must be a number or { soft, hard }, ${got(i.input)}`,
+    }),
+    { error: (i) => `must be a mapping like { nofile: { soft: 1024, hard: 2048 }, nproc: 512 }, ${got(i.input)}` },
+  )
   .transform((v, ctx) =>
     Object.entries(v).map(([name, l]) => {
       if (!ULIMIT_RE.test(name)) issue(ctx, `must be a ulimit name like nofile or nproc, ${got(name)}`, [name]);
       const soft = typeof l === 'number' ? l : l.soft;
       const hard = typeof l === 'number' ? l : l.hard;
-      if (!Number.isInteger(soft) || !Number.isInteger(hard) || soft < -1 || hard < -1 || (hard !== -1 && (soft === -1 || soft > hard))) issue(ctx, `soft and hard must be integers (-1: unlimited) with soft at most hard, ${got(l)}`, [name]);
+      if (!Number.isInteger(soft) || !Number.isInteger(hard) || soft < -1 || hard < -1 || (hard !== -1 && (soft === -1 || soft > hard)))
+        issue(ctx, `soft and hard must be integers (-1: unlimited) with soft at most hard, ${got(l)}`, [name]);
       return { name, soft, hard };
     }),
   );
 
-export const caps = z.array(z.string().regex(CAP_RE, { error: (i) => `must be a capability name like NET_ADMIN or ALL, ${got(i.input)}` }), { error: (i) => `must be a list of capability names, ${got(i.input)}` });
+export const caps = z.array(z.string().regex(CAP_RE, { error: (i) => `must be a capability name like NET_ADMIN or ALL, ${got(i.input)}` }), {
+  error: (i) => `must be a list of capability names, ${got(i.input)}`,
+});
 
-export const devices = z.array(z.string(), { error: (i) => `must be a list of "HOST_PATH[:CONTAINER_PATH[:PERMISSIONS]]", ${got(i.input)}` }).transform((list, ctx) =>
-  list.map((d, i) => {
-    const [host = '', container = host, permissions = 'rwm', ...more] = d.split(':');
-    if (more.length || !ABS_CONTAINER_PATH_RE.test(host) || !ABS_CONTAINER_PATH_RE.test(container) || !/^[rwm]{1,3}$/.test(permissions)) {
-      issue(ctx, `must be "HOST_PATH[:CONTAINER_PATH[:PERMISSIONS]]" with absolute paths and permissions of r, w, m, ${got(d)}`, [i]);
-    }
-    return { host, container, permissions };
-  }),
-);
+export const devices = z
+  .array(z.string(), { error: (i) => `must be a list of "HOST_PATH[:CONTAINER_PATH[:PERMISSIONS]]", ${got(i.input)}` })
+  .transform((list, ctx) =>
+    list.map((d, i) => {
+      const [host = '', container = host, permissions = 'rwm', ...more] = d.split(':');
+      if (more.length || !ABS_CONTAINER_PATH_RE.test(host) || !ABS_CONTAINER_PATH_RE.test(container) || !/^[rwm]{1,3}$/.test(permissions)) {
+        issue(ctx, `must be "HOST_PATH[:CONTAINER_PATH[:PERMISSIONS]]" with absolute paths and permissions of r, w, m, ${got(d)}`, [i]);
+      }
+      return { host, container, permissions };
+    }),
+  );
 
 const GPUS_MESSAGE = (i: { input: unknown }) => `must be "all" or a number of GPUs from 1 to 64, ${got(i.input)}`;
 export const gpus = z.union([z.literal('all'), z.number({ error: GPUS_MESSAGE }).int().min(1).max(64)], { error: GPUS_MESSAGE });
 
 export const networks = z
   .array(
-    z.union([z.string(), z.object({ name: z.string(), aliases: z.array(z.string()).optional() }).strict()], { error: (i) => `must be a network name or { name, aliases }, ${got(i.input)}` }),
+    z.union([z.string(), z.object({ name: z.string(), aliases: z.array(z.string()).optional() }).strict()], {
+      error: (i) => `must be a network name or { name, aliases }, ${got(i.input)}`,
+    }),
     { error: (i) => `must be a list of Docker networks to join besides hosts[].network, ${got(i.input)}` },
   )
   .transform((list, ctx) =>
     list.map((n, i) => {
       const name = typeof n === 'string' ? n : n.name;
       const aliases = typeof n === 'string' ? [] : (n.aliases ?? []);
-      if (!NETWORK_RE.test(name)) issue(ctx, `must be a Docker network name (letters, digits, "_", ".", "-"), ${got(name)}`, typeof n === 'string' ? [i] : [i, 'name']);
+      if (!NETWORK_RE.test(name))
+        issue(ctx, `must be a Docker network name (letters, digits, "_", ".", "-"), ${got(name)}`, typeof n === 'string' ? [i] : [i, 'name']);
       aliases.forEach((a, j) => {
         if (!HOSTNAME_RE.test(a)) issue(ctx, `must be a DNS name, ${got(a)}`, [i, 'aliases', j]);
       });
@@ -112,11 +158,14 @@ export const networks = z
   );
 
 const duration = (what: string) =>
-  z.union([z.number(), z.string()], { error: (i) => `must be ${what}: seconds or a duration like "10s", "500ms", "1m", ${got(i.input)}` }).transform((v, ctx) => {
-    const s = typeof v === 'string' ? composeDurationSeconds(v) : parseDurationSeconds(v);
-    if (s === undefined || s < 0 || s > 86400) return issue(ctx, `must be ${what}: seconds or a duration like "10s", "500ms", "1m30s" (at most a day), ${got(v)}`);
-    return s * 1000;
-  });
+  z
+    .union([z.number(), z.string()], { error: (i) => `must be ${what}: seconds or a duration like "10s", "500ms", "1m", ${got(i.input)}` })
+    .transform((v, ctx) => {
+      const s = typeof v === 'string' ? composeDurationSeconds(v) : parseDurationSeconds(v);
+      if (s === undefined || s < 0 || s > 86400)
+        return issue(ctx, `must be ${what}: seconds or a duration like "10s", "500ms", "1m30s" (at most a day), ${got(v)}`);
+      return s * 1000;
+    });
 
 /** Compose's durations: "1m30s", "10s", "500ms", "2h". */
 export function composeDurationSeconds(v: string): number | undefined {
@@ -131,10 +180,20 @@ export function composeDurationSeconds(v: string): number | undefined {
 export const healthcheck = z
   .object(
     {
-      test: z.union([z.string(), z.array(z.string())], { error: (i) => `must be a command: ["CMD", "curl", "-f", "http://localhost/"], ["CMD-SHELL", "..."] or a string (run by the image's shell), ${got(i.input)}` }).optional(),
+      test: z
+        .union([z.string(), z.array(z.string())], {
+          error: (i) =>
+            `must be a command: ["CMD", "curl", "-f", "http://localhost/"], ["CMD-SHELL", "..."] or a string (run by the image's shell), ${got(i.input)}`,
+        })
+        .optional(),
       interval: duration('an interval').optional(),
       timeout: duration('a timeout').optional(),
-      retries: z.number({ error: (i) => `must be a number of retries from 0 to 1000, ${got(i.input)}` }).int().min(0).max(1000).optional(),
+      retries: z
+        .number({ error: (i) => `must be a number of retries from 0 to 1000, ${got(i.input)}` })
+        .int()
+        .min(0)
+        .max(1000)
+        .optional(),
       startPeriod: duration('a start period').optional(),
       startInterval: duration('a start interval').optional(),
       disable: z.boolean().optional(),

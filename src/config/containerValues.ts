@@ -47,9 +47,11 @@ export const bytes = (what: string, min = 0) =>
   });
 
 export const absPath = (what: string) =>
-  z.string({ error: (i) => `must be ${what} (an absolute path), ${got(i.input)}` }).refine((s) => ABS_CONTAINER_PATH_RE.test(s) && !s.split('/').includes('..'), {
-    error: (i) => `must be ${what}: an absolute path of letters, digits and ._-/@+=~ (no ".." and no ":" or ","), ${got(i.input)}`,
-  });
+  z
+    .string({ error: (i) => `must be ${what} (an absolute path), ${got(i.input)}` })
+    .refine((s) => ABS_CONTAINER_PATH_RE.test(s) && !s.split('/').includes('..'), {
+      error: (i) => `must be ${what}: an absolute path of letters, digits and ._-/@+=~ (no ".." and no ":" or ","), ${got(i.input)}`,
+    });
 
 /** Compose's string form of command / entrypoint: split like a shell would split words, without a shell. */
 export function splitWords(s: string): string[] | { error: string } {
@@ -85,7 +87,9 @@ export function splitWords(s: string): string[] | { error: string } {
 
 export const argv = (what: string) =>
   z
-    .union([z.string(), z.array(z.string({ error: (i) => `${what} arguments must be strings, ${got(i.input)}` }))], { error: (i) => `must be ${what}: a string or a list of arguments, ${got(i.input)}` })
+    .union([z.string(), z.array(z.string({ error: (i) => `${what} arguments must be strings, ${got(i.input)}` }))], {
+      error: (i) => `must be ${what}: a string or a list of arguments, ${got(i.input)}`,
+    })
     .transform((v, ctx) => {
       const list = typeof v === 'string' ? splitWords(v) : v;
       if (!Array.isArray(list)) return issue(ctx, `${list.error}`);
@@ -102,7 +106,9 @@ export const oneOrMany = <T extends zod.ZodType>(item: T, what: string) =>
 /** A map, or a list of "KEY=VALUE" (compose's two spellings of labels, sysctls and extra_hosts). */
 export const mapOrList = (what: string, sep = '=') =>
   z
-    .union([z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])), z.array(z.string())], { error: (i) => `must be ${what}: a mapping or a list of "KEY${sep}VALUE", ${got(i.input)}` })
+    .union([z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])), z.array(z.string())], {
+      error: (i) => `must be ${what}: a mapping or a list of "KEY${sep}VALUE", ${got(i.input)}`,
+    })
     .transform((v, ctx) => {
       if (!Array.isArray(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, String(x)]));
       const out: Record<string, string> = {};

@@ -79,7 +79,15 @@ export function parseDocumentText(text: string, source: string, what: string, o:
     throw new ValidationError([{ path: '', message: `${what} could not be parsed as YAML or JSON (${(err as Error)?.name ?? 'error'})` }], { source });
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw new ValidationError([{ path: '', message: `${what} must be a mapping (YAML object), got ${value === null ? 'an empty document' : Array.isArray(value) ? 'a list' : typeof value}` }], { source });
+    throw new ValidationError(
+      [
+        {
+          path: '',
+          message: `${what} must be a mapping (YAML object), got ${value === null ? 'an empty document' : Array.isArray(value) ? 'a list' : typeof value}`,
+        },
+      ],
+      { source },
+    );
   }
   return value as Record<string, unknown>;
 }

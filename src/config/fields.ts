@@ -8,7 +8,9 @@ import type * as zod from 'zod';
 import * as z from './zod.js';
 
 export const pattern = (re: RegExp, what: string) =>
-  z.string({ error: (i) => (i.input === undefined ? 'is required' : `must be a string (${what})`) }).regex(re, { error: (i) => `must be ${what}, got ${JSON.stringify(i.input)}` });
+  z
+    .string({ error: (i) => (i.input === undefined ? 'is required' : `must be a string (${what})`) })
+    .regex(re, { error: (i) => `must be ${what}, got ${JSON.stringify(i.input)}` });
 
 export const int = (min: number, max: number, what = 'an integer') =>
   z

@@ -17,7 +17,16 @@ import { defaultPeersFile } from '../core/upstream.js';
 /** secrets/N must name a secretFiles entry; a secret file needs a path that exists. */
 export function secretIssues(f: FleetFileParsed): FieldIssue[] {
   const defined = new Set(Object.keys(f.secretFiles ?? {}));
-  return (f.secrets ?? []).flatMap((s, i) => (defined.has(s.name) ? [] : [{ path: `secrets/${i}`, message: `names no entry of secretFiles (${[...defined].join(', ') || 'none defined'}): define it as secretFiles: { ${s.name}: { file: ./path } }` }]));
+  return (f.secrets ?? []).flatMap((s, i) =>
+    defined.has(s.name)
+      ? []
+      : [
+          {
+            path: `secrets/${i}`,
+            message: `names no entry of secretFiles (${[...defined].join(', ') || 'none defined'}): define it as secretFiles: { ${s.name}: { file: ./path } }`,
+          },
+        ],
+  );
 }
 
 /** Cross-field rules that a per-field schema cannot express. */
@@ -26,43 +35,68 @@ export function crossFieldIssues(f: FleetFileParsed, timings: { minReadySeconds:
   const hostNames = new Set<string>();
   f.hosts.forEach((h, i) => {
     if (hostNames.has(h.name)) issues.push({ path: `hosts/${i}/name`, message: `duplicate host name ${JSON.stringify(h.name)}` });
-    if (h.ssh && !h.docker.startsWith('ssh://')) issues.push({ path: `hosts/${i}/ssh`, message: `only applies to an ssh:// endpoint, got ${JSON.stringify(h.docker)}` });
-    if (h.tls && !h.docker.startsWith('tcp://')) issues.push({ path: `hosts/${i}/tls`, message: `only applies to a tcp:// endpoint, got ${JSON.stringify(h.docker)}` });
+    if (h.ssh && !h.docker.startsWith('ssh://'))
+      issues.push({ path: `hosts/${i}/ssh`, message: `only applies to an ssh:// endpoint, got ${JSON.stringify(h.docker)}` });
+    if (h.tls && !h.docker.startsWith('tcp://'))
+      issues.push({ path: `hosts/${i}/tls`, message: `only applies to a tcp:// endpoint, got ${JSON.stringify(h.docker)}` });
     hostNames.add(h.name);
   });
   const files = new Map<string, number>();
   f.loadBalancers.forEach((lb, i) => {
     const p = `loadBalancers/${i}/nginx`;
     const n = lb.nginx;
-    if (n.exec && n.container) issues.push({ path: p, message: 'set either container (nginx in a Docker container) or exec: true (nginx on this machine), not both' });
+    if (n.exec && n.container)
+      issues.push({ path: p, message: 'set either container (nginx in a Docker container) or exec: true (nginx on this machine), not both' });
     if (!n.exec && !n.container) issues.push({ path: p, message: 'needs container (nginx in a Docker container) or exec: true (nginx on this machine)' });
     if (n.container) {
       const host = n.host ?? f.hosts[0]?.name;
-      if (host !== undefined && !hostNames.has(host)) issues.push({ path: `${p}/host`, message: `must name an entry in hosts (${[...hostNames].join(', ')}), got ${JSON.stringify(host)}` });
+      if (host !== undefined && !hostNames.has(host))
+        issues.push({ path: `${p}/host`, message: `must name an entry in hosts (${[...hostNames].join(', ')}), got ${JSON.stringify(host)}` });
     } else if (n.host) {
       issues.push({ path: `${p}/host`, message: 'only applies with container; with exec: true nginx runs on this machine' });
     }
     if (n.accessLog === 'stdout' && n.exec) {
-      issues.push({ path: `${p}/accessLog`, message: '"stdout" is a container\'s log stream: with exec: true (nginx on this machine) give the absolute path of the file nginx logs to' });
+      issues.push({
+        path: `${p}/accessLog`,
+        message: '"stdout" is a container\'s log stream: with exec: true (nginx on this machine) give the absolute path of the file nginx logs to',
+      });
     }
     if (n.accessLog !== undefined && /^\/dev\/(?:stdout|stderr)$|^\/proc\//.test(n.accessLog)) {
-      issues.push({ path: `${p}/accessLog`, message: `must be a regular file nginx writes to, got ${JSON.stringify(n.accessLog)}${n.container ? ': for nginx logging to its output write accessLog: stdout' : ''}` });
+      issues.push({
+        path: `${p}/accessLog`,
+        message: `must be a regular file nginx writes to, got ${JSON.stringify(n.accessLog)}${n.container ? ': for nginx logging to its output write accessLog: stdout' : ''}`,
+      });
     }
     if (n.config && !n.exec) issues.push({ path: `${p}/config`, message: 'only applies with exec: true (the nginx.conf of the nginx on this machine)' });
     if (n.mode === 'reload') {
-      if (n.upstreamFile === undefined) issues.push({ path: `${p}/upstreamFile`, message: 'is required in mode reload: the absolute path of the upstream file that nginx.conf includes (or set mode: dynamic)' });
+      if (n.upstreamFile === undefined)
+        issues.push({
+          path: `${p}/upstreamFile`,
+          message: 'is required in mode reload: the absolute path of the upstream file that nginx.conf includes (or set mode: dynamic)',
+        });
       if (n.peersFile !== undefined) issues.push({ path: `${p}/peersFile`, message: 'only applies with mode: dynamic' });
     } else {
-      if (n.upstreamFile !== undefined) issues.push({ path: `${p}/upstreamFile`, message: 'does not apply with mode: dynamic (membership goes to the Lua balancer through peersFile, no upstream file is written)' });
+      if (n.upstreamFile !== undefined)
+        issues.push({
+          path: `${p}/upstreamFile`,
+          message: 'does not apply with mode: dynamic (membership goes to the Lua balancer through peersFile, no upstream file is written)',
+        });
       if (n.template !== undefined) issues.push({ path: `${p}/template`, message: 'does not apply with mode: dynamic (no upstream file is rendered)' });
     }
     const file = n.mode === 'reload' ? n.upstreamFile : (n.peersFile ?? defaultPeersFile(n.upstream));
     const key = `${n.exec ? 'exec' : `${n.host ?? ''}/${n.container ?? ''}`}:${file}`;
-    if (files.has(key)) issues.push({ path: `${p}/${n.mode === 'reload' ? 'upstreamFile' : 'peersFile'}`, message: `the same file is already managed by loadBalancers/${files.get(key)}` });
+    if (files.has(key))
+      issues.push({
+        path: `${p}/${n.mode === 'reload' ? 'upstreamFile' : 'peersFile'}`,
+        message: `the same file is already managed by loadBalancers/${files.get(key)}`,
+      });
     files.set(key, i);
   });
   if (timings.progressDeadlineSeconds <= timings.minReadySeconds) {
-    issues.push({ path: 'progressDeadlineSeconds', message: `must be greater than minReadySeconds (${timings.minReadySeconds}), got ${timings.progressDeadlineSeconds}` });
+    issues.push({
+      path: 'progressDeadlineSeconds',
+      message: `must be greater than minReadySeconds (${timings.minReadySeconds}), got ${timings.progressDeadlineSeconds}`,
+    });
   }
   return issues;
 }
@@ -76,7 +110,10 @@ export function strategyFleetIssues(f: FleetFileParsed, s: ResolvedStrategy, def
     f.loadBalancers.forEach((lb, i) => {
       // nginx compares upstream names ignoring case: API and api are the same upstream to it.
       if (lb.nginx.upstream.toLowerCase() === preview.toLowerCase()) {
-        issues.push({ path, message: `must differ from loadBalancers/${i}/nginx/upstream (${JSON.stringify(preview)}): the preview upstream holds the new set before the switch, out of the users' traffic` });
+        issues.push({
+          path,
+          message: `must differ from loadBalancers/${i}/nginx/upstream (${JSON.stringify(preview)}): the preview upstream holds the new set before the switch, out of the users' traffic`,
+        });
       }
     });
   }

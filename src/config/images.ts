@@ -19,13 +19,18 @@ export const registrySchema = z
     {
       server: z
         .string({ error: (i) => (i.input === undefined ? 'is required' : 'must be a string: the registry host[:port], e.g. registry.example:5000') })
-        .regex(SERVER_RE, { error: (i) => `must be the registry host[:port] with no scheme or path (e.g. registry.example:5000 or docker.io), got ${JSON.stringify(i.input)}` }),
+        .regex(SERVER_RE, {
+          error: (i) => `must be the registry host[:port] with no scheme or path (e.g. registry.example:5000 or docker.io), got ${JSON.stringify(i.input)}`,
+        }),
       username: z
         .string({ error: (i) => (i.input === undefined ? 'is required' : 'must be a string') })
         .regex(USERNAME_RE, { error: 'must be a user name without spaces or ":"' }),
       // Never echo the input: it is the password (or what it was interpolated from).
       password: z
-        .string({ error: (i) => (i.input === undefined ? 'is required (normally "${REGISTRY_PASSWORD}", from the environment)' : `must be a string, got a ${typeof i.input}`) })
+        .string({
+          error: (i) =>
+            i.input === undefined ? 'is required (normally "${REGISTRY_PASSWORD}", from the environment)' : `must be a string, got a ${typeof i.input}`,
+        })
         .min(1, { error: 'must not be empty (is the environment variable it names set?)' }),
     },
     { error: 'must be a mapping: { server, username, password }' },

@@ -88,7 +88,9 @@ function braced(s: Scan, opened: number, evaluate: boolean): string {
   const name = readName(s);
   if (s.pos >= s.text.length) throw new TemplateError('unclosed ${: a "}" is missing');
   if (name === '') {
-    throw new TemplateError(`invalid variable name after \${ at character ${nameAt + 1}: a name starts with a letter or "_" and has only letters, digits and "_"`);
+    throw new TemplateError(
+      `invalid variable name after \${ at character ${nameAt + 1}: a name starts with a letter or "_" and has only letters, digits and "_"`,
+    );
   }
   if (s.text[s.pos] === '}') {
     s.pos++;
@@ -165,7 +167,12 @@ function join(path: string, key: string | number): string {
  * interpolates keys). Reports every problem in one ValidationError.
  * `keep(path)`: a subtree left exactly as written.
  */
-export function interpolateTree(value: unknown, lookup: Lookup, path = '', keep?: (path: string) => boolean): { value: unknown; variables: Map<string, string[]> } {
+export function interpolateTree(
+  value: unknown,
+  lookup: Lookup,
+  path = '',
+  keep?: (path: string) => boolean,
+): { value: unknown; variables: Map<string, string[]> } {
   const variables = new Map<string, string[]>();
   const issues: FieldIssue[] = [];
   const walk = (v: unknown, p: string): unknown => {

@@ -34,7 +34,19 @@ export interface CliOverrides {
 }
 
 /** A fleet file with every default filled in and its strategy resolved. */
-export interface Fleet extends Omit<FleetFileParsed, 'defaults' | 'strategy' | 'replacementPolicy' | 'minReadySeconds' | 'progressDeadlineSeconds' | 'drainSeconds' | 'terminationGracePeriodSeconds' | 'revisionHistoryLimit' | 'hostParallelism' | 'version'> {
+export interface Fleet extends Omit<
+  FleetFileParsed,
+  | 'defaults'
+  | 'strategy'
+  | 'replacementPolicy'
+  | 'minReadySeconds'
+  | 'progressDeadlineSeconds'
+  | 'drainSeconds'
+  | 'terminationGracePeriodSeconds'
+  | 'revisionHistoryLimit'
+  | 'hostParallelism'
+  | 'version'
+> {
   version: string;
   minReadySeconds: number;
   progressDeadlineSeconds: number;
@@ -74,7 +86,14 @@ export interface Fleet extends Omit<FleetFileParsed, 'defaults' | 'strategy' | '
   revisionKey?: string | undefined;
 }
 
-const TIMING_FIELDS = ['minReadySeconds', 'progressDeadlineSeconds', 'drainSeconds', 'terminationGracePeriodSeconds', 'revisionHistoryLimit', 'hostParallelism'] as const;
+const TIMING_FIELDS = [
+  'minReadySeconds',
+  'progressDeadlineSeconds',
+  'drainSeconds',
+  'terminationGracePeriodSeconds',
+  'revisionHistoryLimit',
+  'hostParallelism',
+] as const;
 type TimingField = (typeof TIMING_FIELDS)[number];
 const TIMING_BUILTIN: Record<TimingField, number> = {
   minReadySeconds: BUILTIN_DEFAULTS.minReadySeconds,
@@ -115,7 +134,8 @@ export async function loadFleet(file: string, cli: CliOverrides = {}, lookup?: V
     const r = await fleetFromCompose(file, cli.service, env);
     return fleetFromObject(r.fleet, file, cli, lookup, { composed: { ...r, file } });
   }
-  if (cli.service !== undefined) throw new ValidationError([{ path: '--service', message: `only applies when -f names a compose file (one with services:); ${file} is a fleet file` }]);
+  if (cli.service !== undefined)
+    throw new ValidationError([{ path: '--service', message: `only applies when -f names a compose file (one with services:); ${file} is a fleet file` }]);
   return fleetFromObject(doc, file, cli, lookup);
 }
 
@@ -123,7 +143,13 @@ export async function loadFleet(file: string, cli: CliOverrides = {}, lookup?: V
  * Validates a fleet given as an object (what `rehearse` builds in code) exactly
  * as a file would be; `file` names it in messages and anchors a relative defaults path.
  */
-export async function fleetFromObject(rawIn: unknown, file: string, cli: CliOverrides = {}, lookup: VariableLookup = (name) => process.env[name], o: { composed?: Composed } = {}): Promise<Fleet> {
+export async function fleetFromObject(
+  rawIn: unknown,
+  file: string,
+  cli: CliOverrides = {},
+  lookup: VariableLookup = (name) => process.env[name],
+  o: { composed?: Composed } = {},
+): Promise<Fleet> {
   const prepared = await prepare(rawIn, file, lookup, o.composed);
   const raw = prepared.raw;
   const parsed = fleetSchema.safeParse(raw);

@@ -35,7 +35,10 @@ const url = z.string({ error: (i) => (i.input === undefined ? 'is required' : 'm
   }
   if (ok) return;
   const s = shown(v);
-  ctx.addIssue({ code: 'custom', message: `must be an http:// or https:// URL, got ${s === undefined ? 'a value that is not a URL (not shown: it may hold a secret)' : JSON.stringify(s)}` });
+  ctx.addIssue({
+    code: 'custom',
+    message: `must be an http:// or https:// URL, got ${s === undefined ? 'a value that is not a URL (not shown: it may hold a secret)' : JSON.stringify(s)}`,
+  });
 });
 
 const webhookSchema = z
@@ -43,13 +46,17 @@ const webhookSchema = z
     {
       url,
       events: z
-        .array(z.enum(NOTIFY_EVENTS, { error: (i) => `must be one of ${NOTIFY_EVENTS.join(', ')}, got ${JSON.stringify(i.input)}` }), { error: `must be a list of events: ${NOTIFY_EVENTS.join(', ')}` })
+        .array(z.enum(NOTIFY_EVENTS, { error: (i) => `must be one of ${NOTIFY_EVENTS.join(', ')}, got ${JSON.stringify(i.input)}` }), {
+          error: `must be a list of events: ${NOTIFY_EVENTS.join(', ')}`,
+        })
         .min(1, { error: 'must name at least one event (leave events out for all of them)' })
         .optional(),
       headers: z
         .record(
           z.string().regex(HEADER_NAME_RE, { error: (i) => `header names are letters, digits and !#$%&'*+.^_\`|~-, got ${JSON.stringify(i.input)}` }),
-          z.string({ error: 'header values must be strings' }).regex(/^[^\r\n\0]*$/, { error: 'header values must be one line (no CR, LF or NUL; the value is not shown: it may be a secret)' }),
+          z
+            .string({ error: 'header values must be strings' })
+            .regex(/^[^\r\n\0]*$/, { error: 'header values must be one line (no CR, LF or NUL; the value is not shown: it may be a secret)' }),
           { error: 'must be a mapping of header names to values, e.g. { Authorization: "Bearer ${HOOK_TOKEN}" }' },
         )
         .optional(),
@@ -60,7 +67,10 @@ const webhookSchema = z
   .strict();
 
 export const notifySchema = z
-  .object({ webhooks: z.array(webhookSchema, { error: 'must be a list of webhooks, each { url: https://... }' }).default([]) }, { error: 'must be a mapping: { webhooks: [ { url: https://... } ] }' })
+  .object(
+    { webhooks: z.array(webhookSchema, { error: 'must be a list of webhooks, each { url: https://... }' }).default([]) },
+    { error: 'must be a mapping: { webhooks: [ { url: https://... } ] }' },
+  )
   .strict();
 
 /** The webhooks of a fleet, for the engine (core/notify.ts Webhook). */
@@ -70,7 +80,14 @@ export function webhooksOf(fleet: { notify?: { webhooks: readonly Webhook[] } | 
 
 /** notify as `validate --json` prints it: each webhook's host, events and header names; no URL, no header value. */
 export function publicNotify(webhooks: readonly Webhook[]): { webhooks: { host: string; events: string[]; headers: string[]; timeoutSeconds: number }[] } {
-  return { webhooks: webhooks.map((w) => ({ host: hostOf(w.url), events: [...(w.events ?? NOTIFY_EVENTS)], headers: Object.keys(w.headers ?? {}), timeoutSeconds: w.timeoutSeconds })) };
+  return {
+    webhooks: webhooks.map((w) => ({
+      host: hostOf(w.url),
+      events: [...(w.events ?? NOTIFY_EVENTS)],
+      headers: Object.keys(w.headers ?? {}),
+      timeoutSeconds: w.timeoutSeconds,
+    })),
+  };
 }
 
 /** notify as `validate` prints it: one line per webhook, named as the warnings name it. */

@@ -31,7 +31,10 @@ export interface Composed {
 /** The lookup as an environment object, for the compose reader. */
 export function lookupEnv(lookup: VariableLookup | undefined): NodeJS.ProcessEnv {
   if (!lookup) return process.env;
-  return new Proxy({}, { get: (_t, name) => (typeof name === 'string' ? lookup(name) : undefined), has: (_t, name) => typeof name === 'string' && lookup(name) !== undefined });
+  return new Proxy(
+    {},
+    { get: (_t, name) => (typeof name === 'string' ? lookup(name) : undefined), has: (_t, name) => typeof name === 'string' && lookup(name) !== undefined },
+  );
 }
 
 export interface Prepared {
@@ -73,7 +76,9 @@ export async function prepare(raw: unknown, file: string, lookup: VariableLookup
           // compose warns here too: an unset variable without a default is an empty value, rarely what was meant.
           const unset = vars.filter((x) => lookup(x) === undefined);
           if (unset.length > 0 && (r.value as Record<string, unknown>)[m[1]!] === '') {
-            out.notes.push(`env/${m[1]}: ${unset.map((x) => `\${${x}}`).join(', ')} ${unset.length > 1 ? 'are' : 'is'} not set, so the value is empty (write \${${unset[0]}:?message} to require it)`);
+            out.notes.push(
+              `env/${m[1]}: ${unset.map((x) => `\${${x}}`).join(', ')} ${unset.length > 1 ? 'are' : 'is'} not set, so the value is empty (write \${${unset[0]}:?message} to require it)`,
+            );
           }
         }
       }
@@ -98,7 +103,8 @@ export async function prepare(raw: unknown, file: string, lookup: VariableLookup
       for (const m of ['env', 'labels'] as const) {
         const a = r.fields[m];
         const b = own[m];
-        if (a && typeof a === 'object' && !Array.isArray(a) && b && typeof b === 'object' && !Array.isArray(b)) merged[m] = { ...(a as object), ...(b as object) };
+        if (a && typeof a === 'object' && !Array.isArray(a) && b && typeof b === 'object' && !Array.isArray(b))
+          merged[m] = { ...(a as object), ...(b as object) };
       }
       // Kept for the schema, which checks it (ignore's names); dropped after.
       merged.compose = own.compose;
@@ -124,7 +130,8 @@ export async function prepare(raw: unknown, file: string, lookup: VariableLookup
   const envFile = obj.envFile;
   const files = typeof envFile === 'string' ? [envFile] : Array.isArray(envFile) ? envFile.filter((f): f is string => typeof f === 'string') : [];
   if (files.length > 0) {
-    const env: Record<string, unknown> = obj.env !== null && typeof obj.env === 'object' && !Array.isArray(obj.env) ? { ...(obj.env as Record<string, unknown>) } : {};
+    const env: Record<string, unknown> =
+      obj.env !== null && typeof obj.env === 'object' && !Array.isArray(obj.env) ? { ...(obj.env as Record<string, unknown>) } : {};
     const own = new Set(Object.keys(env));
     for (const [i, f] of files.entries()) {
       const path = resolvePath(dir, f);
@@ -159,7 +166,13 @@ export async function prepare(raw: unknown, file: string, lookup: VariableLookup
         const source = colon < 0 ? v : v.slice(0, colon);
         return colon > 0 && isRelative(source) ? `${resolvePath(dir, source)}${v.slice(colon)}` : v;
       }
-      if (v !== null && typeof v === 'object' && (v as { type?: unknown }).type === 'bind' && typeof (v as { source?: unknown }).source === 'string' && isRelative((v as { source: string }).source)) {
+      if (
+        v !== null &&
+        typeof v === 'object' &&
+        (v as { type?: unknown }).type === 'bind' &&
+        typeof (v as { source?: unknown }).source === 'string' &&
+        isRelative((v as { source: string }).source)
+      ) {
         return { ...(v as object), source: resolvePath(dir, (v as { source: string }).source) };
       }
       return v;

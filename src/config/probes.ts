@@ -28,7 +28,9 @@ const int = (min: number, max: number, what = 'an integer') => {
   return z.number({ error: message }).int({ error: message }).min(min, { error: message }).max(max, { error: message });
 };
 
-const httpPath = z.string({ error: (i) => `must be an HTTP path starting with "/", ${got(i.input)}` }).regex(HTTP_PATH_RE, { error: (i) => `must be an HTTP path starting with "/", ${got(i.input)}` });
+const httpPath = z
+  .string({ error: (i) => `must be an HTTP path starting with "/", ${got(i.input)}` })
+  .regex(HTTP_PATH_RE, { error: (i) => `must be an HTTP path starting with "/", ${got(i.input)}` });
 
 export const READINESS_DEFAULTS = { path: '/health/ready', periodMs: 250, timeoutMs: 1000 } as const;
 export const VERSION_DEFAULTS = { path: '/api/version' } as const;
@@ -42,23 +44,36 @@ const readinessInput = z
       path: httpPath.optional(),
       healthcheck: z.boolean({ error: (i) => `must be true (ready when Docker reports the container healthy), ${got(i.input)}` }).optional(),
       tcp: z
-        .union([z.boolean(), z.object({ port: int(1, 65535, 'a port') }).strict()], { error: (i) => `must be true (the app port) or { port: N }, ${got(i.input)}` })
+        .union([z.boolean(), z.object({ port: int(1, 65535, 'a port') }).strict()], {
+          error: (i) => `must be true (the app port) or { port: N }, ${got(i.input)}`,
+        })
         .optional(),
       exec: z
-        .array(z.string().min(1, { error: 'arguments must not be empty' }), { error: (i) => `must be an argument array like ["pg_isready", "-q"] (no shell string), ${got(i.input)}` })
+        .array(z.string().min(1, { error: 'arguments must not be empty' }), {
+          error: (i) => `must be an argument array like ["pg_isready", "-q"] (no shell string), ${got(i.input)}`,
+        })
         .min(1, { error: 'must name a program to run' })
         .optional(),
       periodMs: int(10, 60000).default(READINESS_DEFAULTS.periodMs),
       timeoutMs: int(10, 60000).default(READINESS_DEFAULTS.timeoutMs),
     },
-    { error: (i) => `must be a mapping: { path }, { healthcheck: true }, { tcp: true }, { tcp: { port: N } } or { exec: [...] }, with periodMs and timeoutMs, ${got(i.input)}` },
+    {
+      error: (i) =>
+        `must be a mapping: { path }, { healthcheck: true }, { tcp: true }, { tcp: { port: N } } or { exec: [...] }, with periodMs and timeoutMs, ${got(i.input)}`,
+    },
   )
   .strict()
   .superRefine((r, ctx) => {
     const set = KINDS.filter((k) => r[k] !== undefined);
     if (set.length > 1) ctx.addIssue({ code: 'custom', message: `set one of ${KINDS_TEXT}; got ${set.join(' and ')}` });
-    if (r.healthcheck === false) ctx.addIssue({ code: 'custom', path: ['healthcheck'], message: `must be true (ready when Docker reports the container healthy); for another probe set one of ${KINDS_TEXT}` });
-    if (r.tcp === false) ctx.addIssue({ code: 'custom', path: ['tcp'], message: `must be true (the app port) or { port: N }; for another probe set one of ${KINDS_TEXT}` });
+    if (r.healthcheck === false)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['healthcheck'],
+        message: `must be true (ready when Docker reports the container healthy); for another probe set one of ${KINDS_TEXT}`,
+      });
+    if (r.tcp === false)
+      ctx.addIssue({ code: 'custom', path: ['tcp'], message: `must be true (the app port) or { port: N }; for another probe set one of ${KINDS_TEXT}` });
   })
   .transform((r): ReadinessProbe => {
     const timing = { periodMs: r.periodMs, timeoutMs: r.timeoutMs };
@@ -94,7 +109,11 @@ const versionSchema = z
     error: (i) => `must be { path: /api/version } (an HTTP endpoint whose body is the version) or false (verify image and revision instead), ${got(i.input)}`,
   })
   .superRefine((v, ctx) => {
-    if (v === true) ctx.addIssue({ code: 'custom', message: 'must be { path: /api/version } (an HTTP endpoint whose body is the version) or false (verify image and revision instead), got true' });
+    if (v === true)
+      ctx.addIssue({
+        code: 'custom',
+        message: 'must be { path: /api/version } (an HTTP endpoint whose body is the version) or false (verify image and revision instead), got true',
+      });
   })
   .transform((v): VersionProbe => (typeof v === 'boolean' ? false : v));
 
@@ -130,8 +149,12 @@ export function portIssues(f: { port?: number | undefined; loadBalancers: readon
   const r = f.probes.readiness;
   const kind = readinessKind(r);
   if (kind === 'http') why.push(`probes/readiness is an HTTP GET of ${(r as HttpReadiness).path}`);
-  if (kind === 'tcp') why.push(`probes/readiness is a TCP connect to ${(r as TcpReadiness).tcp === true ? 'the app port' : 'the container, whose address fleetroll finds through the app port'}`);
-  if (versionOverHttp(f.probes.version)) why.push(`probes/version asks GET ${f.probes.version.path} (set version: false to verify the image and revision instead)`);
+  if (kind === 'tcp')
+    why.push(
+      `probes/readiness is a TCP connect to ${(r as TcpReadiness).tcp === true ? 'the app port' : 'the container, whose address fleetroll finds through the app port'}`,
+    );
+  if (versionOverHttp(f.probes.version))
+    why.push(`probes/version asks GET ${f.probes.version.path} (set version: false to verify the image and revision instead)`);
   if (why.length === 0) return [];
   return [{ path: 'port', message: `is required (the app's port inside the container, 1 to 65535): ${why.join('; ')}` }];
 }
@@ -145,18 +168,29 @@ export function portIssues(f: { port?: number | undefined; loadBalancers: readon
  * container field (compose meaning), read loosely so this works before and
  * after that field exists in the schema.
  */
-export function probeIssues(f: { probes: ProbesParsed; healthcheck?: unknown; hosts: readonly { name: string; publishAddress?: string | undefined }[] }): FieldIssue[] {
+export function probeIssues(f: {
+  probes: ProbesParsed;
+  healthcheck?: unknown;
+  hosts: readonly { name: string; publishAddress?: string | undefined }[];
+}): FieldIssue[] {
   const issues: FieldIssue[] = [];
   const r = f.probes.readiness;
   const kind = readinessKind(r);
   const h = f.healthcheck as { disable?: unknown } | undefined;
   if (kind === 'healthcheck' && h !== null && typeof h === 'object' && h.disable === true) {
-    issues.push({ path: 'probes/readiness/healthcheck', message: 'needs a Docker healthcheck, but healthcheck: { disable: true } switches it off: remove disable, or choose another readiness (path, tcp or exec)' });
+    issues.push({
+      path: 'probes/readiness/healthcheck',
+      message:
+        'needs a Docker healthcheck, but healthcheck: { disable: true } switches it off: remove disable, or choose another readiness (path, tcp or exec)',
+    });
   }
   if (kind === 'tcp' && (r as TcpReadiness).tcp !== true) {
     const published = f.hosts.filter((x) => x.publishAddress !== undefined).map((x) => x.name);
     if (published.length > 0) {
-      issues.push({ path: 'probes/readiness/tcp/port', message: `cannot be reached on host(s) ${published.join(', ')}: with publishAddress only the app port is published; use tcp: true, or an exec probe for another port` });
+      issues.push({
+        path: 'probes/readiness/tcp/port',
+        message: `cannot be reached on host(s) ${published.join(', ')}: with publishAddress only the app port is published; use tcp: true, or an exec probe for another port`,
+      });
     }
   }
   return issues;

@@ -55,9 +55,15 @@ const hostSchema = z
     name: pattern(HOST_NAME_RE, 'lowercase letters, digits and dashes, starting with a letter or digit (max 63)'),
     docker: pattern(DOCKER_ENDPOINT_RE, 'a Docker endpoint: unix:///path, tcp://host:port or ssh://user@host').default('unix:///var/run/docker.sock'),
     network: pattern(DOCKER_NAME_RE, 'a Docker network name (letters, digits, "_", ".", "-")').optional(),
-    tls: z.object({ ca: pattern(ABS_PATH_RE, 'an absolute path'), cert: pattern(ABS_PATH_RE, 'an absolute path'), key: pattern(ABS_PATH_RE, 'an absolute path') }).strict().optional(),
+    tls: z
+      .object({ ca: pattern(ABS_PATH_RE, 'an absolute path'), cert: pattern(ABS_PATH_RE, 'an absolute path'), key: pattern(ABS_PATH_RE, 'an absolute path') })
+      .strict()
+      .optional(),
     /** ssh:// only: the private key to log in with, instead of the agent or ~/.ssh/id_*. */
-    ssh: z.object({ identityFile: pattern(ABS_PATH_RE, 'an absolute path') }).strict().optional(),
+    ssh: z
+      .object({ identityFile: pattern(ABS_PATH_RE, 'an absolute path') })
+      .strict()
+      .optional(),
     maxInstances: int(1, 10000).optional(),
     /** The host's address as nginx reaches it: instances publish their port there. */
     publishAddress: pattern(/^(?:[0-9]{1,3}\.){3}[0-9]{1,3}$/, 'an IPv4 address of the host, as the load balancers reach it').optional(),
@@ -76,7 +82,12 @@ const nginxSchema = z
      * dynamic: into fleetroll's Lua balancer through a peers file, no reload
      * (adapters/nginxDynamic.ts, templates/nginx-dynamic.conf.example).
      */
-    mode: z.enum(['reload', 'dynamic'], { error: (i) => `must be reload (rewrite the upstream file and reload nginx) or dynamic (fleetroll's Lua balancer, no reload), got ${JSON.stringify(i.input)}` }).default('reload'),
+    mode: z
+      .enum(['reload', 'dynamic'], {
+        error: (i) =>
+          `must be reload (rewrite the upstream file and reload nginx) or dynamic (fleetroll's Lua balancer, no reload), got ${JSON.stringify(i.input)}`,
+      })
+      .default('reload'),
     /** reload mode: the file fleetroll owns, which the nginx config includes. */
     upstreamFile: pattern(ABS_PATH_RE, 'an absolute path of letters, digits, ".", "_", "-" and "/"').optional(),
     /** dynamic mode: where the peers file goes (default /tmp/fleetroll-<upstream>.peers); the status file is beside it. */
@@ -98,7 +109,9 @@ const nginxSchema = z
 
 /** A hook is an argument array, never a shell string: ["./check-errors.sh", "--max", "0.1"]. */
 const hookCommand = z
-  .array(z.string().min(1, { error: 'hook arguments must not be empty' }), { error: 'must be an argument array like ["./check.sh", "--max-errors", "0"] (no shell string)' })
+  .array(z.string().min(1, { error: 'hook arguments must not be empty' }), {
+    error: 'must be an argument array like ["./check.sh", "--max-errors", "0"] (no shell string)',
+  })
   .min(1, { error: 'must name a program to run' });
 
 export const fleetSchema = z
@@ -109,14 +122,13 @@ export const fleetSchema = z
     /** Required only where something reaches the app over the network (config/probes.ts portIssues). */
     port: int(1, 65535, 'a port').optional(),
     env: z
-      .record(
-        z.string().regex(ENV_KEY_RE),
-        z.union([z.string(), z.number(), z.boolean()], { error: 'env values must be strings, numbers or booleans' }),
-      )
+      .record(z.string().regex(ENV_KEY_RE), z.union([z.string(), z.number(), z.boolean()], { error: 'env values must be strings, numbers or booleans' }))
       .optional(),
     /** dotenv files (relative to the fleet file) whose values join env; env's own entries win. Values are secrets. */
     envFile: z
-      .union([z.string().min(1), z.array(z.string().min(1))], { error: (i) => `must be a path or a list of paths to dotenv files, got ${JSON.stringify(i.input)}` })
+      .union([z.string().min(1), z.array(z.string().min(1))], {
+        error: (i) => `must be a path or a list of paths to dotenv files, got ${JSON.stringify(i.input)}`,
+      })
       .transform((v) => (Array.isArray(v) ? v : [v]))
       .optional(),
     /** Take the container from a service of the team's compose file; the fleet file's own fields win. */
@@ -126,14 +138,23 @@ export const fleetSchema = z
           file: z.string().min(1),
           service: z.string().regex(/^[a-zA-Z0-9._-]{1,63}$/, { error: (i) => `must be a compose service name, got ${JSON.stringify(i.input)}` }),
           /** Compose fields to leave out by name: only build, container_name and depends_on (how compose itself starts the service). */
-          ignore: z.array(z.enum(['build', 'container_name', 'depends_on'], { error: (i) => `may name build, container_name or depends_on (what compose itself uses to start the service), got ${JSON.stringify(i.input)}` })).optional(),
+          ignore: z
+            .array(
+              z.enum(['build', 'container_name', 'depends_on'], {
+                error: (i) => `may name build, container_name or depends_on (what compose itself uses to start the service), got ${JSON.stringify(i.input)}`,
+              }),
+            )
+            .optional(),
         },
         { error: 'must be { file: ./docker-compose.yml, service: NAME, ignore: [...] }' },
       )
       .strict()
       .optional(),
     ...containerFields,
-    hosts: z.array(hostSchema).min(1, { error: 'must list at least one Docker host' }).default([{ name: 'local', docker: 'unix:///var/run/docker.sock' }]),
+    hosts: z
+      .array(hostSchema)
+      .min(1, { error: 'must list at least one Docker host' })
+      .default([{ name: 'local', docker: 'unix:///var/run/docker.sock' }]),
     probes: probesSchema,
     version: pattern(VERSION_RE, 'a version string of letters, digits, ".", "_", "+", "-"').optional(),
     group: z.boolean().default(false),

@@ -41,11 +41,17 @@ export function resolveSecretRefs(
   for (const [key, ref] of Object.entries(refs)) {
     const path = `env/${key}`;
     if (ref.source === NOT_KEPT) {
-      issues.push({ path, message: `${o.what} was recorded before fleetroll kept secrets as references: its value is not in the state; deploy it from its fleet file instead` });
+      issues.push({
+        path,
+        message: `${o.what} was recorded before fleetroll kept secrets as references: its value is not in the state; deploy it from its fleet file instead`,
+      });
       continue;
     }
     if (ref.source.startsWith('compose:')) {
-      issues.push({ path, message: `${o.what} took it from ${ref.source.slice('compose:'.length)} through more than one variable: deploy that revision from its compose file instead` });
+      issues.push({
+        path,
+        message: `${o.what} took it from ${ref.source.slice('compose:'.length)} through more than one variable: deploy that revision from its compose file instead`,
+      });
       continue;
     }
     if (ref.source.startsWith('envFile:')) {
@@ -71,7 +77,11 @@ export function resolveSecretRefs(
       const asRecorded = o.digestOf !== undefined && o.digestOf(r.value) === ref.digest;
       if (unset.length === 0 || asRecorded) out[key] = r.value;
       // Leniently (status, history) an entry that cannot be resolved is left out, not filled with empty strings.
-      else if (o.strict) issues.push({ path, message: `${o.what} references ${unset.map((v) => `\${${v}}`).join(', ')}, not set in this environment: set ${unset.length > 1 ? 'them' : 'it'} and run the command again` });
+      else if (o.strict)
+        issues.push({
+          path,
+          message: `${o.what} references ${unset.map((v) => `\${${v}}`).join(', ')}, not set in this environment: set ${unset.length > 1 ? 'them' : 'it'} and run the command again`,
+        });
     } catch (err) {
       if (!(err instanceof ValidationError)) throw err;
       issues.push(...err.issues.map((i) => ({ path, message: `${o.what}: ${i.message}` })));
@@ -86,7 +96,10 @@ export function resolveSecretRefs(
  * so a rotated secret file rolls the fleet). The content itself goes no
  * further than the bind mount. Unreadable files are listed by name.
  */
-export function digestSecretFiles(paths: Record<string, string>, pathOf: (name: string) => string): { digests: Record<string, string>; issues: { path: string; message: string }[] } {
+export function digestSecretFiles(
+  paths: Record<string, string>,
+  pathOf: (name: string) => string,
+): { digests: Record<string, string>; issues: { path: string; message: string }[] } {
   const digests: Record<string, string> = {};
   const issues: { path: string; message: string }[] = [];
   for (const [name, file] of Object.entries(paths)) {
@@ -104,7 +117,10 @@ export function digestSecretFiles(paths: Record<string, string>, pathOf: (name: 
       digests[name] = createHash('sha256').update(readFileSync(file)).digest('hex');
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      issues.push({ path: pathOf(name), message: `cannot read ${file}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : (code ?? 'unreadable')}` });
+      issues.push({
+        path: pathOf(name),
+        message: `cannot read ${file}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : (code ?? 'unreadable')}`,
+      });
     }
   }
   return { digests, issues };

@@ -36,20 +36,29 @@ import {
 import { parseForceKey, parseStickyKey, UPSTREAM_NAME_RE } from '../core/upstream.js';
 
 const got = (v: unknown) => `got ${JSON.stringify(v)}`;
-const quoted = (xs: readonly string[]) => `${xs.slice(0, -1).map((x) => JSON.stringify(x)).join(', ')} or ${JSON.stringify(xs[xs.length - 1])}`;
+const quoted = (xs: readonly string[]) =>
+  `${xs
+    .slice(0, -1)
+    .map((x) => JSON.stringify(x))
+    .join(', ')} or ${JSON.stringify(xs[xs.length - 1])}`;
 
 /** A refinement by one of core's parsers, whose message is the rule's. */
-const parsedBy = <T>(parse: (v: T) => unknown) => (v: T, ctx: { addIssue(issue: { code: 'custom'; message: string; input: unknown }): void }) => {
-  const r = parse(v);
-  if (typeof r === 'object' && r !== null && 'error' in r) ctx.addIssue({ code: 'custom', message: String(r.error), input: v });
-};
+const parsedBy =
+  <T>(parse: (v: T) => unknown) =>
+  (v: T, ctx: { addIssue(issue: { code: 'custom'; message: string; input: unknown }): void }) => {
+    const r = parse(v);
+    if (typeof r === 'object' && r !== null && 'error' in r) ctx.addIssue({ code: 'custom', message: String(r.error), input: v });
+  };
 
 /**
  * The refinements of an object run once its fields have their types and no
  * unknown field was written: a misspelt or mistyped field is one problem,
  * not also every rule it would break.
  */
-const fieldsParsed = { when: (payload: { issues: readonly { code?: string; continue?: boolean }[] }) => payload.issues.every((i) => i.continue === true && i.code !== 'unrecognized_keys') };
+const fieldsParsed = {
+  when: (payload: { issues: readonly { code?: string; continue?: boolean }[] }) =>
+    payload.issues.every((i) => i.continue === true && i.code !== 'unrecognized_keys'),
+};
 
 /** maxSurge / maxUnavailable as a type: a number or a string (the experiment spec checks the format per strategy, in resolveFor). */
 export const intOrPercentSchema = z.union([z.number(), z.string()], { error: (i) => `must be an integer or a percentage string like "25%", ${got(i.input)}` });
@@ -70,7 +79,10 @@ const blueGreenSchema = z
       previewUpstream: pattern(UPSTREAM_NAME_RE, UPSTREAM_NAME).optional(),
       /** The same, spelled as a block: `preview: { upstream: NAME }`. */
       preview: z
-        .object({ upstream: pattern(UPSTREAM_NAME_RE, UPSTREAM_NAME) }, { error: 'must be a mapping: { upstream: NAME }, the upstream the new set is written to before the switch' })
+        .object(
+          { upstream: pattern(UPSTREAM_NAME_RE, UPSTREAM_NAME) },
+          { error: 'must be a mapping: { upstream: NAME }, the upstream the new set is written to before the switch' },
+        )
         .strict()
         .optional(),
       /** false: the switch waits for `fleetroll promote`. */
@@ -124,16 +136,23 @@ const canarySchema = (replicas: number | undefined) =>
         canaryReplicas: int(1, 10000)
           .superRefine(
             (n, ctx) => {
-              if (replicas !== undefined && n > replicas) ctx.addIssue({ code: 'custom', message: `must be at most replicas (${replicas}), got ${n}`, input: n });
+              if (replicas !== undefined && n > replicas)
+                ctx.addIssue({ code: 'custom', message: `must be at most replicas (${replicas}), got ${n}`, input: n });
             },
             // Only a count within its range is compared with replicas: one problem at a time.
             { when: (payload) => payload.issues.length === 0 },
           )
           .optional(),
         /** "remote_addr" (default), "cookie:NAME" or "header:NAME". */
-        stickyKey: z.string({ error: (i) => `must be "remote_addr", "cookie:NAME" or "header:NAME", ${got(i.input)}` }).superRefine(parsedBy(parseStickyKey)).optional(),
+        stickyKey: z
+          .string({ error: (i) => `must be "remote_addr", "cookie:NAME" or "header:NAME", ${got(i.input)}` })
+          .superRefine(parsedBy(parseStickyKey))
+          .optional(),
         /** "header:NAME" or "cookie:NAME" whose value always / never forces the canary / stable. */
-        force: z.string({ error: (i) => `must be "header:NAME" or "cookie:NAME", ${got(i.input)}` }).superRefine(parsedBy(parseForceKey)).optional(),
+        force: z
+          .string({ error: (i) => `must be "header:NAME" or "cookie:NAME", ${got(i.input)}` })
+          .superRefine(parsedBy(parseForceKey))
+          .optional(),
         steps: z
           .array(canaryStepSchema, { error: 'must be a list of steps like [{ setWeight: 10 }, { pause: { duration: 5m } }]' })
           .min(1, { error: 'must be a non-empty list of steps: { setWeight: N }, { pause: { duration: 30s } }, { pause: {} } or { analysis: {} }' })
@@ -178,14 +197,21 @@ export function strategySchema(replicas?: number) {
         const said = s.type === undefined ? `this strategy has no type, so it is a RollingUpdate (add type: ${owner})` : `type is ${type}`;
         add([field], `applies only to type ${owner}, but ${said}; with ${type}, allowed: ${allowedBlocks(type)}`);
       };
-      if (s.rollingUpdate !== undefined && type === 'Recreate') add(['rollingUpdate'], 'must not be set when type is Recreate (Recreate stops every instance before starting new ones)');
+      if (s.rollingUpdate !== undefined && type === 'Recreate')
+        add(['rollingUpdate'], 'must not be set when type is Recreate (Recreate stops every instance before starting new ones)');
       if (s.rollingUpdate !== undefined && type === 'BlueGreen') {
-        add(['rollingUpdate'], 'must not be set when type is BlueGreen (the whole new set starts beside the old one and one reload switches traffic; set blueGreen instead)');
+        add(
+          ['rollingUpdate'],
+          'must not be set when type is BlueGreen (the whole new set starts beside the old one and one reload switches traffic; set blueGreen instead)',
+        );
       }
       if (s.blueGreen !== undefined && type !== 'BlueGreen') mismatch('blueGreen', 'BlueGreen');
       if (s.canary !== undefined && type !== 'Canary') mismatch('canary', 'Canary');
       if (type === 'Canary' && s.canary?.steps === undefined) {
-        add(['canary', 'steps'], 'is required with type Canary: a list of steps such as [{ setWeight: 10 }, { pause: { duration: 5m } }, { setWeight: 50 }, { pause: {} }]');
+        add(
+          ['canary', 'steps'],
+          'is required with type Canary: a list of steps such as [{ setWeight: 10 }, { pause: { duration: 5m } }, { setWeight: 50 }, { pause: {} }]',
+        );
       }
     }, fieldsParsed);
 }
@@ -209,9 +235,17 @@ export function checkStrategyLayers(layers: UncheckedStrategyLayers): { issues: 
   const issues: FieldIssue[] = [];
   const p = strategyPaths(layers.paths);
   const validReplicas = Number.isInteger(replicas) && replicas >= 0;
-  if (!validReplicas) issues.push({ path: 'replicas', message: `must be a non-negative integer, got ${typeof replicas === 'string' ? JSON.stringify(replicas) : String(replicas)}` });
+  if (!validReplicas)
+    issues.push({
+      path: 'replicas',
+      message: `must be a non-negative integer, got ${typeof replicas === 'string' ? JSON.stringify(replicas) : String(replicas)}`,
+    });
 
-  const check = <T>(schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: z.ZodError } }, raw: unknown, path: string): T | undefined => {
+  const check = <T>(
+    schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: z.ZodError } },
+    raw: unknown,
+    path: string,
+  ): T | undefined => {
     if (raw === undefined) return undefined;
     const r = schema.safeParse(raw);
     if (r.success) return r.data;
@@ -227,14 +261,26 @@ export function checkStrategyLayers(layers: UncheckedStrategyLayers): { issues: 
   const defaults = check<StrategyInput>(layer, layers.defaults, p.defaults);
 
   // A flag that the effective type has no use for. group: true makes any strategy a rolling update.
-  const base = layers.strategy !== undefined ? { s: layers.strategy, prefix: p.strategy } : layers.defaults !== undefined ? { s: layers.defaults, prefix: p.defaults } : undefined;
+  const base =
+    layers.strategy !== undefined
+      ? { s: layers.strategy, prefix: p.strategy }
+      : layers.defaults !== undefined
+        ? { s: layers.defaults, prefix: p.defaults }
+        : undefined;
   const written = (base?.s as { type?: unknown } | null | undefined)?.type;
-  const type = typeof written === 'string' && (STRATEGY_TYPES as readonly string[]).includes(written) ? { value: written, path: `${base!.prefix}/type` } : { value: 'RollingUpdate', path: 'strategy/type' };
+  const type =
+    typeof written === 'string' && (STRATEGY_TYPES as readonly string[]).includes(written)
+      ? { value: written, path: `${base!.prefix}/type` }
+      : { value: 'RollingUpdate', path: 'strategy/type' };
   if (!layers.group && (type.value === 'Recreate' || type.value === 'BlueGreen')) {
-    const why = type.value === 'Recreate'
-      ? 'Recreate has no surge or unavailability limits'
-      : 'BlueGreen starts the whole new set beside the old one (surge 100%) and takes no old instance out of service before the switch';
-    for (const [flag, given] of [[p.cliMaxSurge, cli.maxSurge], [p.cliMaxUnavailable, cli.maxUnavailable]] as const) {
+    const why =
+      type.value === 'Recreate'
+        ? 'Recreate has no surge or unavailability limits'
+        : 'BlueGreen starts the whole new set beside the old one (surge 100%) and takes no old instance out of service before the switch';
+    for (const [flag, given] of [
+      [p.cliMaxSurge, cli.maxSurge],
+      [p.cliMaxUnavailable, cli.maxUnavailable],
+    ] as const) {
       if (given !== undefined) issues.push({ path: flag, message: `cannot be used with strategy type ${type.value} (set in ${type.path}); ${why}` });
     }
   }

@@ -38,12 +38,17 @@ export async function readTextFile(file: string, what: string, maxBytes: number 
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     const why =
-      code === 'ENOENT' || code === 'ENOTDIR' ? 'no such file'
-      : code === 'EISDIR' ? 'is a directory'
-      : code === 'EACCES' || code === 'EPERM' ? 'permission denied'
-      : code === 'ENXIO' ? 'is not a regular file (a socket or a device with nothing behind it)'
-      : code === 'ELOOP' ? 'too many levels of symbolic links'
-      : String((err as Error).message);
+      code === 'ENOENT' || code === 'ENOTDIR'
+        ? 'no such file'
+        : code === 'EISDIR'
+          ? 'is a directory'
+          : code === 'EACCES' || code === 'EPERM'
+            ? 'permission denied'
+            : code === 'ENXIO'
+              ? 'is not a regular file (a socket or a device with nothing behind it)'
+              : code === 'ELOOP'
+                ? 'too many levels of symbolic links'
+                : String((err as Error).message);
     throw fail('E_NO_FILE', why, err);
   }
   try {

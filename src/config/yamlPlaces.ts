@@ -145,7 +145,9 @@ export function issueAt(w: Where, path: string, offset: number, message: string)
 
 /** Lists at most MAX_ISSUES problems, then how many more. */
 export function capped(issues: FieldIssue[], total: number): FieldIssue[] {
-  return total > issues.length ? [...issues, { path: '', message: `and ${total - issues.length} more problem${total - issues.length === 1 ? '' : 's'}` }] : issues;
+  return total > issues.length
+    ? [...issues, { path: '', message: `and ${total - issues.length} more problem${total - issues.length === 1 ? '' : 's'}` }]
+    : issues;
 }
 
 export function parseIssues(doc: Document.Parsed, w: Where, errors: readonly YAMLError[]): FieldIssue[] {

@@ -53,17 +53,28 @@ export function toPlain(doc: Document.Parsed, w: Where, aliases = false): { valu
     if (isAlias(n)) {
       const target = aliases ? n.resolve(doc) : undefined;
       if (target === undefined) {
-        refuse(path, at, aliases ? 'an alias (*name) names no anchor before it' : 'aliases (*name) are not allowed: write the value out (a value starting with "*" must be quoted)');
+        refuse(
+          path,
+          at,
+          aliases
+            ? 'an alias (*name) names no anchor before it'
+            : 'aliases (*name) are not allowed: write the value out (a value starting with "*" must be quoted)',
+        );
         return null;
       }
       return walk(target, path, depth + 1, open, keyAt);
     }
-    if (n.anchor !== undefined && !aliases) refuse(path, propsAt, 'anchors (&name) are not allowed: write each value out (a value starting with "&" must be quoted)');
+    if (n.anchor !== undefined && !aliases)
+      refuse(path, propsAt, 'anchors (&name) are not allowed: write each value out (a value starting with "&" must be quoted)');
     if (n.tag !== undefined && !CORE_TAGS.has(n.tag)) {
       const name = n.tag.startsWith('tag:yaml.org,2002:') ? n.tag.slice('tag:yaml.org,2002:'.length) : undefined;
-      refuse(path, propsAt, name !== undefined && KNOWN_TAGS.has(name)
-        ? `!!${name} is not allowed: only plain mappings, lists, strings, numbers, booleans and null`
-        : `custom tags (!name) are not allowed, only !!str !!int !!float !!bool !!null !!map !!seq; a value starting with "!" must be quoted`);
+      refuse(
+        path,
+        propsAt,
+        name !== undefined && KNOWN_TAGS.has(name)
+          ? `!!${name} is not allowed: only plain mappings, lists, strings, numbers, booleans and null`
+          : `custom tags (!name) are not allowed, only !!str !!int !!float !!bool !!null !!map !!seq; a value starting with "!" must be quoted`,
+      );
       return null;
     }
     if (isScalar(n)) {
@@ -98,7 +109,7 @@ export function toPlain(doc: Document.Parsed, w: Where, aliases = false): { valu
         continue;
       }
       const name = k === null ? '' : keyText(k);
-      if (name === undefined || (k !== null && (k.tag !== undefined && !CORE_TAGS.has(k.tag)))) {
+      if (name === undefined || (k !== null && k.tag !== undefined && !CORE_TAGS.has(k.tag))) {
         refuse(path, at, 'a key must be a plain string (no list, mapping or tag as a key)');
         continue;
       }

@@ -251,7 +251,8 @@ export function parseAccessLine(line: string): ParsedLine {
   const timeMs = seconds(j.time);
   if (timeMs === undefined) return { ok: false, reason: `time must be $msec, got ${JSON.stringify(j.time)}` };
   const status = num(j.status);
-  if (status === undefined || !Number.isInteger(status) || status > 999) return { ok: false, reason: `status must be an HTTP status, got ${JSON.stringify(j.status)}` };
+  if (status === undefined || !Number.isInteger(status) || status > 999)
+    return { ok: false, reason: `status must be an HTTP status, got ${JSON.stringify(j.status)}` };
   const requestTimeMs = seconds(j.request_time);
   if (requestTimeMs === undefined) return { ok: false, reason: `request_time must be seconds, got ${JSON.stringify(j.request_time)}` };
   const method = str(j.method);
@@ -259,7 +260,8 @@ export function parseAccessLine(line: string): ParsedLine {
   if (method === undefined || uri === undefined) return { ok: false, reason: 'method and uri must be strings' };
   // "-" for the address is how a format without escape=json spells "no upstream".
   const upstreamAddr = j.upstream_addr === '-' ? [] : list(j.upstream_addr, (s) => (s === '' ? undefined : s));
-  if (upstreamAddr === undefined || upstreamAddr.includes(null)) return { ok: false, reason: `upstream_addr must list addresses, got ${JSON.stringify(j.upstream_addr)}` };
+  if (upstreamAddr === undefined || upstreamAddr.includes(null))
+    return { ok: false, reason: `upstream_addr must list addresses, got ${JSON.stringify(j.upstream_addr)}` };
   const upstreamStatus = list(j.upstream_status, (s) => (/^[0-9]{1,3}$/.test(s) ? Number(s) : undefined));
   if (upstreamStatus === undefined) return { ok: false, reason: `upstream_status must list statuses, got ${JSON.stringify(j.upstream_status)}` };
   const upstreamTimeMs = list(j.upstream_response_time, seconds);

@@ -45,7 +45,10 @@ const RING_UNITS = 1000;
 const TOLERANCE = 0.5;
 
 export function canaryWeights(stableCount: number, canaryCount: number, weightPercent: number): { stable: number; canary: number; sharePercent: number } {
-  for (const [n, what] of [[stableCount, 'stableCount'], [canaryCount, 'canaryCount']] as const) {
+  for (const [n, what] of [
+    [stableCount, 'stableCount'],
+    [canaryCount, 'canaryCount'],
+  ] as const) {
     if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`canaryWeights: ${what} must be a non-negative integer, got ${n}`);
   }
   if (!Number.isFinite(weightPercent) || weightPercent < 0 || weightPercent > 100) {

@@ -144,7 +144,10 @@ export function dockerCreateBody(base: CreateBase, c: ContainerConfig = {}): Rec
   const hostConfig: Record<string, unknown> = {
     Init: true,
     NetworkMode: base.network,
-    RestartPolicy: { Name: restart.name, ...(restart.name === 'on-failure' && restart.maxRetries !== undefined ? { MaximumRetryCount: restart.maxRetries } : {}) },
+    RestartPolicy: {
+      Name: restart.name,
+      ...(restart.name === 'on-failure' && restart.maxRetries !== undefined ? { MaximumRetryCount: restart.maxRetries } : {}),
+    },
     LogConfig: { Type: logging.driver, Config: logging.options },
     ...(mounts.length ? { Mounts: mounts } : {}),
     ...(c.tmpfs && Object.keys(c.tmpfs).length ? { Tmpfs: c.tmpfs } : {}),

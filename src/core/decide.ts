@@ -106,7 +106,15 @@ export function holdsTerminating(s: ResolvedStrategy): boolean {
 
 function observed(i: InstanceView): ObservedInstance {
   const ready = i.phase === 'ready' || i.phase === 'available';
-  return { id: i.id, revision: i.revision, running: i.phase !== 'failed' && i.phase !== 'starting', ready, available: i.phase === 'available', created: i.created, host: i.host };
+  return {
+    id: i.id,
+    revision: i.revision,
+    running: i.phase !== 'failed' && i.phase !== 'starting',
+    ready,
+    available: i.phase === 'available',
+    created: i.created,
+    host: i.host,
+  };
 }
 
 /**
@@ -149,7 +157,12 @@ export function compareViewsForStop(a: InstanceView, b: InstanceView): number {
 
 export function listSnapshot(instances: readonly InstanceView[]): FleetSnapshot {
   return {
-    counts: (revision, replicas, hold) => countFleet({ revision, replicas }, instances.map((i) => ({ revision: i.revision, created: i.created, available: i.phase === 'available', terminating: isTerminating(i.phase) })), hold),
+    counts: (revision, replicas, hold) =>
+      countFleet(
+        { revision, replicas },
+        instances.map((i) => ({ revision: i.revision, created: i.created, available: i.phase === 'available', terminating: isTerminating(i.phase) })),
+        hold,
+      ),
     terminating: () => instances.filter((i) => isTerminating(i.phase)),
     candidates: (revision) => instances.filter((i) => i.revision === revision && !isTerminating(i.phase)),
     loads: (revision) => {
@@ -227,7 +240,11 @@ export function decide(fleet: FleetSnapshot | readonly InstanceView[], ctx: Deci
   if (oldStops > 0 && ctx.hosts.some((h) => h.maxInstances !== undefined)) {
     const load = view.loads(ctx.revision);
     for (const h of ctx.hosts) if (!load.has(h.name)) load.set(h.name, { total: 0, fresh: 0 });
-    wanted = placeMany(start + oldStops, ctx.hosts.map((h) => ({ name: h.name })), load).slice(start);
+    wanted = placeMany(
+      start + oldStops,
+      ctx.hosts.map((h) => ({ name: h.name })),
+      load,
+    ).slice(start);
   }
   const pick = (revision: string, n: number, prefer?: string[]) => {
     if (n <= 0) return;

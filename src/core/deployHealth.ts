@@ -119,7 +119,7 @@ export const isHealthUnavailable = (h: DeployHealthReport): h is DeployHealthUna
 
 /** How to get the numbers when no load balancer names its access log. */
 export const ACCESS_LOG_HINT =
-  'set accessLog on each nginx load balancer (accessLog: /var/log/nginx/fleetroll.log, or stdout for the container\'s log stream) and log with the fleetroll_json format (templates/nginx.conf.example)';
+  "set accessLog on each nginx load balancer (accessLog: /var/log/nginx/fleetroll.log, or stdout for the container's log stream) and log with the fleetroll_json format (templates/nginx.conf.example)";
 
 export interface HealthInput {
   /** The records read from every access log (any order; outside the window is ignored). */
@@ -185,7 +185,13 @@ export function healthReport(input: HealthInput): DeployHealthNumbers {
     lastNewResponseAt: iso(h.mixedVersion.lastNewMs),
     firstNewInstance:
       firstOwner && h.firstNewInstance
-        ? { name: firstOwner.name, address: firstOwner.address, requests: h.firstNewInstance.requests, errors: h.firstNewInstance.errors, errorRate: rate(h.firstNewInstance.errorRate) }
+        ? {
+            name: firstOwner.name,
+            address: firstOwner.address,
+            requests: h.firstNewInstance.requests,
+            errors: h.firstNewInstance.errors,
+            errorRate: rate(h.firstNewInstance.errorRate),
+          }
         : null,
     unattributed: h.unattributed,
     garbage: input.garbage,
@@ -207,7 +213,13 @@ export function revisionWindow(records: Iterable<AccessRecord>, owners: readonly
   const keyed: AccessRecord[] = [];
   for (const r of records) {
     if (r.timeMs < startMs || r.timeMs >= endMs) continue;
-    keyed.push({ ...r, upstreamAddr: r.upstreamAddr.map((a) => { const o = ownerAt(byAddress.get(a) ?? [], a, r.timeMs); return o ? keyOf.get(o)! : a; }) });
+    keyed.push({
+      ...r,
+      upstreamAddr: r.upstreamAddr.map((a) => {
+        const o = ownerAt(byAddress.get(a) ?? [], a, r.timeMs);
+        return o ? keyOf.get(o)! : a;
+      }),
+    });
   }
   return revisionStats(keyed, (key) => revisionOfKey.get(key), startMs, endMs);
 }

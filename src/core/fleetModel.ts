@@ -93,7 +93,15 @@ export interface FleetModel {
 export type ModelEvent =
   | { type: 'observed'; revision: string }
   | { type: 'wave'; index: number }
-  | { type: 'upstream'; action: string; down: string[]; up: string[]; reloads: number; balancers?: Record<string, number> | undefined; reloadFree?: boolean | undefined }
+  | {
+      type: 'upstream';
+      action: string;
+      down: string[];
+      up: string[];
+      reloads: number;
+      balancers?: Record<string, number> | undefined;
+      reloadFree?: boolean | undefined;
+    }
   | { type: 'draining'; names: string[] }
   | { type: 'drained'; name: string }
   | { type: 'stopped'; name: string }
@@ -140,14 +148,26 @@ export function newFleetModel(service: string, o: { reloadFree?: readonly string
  * observation names one (or it stopped running): an observation sees less
  * than the events did.
  */
-export function observeFleet(m: FleetModel, instances: readonly ObservedInstance[], atMs: number, balancers?: Record<string, readonly { name: string; down: boolean }[]>): FleetModel {
+export function observeFleet(
+  m: FleetModel,
+  instances: readonly ObservedInstance[],
+  atMs: number,
+  balancers?: Record<string, readonly { name: string; down: boolean }[]>,
+): FleetModel {
   const routed = new Set(Object.values(balancers ?? {}).flatMap((servers) => servers.filter((s) => !s.down).map((s) => s.name)));
   const next: Record<string, InstanceView> = {};
   for (const i of instances) {
     const before = m.instances[i.name];
     const guessed: Phase = !i.running ? 'failed' : routed.has(i.name) ? 'available' : 'starting';
     const phase = i.phase ?? (before && i.running ? before.phase : guessed);
-    next[i.name] = { name: i.name, host: i.host, revision: i.revision, address: i.address ?? before?.address, phase, sinceMs: before?.phase === phase ? before.sinceMs : atMs };
+    next[i.name] = {
+      name: i.name,
+      host: i.host,
+      revision: i.revision,
+      address: i.address ?? before?.address,
+      phase,
+      sinceMs: before?.phase === phase ? before.sinceMs : atMs,
+    };
     if (i.version !== undefined) m.versions[i.revision] ??= i.version;
   }
   // Old revisions first (by name, stable across runs), before the one a rollout brings.
@@ -161,7 +181,13 @@ export function observeFleet(m: FleetModel, instances: readonly ObservedInstance
 }
 
 /** `watch` reports a phase the rollout events do not carry (creating, failed). */
-export function setPhase(m: FleetModel, name: string, phase: Phase, atMs: number, more: Partial<Pick<InstanceView, 'host' | 'revision' | 'address'>> = {}): FleetModel {
+export function setPhase(
+  m: FleetModel,
+  name: string,
+  phase: Phase,
+  atMs: number,
+  more: Partial<Pick<InstanceView, 'host' | 'revision' | 'address'>> = {},
+): FleetModel {
   const i = m.instances[name];
   if (i) {
     if (i.phase !== phase) i.sinceMs = atMs;
@@ -200,7 +226,13 @@ export function endRollout(m: FleetModel, atMs: number, outcome?: Outcome): Roll
 }
 
 const failedOutcome = (reason: string): Outcome =>
-  reason === 'paused' ? 'paused' : reason === 'interrupted' ? 'interrupted' : reason === 'switched back' || reason.startsWith('canary aborted') ? 'rolled_back' : 'failed';
+  reason === 'paused'
+    ? 'paused'
+    : reason === 'interrupted'
+      ? 'interrupted'
+      : reason === 'switched back' || reason.startsWith('canary aborted')
+        ? 'rolled_back'
+        : 'failed';
 
 function seen(m: FleetModel, revision: string): void {
   if (!m.revisions.includes(revision)) m.revisions.push(revision);

@@ -125,7 +125,9 @@ function trafficCheck(s: TrafficStats, spec: AnalysisSpec, over: string): Reason
     value: s.attempts,
     threshold: spec.minRequests,
     ok,
-    message: ok ? `${s.attempts} requests on ${s.label} over ${over} (need ${spec.minRequests})` : `only ${s.attempts} requests on ${s.label} over ${over}, need ${spec.minRequests}`,
+    message: ok
+      ? `${s.attempts} requests on ${s.label} over ${over} (need ${spec.minRequests})`
+      : `only ${s.attempts} requests on ${s.label} over ${over}, need ${spec.minRequests}`,
   };
 }
 
@@ -144,12 +146,27 @@ export function evaluate(canary: TrafficStats, stable: TrafficStats | undefined,
     traffic.push(
       stable
         ? trafficCheck(stable, spec, over)
-        : { metric: 'requests', revision: '', value: 0, threshold: spec.minRequests, ok: false, message: `no stable traffic over ${over} to compare ${canary.label} with` },
+        : {
+            metric: 'requests',
+            revision: '',
+            value: 0,
+            threshold: spec.minRequests,
+            ok: false,
+            message: `no stable traffic over ${over} to compare ${canary.label} with`,
+          },
     );
   }
   const base = { startMs: canary.startMs, endMs: canary.endMs };
   if (traffic.some((r) => !r.ok)) {
-    return { ...base, verdict: 'inconclusive', reasons: traffic, message: traffic.filter((r) => !r.ok).map((r) => r.message).join('; ') };
+    return {
+      ...base,
+      verdict: 'inconclusive',
+      reasons: traffic,
+      message: traffic
+        .filter((r) => !r.ok)
+        .map((r) => r.message)
+        .join('; '),
+    };
   }
   const checks: Reason[] = [];
   if (spec.maxErrorRate !== undefined) {
@@ -240,7 +257,11 @@ export function gateStatus(measurements: readonly Measurement[], spec: AnalysisS
     const n = passes + failures + inconclusives;
     const counts = { passes, failures, inconclusives, last: m };
     if (failures > spec.failureLimit) {
-      return { state: 'failed', ...counts, message: `analysis failed: ${failures} of ${plural(n, 'measurement')} failed (failureLimit ${spec.failureLimit}); last: ${m.message}` };
+      return {
+        state: 'failed',
+        ...counts,
+        message: `analysis failed: ${failures} of ${plural(n, 'measurement')} failed (failureLimit ${spec.failureLimit}); last: ${m.message}`,
+      };
     }
     if (inconclusives > inconclusiveLimit) {
       const what = `${inconclusives} of ${plural(n, 'measurement')} without enough traffic (inconclusiveLimit ${inconclusiveLimit}); last: ${m.message}`;

@@ -74,17 +74,32 @@ export const CRASH_LOOP_AT = 3;
 
 export function assessFleet(f: HealInput): HealFinding[] {
   const out: HealFinding[] = [];
-  const lbs = (i: SeenInstance, want: (s: string) => boolean) => Object.entries(i.upstreams).filter(([, s]) => want(s)).map(([lb]) => lb);
+  const lbs = (i: SeenInstance, want: (s: string) => boolean) =>
+    Object.entries(i.upstreams)
+      .filter(([, s]) => want(s))
+      .map(([lb]) => lb);
   let alive = 0;
   for (const i of f.instances) {
     if (i.revision !== f.revision) {
       const mine = f.known.includes(i.revision);
-      out.push({ reason: mine ? 'old revision' : 'unknown revision', name: i.name, detail: mine ? `${i.name} runs revision ${i.revision}, not the current ${f.revision}` : `${i.name} carries revision ${i.revision}, which the fleet's history does not know: left alone`, act: mine });
+      out.push({
+        reason: mine ? 'old revision' : 'unknown revision',
+        name: i.name,
+        detail: mine
+          ? `${i.name} runs revision ${i.revision}, not the current ${f.revision}`
+          : `${i.name} carries revision ${i.revision}, which the fleet's history does not know: left alone`,
+        act: mine,
+      });
       continue;
     }
     const before = f.restartsBefore?.get(i.name);
     if (i.restarts >= CRASH_LOOP_AT && (before === undefined || i.restarts > before)) {
-      out.push({ reason: 'crash loop', name: i.name, detail: `${i.name} keeps being restarted by Docker (${i.restarts} restarts): kept out of traffic; see docker logs ${i.name}`, act: false });
+      out.push({
+        reason: 'crash loop',
+        name: i.name,
+        detail: `${i.name} keeps being restarted by Docker (${i.restarts} restarts): kept out of traffic; see docker logs ${i.name}`,
+        act: false,
+      });
     }
     if (i.state !== 'running' && i.state !== 'restarting') {
       out.push({ reason: 'exited', name: i.name, detail: `${i.name} is ${i.state}`, act: true });
@@ -92,20 +107,45 @@ export function assessFleet(f: HealInput): HealFinding[] {
     }
     alive++;
     const moved = lbs(i, (s) => s === 'moved');
-    if (moved.length > 0) out.push({ reason: 'moved', name: i.name, detail: `${moved.join(', ')} list${moved.length === 1 ? 's' : ''} ${i.name} at an address it no longer has`, act: true });
+    if (moved.length > 0)
+      out.push({
+        reason: 'moved',
+        name: i.name,
+        detail: `${moved.join(', ')} list${moved.length === 1 ? 's' : ''} ${i.name} at an address it no longer has`,
+        act: true,
+      });
     const routed = lbs(i, (s) => s === 'up');
     const since = f.unreadySince?.get(i.name);
     // Only a running container: one Docker is restarting is a crash loop's business (reported above).
-    const stuck = !i.ready && i.state === 'running' && since !== undefined && f.now !== undefined && f.stuckAfterMs !== undefined && f.now - since >= f.stuckAfterMs;
-    if (stuck) out.push({ reason: 'stuck', name: i.name, detail: `${i.name} has not answered its readiness probe since ${stamp(since)} (${Math.round(f.stuckAfterMs! / 1000)} s, progressDeadlineSeconds): replaced`, act: true });
-    else if (!i.ready && routed.length > 0) out.push({ reason: 'unready', name: i.name, detail: `${i.name} does not answer its readiness probe, and ${routed.join(', ')} send${routed.length === 1 ? 's' : ''} it users`, act: true });
+    const stuck =
+      !i.ready && i.state === 'running' && since !== undefined && f.now !== undefined && f.stuckAfterMs !== undefined && f.now - since >= f.stuckAfterMs;
+    if (stuck)
+      out.push({
+        reason: 'stuck',
+        name: i.name,
+        detail: `${i.name} has not answered its readiness probe since ${stamp(since)} (${Math.round(f.stuckAfterMs! / 1000)} s, progressDeadlineSeconds): replaced`,
+        act: true,
+      });
+    else if (!i.ready && routed.length > 0)
+      out.push({
+        reason: 'unready',
+        name: i.name,
+        detail: `${i.name} does not answer its readiness probe, and ${routed.join(', ')} send${routed.length === 1 ? 's' : ''} it users`,
+        act: true,
+      });
     else if (!i.ready && i.state === 'running') {
       // Out of traffic and waited for: said (the fleet is not whole), not acted on until it is stuck.
       const until = since !== undefined && f.stuckAfterMs !== undefined ? `; replaced if still unready at ${stamp(since + f.stuckAfterMs)}` : '';
-      out.push({ reason: 'unready', name: i.name, detail: `${i.name}: unready, out of traffic${since !== undefined ? ` since ${stamp(since)}` : ''}${until}`, act: false });
+      out.push({
+        reason: 'unready',
+        name: i.name,
+        detail: `${i.name}: unready, out of traffic${since !== undefined ? ` since ${stamp(since)}` : ''}${until}`,
+        act: false,
+      });
     }
     const outOf = lbs(i, (s) => s !== 'up' && s !== 'moved');
-    if (i.ready && outOf.length > 0) out.push({ reason: 'out of traffic', name: i.name, detail: `${i.name} is ready but out of ${outOf.join(', ')}`, act: true });
+    if (i.ready && outOf.length > 0)
+      out.push({ reason: 'out of traffic', name: i.name, detail: `${i.name} is ready but out of ${outOf.join(', ')}`, act: true });
   }
   if (alive < f.replicas) out.push({ reason: 'missing', detail: `${alive} of ${f.replicas} instance(s) of revision ${f.revision} run`, act: true });
   for (const [lb, servers] of Object.entries(f.strays)) {

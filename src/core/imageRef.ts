@@ -21,7 +21,10 @@ export interface ImageRef {
 
 /** The registry host as a key: Docker Hub's several names are one. */
 export function normalizeRegistry(server: string): string {
-  const host = server.replace(/^https?:\/\//, '').replace(/\/.*$/, '').toLowerCase();
+  const host = server
+    .replace(/^https?:\/\//, '')
+    .replace(/\/.*$/, '')
+    .toLowerCase();
   return HUB_ALIASES.has(host) ? HUB : host;
 }
 

@@ -28,7 +28,8 @@ export function colourOf(m: FleetModel, key: string): string {
 }
 
 const short = (rev: string) => (rev.length > 12 ? rev.slice(0, 7) : rev);
-const ago = (ms: number) => (ms < 1000 ? 'now' : ms < 60_000 ? `${Math.floor(ms / 1000)} s` : ms < 3_600_000 ? `${Math.floor(ms / 60_000)} min` : `${Math.floor(ms / 3_600_000)} h`);
+const ago = (ms: number) =>
+  ms < 1000 ? 'now' : ms < 60_000 ? `${Math.floor(ms / 1000)} s` : ms < 3_600_000 ? `${Math.floor(ms / 60_000)} min` : `${Math.floor(ms / 3_600_000)} h`;
 
 function revisionChip(m: FleetModel, rev: string): string {
   const version = m.versions[rev];
@@ -69,7 +70,10 @@ function hostsSection(m: FleetModel, nowMs: number): string {
     .map(([host, list]) => {
       const rows = list
         .sort((a, b) => order(a) - order(b) || (a.name < b.name ? -1 : 1))
-        .map((i) => `<tr style="--c:${colourOf(m, i.revision)}"><td class="name">${escapeHtml(i.name)}</td><td>${revisionChip(m, i.revision)}</td><td><span class="phase ${i.phase}">${i.phase}</span></td><td class="addr">${escapeHtml(i.address ?? '')}</td><td class="since">${escapeHtml(ago(nowMs - i.sinceMs))}</td></tr>`)
+        .map(
+          (i) =>
+            `<tr style="--c:${colourOf(m, i.revision)}"><td class="name">${escapeHtml(i.name)}</td><td>${revisionChip(m, i.revision)}</td><td><span class="phase ${i.phase}">${i.phase}</span></td><td class="addr">${escapeHtml(i.address ?? '')}</td><td class="since">${escapeHtml(ago(nowMs - i.sinceMs))}</td></tr>`,
+        )
         .join('');
       return `<div class="host"><h3>host ${escapeHtml(host)} <span class="quiet">${list.length} instance(s)</span></h3><table><thead><tr><th>instance</th><th>revision</th><th>phase</th><th>address</th><th>for</th></tr></thead><tbody>${rows}</tbody></table></div>`;
     });
@@ -112,13 +116,22 @@ function versionsSection(m: FleetModel, nowMs: number, seconds = 60): string {
   for (let s = to - seconds; s < to; s++) cols.push(bySec.get(s)?.byVersion ?? {});
   const peak = Math.max(1, ...cols.map((c) => Object.values(c).reduce((a, b) => a + b, 0)));
   const seen = [...new Set(cols.flatMap((c) => Object.keys(c)))].sort();
-  if (seen.length === 0) return '<h2>Answering versions per second</h2><p class="quiet">no answer with an X-App-Version in the access log yet (the last 60 s)</p>';
+  if (seen.length === 0)
+    return '<h2>Answering versions per second</h2><p class="quiet">no answer with an X-App-Version in the access log yet (the last 60 s)</p>';
   const bars = cols
-    .map((c) => `<div class="col">${Object.entries(c).sort(([a], [b]) => (a < b ? -1 : 1)).map(([v, n]) => `<span style="height:${((n / peak) * 100).toFixed(1)}%;background:${colour(v)}" title="${escapeHtml(v)}: ${n}/s"></span>`).join('')}</div>`)
+    .map(
+      (c) =>
+        `<div class="col">${Object.entries(c)
+          .sort(([a], [b]) => (a < b ? -1 : 1))
+          .map(([v, n]) => `<span style="height:${((n / peak) * 100).toFixed(1)}%;background:${colour(v)}" title="${escapeHtml(v)}: ${n}/s"></span>`)
+          .join('')}</div>`,
+    )
     .join('');
   const recent = cols.slice(-5);
   const mean = (v: string) => (recent.reduce((n, c) => n + (c[v] ?? 0), 0) / recent.length).toFixed(1);
-  const legend = seen.map((v) => `<li><span class="dot" style="background:${colour(v)}"></span>${escapeHtml(v)} <b>${mean(v)}</b>/s</li>`).join('') + '<li class="quiet">(mean of the last 5 s)</li>';
+  const legend =
+    seen.map((v) => `<li><span class="dot" style="background:${colour(v)}"></span>${escapeHtml(v)} <b>${mean(v)}</b>/s</li>`).join('') +
+    '<li class="quiet">(mean of the last 5 s)</li>';
   return `<h2>Answering versions per second <span class="quiet">last ${seconds} s, peak ${peak}/s</span></h2><div class="strip">${bars}</div><ul class="legend">${legend}</ul>`;
 }
 

@@ -229,7 +229,11 @@ export function instanceStats(records: Iterable<AccessRecord>, address: string, 
   const t = new Tally();
   for (const r of records) {
     if (r.timeMs < startMs || r.timeMs >= endMs) continue;
-    addRecord(r, (a) => (a === address ? address : undefined), () => t);
+    addRecord(
+      r,
+      (a) => (a === address ? address : undefined),
+      () => t,
+    );
   }
   return t.finish(address, startMs, endMs);
 }
@@ -344,7 +348,12 @@ export function deployHealth(records: Iterable<AccessRecord>, w: DeployWindow): 
     dropped,
     clientClosed,
     unattributed,
-    mixedVersion: { firstNewMs, lastOldMs, lastNewMs, windowMs: firstNewMs !== null && lastOldMs !== null && lastNewMs !== null ? Math.max(0, Math.min(lastOldMs, lastNewMs) - firstNewMs) : 0 },
+    mixedVersion: {
+      firstNewMs,
+      lastOldMs,
+      lastNewMs,
+      windowMs: firstNewMs !== null && lastOldMs !== null && lastNewMs !== null ? Math.max(0, Math.min(lastOldMs, lastNewMs) - firstNewMs) : 0,
+    },
     // endMs + 1: instanceStats is half-open, the deploy window closed.
     firstNewInstance: w.firstNewAddress === undefined ? null : { ...instanceStats(inWindow, w.firstNewAddress, w.startMs, w.endMs + 1), endMs: w.endMs },
   };

@@ -26,7 +26,12 @@ export interface Webhook {
  * a timeout or an abort (adapters/webhook.ts). The engine's only way out to
  * a webhook, so tests pass a fake.
  */
-export type WebhookPost = (url: string, headers: Readonly<Record<string, string>>, body: string, o: { timeoutMs: number; signal?: AbortSignal | undefined }) => Promise<number>;
+export type WebhookPost = (
+  url: string,
+  headers: Readonly<Record<string, string>>,
+  body: string,
+  o: { timeoutMs: number; signal?: AbortSignal | undefined },
+) => Promise<number>;
 
 /** The health figures a receiver acts on (DeployHealthNumbers has more; the history keeps them all). */
 export interface NotifyHealth {
@@ -96,14 +101,21 @@ export function buildPayload(i: PayloadInput): NotifyPayload {
   if (i.durationMs !== undefined) p.durationSeconds = Math.round(i.durationMs / 100) / 10;
   const h = notifyHealth(i.health);
   if (h) p.health = h;
-  if (i.error) p.error = { code: i.error.code, message: i.error.message.length > MAX_ERROR_MESSAGE ? `${i.error.message.slice(0, MAX_ERROR_MESSAGE)}…` : i.error.message };
+  if (i.error)
+    p.error = { code: i.error.code, message: i.error.message.length > MAX_ERROR_MESSAGE ? `${i.error.message.slice(0, MAX_ERROR_MESSAGE)}…` : i.error.message };
   return p;
 }
 
 /** The deploy's numbers when the access logs gave them; nothing when they were unavailable. */
 export function notifyHealth(h: DeployHealthReport | undefined): NotifyHealth | undefined {
   if (!h || isHealthUnavailable(h)) return undefined;
-  return { requests: h.requests, failed5xx: h.failed5xx, dropped: h.dropped, mixedVersionWindowMs: h.mixedVersionWindowMs, firstNewInstanceErrorRate: h.firstNewInstance?.errorRate ?? null };
+  return {
+    requests: h.requests,
+    failed5xx: h.failed5xx,
+    dropped: h.dropped,
+    mixedVersionWindowMs: h.mixedVersionWindowMs,
+    firstNewInstanceErrorRate: h.firstNewInstance?.errorRate ?? null,
+  };
 }
 
 export function wants(w: Pick<Webhook, 'events'>, event: NotifyEvent): boolean {

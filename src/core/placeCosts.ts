@@ -36,7 +36,12 @@ export interface PlaceCosts {
  * started alone, or only beside others, is still its own speed); else every
  * place's figures.
  */
-function hostLine(c: StepCosts, kind: ContendedKind, host: string, typical: TypicalCosts): { aloneMs?: number | undefined; queuedMs?: number | undefined; own: boolean } {
+function hostLine(
+  c: StepCosts,
+  kind: ContendedKind,
+  host: string,
+  typical: TypicalCosts,
+): { aloneMs?: number | undefined; queuedMs?: number | undefined; own: boolean } {
   const fleetAlone = kind === 'run' ? typical.runMs : kind === 'ready' ? typical.readyMs : typical.changeMs;
   const fleetQueued = kind === 'run' ? typical.runQueuedMs : kind === 'ready' ? typical.readyQueuedMs : typical.changeQueuedMs;
   const pts = contentionPoints(c, kind, host);
@@ -60,11 +65,22 @@ export function placeCosts(c: StepCosts, hosts: readonly string[], loadBalancers
     const ready = hostLine(c, 'ready', h, typical);
     const stop = ownMedian(c, 'stop', h);
     const own: CostKind[] = [...(run.own ? ['run' as const] : []), ...(ready.own ? ['ready' as const] : []), ...(stop !== undefined ? ['stop' as const] : [])];
-    out.hosts[h] = { runMs: run.aloneMs, runQueuedMs: run.queuedMs, readyMs: ready.aloneMs, readyQueuedMs: ready.queuedMs, stopMs: stop ?? typical.stopMs, own };
+    out.hosts[h] = {
+      runMs: run.aloneMs,
+      runQueuedMs: run.queuedMs,
+      readyMs: ready.aloneMs,
+      readyQueuedMs: ready.queuedMs,
+      stopMs: stop ?? typical.stopMs,
+      own,
+    };
   }
   for (const lb of loadBalancers) {
     const change = hostLine(c, 'change', lb, typical);
-    out.loadBalancers[lb] = { changeMs: change.aloneMs, ...(change.queuedMs !== undefined ? { changeQueuedMs: change.queuedMs } : {}), own: change.own ? ['change'] : [] };
+    out.loadBalancers[lb] = {
+      changeMs: change.aloneMs,
+      ...(change.queuedMs !== undefined ? { changeQueuedMs: change.queuedMs } : {}),
+      own: change.own ? ['change'] : [],
+    };
   }
   return out;
 }

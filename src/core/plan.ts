@@ -79,9 +79,7 @@ export function planRollout(s: ResolvedStrategy, from: { old: number; new: numbe
       after: pair(c),
       capacity: { min: w.minAvailableDuring, max: Math.max(before, availableOf(ready)) },
       peakAlive:
-        s.replacementPolicy === 'TerminationStarted'
-          ? Math.max(totalOf(ready), totalBefore + w.start + prevStopped)
-          : Math.max(w.peakTotal, totalOf(ready)),
+        s.replacementPolicy === 'TerminationStarted' ? Math.max(totalOf(ready), totalBefore + w.start + prevStopped) : Math.max(w.peakTotal, totalOf(ready)),
     });
     prevStopped = stopped;
     waves.push(pair(c));
@@ -182,7 +180,8 @@ export function planBlueGreen(s: BlueGreenStrategy, o: PlanOptions = {}): BlueGr
   const bg = s.blueGreen;
   if (n === 0) return { type: 'BlueGreen', replicas: 0, steps: [], waves: [[0, 0]], peakAlive: 0 };
   const steps: PlannedStep[] = [];
-  const add = (a: PlannedStepAction, x: Omit<PlannedStep, keyof PlannedStepAction | 'index'>) => steps.push({ index: steps.length + 1, ...a, ...x } as PlannedStep);
+  const add = (a: PlannedStepAction, x: Omit<PlannedStep, keyof PlannedStepAction | 'index'>) =>
+    steps.push({ index: steps.length + 1, ...a, ...x } as PlannedStep);
   const beside = { old: n, new: n, started: 0, stopped: 0, alive: 2 * n };
   // The engine's driver walks the same steps (core/strategySteps.ts).
   for (const kind of blueGreenSteps(s, o)) {
@@ -193,7 +192,17 @@ export function planBlueGreen(s: BlueGreenStrategy, o: PlanOptions = {}): BlueGr
     else if (kind === 'scaleDownDelay') add({ kind, seconds: bg.scaleDownDelaySeconds }, { ...beside, trafficNewPercent: 100 });
     else add({ kind }, { ...beside, old: 0, stopped: n, trafficNewPercent: 100 });
   }
-  return { type: 'BlueGreen', replicas: n, steps, waves: [[n, 0], [n, n], [0, n]], peakAlive: 2 * n };
+  return {
+    type: 'BlueGreen',
+    replicas: n,
+    steps,
+    waves: [
+      [n, 0],
+      [n, n],
+      [0, n],
+    ],
+    peakAlive: 2 * n,
+  };
 }
 
 /**

@@ -66,11 +66,7 @@ export function availableOf(c: FleetCounts): number {
 }
 
 export function isComplete(c: FleetCounts): boolean {
-  return (
-    c.current.total === c.replicas &&
-    c.current.available === c.replicas &&
-    c.old.every((r) => r.total === 0)
-  );
+  return c.current.total === c.replicas && c.current.available === c.replicas && c.old.every((r) => r.total === 0);
 }
 
 /** Decides the next single step, as one sync of the Kubernetes controller would. */
@@ -220,9 +216,7 @@ export function planWave(initial: FleetCounts, s: ResolvedStrategy, opts: { hold
   const initialTotal = totalOf(initial) + (initial.terminating ?? 0);
   const maxTotal = s.type === 'Recreate' ? s.replicas : s.replicas + s.maxSurge;
   // Recreate never overlaps old and new, by definition.
-  const startBeforeStops = s.type === 'Recreate' && initial.old.some((r) => r.total > 0)
-    ? 0
-    : Math.max(0, Math.min(start, maxTotal - initialTotal));
+  const startBeforeStops = s.type === 'Recreate' && initial.old.some((r) => r.total > 0) ? 0 : Math.max(0, Math.min(start, maxTotal - initialTotal));
   return {
     steps,
     start,

@@ -50,7 +50,9 @@ export function diffSpecs(from: ComparableSpec, to: ComparableSpec): SpecChange[
   compareValues('version', from.version, to.version, out);
   compareValues('port', from.port, to.port, out);
   compareValues('restartedAt', from.restartedAt, to.restartedAt, out);
-  const envKeys = [...new Set([...Object.keys(from.env), ...Object.keys(to.env), ...Object.keys(from.envSecrets ?? {}), ...Object.keys(to.envSecrets ?? {})])].sort();
+  const envKeys = [
+    ...new Set([...Object.keys(from.env), ...Object.keys(to.env), ...Object.keys(from.envSecrets ?? {}), ...Object.keys(to.envSecrets ?? {})]),
+  ].sort();
   for (const k of envKeys) {
     const a = from.envSecrets?.[k];
     const b = to.envSecrets?.[k];
@@ -59,7 +61,12 @@ export function diffSpecs(from: ComparableSpec, to: ComparableSpec): SpecChange[
       // A secret on either side: the value is never shown, only whether it changed.
       if (!a && from.env[k] === undefined) out.push({ field, kind: 'added', to: `(secret: ${b!.source})` });
       else if (!b && to.env[k] === undefined) out.push({ field, kind: 'removed', from: a ? `(secret: ${a.source})` : '(literal)' });
-      else if (a && b) out.push({ field, kind: a.digest === b.digest ? 'secret unchanged' : 'secret changed', ...(a.source !== b.source ? { from: `(secret: ${a.source})`, to: `(secret: ${b.source})` } : {}) });
+      else if (a && b)
+        out.push({
+          field,
+          kind: a.digest === b.digest ? 'secret unchanged' : 'secret changed',
+          ...(a.source !== b.source ? { from: `(secret: ${a.source})`, to: `(secret: ${b.source})` } : {}),
+        });
       else out.push({ field, kind: 'secret changed', from: a ? `(secret: ${a.source})` : '(literal)', to: b ? `(secret: ${b.source})` : '(literal)' });
       continue;
     }

@@ -70,10 +70,7 @@ function show(v: unknown): string {
  * the strategy schema (config/strategy.ts) applies and resolveStrategy relies
  * on. Returns the problem instead of throwing.
  */
-export function parseIntOrPercent(
-  raw: unknown,
-  opts: { maxPercent?: number } = {},
-): ParsedIntOrPercent | { error: string } {
+export function parseIntOrPercent(raw: unknown, opts: { maxPercent?: number } = {}): ParsedIntOrPercent | { error: string } {
   let parsed: ParsedIntOrPercent;
   if (typeof raw === 'number') {
     if (!Number.isFinite(raw) || !Number.isInteger(raw)) return { error: `must be a whole number: ${ALLOWED}, got ${show(raw)}` };
@@ -168,7 +165,8 @@ interface Effective<T> {
 
 /** A value resolveStrategy was promised is valid; a caller that skipped the checks learns it here. */
 function trusted<T>(r: T | { error: string }, path: string): T {
-  if (typeof r === 'object' && r !== null && 'error' in r) throw new Error(`resolveStrategy: ${path} ${r.error} (check strategy input with config/strategy.ts loadStrategy first)`);
+  if (typeof r === 'object' && r !== null && 'error' in r)
+    throw new Error(`resolveStrategy: ${path} ${r.error} (check strategy input with config/strategy.ts loadStrategy first)`);
   return r as T;
 }
 
@@ -202,13 +200,17 @@ export function resolveStrategy(layers: StrategyLayers): ResolvedStrategy {
   const p = strategyPaths(layers.paths);
 
   // The service's strategy replaces the shared defaults as a whole.
-  const base = layers.strategy !== undefined ? { s: layers.strategy, src: 'strategy' as const, prefix: p.strategy }
-    : layers.defaults !== undefined ? { s: layers.defaults, src: 'defaults' as const, prefix: p.defaults }
-    : undefined;
+  const base =
+    layers.strategy !== undefined
+      ? { s: layers.strategy, src: 'strategy' as const, prefix: p.strategy }
+      : layers.defaults !== undefined
+        ? { s: layers.defaults, src: 'defaults' as const, prefix: p.defaults }
+        : undefined;
 
-  let type: Effective<StrategyType> = base?.s.type !== undefined
-    ? { value: base.s.type, source: base.src, path: `${base.prefix}/type` }
-    : { value: 'RollingUpdate', source: 'builtin', path: 'strategy/type' };
+  let type: Effective<StrategyType> =
+    base?.s.type !== undefined
+      ? { value: base.s.type, source: base.src, path: `${base.prefix}/type` }
+      : { value: 'RollingUpdate', source: 'builtin', path: 'strategy/type' };
 
   const parsed = (raw: IntOrPercent | undefined, path: string) => (raw === undefined ? undefined : trusted(parseIntOrPercent(raw), path));
   const pick = (field: 'maxSurge' | 'maxUnavailable', cliPath: string): Effective<ParsedIntOrPercent> => {
@@ -249,14 +251,18 @@ export function resolveStrategy(layers: StrategyLayers): ResolvedStrategy {
     if (raw !== undefined) policy = { value: raw as ReplacementPolicy, source, path };
   }
   if (type.value === 'Recreate' && policy.value === 'TerminationStarted' && policy.source !== 'builtin') {
-    notes.push(`Recreate always waits for old instances to be gone (TerminationComplete); ignoring replacementPolicy TerminationStarted from ${SOURCE_LABEL[policy.source]} (${policy.path})`);
+    notes.push(
+      `Recreate always waits for old instances to be gone (TerminationComplete); ignoring replacementPolicy TerminationStarted from ${SOURCE_LABEL[policy.source]} (${policy.path})`,
+    );
   }
 
   if ((type.value === 'RollingUpdate' || type.value === 'Canary') && isZero(surge.value) && isZero(unav.value)) {
-    throw new ValidationError([{
-      path: unav.path === surge.path ? unav.path : `${surge.path} and ${unav.path}`,
-      message: 'maxSurge and maxUnavailable may not both be 0: the rollout could never replace an instance. Allow at least one, e.g. maxSurge 1',
-    }]);
+    throw new ValidationError([
+      {
+        path: unav.path === surge.path ? unav.path : `${surge.path} and ${unav.path}`,
+        message: 'maxSurge and maxUnavailable may not both be 0: the rollout could never replace an instance. Allow at least one, e.g. maxSurge 1',
+      },
+    ]);
   }
 
   if (type.value === 'Recreate') {
@@ -366,12 +372,16 @@ function canaryNotes(steps: readonly CanaryStep[], replicas: number, fixed: numb
     if (s.kind !== 'setWeight' || s.weight === 0) continue;
     const canaries = canaryInstancesFor(s.weight, replicas, fixed);
     if (fixed !== undefined && canaryInstancesFor(s.weight, replicas) > fixed) {
-      notes.push(`${s.path}: setWeight ${s.weight} sends ${s.weight}% of requests to ${fixed} canary instance(s) (canaryReplicas), where ${canaryInstancesFor(s.weight, replicas)} would carry that share of ${replicas} replicas`);
+      notes.push(
+        `${s.path}: setWeight ${s.weight} sends ${s.weight}% of requests to ${fixed} canary instance(s) (canaryReplicas), where ${canaryInstancesFor(s.weight, replicas)} would carry that share of ${replicas} replicas`,
+      );
     }
     if (s.weight < 100) {
       const w = canaryWeights(replicas, canaries, s.weight);
       if (Math.abs(w.sharePercent - s.weight) > 1) {
-        notes.push(`${s.path}: with ${canaries} canary and ${replicas} stable instance(s), nginx weights (1 to 1000) can give the canary ${w.sharePercent.toFixed(1)}% of requests, not ${s.weight}%`);
+        notes.push(
+          `${s.path}: with ${canaries} canary and ${replicas} stable instance(s), nginx weights (1 to 1000) can give the canary ${w.sharePercent.toFixed(1)}% of requests, not ${s.weight}%`,
+        );
       }
     }
   }

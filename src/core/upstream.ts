@@ -113,7 +113,8 @@ export class UnsafeUpstreamValueError extends FleetrollError {
 }
 
 function assertSafe(re: RegExp, value: unknown, what: string): asserts value is string {
-  if (typeof value !== 'string' || !re.test(value)) throw new UnsafeUpstreamValueError(`refusing to write ${what} ${JSON.stringify(value)} into an nginx config`);
+  if (typeof value !== 'string' || !re.test(value))
+    throw new UnsafeUpstreamValueError(`refusing to write ${what} ${JSON.stringify(value)} into an nginx config`);
 }
 
 const FORCE_KEY_RE = /^(cookie|header):([A-Za-z0-9_-]{1,64})$/;
@@ -233,7 +234,9 @@ function serverLine(s: UpstreamEntry): string {
   assertSafe(ADDRESS_RE, s.address, 'server address');
   assertSafe(NAME_RE, s.name, 'instance name');
   if (s.weight !== undefined && (!Number.isInteger(s.weight) || s.weight < MIN_WEIGHT || s.weight > MAX_WEIGHT)) {
-    throw new UnsafeUpstreamValueError(`refusing to write weight ${JSON.stringify(s.weight)} into an nginx config: a weight is an integer from ${MIN_WEIGHT} to ${MAX_WEIGHT}`);
+    throw new UnsafeUpstreamValueError(
+      `refusing to write weight ${JSON.stringify(s.weight)} into an nginx config: a weight is an integer from ${MIN_WEIGHT} to ${MAX_WEIGHT}`,
+    );
   }
   return `    server ${s.address}${s.weight !== undefined ? ` weight=${s.weight}` : ''}${s.down ? ' down' : ''}; # ${s.name}`;
 }
@@ -297,7 +300,10 @@ export const NGINX_MAP_VARIABLE_MAX = 46;
  * an upstream under a canary's sticky key and force key: the names that must
  * fit nginx's variables hash (NGINX_MAP_VARIABLE_MAX).
  */
-export function mapVariables(upstream: string, o: { hash?: StickyKey | undefined; force?: ForceKey | undefined }): { variable: string; from: 'hash' | 'force' }[] {
+export function mapVariables(
+  upstream: string,
+  o: { hash?: StickyKey | undefined; force?: ForceKey | undefined },
+): { variable: string; from: 'hash' | 'force' }[] {
   const out: { variable: string; from: 'hash' | 'force' }[] = [];
   if (o.hash !== undefined) {
     const s = stickyVariable(o.hash, upstream);

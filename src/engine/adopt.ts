@@ -86,10 +86,16 @@ export async function adoptFleet(
   found: { id: string; name: string; host: string; image: string }[],
   o: { command: string; match: string },
 ): Promise<AdoptResult> {
-  if (found.length === 0) throw new FleetrollError('E_ADOPT', `no running container matches ${o.match}`, { hint: 'match a label (key=value) or a name pattern (api-*) of the running containers' });
+  if (found.length === 0)
+    throw new FleetrollError('E_ADOPT', `no running container matches ${o.match}`, {
+      hint: 'match a label (key=value) or a name pattern (api-*) of the running containers',
+    });
   // Adopting reads each container's version over HTTP and puts its address in nginx.
   const port = fleet.port;
-  if (port === undefined) throw new FleetrollError('E_ADOPT', 'port: is required to adopt running containers (their address and version endpoint are reached through it)', { exitCode: ExitCode.invalidInput });
+  if (port === undefined)
+    throw new FleetrollError('E_ADOPT', 'port: is required to adopt running containers (their address and version endpoint are reached through it)', {
+      exitCode: ExitCode.invalidInput,
+    });
   let image = await h.store.image();
   if (!image) {
     image = found[0]?.image ?? fleet.image;
@@ -99,7 +105,11 @@ export async function adoptFleet(
   try {
     const state = (await h.store.read()) ?? { service: fleet.service, nextRevision: 1, revisions: [] };
     if (state.revisions.length > 0 || state.adopted?.length) {
-      throw new FleetrollError('E_ADOPT', `${fleet.service} is already managed by fleetroll (${state.revisions.length} revision(s) in its history); adopt is for fleets it has never deployed`, { exitCode: ExitCode.invalidInput });
+      throw new FleetrollError(
+        'E_ADOPT',
+        `${fleet.service} is already managed by fleetroll (${state.revisions.length} revision(s) in its history); adopt is for fleets it has never deployed`,
+        { exitCode: ExitCode.invalidInput },
+      );
     }
     const instances = [];
     for (const c of found) {
@@ -110,13 +120,21 @@ export async function adoptFleet(
     }
     const silent = instances.filter((i) => !i.version);
     if (silent.length > 0) {
-      throw new FleetrollError('E_ADOPT', `${silent.map((i) => `${i.name} on ${i.host}`).join(', ')} did not say its version${fleet.probes.version ? ` (GET ${fleet.probes.version.path})` : ''} within ${ADOPT_WAIT_MS / 1000} s`, {
-        hint: 'check that the containers run the app on port: and that it answers there, then adopt again (nothing was recorded)',
-      });
+      throw new FleetrollError(
+        'E_ADOPT',
+        `${silent.map((i) => `${i.name} on ${i.host}`).join(', ')} did not say its version${fleet.probes.version ? ` (GET ${fleet.probes.version.path})` : ''} within ${ADOPT_WAIT_MS / 1000} s`,
+        {
+          hint: 'check that the containers run the app on port: and that it answers there, then adopt again (nothing was recorded)',
+        },
+      );
     }
     const versions = [...new Set(instances.map((i) => i.version))];
     if (versions.length !== 1 || !versions[0]) {
-      throw new FleetrollError('E_ADOPT', `the matched containers do not report one version: ${instances.map((i) => `${i.name}=${JSON.stringify(i.version)}`).join(', ')}`, { hint: 'adopt one version at a time (narrow --match)' });
+      throw new FleetrollError(
+        'E_ADOPT',
+        `the matched containers do not report one version: ${instances.map((i) => `${i.name}=${JSON.stringify(i.version)}`).join(', ')}`,
+        { hint: 'adopt one version at a time (narrow --match)' },
+      );
     }
     const images = [...new Set(found.map((c) => c.image))];
     const record: RevisionRecord = {

@@ -42,7 +42,20 @@ export interface GateDeps {
 
 /** No traffic at all over a range: a measurement of it is inconclusive. */
 function none(label: string, startMs: number, endMs: number): TrafficStats {
-  return { label, startMs, endMs, requests: 0, errors5xx: 0, clientClosed: 0, connectionFailures: 0, retriedFailures: 0, attempts: 0, errors: 0, errorRate: 0, latencyMs: { p50: 0, p95: 0, p99: 0, max: 0 } };
+  return {
+    label,
+    startMs,
+    endMs,
+    requests: 0,
+    errors5xx: 0,
+    clientClosed: 0,
+    connectionFailures: 0,
+    retriedFailures: 0,
+    attempts: 0,
+    errors: 0,
+    errorRate: 0,
+    latencyMs: { p50: 0, p95: 0, p99: 0, max: 0 },
+  };
 }
 
 /**
@@ -66,7 +79,11 @@ export async function runGate(spec: AnalysisSpec, d: GateDeps, what: string, sta
     const to = d.clock.now();
     const w = await d.window(from, to);
     if (!w) {
-      throw new RolloutFailedError(`${what}: no access log could be read, so the new revision cannot be judged`, 'check loadBalancers/N/nginx/accessLog and that nginx writes the fleetroll_json format there', { analysisFailed: true, stoppedBy: 'analysis' });
+      throw new RolloutFailedError(
+        `${what}: no access log could be read, so the new revision cannot be judged`,
+        'check loadBalancers/N/nginx/accessLog and that nginx writes the fleetroll_json format there',
+        { analysisFailed: true, stoppedBy: 'analysis' },
+      );
     }
     const fresh = w.byRevision[d.revision];
     const canary = { ...(fresh ?? none(d.version, from, to)), label: d.version };
@@ -85,7 +102,11 @@ export async function runGate(spec: AnalysisSpec, d: GateDeps, what: string, sta
       return 'passed';
     }
     if (status.state === 'failed') {
-      throw new RolloutFailedError(`${what}: ${status.message}`, 'the new revision was taken out of traffic; fix it and deploy again', { analysisFailed: true, stoppedBy: 'analysis', measurements: measurements.length });
+      throw new RolloutFailedError(`${what}: ${status.message}`, 'the new revision was taken out of traffic; fix it and deploy again', {
+        analysisFailed: true,
+        stoppedBy: 'analysis',
+        measurements: measurements.length,
+      });
     }
     if (status.state === 'inconclusive') {
       d.emit({ type: 'info', message: `${what}: ${status.message}` });

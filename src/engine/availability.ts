@@ -94,7 +94,9 @@ export class Availability {
         continue;
       }
       if (inst.phase === 'failed') continue;
-      inst.lastProbe = info ? `container ${info.state}${info.exitCode !== undefined ? `, exit code ${info.exitCode}` : ''}` : 'container removed by someone else';
+      inst.lastProbe = info
+        ? `container ${info.state}${info.exitCode !== undefined ? `, exit code ${info.exitCode}` : ''}`
+        : 'container removed by someone else';
       ctx.readiness.unwatch(inst.id);
       inst.readySince = undefined;
       if (isTerminating(inst.phase)) {

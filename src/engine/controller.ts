@@ -66,7 +66,12 @@ export class Controller {
       force: this.driver.force,
     });
     d.inspect?.(this);
-    ctx.readiness = new Readiness({ prober: d.prober, clock: d.clock, periodMs: d.fleet.probes.readiness.periodMs, result: (w, ok, detail) => this.availability.probed(w.id, ok, detail) });
+    ctx.readiness = new Readiness({
+      prober: d.prober,
+      clock: d.clock,
+      periodMs: d.fleet.probes.readiness.periodMs,
+      result: (w, ok, detail) => this.availability.probed(w.id, ok, detail),
+    });
   }
 
   get reloads(): number {
@@ -112,7 +117,10 @@ export class Controller {
     for (const id of ctx.d.replace ?? []) {
       const inst = ctx.view.get(id);
       if (!inst || inst.revision !== ctx.revision || inst.phase !== 'unready') continue;
-      ctx.emit({ type: 'info', message: `replacing ${id} on ${inst.host}: ${inst.lastProbe} for progressDeadlineSeconds (${ctx.d.fleet.progressDeadlineSeconds} s)` });
+      ctx.emit({
+        type: 'info',
+        message: `replacing ${id} on ${inst.host}: ${inst.lastProbe} for progressDeadlineSeconds (${ctx.d.fleet.progressDeadlineSeconds} s)`,
+      });
       ctx.d.journal('replace', 'end', { name: id });
       inst.leftUnready = undefined;
       this.life.terminate(id);
@@ -126,10 +134,14 @@ export class Controller {
     watchIdleDrains(ctx);
     const paused = ctx.d.paused;
     if (paused) {
-      ctx.every(ctx.timing.pausePollMs, async () => {
-        if (ctx.ending) return;
-        if (await paused().catch(() => false)) this.end({ kind: 'paused' });
-      }, ctx.d.stateWrites);
+      ctx.every(
+        ctx.timing.pausePollMs,
+        async () => {
+          if (ctx.ending) return;
+          if (await paused().catch(() => false)) this.end({ kind: 'paused' });
+        },
+        ctx.d.stateWrites,
+      );
     }
     const deadline = () =>
       ctx.timer(Math.max(1, ctx.lastProgress + ctx.deadlineMs - ctx.now()), () => {
@@ -151,7 +163,9 @@ export class Controller {
     const hosts = this.ctx.d.fleet.hosts;
     const others = this.ctx.d.leftAlone?.() ?? [];
     if (others.length === 0) return hosts;
-    return hosts.map((h) => (h.maxInstances === undefined ? h : { name: h.name, maxInstances: h.maxInstances - others.filter((o) => o.host === h.name).length }));
+    return hosts.map((h) =>
+      h.maxInstances === undefined ? h : { name: h.name, maxInstances: h.maxInstances - others.filter((o) => o.host === h.name).length },
+    );
   }
 
   private end(e: Ending): void {
@@ -199,7 +213,10 @@ export class Controller {
       for (const host of d.start) this.life.start(host);
     }
     if (d.unplaced > 0 && ctx.view.count('draining') + ctx.view.count('stopping') + ctx.view.count('starting') === 0) {
-      this.end({ kind: 'failed', error: new RolloutFailedError('no host has room for another instance (every host is at maxInstances)', 'raise maxInstances or add a host') });
+      this.end({
+        kind: 'failed',
+        error: new RolloutFailedError('no host has room for another instance (every host is at maxInstances)', 'raise maxInstances or add a host'),
+      });
     }
     if (d.wakeAt !== undefined) ctx.wakeAt(d.wakeAt);
     if (ctx.ending) {
@@ -209,7 +226,8 @@ export class Controller {
     // 5. The strategy's own steps (postWave hooks, the switch, canary steps).
     driver.reconcile({ newAvailable: d.counts.current.available, oldAlive: d.counts.old.reduce((a, r) => a + r.total, 0) });
     // 6. Complete once the fleet is and nothing of the strategy's is in flight.
-    if ((d.complete || (ctx.d.heal === true && healDone(ctx.view.values(), ctx.revision, ctx.d.fleet.replicas))) && driver.settled()) void this.endings.finishOk();
+    if ((d.complete || (ctx.d.heal === true && healDone(ctx.view.values(), ctx.revision, ctx.d.fleet.replicas))) && driver.settled())
+      void this.endings.finishOk();
   }
 }
 

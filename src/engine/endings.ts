@@ -92,7 +92,12 @@ export class Endings {
     } else if (ending.kind === 'interrupted') {
       ctx.emit({ type: 'failed', reason: 'interrupted' });
       ctx.d.journal('interrupted', 'end', { waves: ctx.waves });
-      this.done.reject(new InterruptedError(`interrupted after ${ctx.waves} wave(s): the fleet is consistent, ${where}`, 'run the same deploy again to continue from here (or deploy the previous image to go back)'));
+      this.done.reject(
+        new InterruptedError(
+          `interrupted after ${ctx.waves} wave(s): the fleet is consistent, ${where}`,
+          'run the same deploy again to continue from here (or deploy the previous image to go back)',
+        ),
+      );
     } else if (ending.kind === 'failed') {
       this.done.reject(ending.error);
     } else {
@@ -130,7 +135,9 @@ export class Endings {
     const stuck = all.filter((i) => i.revision === ctx.revision && i.phase !== 'available');
     const lines = stuck.map((i) => `${i.id} on ${i.host}: ${i.lastProbe}`);
     const old = all.filter((i) => i.revision !== ctx.revision);
-    const serving = all.filter((i) => i.phase === 'ready' || i.phase === 'available' || (i.phase === 'draining' && (i.before === 'ready' || i.before === 'available'))).length;
+    const serving = all.filter(
+      (i) => i.phase === 'ready' || i.phase === 'available' || (i.phase === 'draining' && (i.before === 'ready' || i.before === 'available')),
+    ).length;
     ctx.emit({ type: 'failed', reason: 'progress deadline exceeded' });
     return new RolloutFailedError(
       `rollout of ${fleet.service} to ${fleet.version} made no progress for ${fleet.progressDeadlineSeconds} s (progressDeadlineSeconds) and is marked failed. ` +
@@ -144,8 +151,18 @@ export class Endings {
 
 /** A host or nginx that fails mid-rollout (unreachable engine, refused call) fails the rollout like a deadline does, so onFailure applies. */
 export function hostFailure(fleet: Pick<Fleet, 'service' | 'version'>, err: unknown): unknown {
-  if (err instanceof FleetrollError && !(err instanceof RolloutFailedError) && !(err instanceof InterruptedError) && !(err instanceof PausedError) && err.exitCode === 1) {
-    return new RolloutFailedError(`rollout of ${fleet.service} to ${fleet.version} stopped: ${err.message}`, 'the instances on the other hosts keep serving; fix the host and deploy again to continue', { code: err.code });
+  if (
+    err instanceof FleetrollError &&
+    !(err instanceof RolloutFailedError) &&
+    !(err instanceof InterruptedError) &&
+    !(err instanceof PausedError) &&
+    err.exitCode === 1
+  ) {
+    return new RolloutFailedError(
+      `rollout of ${fleet.service} to ${fleet.version} stopped: ${err.message}`,
+      'the instances on the other hosts keep serving; fix the host and deploy again to continue',
+      { code: err.code },
+    );
   }
   return err;
 }

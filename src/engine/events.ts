@@ -19,7 +19,18 @@ export type RolloutEvent =
    * before they were measured.
    */
   /** `beside`: creates + starts in flight during the change, on any host (they share the engine with `nginx -t` and the reload on one machine). */
-  | { type: 'upstream'; action: 'drain' | 'enable' | 'final' | 'restore'; down: string[]; up: string[]; reloads: number; ms?: number | undefined; balancers?: Record<string, number> | undefined; parts?: Record<string, ChangeParts> | undefined; reloadFree?: boolean | undefined; beside?: number | undefined }
+  | {
+      type: 'upstream';
+      action: 'drain' | 'enable' | 'final' | 'restore';
+      down: string[];
+      up: string[];
+      reloads: number;
+      ms?: number | undefined;
+      balancers?: Record<string, number> | undefined;
+      parts?: Record<string, ChangeParts> | undefined;
+      reloadFree?: boolean | undefined;
+      beside?: number | undefined;
+    }
   | { type: 'draining'; names: string[]; seconds: number }
   /** A drain that could end early (every nginx counts requests in flight): `idle` when none was left, after `ms`; `drainSeconds` when the time ran out first. */
   | { type: 'drained'; name: string; reason: 'idle' | 'drainSeconds'; ms: number }
@@ -56,7 +67,14 @@ export type StrategyEvent =
    * Canary: step `index` (1-based) begins. setWeight: `instances` canaries
    * for `weight`%; pause: `seconds` (undefined: until promote or abort).
    */
-  | { type: 'canaryStep'; index: number; kind: 'setWeight' | 'pause' | 'analysis'; weight: number; instances?: number | undefined; seconds?: number | undefined }
+  | {
+      type: 'canaryStep';
+      index: number;
+      kind: 'setWeight' | 'pause' | 'analysis';
+      weight: number;
+      instances?: number | undefined;
+      seconds?: number | undefined;
+    }
   /** Canary: an analysis step was inconclusive; the weight holds until promote or abort. */
   | { type: 'canaryHeld'; index: number; weight: number }
   /** Canary: the steps are over (or skipped by promote); a rolling update replaces the stable set. */

@@ -94,7 +94,13 @@ export class HealthWatch {
    * throws: what fails is reported in the numbers. `observe` lists the fleet
    * (its failure only costs the old instances' names).
    */
-  static async start(fleet: Fleet, newRevision: string, clock: Clock, openers: readonly AccessLogOpener[], observe: () => Promise<InstanceInfo[]>): Promise<HealthWatch> {
+  static async start(
+    fleet: Fleet,
+    newRevision: string,
+    clock: Clock,
+    openers: readonly AccessLogOpener[],
+    observe: () => Promise<InstanceInfo[]>,
+  ): Promise<HealthWatch> {
     const w = new HealthWatch(fleet, newRevision, clock, openers);
     if (openers.length === 0) return w;
     const [infos] = await Promise.all([
@@ -117,7 +123,8 @@ export class HealthWatch {
       ),
     ]);
     for (const i of infos) {
-      if (i.address) w.owners.push({ address: i.address, name: i.name, revision: i.labels[LABELS.revision] ?? 'unknown', sinceMs: -Infinity, startedInDeploy: false });
+      if (i.address)
+        w.owners.push({ address: i.address, name: i.name, revision: i.labels[LABELS.revision] ?? 'unknown', sinceMs: -Infinity, startedInDeploy: false });
     }
     w.startMs = clock.now();
     if (w.logs.length > 0) w.schedule();
@@ -128,7 +135,8 @@ export class HealthWatch {
   events(sink: EventSink | undefined): EventSink {
     return (e) => {
       if (e.type === 'observed') this.current = e.revision;
-      if (e.type === 'started' && e.address) this.owners.push({ address: e.address, name: e.name, revision: this.current, sinceMs: this.clock.now(), startedInDeploy: true });
+      if (e.type === 'started' && e.address)
+        this.owners.push({ address: e.address, name: e.name, revision: this.current, sinceMs: this.clock.now(), startedInDeploy: true });
       sink?.(e);
     };
   }
@@ -141,7 +149,12 @@ export class HealthWatch {
     await this.read();
     const usable = this.logs.filter((l) => l.failed === undefined);
     if (usable.length === 0) return undefined;
-    return revisionWindow(usable.flatMap((l) => l.records), this.owners, fromMs, toMs);
+    return revisionWindow(
+      usable.flatMap((l) => l.records),
+      this.owners,
+      fromMs,
+      toMs,
+    );
   }
 
   /** Whether any access log is open and readable (an analysis needs one). */
@@ -173,9 +186,15 @@ export class HealthWatch {
     if (usable.length === 0) return { unavailable: failures.join('; ') || 'no access log could be read' };
     const incomplete = [
       ...failures.map((f) => `${f} (its requests are not counted)`),
-      ...this.fleet.loadBalancers.flatMap((lb, i) => (lb.nginx.accessLog === undefined ? [`loadBalancers/${i}/nginx has no accessLog: its requests are not counted`] : [])),
-      ...usable.filter((l) => l.source.counters.lostRotations > 0).map((l) => `${l.source.name}: ${l.source.counters.lostRotations} rotation(s) whose rest could not be read: requests may be missing`),
-      ...(this.unobserved !== undefined ? [`the fleet could not be listed when the deploy started (${this.unobserved}): the old instances' requests count as unattributed`] : []),
+      ...this.fleet.loadBalancers.flatMap((lb, i) =>
+        lb.nginx.accessLog === undefined ? [`loadBalancers/${i}/nginx has no accessLog: its requests are not counted`] : [],
+      ),
+      ...usable
+        .filter((l) => l.source.counters.lostRotations > 0)
+        .map((l) => `${l.source.name}: ${l.source.counters.lostRotations} rotation(s) whose rest could not be read: requests may be missing`),
+      ...(this.unobserved !== undefined
+        ? [`the fleet could not be listed when the deploy started (${this.unobserved}): the old instances' requests count as unattributed`]
+        : []),
       ...(this.overflow ? [`more than ${MAX_RECORDS} requests: only the first ${MAX_RECORDS} are counted`] : []),
     ];
     return healthReport({

@@ -53,7 +53,11 @@ export async function runOnFailure(hooks: Fleet['hooks'], context: Record<string
     FLEETROLL_ERROR_REASON: message.length > MAX_REASON ? `${message.slice(0, MAX_REASON)}…` : message,
     FLEETROLL_OUTCOME: err instanceof FleetrollError && err.details && 'rolledBackTo' in err.details ? 'rolled back' : 'failed',
   };
-  const r = await runHook('onFailure', argv, env, (hooks?.timeoutSeconds ?? 60) * 1000, emit).catch((e: unknown) => ({ ok: false, outcome: `could not run: ${(e as Error).message}`, output: '' }));
+  const r = await runHook('onFailure', argv, env, (hooks?.timeoutSeconds ?? 60) * 1000, emit).catch((e: unknown) => ({
+    ok: false,
+    outcome: `could not run: ${(e as Error).message}`,
+    output: '',
+  }));
   if (!r.ok) emit({ type: 'info', message: `warning: hooks.onFailure ${r.outcome}; the rollout's outcome (failed, exit 1) stands` });
 }
 
@@ -98,7 +102,9 @@ export async function runHook(
     emit({ type: 'info', message: `hook ${name}: ${outcome}` });
     return { ok: false, outcome, output: '' };
   }
-  const lines = String(r.all ?? '').split('\n').filter((l) => l.trim() !== '');
+  const lines = String(r.all ?? '')
+    .split('\n')
+    .filter((l) => l.trim() !== '');
   const output = lines.slice(-MAX_OUTPUT_LINES).join('\n');
   for (const l of lines.slice(-MAX_OUTPUT_LINES)) emit({ type: 'info', message: `hook ${name}| ${l}` });
   let outcome: string;

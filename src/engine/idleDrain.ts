@@ -16,7 +16,10 @@ export const IDLE_POLL_MS = 50;
 export function watchIdleDrains(ctx: RolloutContext): void {
   if (!ctx.endsDrainsWhenIdle) return;
   const routers = ctx.d.balancers.map((lb) => lb.router);
-  const waiting = (now: number) => [...ctx.view.terminating()].filter((i) => i.phase === 'draining' && i.idleDrain === true && i.stopAt !== undefined && i.stopAt > now && i.address !== undefined);
+  const waiting = (now: number) =>
+    [...ctx.view.terminating()].filter(
+      (i) => i.phase === 'draining' && i.idleDrain === true && i.stopAt !== undefined && i.stopAt > now && i.address !== undefined,
+    );
   ctx.every(IDLE_POLL_MS, async () => {
     if (waiting(ctx.now()).length === 0) return;
     // A load balancer that cannot answer now keeps every drain to its time.

@@ -41,9 +41,15 @@ export async function pullAuthFor(image: string, registry: RegistryConfig | unde
   if (registry) {
     const server = normalizeRegistry(registry.server);
     if (server !== host) {
-      throw new Error(`image ${image} is on registry ${host}, but registry/server is ${registry.server}: fleetroll sends the credentials only to their own registry (use an image reference that names ${registry.server}, or remove registry:)`);
+      throw new Error(
+        `image ${image} is on registry ${host}, but registry/server is ${registry.server}: fleetroll sends the credentials only to their own registry (use an image reference that names ${registry.server}, or remove registry:)`,
+      );
     }
-    return { auth: { serveraddress: registry.server, username: registry.username, password: registry.password }, who: `registry ${registry.server} as user ${registry.username}`, secrets: [registry.password] };
+    return {
+      auth: { serveraddress: registry.server, username: registry.username, password: registry.password },
+      who: `registry ${registry.server} as user ${registry.username}`,
+      secrets: [registry.password],
+    };
   }
   const found = credentials ? await credentials(host) : undefined;
   if (!found) return { who: `registry ${host} (no credentials)`, secrets: [] };
@@ -88,7 +94,10 @@ export async function copyImage(image: string, to: string, target: Runtime, s: I
     });
     tar.pipe(counted);
     await target.loadImage(counted);
-    s.emit({ type: 'info', message: `copied image ${image} to host ${to}: ${(bytes / 1048576).toFixed(1)} MB in ${((s.clock.now() - t0) / 1000).toFixed(1)} s` });
+    s.emit({
+      type: 'info',
+      message: `copied image ${image} to host ${to}: ${(bytes / 1048576).toFixed(1)} MB in ${((s.clock.now() - t0) / 1000).toFixed(1)} s`,
+    });
     return true;
   }
   return false;
@@ -99,7 +108,13 @@ export async function copyImage(image: string, to: string, target: Runtime, s: I
  * else why not, naming the host, the registry and the user (never the
  * password). An image ID cannot be pulled (it names a local build).
  */
-export async function pullImage(image: string, name: string, rt: Runtime, emit: EventSink, login: PullAuth = { who: `registry ${parseImageRef(image).registry}`, secrets: [] }): Promise<string | undefined> {
+export async function pullImage(
+  image: string,
+  name: string,
+  rt: Runtime,
+  emit: EventSink,
+  login: PullAuth = { who: `registry ${parseImageRef(image).registry}`, secrets: [] },
+): Promise<string | undefined> {
   if (isImageId(image)) return `cannot pull ${image} on host ${name}: an image ID names a local build, not a registry's`;
   const failed = await rt.pullImage(image, login.auth).catch((err: unknown) => (err instanceof Error ? err.message : String(err)));
   const why = failed === undefined ? undefined : `could not pull image ${image} on host ${name}: ${redact(failed, login.secrets)} (${login.who})`;

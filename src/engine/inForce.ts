@@ -43,7 +43,12 @@ export class InForce {
   load(content: string, upstream: string | undefined, previewUpstream: string | undefined): void {
     // Only the main upstream's block: a preview block's servers take no traffic.
     const current = parseUpstreamServers(content, upstream);
-    if (previewUpstream !== undefined) this.preview = new Set(parseUpstreamServers(content, previewUpstream).filter((e) => !e.down).map((e) => e.address));
+    if (previewUpstream !== undefined)
+      this.preview = new Set(
+        parseUpstreamServers(content, previewUpstream)
+          .filter((e) => !e.down)
+          .map((e) => e.address),
+      );
     this.up = new Set(current.filter((e) => !e.down).map((e) => e.address));
     this.down = new Set(current.filter((e) => e.down).map((e) => e.address));
     // What nginx lists that the fleet may not: compared on the first write.

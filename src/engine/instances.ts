@@ -24,7 +24,9 @@ export function instanceSpec(fleet: Fleet, revision: string, suffix: string, net
       [LABELS.version]: fleet.version,
       [LABELS.created]: String(now),
       // Names only, never values: lets a later rollback rebuild this spec from the container.
-      [LABELS.envKeys]: Object.keys(fleet.env ?? {}).sort().join(','),
+      [LABELS.envKeys]: Object.keys(fleet.env ?? {})
+        .sort()
+        .join(','),
       ...(changeCause ? { [LABELS.changeCause]: changeCause.slice(0, 256) } : {}),
       // The container's own image is the pinned reference: these rebuild the revision's hash (rollout.ts previousFleet).
       ...(fleet.digest ? { [LABELS.imageRef]: fleet.image, [LABELS.digest]: fleet.digest } : {}),

@@ -18,7 +18,12 @@ export interface JournalWriter {
   flush(): Promise<void>;
 }
 
-export function journalWriter(store: Pick<StateStore, 'appendJournal'>, rollout: string, onError: (e: unknown) => void, now: () => Date = () => new Date()): JournalWriter {
+export function journalWriter(
+  store: Pick<StateStore, 'appendJournal'>,
+  rollout: string,
+  onError: (e: unknown) => void,
+  now: () => Date = () => new Date(),
+): JournalWriter {
   let buffer: JournalEntry[] = [];
   let writing: Promise<void> | undefined;
   const pump = (): Promise<void> => {

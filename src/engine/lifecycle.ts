@@ -67,7 +67,11 @@ export class Lifecycle {
       address: info.address,
       runningSince: info.running ? now - 1 : undefined,
       readySince: ready ? Number.NEGATIVE_INFINITY : undefined,
-      lastProbe: !info.running ? `container ${info.state}${info.exitCode !== undefined ? `, exit code ${info.exitCode}` : ''}` : ready ? 'ready' : 'readiness probe failing',
+      lastProbe: !info.running
+        ? `container ${info.state}${info.exitCode !== undefined ? `, exit code ${info.exitCode}` : ''}`
+        : ready
+          ? 'ready'
+          : 'readiness probe failing',
       labels: info.labels,
     };
     inst.routed = this.ctx.traffic.routes(inst.address);
@@ -83,7 +87,8 @@ export class Lifecycle {
   leaveAlone(infos: readonly InstanceInfo[]): void {
     const t = this.ctx.traffic;
     for (const i of infos) {
-      if (i.address !== undefined && (t.routes(i.address) || t.markedDown(i.address))) this.kept.set(i.name, { address: i.address, down: !t.routes(i.address), name: i.name });
+      if (i.address !== undefined && (t.routes(i.address) || t.markedDown(i.address)))
+        this.kept.set(i.name, { address: i.address, down: !t.routes(i.address), name: i.name });
     }
   }
 
@@ -98,8 +103,20 @@ export class Lifecycle {
     const d = ctx.d;
     const fleet = d.fleet;
     const slot = fleet.hosts.find((h) => h.name === host);
-    const spec = { ...instanceSpec(fleet, d.revision, d.nameSuffix(), slot?.network, ctx.now(), d.changeCause), publishAddress: fleet.port !== undefined ? slot?.publishAddress : undefined };
-    const inst: Instance = { id: spec.name, host, revision: d.revision, created: ctx.now(), phase: 'starting', routed: false, lastProbe: 'starting', labels: spec.labels };
+    const spec = {
+      ...instanceSpec(fleet, d.revision, d.nameSuffix(), slot?.network, ctx.now(), d.changeCause),
+      publishAddress: fleet.port !== undefined ? slot?.publishAddress : undefined,
+    };
+    const inst: Instance = {
+      id: spec.name,
+      host,
+      revision: d.revision,
+      created: ctx.now(),
+      phase: 'starting',
+      routed: false,
+      lastProbe: 'starting',
+      labels: spec.labels,
+    };
     ctx.view.add(inst);
     inst.batch = this.batches.join(inst.phase, ctx.now(), 2 * fleet.probes.readiness.periodMs);
     d.journal('start', 'begin', { name: spec.name, host });
@@ -212,7 +229,8 @@ export class Lifecycle {
     const d = ctx.d;
     const inst = ctx.view.get(id);
     if (!inst || inst.phase !== 'draining' || inst.dockerId === undefined) return;
-    if (inst.idleDrain && ctx.endsDrainsWhenIdle) ctx.emit({ type: 'drained', name: inst.id, reason: 'drainSeconds', ms: ctx.now() - (inst.drainFrom ?? ctx.now()) });
+    if (inst.idleDrain && ctx.endsDrainsWhenIdle)
+      ctx.emit({ type: 'drained', name: inst.id, reason: 'drainSeconds', ms: ctx.now() - (inst.drainFrom ?? ctx.now()) });
     ctx.view.setPhase(inst, 'stopping');
     const dockerId = inst.dockerId;
     const rt = d.runtimes.get(inst.host);

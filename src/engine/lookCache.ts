@@ -28,7 +28,12 @@ export interface LookCache {
   close(): void;
 }
 
-export function lookCache(h: FleetHandles & { watchLock: FleetHandles['lock'] }, routers: readonly LoadBalancer[], refreshMs: number, now: () => number = Date.now): LookCache {
+export function lookCache(
+  h: FleetHandles & { watchLock: FleetHandles['lock'] },
+  routers: readonly LoadBalancer[],
+  refreshMs: number,
+  now: () => number = Date.now,
+): LookCache {
   let readAt = -Infinity;
   const cached = new Map<string, Promise<unknown>>();
   const fresh = () => {

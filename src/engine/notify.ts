@@ -8,7 +8,17 @@
  * A deploy waits for its notifications only at its very end, and at most
  * FLUSH_BOUND_MS: a dead receiver costs a deploy that long and no more.
  */
-import { buildPayload, redact, retryableStatus, wants, webhookLabel, type NotifyPayload, type PayloadInput, type Webhook, type WebhookPost } from '../core/notify.js';
+import {
+  buildPayload,
+  redact,
+  retryableStatus,
+  wants,
+  webhookLabel,
+  type NotifyPayload,
+  type PayloadInput,
+  type Webhook,
+  type WebhookPost,
+} from '../core/notify.js';
 
 /** Tries per delivery: one, then two more after 200 ms and 400 ms. */
 export const TRIES = 3;
@@ -56,7 +66,12 @@ export class Notifier {
     o: NotifierOptions = {},
   ) {
     this.chains = webhooks.map(() => Promise.resolve());
-    this.o = { tries: o.tries ?? TRIES, minBackoffMs: o.minBackoffMs ?? MIN_BACKOFF_MS, deliveryBudgetMs: o.deliveryBudgetMs ?? DELIVERY_BUDGET_MS, now: o.now ?? Date.now };
+    this.o = {
+      tries: o.tries ?? TRIES,
+      minBackoffMs: o.minBackoffMs ?? MIN_BACKOFF_MS,
+      deliveryBudgetMs: o.deliveryBudgetMs ?? DELIVERY_BUDGET_MS,
+      now: o.now ?? Date.now,
+    };
   }
 
   /** Queues the event for every webhook that wants it; returns at once. */
@@ -150,6 +165,16 @@ export async function notifyHeal(
 ): Promise<void> {
   if (!webhooks.some((w) => wants(w, 'heal'))) return;
   const n = new Notifier(webhooks, post, failed, o);
-  n.send({ event: 'heal', service: heal.service, revision: heal.revision, revisionHash: heal.revisionHash, version: heal.version, image: heal.image, kind: 'watch', outcome: 'healed', changeCause: heal.reason });
+  n.send({
+    event: 'heal',
+    service: heal.service,
+    revision: heal.revision,
+    revisionHash: heal.revisionHash,
+    version: heal.version,
+    image: heal.image,
+    kind: 'watch',
+    outcome: 'healed',
+    changeCause: heal.reason,
+  });
   await n.flush(o.boundMs);
 }

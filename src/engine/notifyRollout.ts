@@ -31,7 +31,12 @@ export class RolloutNotifications {
   ) {}
 
   /** Undefined when the fleet names no webhook or nothing can send. */
-  static of(fleet: Fleet, deps: Pick<DeployDeps, 'webhookPost' | 'events'>, kind: RolloutKind, history: () => readonly RevisionRecord[]): RolloutNotifications | undefined {
+  static of(
+    fleet: Fleet,
+    deps: Pick<DeployDeps, 'webhookPost' | 'events'>,
+    kind: RolloutKind,
+    history: () => readonly RevisionRecord[],
+  ): RolloutNotifications | undefined {
     const webhooks: readonly Webhook[] = fleet.notify?.webhooks ?? [];
     if (webhooks.length === 0 || !deps.webhookPost) return undefined;
     const emit = deps.events ?? (() => {});
@@ -40,7 +45,15 @@ export class RolloutNotifications {
   }
 
   private base(r: Revision | undefined) {
-    return { service: this.fleet.service, revision: r?.number, revisionHash: r?.hash, version: r?.version ?? this.fleet.version, image: r?.image ?? this.fleet.image, kind: this.kind, changeCause: r?.changeCause };
+    return {
+      service: this.fleet.service,
+      revision: r?.number,
+      revisionHash: r?.hash,
+      version: r?.version ?? this.fleet.version,
+      image: r?.image ?? this.fleet.image,
+      kind: this.kind,
+      changeCause: r?.changeCause,
+    };
   }
 
   /** The revision is recorded: the rollout begins changing the fleet. An undo is a rollback as well. */
@@ -61,7 +74,10 @@ export class RolloutNotifications {
    */
   failure(err: unknown, outcome: string, durationMs: number): void {
     if (!this.started && !(err instanceof FleetrollError && err.code === 'E_ROLLOUT_FAILED')) return;
-    const error = err instanceof FleetrollError ? { code: err.code, message: err.message } : { code: 'E_INTERNAL', message: err instanceof Error ? err.message : String(err) };
+    const error =
+      err instanceof FleetrollError
+        ? { code: err.code, message: err.message }
+        : { code: 'E_INTERNAL', message: err instanceof Error ? err.message : String(err) };
     this.notifier.send({ ...this.base(this.revision), event: 'failure', outcome, durationMs, health: healthOf(err), error });
   }
 
@@ -71,10 +87,24 @@ export class RolloutNotifications {
       sink?.(e);
       if (e.type === 'rollingBack') {
         const to = this.history().findLast((x) => x.hash === e.revision);
-        this.notifier.send({ ...this.base(undefined), revision: to?.number, revisionHash: e.revision, version: e.version, image: e.image, changeCause: this.revision?.changeCause, event: 'rollback', outcome: 'rolling back' });
+        this.notifier.send({
+          ...this.base(undefined),
+          revision: to?.number,
+          revisionHash: e.revision,
+          version: e.version,
+          image: e.image,
+          changeCause: this.revision?.changeCause,
+          event: 'rollback',
+          outcome: 'rolling back',
+        });
       } else if (e.type === 'switchingBack') {
         const to = this.history().findLast((x) => x.outcome === 'complete' && x.hash !== this.revision?.hash);
-        this.notifier.send({ ...this.base(to ?? this.revision), changeCause: this.revision?.changeCause, event: 'rollback', outcome: `switching back (${e.cause})` });
+        this.notifier.send({
+          ...this.base(to ?? this.revision),
+          changeCause: this.revision?.changeCause,
+          event: 'rollback',
+          outcome: `switching back (${e.cause})`,
+        });
       }
     };
   }

@@ -28,7 +28,14 @@ async function adoptedInstances(service: string, runtimes: ReadonlyMap<string, R
     a.instances.map(async (x) => {
       const info = await runtimes.get(x.host)?.inspect(x.id, x.port);
       if (!info) return undefined;
-      const labels: Record<string, string> = { ...info.labels, [LABELS.managed]: 'true', [LABELS.service]: service, [LABELS.revision]: a.revision, [LABELS.version]: a.version, [LABELS.created]: '0' };
+      const labels: Record<string, string> = {
+        ...info.labels,
+        [LABELS.managed]: 'true',
+        [LABELS.service]: service,
+        [LABELS.revision]: a.revision,
+        [LABELS.version]: a.version,
+        [LABELS.created]: '0',
+      };
       return { ...info, labels };
     }),
   );
@@ -51,7 +58,16 @@ export async function fleetSnapshot(
     listFleet(service, deps.runtimes, hostParallelism, adopted),
     Promise.all(deps.routers.map(async ({ router }) => [router.name, await router.read().catch(() => undefined)] as const)),
   ]);
-  const instances = infos.map((i) => ({ name: i.name, host: i.host, revision: i.labels[LABELS.revision] ?? '?', version: i.labels[LABELS.version], address: i.address, running: i.running }));
-  const balancers = Object.fromEntries(lbs.filter(([, text]) => text !== undefined).map(([name, text]) => [name, parseUpstreamServers(text ?? '').map((s) => ({ name: s.name, down: s.down }))]));
+  const instances = infos.map((i) => ({
+    name: i.name,
+    host: i.host,
+    revision: i.labels[LABELS.revision] ?? '?',
+    version: i.labels[LABELS.version],
+    address: i.address,
+    running: i.running,
+  }));
+  const balancers = Object.fromEntries(
+    lbs.filter(([, text]) => text !== undefined).map(([name, text]) => [name, parseUpstreamServers(text ?? '').map((s) => ({ name: s.name, down: s.down }))]),
+  );
   return { instances, balancers };
 }

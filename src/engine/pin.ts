@@ -61,7 +61,8 @@ export async function pinImage(fleet: Fleet, work: HostWork, s: PinOptions): Pro
         if (byId) return { hasDigest: !byDigest || byId.repoDigests.includes(digest) };
         const here = mine ? `build ${shortDigest(mine.id)}` : 'not present';
         const moved = `image ${fleet.image} is ${here} on host ${host}, but the deploy pinned it to ${shortDigest(digest)} (found on host ${first.host}): the tag moved`;
-        if ((fleet.pull ?? 'missing') === 'never') return { problem: `${moved}, and pull: never neither pulls nor copies the pinned build there`, hasDigest: false };
+        if ((fleet.pull ?? 'missing') === 'never')
+          return { problem: `${moved}, and pull: never neither pulls nor copies the pinned build there`, hasDigest: false };
         const tried: string[] = [];
         if (byDigest) {
           try {
@@ -78,7 +79,14 @@ export async function pinImage(fleet: Fleet, work: HostWork, s: PinOptions): Pro
         if (s.copyImages) {
           s.emit({ type: 'info', message: `host ${host}: ${moved}; copying the pinned build from host ${first.host}` });
           try {
-            await copyImage(pinnedId, host, rt, { ...s, runtimes: new Map([[first.host, first.rt], [host, rt]]), imageSource: undefined });
+            await copyImage(pinnedId, host, rt, {
+              ...s,
+              runtimes: new Map([
+                [first.host, first.rt],
+                [host, rt],
+              ]),
+              imageSource: undefined,
+            });
             const got = await rt.imageInfo!(pinnedId);
             if (got) return { hasDigest: !byDigest || got.repoDigests.includes(digest) };
             tried.push(`the copy from host ${first.host} did not arrive`);
@@ -86,7 +94,10 @@ export async function pinImage(fleet: Fleet, work: HostWork, s: PinOptions): Pro
             tried.push(`copying from host ${first.host}: ${redact((err as Error).message, secrets)}`);
           }
         }
-        return { problem: `${moved}; could not give host ${host} the pinned build${tried.length ? `: ${tried.join('; ')}` : ' (image copies are off)'}`, hasDigest: false };
+        return {
+          problem: `${moved}; could not give host ${host} the pinned build${tried.length ? `: ${tried.join('; ')}` : ' (image copies are off)'}`,
+          hasDigest: false,
+        };
       }),
     ),
   );
@@ -94,10 +105,18 @@ export async function pinImage(fleet: Fleet, work: HostWork, s: PinOptions): Pro
   if (problems.length > 0) throw failure(problems);
   const pinnedImage = byDigest && results.every((r) => r.hasDigest) ? digest : pinnedId;
   const ms = s.clock.now() - t0;
-  s.emit({ type: 'info', message: `pinned image ${fleet.image} to ${digest}${pinnedImage === digest ? '' : ` (containers use its image ID ${shortDigest(pinnedId)}: not every host has the registry digest)`}, found on host ${first.host}; resolved on ${hosts.length} host(s) in ${ms} ms` });
+  s.emit({
+    type: 'info',
+    message: `pinned image ${fleet.image} to ${digest}${pinnedImage === digest ? '' : ` (containers use its image ID ${shortDigest(pinnedId)}: not every host has the registry digest)`}, found on host ${first.host}; resolved on ${hosts.length} host(s) in ${ms} ms`,
+  });
   return { ...fleet, digest, pinnedImage };
 }
 
 function failure(problems: string[]): RolloutFailedError {
-  return new RolloutFailedError(`preflight failed, nothing was changed:\n  ${problems.join('\n  ')}`, 'fix the problems above and run the deploy again', {}, 'preflight');
+  return new RolloutFailedError(
+    `preflight failed, nothing was changed:\n  ${problems.join('\n  ')}`,
+    'fix the problems above and run the deploy again',
+    {},
+    'preflight',
+  );
 }

@@ -53,11 +53,15 @@ export async function preflight(fleet: Fleet, balancers: readonly LoadBalancer[]
             const failed = await pull(name, rt);
             if (failed !== undefined) found.push(failed);
           } else if (policy === 'never') {
-            if (!(await rt.imageExists(wanted))) found.push(`image ${fleet.image} is not present on host ${name}${fleet.digest ? ` as the recorded build ${fleet.digest}` : ''}, and pull: never neither pulls nor copies it (load or build it there, or use pull: missing)`);
+            if (!(await rt.imageExists(wanted)))
+              found.push(
+                `image ${fleet.image} is not present on host ${name}${fleet.digest ? ` as the recorded build ${fleet.digest}` : ''}, and pull: never neither pulls nor copies it (load or build it there, or use pull: missing)`,
+              );
           } else if (!(await rt.imageExists(wanted))) {
             const copied = s.copyImages && (await copyImage(wanted, name, rt, s));
             const failed = copied ? undefined : isImageId(wanted) ? `no host has it to copy from` : await pull(name, rt);
-            if (failed !== undefined) found.push(`image ${fleet.image} is not present on host ${name}${fleet.digest ? ` as the recorded build ${fleet.digest}` : ''} (${failed})`);
+            if (failed !== undefined)
+              found.push(`image ${fleet.image} is not present on host ${name}${fleet.digest ? ` as the recorded build ${fleet.digest}` : ''} (${failed})`);
           }
           const present = await rt.imageExists(wanted).catch(() => false);
           if (present && needsImageHealthcheck) {
@@ -71,12 +75,14 @@ export async function preflight(fleet: Fleet, balancers: readonly LoadBalancer[]
           const network = fleet.hosts.find((h) => h.name === name)?.network;
           if (network && !(await rt.networkExists(network))) found.push(`network ${network} does not exist on host ${name} (docker network create ${network})`);
           for (const n of fleet.container?.networks ?? []) {
-            if (n.name !== network && !(await rt.networkExists(n.name))) found.push(`network ${n.name} (networks) does not exist on host ${name} (docker network create ${n.name})`);
+            if (n.name !== network && !(await rt.networkExists(n.name)))
+              found.push(`network ${n.name} (networks) does not exist on host ${name} (docker network create ${n.name})`);
           }
           // Mount sources: a missing bind source fails here, on its host, before anything is touched.
           const binds = [...bindSources(fleet.container), ...Object.values(fleet.secretSources ?? {})];
           if (present && binds.length > 0 && rt.missingBindSources) {
-            for (const p of await rt.missingBindSources(wanted, binds)) found.push(`bind source ${p} does not exist on host ${name} (create it there, or fix volumes / secretFiles)`);
+            for (const p of await rt.missingBindSources(wanted, binds))
+              found.push(`bind source ${p} does not exist on host ${name} (create it there, or fix volumes / secretFiles)`);
           }
           if (found.length === 0) for (const v of namedVolumes(fleet.container)) await rt.ensureVolume?.(v, { [LABELS.volume]: fleet.service });
         } catch (err) {
@@ -103,7 +109,12 @@ export async function preflight(fleet: Fleet, balancers: readonly LoadBalancer[]
   }
   if (problems.length === 0) for (const lb of balancers) await forceNotice(fleet, lb, s.emit);
   if (problems.length > 0) {
-    throw new RolloutFailedError(`preflight failed, nothing was changed:\n  ${problems.join('\n  ')}`, 'fix the problems above and run the deploy again', {}, 'preflight');
+    throw new RolloutFailedError(
+      `preflight failed, nothing was changed:\n  ${problems.join('\n  ')}`,
+      'fix the problems above and run the deploy again',
+      {},
+      'preflight',
+    );
   }
 }
 

@@ -33,11 +33,22 @@ export function withState(fleet: Fleet, state: FleetState | undefined): Fleet {
  * references (`strict`: a reference that cannot be resolved is exit 2 naming
  * it; otherwise, for status, it is left out), its container fields.
  */
-export function fleetForRecord(fleet: Fleet, r: RevisionRecord, o: { strict?: boolean; lookup?: (name: string) => string | undefined; state?: FleetState | undefined } = {}): Fleet {
+export function fleetForRecord(
+  fleet: Fleet,
+  r: RevisionRecord,
+  o: { strict?: boolean; lookup?: (name: string) => string | undefined; state?: FleetState | undefined } = {},
+): Fleet {
   const key = o.state?.revisionKey;
-  const secrets = resolveSecretRefs(r.envSecrets ?? {}, { lookup: o.lookup ?? ((n) => process.env[n]), fleetFile: fleet.source.file, what: `revision ${r.number}`, strict: o.strict ?? true, digestOf: (v) => secretDigest(v, key) });
+  const secrets = resolveSecretRefs(r.envSecrets ?? {}, {
+    lookup: o.lookup ?? ((n) => process.env[n]),
+    fleetFile: fleet.source.file,
+    what: `revision ${r.number}`,
+    strict: o.strict ?? true,
+    digestOf: (v) => secretDigest(v, key),
+  });
   const spec = recordedSpecOf(r);
-  if (spec.secretIssues.length > 0 && (o.strict ?? true)) throw new ValidationError(spec.secretIssues.map((i) => ({ ...i, message: `revision ${r.number}: ${i.message}` })));
+  if (spec.secretIssues.length > 0 && (o.strict ?? true))
+    throw new ValidationError(spec.secretIssues.map((i) => ({ ...i, message: `revision ${r.number}: ${i.message}` })));
   const { secretIssues: _i, ...recorded } = spec;
   return {
     ...fleet,
@@ -83,7 +94,9 @@ export function recordSpec(fleet: Fleet, key: string | undefined): Pick<Revision
     else envSecrets[k] = { source, digest: secretDigest(v, key) };
   }
   // The content's sha256 is keyed once more: a plain digest of a short secret could be guessed.
-  const secretFiles = Object.fromEntries(Object.entries(fleet.secretSources ?? {}).map(([k, path]) => [k, { path, digest: secretDigest(fleet.secretDigests?.[k] ?? '', key) }]));
+  const secretFiles = Object.fromEntries(
+    Object.entries(fleet.secretSources ?? {}).map(([k, path]) => [k, { path, digest: secretDigest(fleet.secretDigests?.[k] ?? '', key) }]),
+  );
   return {
     env,
     // Always written, even empty: it marks the record as kept by reference, so scrubLegacySecrets leaves its literal env alone.
@@ -136,7 +149,15 @@ export function switchTimesOf(err: unknown): SwitchTimes {
 const SWITCH_KEYS = ['switchedAt', 'switchIssuedAt', 'switchedBackAt', 'switchBackIssuedAt'] as const;
 
 /** Ends a revision record: its outcome, and the health numbers of this rollout (replacing an earlier rollout's); adds its step costs to the fleet's. */
-export async function finishRecord(store: StateStore, n: number, outcome: RolloutOutcome, message: string, health: DeployHealthReport | undefined, switches: SwitchTimes = {}, costs: readonly CostSample[] = []): Promise<void> {
+export async function finishRecord(
+  store: StateStore,
+  n: number,
+  outcome: RolloutOutcome,
+  message: string,
+  health: DeployHealthReport | undefined,
+  switches: SwitchTimes = {},
+  costs: readonly CostSample[] = [],
+): Promise<void> {
   const s = await store.read();
   if (!s) return;
   const r = s.revisions.find((x) => x.number === n);

@@ -61,7 +61,12 @@ export function revisionOf(f: RevisionInput): string {
 /** Object keys in a fixed order at every depth, so the hash does not depend on how the file was written. */
 function canonicalize(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(canonicalize);
-  if (v !== null && typeof v === 'object') return Object.fromEntries(sorted(v as Record<string, unknown>).filter(([, x]) => x !== undefined).map(([k, x]) => [k, canonicalize(x)]));
+  if (v !== null && typeof v === 'object')
+    return Object.fromEntries(
+      sorted(v as Record<string, unknown>)
+        .filter(([, x]) => x !== undefined)
+        .map(([k, x]) => [k, canonicalize(x)]),
+    );
   return v;
 }
 
@@ -70,7 +75,10 @@ function canonicalize(v: unknown): unknown {
  * (`plan` says "changed" or "unchanged" without ever holding the value).
  */
 export function secretDigest(value: string, key: string | undefined): string {
-  return `hmac-sha256:${createHmac('sha256', `fleetroll-secret:${key ?? ''}`).update(value).digest('hex').slice(0, 16)}`;
+  return `hmac-sha256:${createHmac('sha256', `fleetroll-secret:${key ?? ''}`)
+    .update(value)
+    .digest('hex')
+    .slice(0, 16)}`;
 }
 
 /** Env as Docker wants it: every value a string. */

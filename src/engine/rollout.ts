@@ -58,7 +58,11 @@ export async function deploy(fleetIn: Fleet, deps: DeployDeps, options: DeployOp
   watch.retarget(revisionOf(fleet));
   let result: DeployResult;
   try {
-    result = await deployOnce(fleet, { ...deps, accessLogs: undefined, events: watch.events(deps.events), trafficWindow: (from, to) => watch.window(from, to) }, options);
+    result = await deployOnce(
+      fleet,
+      { ...deps, accessLogs: undefined, events: watch.events(deps.events), trafficWindow: (from, to) => watch.window(from, to) },
+      options,
+    );
   } catch (err) {
     throw withHealth(err, await watch.finish());
   }
@@ -70,7 +74,9 @@ export async function deploy(fleetIn: Fleet, deps: DeployDeps, options: DeployOp
 
 /** A health watch over the fleet's access logs (deps.accessLogs must be set), started now. */
 export function startHealthWatch(fleet: Fleet, deps: DeployDeps): Promise<HealthWatch> {
-  return HealthWatch.start(fleet, revisionOf(fleet), deps.clock ?? systemClock, deps.accessLogs ?? [], () => listFleet(fleet.service, deps.runtimes, fleet.hostParallelism, deps.adopted));
+  return HealthWatch.start(fleet, revisionOf(fleet), deps.clock ?? systemClock, deps.accessLogs ?? [], () =>
+    listFleet(fleet.service, deps.runtimes, fleet.hostParallelism, deps.adopted),
+  );
 }
 
 /**
@@ -82,7 +88,14 @@ export function startHealthWatch(fleet: Fleet, deps: DeployDeps): Promise<Health
 export async function prepare(fleet: Fleet, deps: DeployDeps, options: DeployOptions = {}): Promise<Fleet> {
   if (deps.simulated || options.prepared) return fleet;
   const work = new HostWork(fleet.hostParallelism);
-  const s = { runtimes: deps.runtimes, imageSource: deps.imageSource, clock: deps.clock ?? systemClock, emit: deps.events ?? (() => {}), copyImages: options.copyImages !== false, credentials: deps.credentials };
+  const s = {
+    runtimes: deps.runtimes,
+    imageSource: deps.imageSource,
+    clock: deps.clock ?? systemClock,
+    emit: deps.events ?? (() => {}),
+    copyImages: options.copyImages !== false,
+    credentials: deps.credentials,
+  };
   await preflight(fleet, deps.routers, work, s);
   return pinImage(fleet, work, s);
 }
@@ -96,7 +109,9 @@ async function deployOnce(fleet: Fleet, deps: DeployDeps, options: DeployOptions
     if (options.heal) throw err;
     // hooks.onFailure hears the outcome after the rollback, if there is one: rolled back or failed twice.
     // The rollback's target is a revision that ran before: its own preflight, its own build (from the instances' labels).
-    const final = await rollBackIfAsked(err, rollout.fleet, rollout.previous, deps, options, (target, backDeps, cause) => new Rollout(target, backDeps, { ...options, prepared: false, startedAtMs: undefined, changeCause: cause }).run()).catch((e: unknown) => e);
+    const final = await rollBackIfAsked(err, rollout.fleet, rollout.previous, deps, options, (target, backDeps, cause) =>
+      new Rollout(target, backDeps, { ...options, prepared: false, startedAtMs: undefined, changeCause: cause }).run(),
+    ).catch((e: unknown) => e);
     await rollout.onFailure(final);
     throw final;
   }
@@ -134,7 +149,14 @@ class Rollout {
   async run(): Promise<DeployResult> {
     const t0 = this.clock.now();
     if (!this.deps.simulated && !this.options.prepared) {
-      await preflight(this.fleet, this.deps.routers, this.work, { runtimes: this.deps.runtimes, imageSource: this.deps.imageSource, clock: this.clock, emit: this.emit, copyImages: this.options.copyImages !== false, credentials: this.deps.credentials });
+      await preflight(this.fleet, this.deps.routers, this.work, {
+        runtimes: this.deps.runtimes,
+        imageSource: this.deps.imageSource,
+        clock: this.clock,
+        emit: this.emit,
+        copyImages: this.options.copyImages !== false,
+        credentials: this.deps.credentials,
+      });
     }
     let infos = await this.list().catch((err: unknown) => {
       throw hostFailure(this.fleet, err);
@@ -147,7 +169,12 @@ class Rollout {
     await this.hook('preDeploy', this.contextOf(infos, 0), 'preDeploy');
     if (await this.removeOrphans(infos)) infos = await this.list();
     // Found ready: it has been serving, so it counts as available (Kubernetes does the same for a pod it finds ready).
-    const found = await Promise.all(infos.map(async (info) => ({ info, ready: info.running && (await this.deps.prober.ready({ id: info.id, host: info.host, address: info.address }).catch(() => false)) })));
+    const found = await Promise.all(
+      infos.map(async (info) => ({
+        info,
+        ready: info.running && (await this.deps.prober.ready({ id: info.id, host: info.host, address: info.address }).catch(() => false)),
+      })),
+    );
     // A heal keeps a revision its deploy took through the strategy's steps: no gate, canary step or operator's answer (promote, undo, abort) again.
     this.skipsSteps = this.options.heal === true || this.skipsOnFirstDeploy(infos);
     const asked = this.options.heal ? {} : { switchBack: this.deps.switchBack, promoted: this.deps.promoted, aborted: this.deps.aborted };
@@ -168,9 +195,15 @@ class Rollout {
       paused: this.deps.paused,
       stateWrites: this.deps.stateWrites,
       list: () => this.list(),
-      postWave: this.fleet.hooks?.postWave || this.rollingGate() ? (boundary, instances, inService) => this.afterWave(boundary, instances, inService) : undefined,
-      afterSwitch: this.deps.trafficWindow && this.fleet.analysis && strategyTraits(this.fleet.strategy).analysisGate === 'afterSwitch' && !this.skipsSteps ? (inService) => runGate(this.fleet.analysis!, this.gateDeps(), 'analysis after the switch', inService) : undefined,
-      analyze: this.deps.trafficWindow ? (step, inService) => runGate(step.spec ?? this.fleet.analysis!, this.gateDeps(), `canary analysis (${step.path})`, inService) : undefined,
+      postWave:
+        this.fleet.hooks?.postWave || this.rollingGate() ? (boundary, instances, inService) => this.afterWave(boundary, instances, inService) : undefined,
+      afterSwitch:
+        this.deps.trafficWindow && this.fleet.analysis && strategyTraits(this.fleet.strategy).analysisGate === 'afterSwitch' && !this.skipsSteps
+          ? (inService) => runGate(this.fleet.analysis!, this.gateDeps(), 'analysis after the switch', inService)
+          : undefined,
+      analyze: this.deps.trafficWindow
+        ? (step, inService) => runGate(step.spec ?? this.fleet.analysis!, this.gateDeps(), `canary analysis (${step.path})`, inService)
+        : undefined,
       skipCanarySteps: this.skipsSteps,
       prePromotion: this.fleet.hooks?.prePromotion ? (instances) => this.hook('prePromotion', this.contextOfInstances(instances, 1)) : undefined,
       ...asked,
@@ -198,8 +231,15 @@ class Rollout {
     // The controller's end is the last progress: the final check may take what remains of the deadline from it.
     const instances = this.deps.simulated
       ? result.instances.map((i) => ({ name: i.id, host: i.host, address: i.address, version: this.fleet.version }))
-      : await this.costs.timed('verify', () => verify(this.fleet, this.revision, this.options.heal ? result.instances.filter((i) => !leftOut(i)) : result.instances, this.deps, this.emit, { clock: this.clock, budgetMs: this.fleet.progressDeadlineSeconds * 1000, signal: this.options.signal }));
-    if (!this.deps.simulated || this.options.startedAtMs !== undefined) this.costs.fixed('prepare', decidingAt - (this.options.startedAtMs ?? t0 - (this.options.preparedMs ?? 0)));
+      : await this.costs.timed('verify', () =>
+          verify(this.fleet, this.revision, this.options.heal ? result.instances.filter((i) => !leftOut(i)) : result.instances, this.deps, this.emit, {
+            clock: this.clock,
+            budgetMs: this.fleet.progressDeadlineSeconds * 1000,
+            signal: this.options.signal,
+          }),
+        );
+    if (!this.deps.simulated || this.options.startedAtMs !== undefined)
+      this.costs.fixed('prepare', decidingAt - (this.options.startedAtMs ?? t0 - (this.options.preparedMs ?? 0)));
     await this.hook('postDeploy', this.contextOfInstances(result.instances, result.waves));
     this.emit({ type: 'complete', revision: this.revision, version: this.fleet.version });
     this.journal('complete', 'end', { waves: result.waves, reloads: result.reloads });
@@ -213,13 +253,16 @@ class Rollout {
       reloads: result.reloads,
       instances,
       costs: this.costs.samples,
-      ...(result.switchedAtMs !== undefined ? { switchedAt: new Date(result.switchedAtMs).toISOString(), switchIssuedAt: new Date(result.switchIssuedAtMs ?? result.switchedAtMs).toISOString() } : {}),
+      ...(result.switchedAtMs !== undefined
+        ? { switchedAt: new Date(result.switchedAtMs).toISOString(), switchIssuedAt: new Date(result.switchIssuedAtMs ?? result.switchedAtMs).toISOString() }
+        : {}),
     };
   }
 
   /** The waves begun so far, and the fleet as the rollout last saw it: hooks.onFailure's context. */
   private waves = 0;
-  private ended: (name: HookName) => Record<string, string> = (name) => hookContext(this.fleet, this.revision, name, 0, { fresh: 0, freshAvailable: 0, old: 0 });
+  private ended: (name: HookName) => Record<string, string> = (name) =>
+    hookContext(this.fleet, this.revision, name, 0, { fresh: 0, freshAvailable: 0, old: 0 });
 
   /** hooks.onFailure, when the rollout has failed for good: never throws, never changes the outcome. */
   onFailure(err: unknown): Promise<void> {
@@ -243,7 +286,13 @@ class Rollout {
    * rollout then says what it skips, and journals it.
    */
   private skipsOnFirstDeploy(infos: readonly InstanceInfo[]): boolean {
-    if (stableRevisionRunning(infos.map((i) => ({ revision: i.labels[LABELS.revision] ?? 'unknown', running: i.running })), this.revision)) return false;
+    if (
+      stableRevisionRunning(
+        infos.map((i) => ({ revision: i.labels[LABELS.revision] ?? 'unknown', running: i.running })),
+        this.revision,
+      )
+    )
+      return false;
     const skips = firstDeploySkips(this.fleet.strategy, { analysis: this.fleet.analysis !== undefined, postWave: this.fleet.hooks?.postWave !== undefined });
     if (skips === undefined) return false;
     this.emit({ type: 'info', message: skips });
@@ -271,10 +320,17 @@ class Rollout {
   private async afterWave(boundary: number, instances: readonly Instance[], inService: InService): Promise<void> {
     if (boundary === 1 && this.rollingGate()) {
       if (!this.deps.trafficWindow) {
-        throw new RolloutFailedError('analysis after the first wave: no load balancer names an access log that can be read (loadBalancers/N/nginx/accessLog)', 'name the access log of each load balancer so the analysis can read it, or remove analysis: from the fleet file', { analysisFailed: false });
+        throw new RolloutFailedError(
+          'analysis after the first wave: no load balancer names an access log that can be read (loadBalancers/N/nginx/accessLog)',
+          'name the access log of each load balancer so the analysis can read it, or remove analysis: from the fleet file',
+          { analysisFailed: false },
+        );
       }
       const outcome = await runGate(this.fleet.analysis!, this.gateDeps(), 'analysis after the first wave', inService);
-      if (outcome === 'inconclusive') throw new PausedError('analysis after the first wave was inconclusive (onInconclusive: pause): paused with the first wave in service; `fleetroll resume` continues, a deploy of the previous image goes back');
+      if (outcome === 'inconclusive')
+        throw new PausedError(
+          'analysis after the first wave was inconclusive (onInconclusive: pause): paused with the first wave in service; `fleetroll resume` continues, a deploy of the previous image goes back',
+        );
     }
     if (this.fleet.hooks?.postWave) await this.hook('postWave', this.contextOfInstances(instances, boundary));
   }
@@ -308,7 +364,10 @@ class Rollout {
       orphans.map((o) =>
         this.work.run(o.host, async () => {
           await this.deps.runtimes.get(o.host)?.remove(o.id);
-          const why = o.state === 'created' ? 'created but never started (left by an interrupted rollout)' : `already ${o.state} when this rollout began (its host restarted, or it crashed); a new one replaces it`;
+          const why =
+            o.state === 'created'
+              ? 'created but never started (left by an interrupted rollout)'
+              : `already ${o.state} when this rollout began (its host restarted, or it crashed); a new one replaces it`;
           this.emit({ type: 'info', message: `removed ${o.name} on ${o.host}: ${why}` });
           this.journal('orphan-removed', 'end', { name: o.name });
         }),
@@ -336,7 +395,10 @@ class Rollout {
       // The instance's line as the report wrote it: its probe may have said something else since.
       const line = new RegExp(`^(    ${escapeRegExp(`${i.id} on ${i.host}: `)}.*)$`, 'm');
       const looped = restarts > 0 ? ` (restarted ${restarts} time${restarts === 1 ? '' : 's'} by Docker: a crash loop)` : '';
-      message = message.replace(line, (whole) => `${whole}${looped}${logs ? `\n      last log lines:\n        ${logs.split('\n').slice(-5).join('\n        ')}` : ''}`);
+      message = message.replace(
+        line,
+        (whole) => `${whole}${looped}${logs ? `\n      last log lines:\n        ${logs.split('\n').slice(-5).join('\n        ')}` : ''}`,
+      );
     }
     return new RolloutFailedError(message, err.hint ?? '', err.details, err.phase);
   }
@@ -349,7 +411,12 @@ class Rollout {
   private contextOfInstances(instances: readonly Instance[], wave: number): (name: HookName) => Record<string, string> {
     const live = instances.filter((i) => i.phase !== 'draining' && i.phase !== 'stopping');
     const fresh = live.filter((i) => i.revision === this.revision);
-    return (name) => hookContext(this.fleet, this.revision, name, wave, { fresh: fresh.length, freshAvailable: fresh.filter((i) => i.phase === 'available').length, old: live.length - fresh.length });
+    return (name) =>
+      hookContext(this.fleet, this.revision, name, wave, {
+        fresh: fresh.length,
+        freshAvailable: fresh.filter((i) => i.phase === 'available').length,
+        old: live.length - fresh.length,
+      });
   }
 
   private async hook(name: HookName, context: (name: HookName) => Record<string, string>, phase: FailurePhase = 'rollout'): Promise<void> {
@@ -361,7 +428,11 @@ class Rollout {
     if (r.ok) return;
     this.emit({ type: 'failed', reason: `hook ${name} ${r.outcome}` });
     const changed =
-      phase === 'preDeploy' ? 'nothing was changed' : name === 'prePromotion' ? 'no switch: all traffic stays on the old set' : `the rollout stopped after wave ${ctx.FLEETROLL_WAVE}`;
+      phase === 'preDeploy'
+        ? 'nothing was changed'
+        : name === 'prePromotion'
+          ? 'no switch: all traffic stays on the old set'
+          : `the rollout stopped after wave ${ctx.FLEETROLL_WAVE}`;
     const hint =
       phase === 'preDeploy'
         ? 'fix what the hook reports, then deploy again'

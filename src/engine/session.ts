@@ -56,7 +56,12 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     await first?.ping();
   } catch (err) {
     const hint = err instanceof FleetrollError && err.hint ? err.hint : 'fix the problem above and run the deploy again';
-    throw new RolloutFailedError(`preflight failed, nothing was changed:\n  ${(err as Error).message}`, hint, err instanceof FleetrollError ? { code: err.code } : {}, 'preflight');
+    throw new RolloutFailedError(
+      `preflight failed, nothing was changed:\n  ${(err as Error).message}`,
+      hint,
+      err instanceof FleetrollError ? { code: err.code } : {},
+      'preflight',
+    );
   }
   let image = await h.store.image();
   if (!image) {
@@ -65,7 +70,8 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     image = (await first?.imageExists(fleetIn.image)) ? fleetIn.image : await h.store.placeholderImage();
     await h.store.ensure(image);
   }
-  h.lock.onTakeover = (prev) => emit({ type: 'info', message: `took over a stale lock of ${prev.holder} (pid ${prev.pid}, ${prev.command}): its holder is gone` });
+  h.lock.onTakeover = (prev) =>
+    emit({ type: 'info', message: `took over a stale lock of ${prev.holder} (pid ${prev.pid}, ${prev.command}): its holder is gone` });
   await h.lock.acquire(image, o.command, o.lockWaitMs ?? 0);
   let healthWatch: HealthWatch | undefined;
   let state: FleetState | undefined;
@@ -77,7 +83,9 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
   try {
     state = (await h.store.read()) ?? { service: fleetIn.service, nextRevision: 1, revisions: [] };
     if (state.paused && o.continueRevision === undefined) {
-      throw new FleetrollError('E_PAUSED', `fleet ${fleetIn.service} is paused (fleetroll pause)`, { hint: 'continue the paused rollout with `fleetroll resume -f <fleet>`' });
+      throw new FleetrollError('E_PAUSED', `fleet ${fleetIn.service} is paused (fleetroll pause)`, {
+        hint: 'continue the paused rollout with `fleetroll resume -f <fleet>`',
+      });
     }
     // The key of the revision hash: made once, kept in the state, never shown.
     state.revisionKey ??= randomBytes(16).toString('hex');
@@ -91,7 +99,12 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     const hash = revisionOf(fleet);
     const changes = changesFromRunning(fleetIn, state);
     if (changes && changes.from.hash !== hash) {
-      emit({ type: 'info', message: changes.lines.length ? `changes from revision ${changes.from.number} (${changes.from.hash}):\n  ${changes.lines.join('\n  ')}` : `revision ${changes.from.number} (${changes.from.hash}) differs only in what it was recorded with (the revision key)` });
+      emit({
+        type: 'info',
+        message: changes.lines.length
+          ? `changes from revision ${changes.from.number} (${changes.from.hash}):\n  ${changes.lines.join('\n  ')}`
+          : `revision ${changes.from.number} (${changes.from.hash}) differs only in what it was recorded with (the revision key)`,
+      });
     }
     const rollout = `${new Date().toISOString()}-${randomBytes(3).toString('hex')}`;
 
@@ -111,7 +124,11 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     if (o.heal !== undefined) {
       // A deploy may have finished between the watch's look and this lock: heal only what it looked at.
       if (!latestRecord || latestRecord.hash !== hash || latestRecord.outcome !== 'complete') {
-        throw new FleetrollError('E_HEAL_STALE', `not healing: the fleet's latest revision is ${latestRecord ? `${latestRecord.number} (${latestRecord.outcome})` : 'none'}, not the one looked at`, { hint: 'the watch looks again' });
+        throw new FleetrollError(
+          'E_HEAL_STALE',
+          `not healing: the fleet's latest revision is ${latestRecord ? `${latestRecord.number} (${latestRecord.outcome})` : 'none'}, not the one looked at`,
+          { hint: 'the watch looks again' },
+        );
       }
       record = latestRecord;
     } else if (existing) {
@@ -174,19 +191,57 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
         return spec;
       };
       // An ask wakes the polls as a write into the state does (the switch-back's among them).
-      const stateWrites = h.store.watch || asks ? (l: () => void) => {
-        const stops = [h.store.watch?.(l), asks?.onAsk(l)];
-        return () => stops.forEach((stop) => stop?.());
-      } : undefined;
+      const stateWrites =
+        h.store.watch || asks
+          ? (l: () => void) => {
+              const stops = [h.store.watch?.(l), asks?.onAsk(l)];
+              return () => stops.forEach((stop) => stop?.());
+            }
+          : undefined;
       const sink = notes?.watch(deps.events) ?? deps.events;
       // Blue-green: the old set waits, so undo may ask; offered once the switch is in force, withdrawn when the rollout ends.
-      const events = asks ? (e: Parameters<NonNullable<typeof sink>>[0]) => {
-        if (e.type === 'switched') offering = asks.offer(rollout).catch(() => {});
-        sink?.(e);
-      } : sink;
-      const result = await deploy(fleet, { ...deps, events, journal: write, paused, switchBack, promoted, aborted, stateWrites, recordedSpec, recovering: crashed !== undefined, ...(adopted ? { adopted } : {}) }, { ...o, prepared: true, preparedMs, startedAtMs: o.startedAtMs ?? startedAtMs, healthWatch, heal: o.heal !== undefined, ...(o.heal !== undefined ? { knownRevisions: state.revisions.map((r) => r.hash) } : {}) });
+      const events = asks
+        ? (e: Parameters<NonNullable<typeof sink>>[0]) => {
+            if (e.type === 'switched') offering = asks.offer(rollout).catch(() => {});
+            sink?.(e);
+          }
+        : sink;
+      const result = await deploy(
+        fleet,
+        {
+          ...deps,
+          events,
+          journal: write,
+          paused,
+          switchBack,
+          promoted,
+          aborted,
+          stateWrites,
+          recordedSpec,
+          recovering: crashed !== undefined,
+          ...(adopted ? { adopted } : {}),
+        },
+        {
+          ...o,
+          prepared: true,
+          preparedMs,
+          startedAtMs: o.startedAtMs ?? startedAtMs,
+          healthWatch,
+          heal: o.heal !== undefined,
+          ...(o.heal !== undefined ? { knownRevisions: state.revisions.map((r) => r.hash) } : {}),
+        },
+      );
       await write.flush();
-      if (o.heal === undefined) await finishRecord(h.store, record.number, 'complete', `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`, result.health, { switchedAt: result.switchedAt, switchIssuedAt: result.switchIssuedAt }, result.costs);
+      if (o.heal === undefined)
+        await finishRecord(
+          h.store,
+          record.number,
+          'complete',
+          `${result.waves} wave(s), ${result.reloads} reload(s), ${result.instances.length} instance(s) verified`,
+          result.health,
+          { switchedAt: result.switchedAt, switchIssuedAt: result.switchIssuedAt },
+          result.costs,
+        );
       notes?.success(result);
       return { ...result, revisionNumber: record.number };
     } catch (err) {

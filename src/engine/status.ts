@@ -47,8 +47,6 @@ export interface InstanceStatus {
   upstreams: Record<string, 'up' | 'down' | 'absent' | 'moved'>;
 }
 
-
-
 export async function statusReport(fleetIn: Fleet, deps: Pick<DeployDeps, 'runtimes' | 'routers' | 'prober'>, h: StatusHandles) {
   const state = await h.store.read();
   const latest = state?.revisions[state.revisions.length - 1];
@@ -76,7 +74,15 @@ export async function statusReport(fleetIn: Fleet, deps: Pick<DeployDeps, 'runti
       state: i.state,
       ready: i.running ? await deps.prober.ready({ id: i.id, host: i.host, address: i.address }).catch(() => false) : false,
       // Only inspect says how often the engine restarted a container.
-      restarts: i.restartCount ?? (await deps.runtimes.get(i.host)?.inspect(i.id).catch(() => undefined))?.restartCount ?? 0,
+      restarts:
+        i.restartCount ??
+        (
+          await deps.runtimes
+            .get(i.host)
+            ?.inspect(i.id)
+            .catch(() => undefined)
+        )?.restartCount ??
+        0,
       ...(i.running && i.address !== undefined ? { address: i.address } : {}),
       upstreams: Object.fromEntries(
         upstreams.map((u) => {
@@ -91,7 +97,9 @@ export async function statusReport(fleetIn: Fleet, deps: Pick<DeployDeps, 'runti
   const current = instances.filter((i) => i.revision === desired);
   // Servers nginx sends users to that are no running instance's address (gone, or moved away): each load balancer's.
   const live = new Set(instances.flatMap((i) => (i.address !== undefined ? [i.address] : [])));
-  const strays = Object.fromEntries(upstreams.map((u) => [u.name, u.servers.filter((s) => !s.down && !live.has(s.address)).map((s) => `${s.name} (${s.address})`)] as const));
+  const strays = Object.fromEntries(
+    upstreams.map((u) => [u.name, u.servers.filter((s) => !s.down && !live.has(s.address)).map((s) => `${s.name} (${s.address})`)] as const),
+  );
   return {
     service: fleet.service,
     desired: { replicas: fleet.replicas, revision: desired, image: fleet.image, ...(fleet.digest ? { digest: fleet.digest } : {}), version: fleet.version },
@@ -112,10 +120,18 @@ export async function statusReport(fleetIn: Fleet, deps: Pick<DeployDeps, 'runti
 }
 
 /** Whether a watch runs (its lock is held by a live holder), since when, and what it last did (its note on the lock). */
-async function watchStatus(lock: StatusHandles['watchLock']): Promise<{ running: boolean; holder: string; pid: number; since: string; lastAction?: { at: string; what: string } } | null> {
+async function watchStatus(
+  lock: StatusHandles['watchLock'],
+): Promise<{ running: boolean; holder: string; pid: number; since: string; lastAction?: { at: string; what: string } } | null> {
   const info = lock ? await lock.info().catch(() => undefined) : undefined;
   if (!info) return null;
-  return { running: !info.stale, holder: info.holder, pid: info.pid, since: info.started, ...(info.note ? { lastAction: { at: info.note.at, what: info.note.text } } : {}) };
+  return {
+    running: !info.stale,
+    holder: info.holder,
+    pid: info.pid,
+    since: info.started,
+    ...(info.note ? { lastAction: { at: info.note.at, what: info.note.text } } : {}),
+  };
 }
 
 /**

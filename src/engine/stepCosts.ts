@@ -41,7 +41,8 @@ export class StepCostRecorder {
         if (e.reason === 'idle') this.samples.push({ kind: 'drain', place: FLEET, ms: e.ms });
         break;
       case 'upstream':
-        for (const [lb, ms] of Object.entries(e.balancers ?? {})) this.samples.push({ kind: 'change', place: lb, ms, ...(e.beside !== undefined ? { inFlight: e.beside + 1 } : {}) });
+        for (const [lb, ms] of Object.entries(e.balancers ?? {}))
+          this.samples.push({ kind: 'change', place: lb, ms, ...(e.beside !== undefined ? { inFlight: e.beside + 1 } : {}) });
         break;
       default:
         break;

@@ -21,7 +21,10 @@ export type SwitchBackResult = { outcome: 'switched back'; ms: number } | { outc
  * already going), and otherwise the milliseconds from the request to the
  * reload in force, on this machine's clock.
  */
-export async function requestSwitchBack(store: StateStore, o: { sleep: (ms: number) => Promise<void>; timeoutMs: number; asks?: SwitchBackAsks | undefined }): Promise<SwitchBackResult | undefined> {
+export async function requestSwitchBack(
+  store: StateStore,
+  o: { sleep: (ms: number) => Promise<void>; timeoutMs: number; asks?: SwitchBackAsks | undefined },
+): Promise<SwitchBackResult | undefined> {
   const ofRollout = async (rollout: string | undefined) => (await store.journal()).filter((e) => e.rollout === rollout);
   // The offer is two inspects away, where the journal is an archive read: on
   // the path from the command to users back on the old set, it is looked at first.
@@ -60,7 +63,9 @@ export async function requestSwitchBack(store: StateStore, o: { sleep: (ms: numb
       }
       if (Date.now() - t0 > o.timeoutMs) {
         await clear();
-        throw new FleetrollError('E_SWITCH_BACK', `the running blue-green rollout did not switch back within ${o.timeoutMs / 1000} s`, { hint: 'see fleetroll status; the rollout may be stopping the old set already' });
+        throw new FleetrollError('E_SWITCH_BACK', `the running blue-green rollout did not switch back within ${o.timeoutMs / 1000} s`, {
+          hint: 'see fleetroll status; the rollout may be stopping the old set already',
+        });
       }
       await Promise.race([o.sleep(100), new Promise<void>((r) => (poke = r))]);
     }

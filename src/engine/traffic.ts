@@ -99,7 +99,11 @@ export class Traffic {
   reloadIssuedAt: number | undefined;
 
   constructor(private readonly o: TrafficOptions) {
-    this.files = new UpstreamFiles({ service: o.service, balancers: o.balancers, restored: () => this.o.emit({ type: 'upstream', action: 'restore', down: [], up: [], reloads: this.reloads }) });
+    this.files = new UpstreamFiles({
+      service: o.service,
+      balancers: o.balancers,
+      restored: () => this.o.emit({ type: 'upstream', action: 'restore', down: [], up: [], reloads: this.reloads }),
+    });
   }
 
   /**
@@ -243,7 +247,12 @@ export class Traffic {
       const written = await this.files.writeAll(servers, { preview, hash, force }, list && { list, version }, upChanged || d.newDown.length > 0);
       if (!reload) {
         // A tidy-up (stopped servers left out) changes no routing; a reload-free router takes it only when told.
-        await Promise.all(written.map((i) => this.o.balancers[i]?.router).filter((r) => r?.reloadFree).map((r) => r?.reload()));
+        await Promise.all(
+          written
+            .map((i) => this.o.balancers[i]?.router)
+            .filter((r) => r?.reloadFree)
+            .map((r) => r?.reload()),
+        );
         return;
       }
       const toReload = this.recoveryReload ? this.o.balancers.map((_, i) => i) : written;

@@ -44,8 +44,17 @@ export interface VerifyOptions {
 }
 
 /** Verification as the fleet's probes ask for it. */
-export function verify(fleet: Fleet, revision: string, instances: readonly ToVerify[], deps: { prober: Prober; runtimes: ReadonlyMap<string, Runtime> }, emit: EventSink, o: VerifyOptions): Promise<Verified[]> {
-  return fleet.probes?.version === false ? verifyRevision(fleet, revision, instances, deps, emit, o) : verifyVersions(fleet, instances, deps.prober, emit, o, (i) => gone(deps.runtimes, i));
+export function verify(
+  fleet: Fleet,
+  revision: string,
+  instances: readonly ToVerify[],
+  deps: { prober: Prober; runtimes: ReadonlyMap<string, Runtime> },
+  emit: EventSink,
+  o: VerifyOptions,
+): Promise<Verified[]> {
+  return fleet.probes?.version === false
+    ? verifyRevision(fleet, revision, instances, deps, emit, o)
+    : verifyVersions(fleet, instances, deps.prober, emit, o, (i) => gone(deps.runtimes, i));
 }
 
 /**
@@ -137,9 +146,25 @@ function interrupted(fleet: Fleet, verified: number, total: number): Interrupted
 }
 
 /** One instance's outcome: verified, a definite wrong answer, or no answer within the budget. */
-type Checked = { name: string; host: string; address: string; version: string; tries: number; elapsedMs: number; error?: string; kind: 'verified' | 'wrong' | 'refused' | 'unanswered' | 'interrupted' };
+type Checked = {
+  name: string;
+  host: string;
+  address: string;
+  version: string;
+  tries: number;
+  elapsedMs: number;
+  error?: string;
+  kind: 'verified' | 'wrong' | 'refused' | 'unanswered' | 'interrupted';
+};
 
-export async function verifyVersions(fleet: Fleet, instances: readonly ToVerify[], prober: Prober, emit: EventSink, o: VerifyOptions, goneWhy?: (i: ToVerify) => Promise<string | undefined>): Promise<Verified[]> {
+export async function verifyVersions(
+  fleet: Fleet,
+  instances: readonly ToVerify[],
+  prober: Prober,
+  emit: EventSink,
+  o: VerifyOptions,
+  goneWhy?: (i: ToVerify) => Promise<string | undefined>,
+): Promise<Verified[]> {
   const deadline = o.clock.now() + o.budgetMs;
   const results = await Promise.all(
     instances.map(async (i): Promise<Checked> => {
@@ -178,7 +203,11 @@ export async function verifyVersions(fleet: Fleet, instances: readonly ToVerify[
     });
     const path = fleet.probes?.version === false ? undefined : fleet.probes?.version.path;
     const hints: [Checked['kind'], string, string][] = [
-      ['wrong', 'a wrong version', 'the instances are serving; check that the image was built with the version it is tagged with (or set `version:` in the fleet file), then deploy again'],
+      [
+        'wrong',
+        'a wrong version',
+        'the instances are serving; check that the image was built with the version it is tagged with (or set `version:` in the fleet file), then deploy again',
+      ],
       ['refused', 'an error answer', `check that probes.version.path${path ? ` (${path})` : ''} is where the app reports its version, then deploy again`],
       [
         'unanswered',
@@ -189,9 +218,20 @@ export async function verifyVersions(fleet: Fleet, instances: readonly ToVerify[
     const present = hints.filter(([kind]) => failed.some((r) => r.kind === kind));
     const hint = present.length === 1 ? present[0]![2] : present.map(([, label, text]) => `for ${label}: ${text}`).join('; ');
     const all = failed.every((r) => r.kind === 'wrong') ? 'do not serve' : 'could not be verified to serve';
-    throw new RolloutFailedError(`rollout of ${fleet.service} finished but ${failed.length} of ${results.length} instance(s) ${all} version ${fleet.version}:\n  ${lines.join('\n  ')}`, hint, {
-      instances: results.map(({ name, host, address, version, tries, error }) => ({ name, host, address, version, tries, ...(error !== undefined ? { error } : {}) })),
-    });
+    throw new RolloutFailedError(
+      `rollout of ${fleet.service} finished but ${failed.length} of ${results.length} instance(s) ${all} version ${fleet.version}:\n  ${lines.join('\n  ')}`,
+      hint,
+      {
+        instances: results.map(({ name, host, address, version, tries, error }) => ({
+          name,
+          host,
+          address,
+          version,
+          tries,
+          ...(error !== undefined ? { error } : {}),
+        })),
+      },
+    );
   }
   return results.map(({ name, host, address, version }) => ({ name, host, address, version }));
 }
@@ -212,18 +252,33 @@ interface RevisionCheck {
 }
 
 /** What is wrong with one instance, or no problem when it runs the revision's image, carries its label and is ready. */
-async function revisionProblem(fleet: Fleet, revision: string, i: ToVerify, rt: Runtime | undefined, wanted: (host: string) => Promise<string | undefined>, prober: Prober, deadline: number, o: VerifyOptions): Promise<RevisionCheck> {
+async function revisionProblem(
+  fleet: Fleet,
+  revision: string,
+  i: ToVerify,
+  rt: Runtime | undefined,
+  wanted: (host: string) => Promise<string | undefined>,
+  prober: Prober,
+  deadline: number,
+  o: VerifyOptions,
+): Promise<RevisionCheck> {
   if (!rt) return { problem: `no runtime for host ${i.host}`, tries: 0, elapsedMs: 0 };
   const id = i.dockerId ?? i.id;
   const info = await rt.inspect(id);
   const none = { tries: 0, elapsedMs: 0 };
   if (!info) return { problem: 'its container is gone', ...none };
-  if (!info.running) return { problem: `its container is ${info.state}${info.exitCode !== undefined ? ` (exit code ${info.exitCode})` : ''}`, address: info.address, ...none };
+  if (!info.running)
+    return { problem: `its container is ${info.state}${info.exitCode !== undefined ? ` (exit code ${info.exitCode})` : ''}`, address: info.address, ...none };
   const label = info.labels[LABELS.revision];
   if (label !== revision) return { problem: `carries revision ${JSON.stringify(label ?? '(none)')}, expected ${revision}`, address: info.address, ...none };
   const [has, want] = await Promise.all([rt.containerImage(id), wanted(i.host)]);
   if (want === undefined) return { problem: `the engine on host ${i.host} has no image ${fleet.image} to compare with`, address: info.address, ...none };
-  if (has !== want) return { problem: `runs image ${has === undefined ? '(unknown)' : shortId(has)}, but ${fleet.image} is ${shortId(want)} on host ${i.host}`, address: info.address, ...none };
+  if (has !== want)
+    return {
+      problem: `runs image ${has === undefined ? '(unknown)' : shortId(has)}, but ${fleet.image} is ${shortId(want)} on host ${i.host}`,
+      address: info.address,
+      ...none,
+    };
   // A busy host can miss a probe's timeout (an exec that starts a runtime): asked again with backoff before calling it failed.
   const t = await tryUntil<true>(
     () =>
@@ -237,10 +292,21 @@ async function revisionProblem(fleet: Fleet, revision: string, i: ToVerify, rt: 
   const counted = { address: info.address, tries: t.tries, elapsedMs: t.elapsedMs };
   if (t.answer) return counted;
   if (t.interrupted) return { ...counted, interrupted: true };
-  return { ...counted, unready: true, problem: `its readiness probe no longer passes (${triesText(t.tries)} over ${secondsText(t.elapsedMs)}${t.last ? `, last: ${t.last}` : ''})` };
+  return {
+    ...counted,
+    unready: true,
+    problem: `its readiness probe no longer passes (${triesText(t.tries)} over ${secondsText(t.elapsedMs)}${t.last ? `, last: ${t.last}` : ''})`,
+  };
 }
 
-export async function verifyRevision(fleet: Fleet, revision: string, instances: readonly ToVerify[], deps: { prober: Prober; runtimes: ReadonlyMap<string, Runtime> }, emit: EventSink, o: VerifyOptions): Promise<Verified[]> {
+export async function verifyRevision(
+  fleet: Fleet,
+  revision: string,
+  instances: readonly ToVerify[],
+  deps: { prober: Prober; runtimes: ReadonlyMap<string, Runtime> },
+  emit: EventSink,
+  o: VerifyOptions,
+): Promise<Verified[]> {
   const deadline = o.clock.now() + o.budgetMs;
   // One image lookup per host: the same tag can name different builds on different engines.
   const byHost = new Map<string, Promise<string | undefined>>();
@@ -248,25 +314,39 @@ export async function verifyRevision(fleet: Fleet, revision: string, instances: 
     let p = byHost.get(host);
     if (!p) {
       // The build the deploy pinned (engine/pin.ts), not what the tag names now.
-      p = deps.runtimes.get(host)?.imageInfo?.(fleet.pinnedImage ?? fleet.image).then((x) => x?.id) ?? Promise.resolve(undefined);
+      p =
+        deps.runtimes
+          .get(host)
+          ?.imageInfo?.(fleet.pinnedImage ?? fleet.image)
+          .then((x) => x?.id) ?? Promise.resolve(undefined);
       byHost.set(host, p);
     }
     return p;
   };
   const results = await Promise.all(
     instances.map(async (i) => {
-      const r = await revisionProblem(fleet, revision, i, deps.runtimes.get(i.host), wanted, deps.prober, deadline, o).catch((err: unknown): RevisionCheck => ({ problem: (err as Error).message, address: i.address, tries: 0, elapsedMs: 0 }));
+      const r = await revisionProblem(fleet, revision, i, deps.runtimes.get(i.host), wanted, deps.prober, deadline, o).catch((err: unknown): RevisionCheck => ({
+        problem: (err as Error).message,
+        address: i.address,
+        tries: 0,
+        elapsedMs: 0,
+      }));
       return { ...r, name: i.id, host: i.host, address: r.address ?? i.address ?? '', version: fleet.version };
     }),
   );
-  for (const r of results) if (r.problem === undefined && !r.interrupted) emit({ type: 'verified', name: r.name, version: r.version, tries: r.tries, elapsedMs: r.elapsedMs });
+  for (const r of results)
+    if (r.problem === undefined && !r.interrupted) emit({ type: 'verified', name: r.name, version: r.version, tries: r.tries, elapsedMs: r.elapsedMs });
   const wrong = results.filter((r) => r.problem !== undefined);
   if (results.some((r) => r.interrupted)) throw interrupted(fleet, results.length - wrong.length - results.filter((r) => r.interrupted).length, results.length);
   if (wrong.length > 0) {
     const hints = [
-      ...(wrong.some((r) => !r.unready) ? ['the image may have changed under its tag while the rollout ran (rebuilt or pulled again): deploy again to replace what runs the old build'] : []),
+      ...(wrong.some((r) => !r.unready)
+        ? ['the image may have changed under its tag while the rollout ran (rebuilt or pulled again): deploy again to replace what runs the old build']
+        : []),
       ...(wrong.some((r) => r.unready)
-        ? ['an instance whose readiness probe stopped passing may be slow or overloaded, or the machine busy (the rollout saw it ready): check its logs and probes.readiness.timeoutMs, then deploy again to check again']
+        ? [
+            'an instance whose readiness probe stopped passing may be slow or overloaded, or the machine busy (the rollout saw it ready): check its logs and probes.readiness.timeoutMs, then deploy again to check again',
+          ]
         : []),
     ];
     throw new RolloutFailedError(

@@ -71,7 +71,14 @@ function defaultPorts(o: WatchOptions): WatchPorts {
       // The heal writes nginx (and a deploy may have run): the next look reads everything again.
       cache.forget();
       try {
-        await runManaged(fleetForRecord(o.fleet, latest, { state }), o.deps, o.h, { command: 'fleetroll watch', heal: reason, replace, changeCause: latest.changeCause, lockWaitMs: 0, signal: o.signal });
+        await runManaged(fleetForRecord(o.fleet, latest, { state }), o.deps, o.h, {
+          command: 'fleetroll watch',
+          heal: reason,
+          replace,
+          changeCause: latest.changeCause,
+          lockWaitMs: 0,
+          signal: o.signal,
+        });
       } finally {
         cache.forget();
       }
@@ -152,7 +159,8 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
   const sleep = o.sleep ?? sleepFor;
   const image = (await h.store.image()) ?? fleet.image;
   const held = await h.watchLock.info().catch(() => undefined);
-  if (held && !held.stale) log(`waiting: another watch of ${fleet.service} runs (${held.holder}, pid ${held.pid}, since ${held.started}); this one takes over when it stops`);
+  if (held && !held.stale)
+    log(`waiting: another watch of ${fleet.service} runs (${held.holder}, pid ${held.pid}, since ${held.started}); this one takes over when it stops`);
   h.watchLock.onTakeover = (prev) => log(`took over from a watch that is gone (${prev.holder}, pid ${prev.pid})`);
   await h.watchLock.acquire(image, 'fleetroll watch', o.once ? 0 : Number.MAX_SAFE_INTEGER);
   let heals = 0;
@@ -180,7 +188,10 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
         if (backoff > 1000 || events.broken()) events.subscribe();
         backoff = 1000;
       } catch (err) {
-        say(`cannot see the fleet: ${firstLine(err)}; looking again in ${backoff / 1000} s, then less and less often (every ${MAX_BACKOFF_MS / 1000} s at most) until it answers`, `unreachable: ${firstLine(err)}`);
+        say(
+          `cannot see the fleet: ${firstLine(err)}; looking again in ${backoff / 1000} s, then less and less often (every ${MAX_BACKOFF_MS / 1000} s at most) until it answers`,
+          `unreachable: ${firstLine(err)}`,
+        );
         if (o.once) throw err;
         await sleep(backoff, signal);
         backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
@@ -245,7 +256,11 @@ function wholeLine(look: Extract<Look, { kind: 'look' }>): string {
   const unready = look.findings.filter((f) => f.reason === 'unready').map((f) => f.detail);
   const others = look.findings.filter((f) => f.reason !== 'unready').map((f) => f.detail);
   const head = unready.length ? `whole at revision ${look.revisionNumber} except ${unready.join('; ')}` : `whole at revision ${look.revisionNumber}`;
-  return others.length ? `${head}; ${others.join('; ')}` : unready.length ? head : `${head}: ${look.report.observed.ready} of ${look.report.desired.replicas} ready`;
+  return others.length
+    ? `${head}; ${others.join('; ')}`
+    : unready.length
+      ? head
+      : `${head}: ${look.report.observed.ready} of ${look.report.desired.replicas} ready`;
 }
 
 async function lookAt(o: WatchOptions, ports: WatchPorts, seen: Seen): Promise<Look> {
@@ -253,7 +268,8 @@ async function lookAt(o: WatchOptions, ports: WatchPorts, seen: Seen): Promise<L
   const latest = state?.revisions[state.revisions.length - 1];
   if (!state || !latest) return { kind: 'nothing', why: `no revision of ${o.fleet.service} deployed yet (fleetroll deploy -f first)` };
   if (state.paused) return { kind: 'nothing', why: `${o.fleet.service} is paused (fleetroll resume continues it)` };
-  if (latest.outcome !== 'complete') return { kind: 'nothing', why: `revision ${latest.number} is ${latest.outcome}: a deploy, undo or resume completes it, then the watch keeps it` };
+  if (latest.outcome !== 'complete')
+    return { kind: 'nothing', why: `revision ${latest.number} is ${latest.outcome}: a deploy, undo or resume completes it, then the watch keeps it` };
   const report = await ports.report();
   const now = (o.deps.clock ?? systemClock).now();
   // When it was first seen unready, look after look: the bound a stuck instance is replaced after counts from there.
@@ -289,7 +305,9 @@ async function heal(o: WatchOptions, ports: WatchPorts, reasons: readonly HealRe
     const ms = Date.now() - t0;
     // A heal does not wait for an instance it takes out unready: the watch does (and says so at its next look).
     const out = found.filter((f) => f.reason === 'unready').map((f) => f.name);
-    log(`healed (${what}) in ${(ms / 1000).toFixed(1)} s: revision ${latest.number} ${out.length ? `whole again but for ${out.join(', ')}, out of traffic until it answers` : 'whole again'}`);
+    log(
+      `healed (${what}) in ${(ms / 1000).toFixed(1)} s: revision ${latest.number} ${out.length ? `whole again but for ${out.join(', ')}, out of traffic until it answers` : 'whole again'}`,
+    );
     await record(o, `healed ${what} in ${(ms / 1000).toFixed(1)} s`);
     o.onHeal?.(reasons, true);
     return true;

@@ -105,7 +105,13 @@ export interface RunMetrics {
   minCapacity: number;
   peakInstances: number;
   capacity: CapacityPoint[];
-  measured: { startToReadyMs: Stat | null; stopMs: Stat | null; decisionToReloadMs: Stat | null; readyToInNginxMs: Stat | null; removedToStartedMs: Stat | null };
+  measured: {
+    startToReadyMs: Stat | null;
+    stopMs: Stat | null;
+    decisionToReloadMs: Stat | null;
+    readyToInNginxMs: Stat | null;
+    removedToStartedMs: Stat | null;
+  };
   /** `simulate` with the nominal timings (a rollout that completes); null for the naive control. */
   predicted: Prediction | null;
   /**
@@ -129,7 +135,13 @@ export function deployOutcome(events: readonly TimedEvent[]): DeployOutcome {
 }
 
 export function runMetrics(i: RunInput): RunMetrics {
-  const phases = derivePhases(i.events, { deployStartMs: i.deployStartMs, deployEndMs: i.deployEndMs, startMs: 0, endMs: Math.max(i.loadEndMs, i.deployEndMs), mode: i.mode });
+  const phases = derivePhases(i.events, {
+    deployStartMs: i.deployStartMs,
+    deployEndMs: i.deployEndMs,
+    startMs: 0,
+    endMs: Math.max(i.loadEndMs, i.deployEndMs),
+    mode: i.mode,
+  });
   const capacity = capacityTimeline(i.events, i.initial, 0);
   const window = mixedVersionWindow(i.records, i.from, i.to) ?? null;
   const mixed = mixedVersionSpans(i.records, i.from, i.to);
@@ -294,5 +306,10 @@ function healthStats(reports: readonly (DeployHealthReport | null)[]): CellAggre
   const numbers = reports.filter((h): h is DeployHealthNumbers => h !== null && !isHealthUnavailable(h));
   if (numbers.length === 0) return null;
   const of = (f: (h: DeployHealthNumbers) => number) => mustStat(numbers.map(f));
-  return { requests: of((h) => h.requests), failed5xx: of((h) => h.failed5xx), dropped: of((h) => h.dropped), mixedVersionWindowMs: of((h) => h.mixedVersionWindowMs) };
+  return {
+    requests: of((h) => h.requests),
+    failed5xx: of((h) => h.failed5xx),
+    dropped: of((h) => h.dropped),
+    mixedVersionWindowMs: of((h) => h.mixedVersionWindowMs),
+  };
 }

@@ -129,7 +129,15 @@ export function capacitySpec(series: readonly CapacitySeries[], title: string, c
     title: { text: title, subtitle: 'servers nginx sends traffic to (solid) and containers alive (dashed); one line per repetition' },
     config: CONFIG,
     data: { values: rows },
-    facet: { row: { field: 'cell', type: 'nominal', title: null, sort: [...cellOrder], header: { labelAngle: 0, labelAlign: 'left', labelAnchor: 'start', labelOrient: 'top', labelFontSize: 12, labelFontWeight: 'bold' } } },
+    facet: {
+      row: {
+        field: 'cell',
+        type: 'nominal',
+        title: null,
+        sort: [...cellOrder],
+        header: { labelAngle: 0, labelAlign: 'left', labelAnchor: 'start', labelOrient: 'top', labelFontSize: 12, labelFontWeight: 'bold' },
+      },
+    },
     spec: {
       width: 640,
       height: 110,
@@ -137,8 +145,24 @@ export function capacitySpec(series: readonly CapacitySeries[], title: string, c
       encoding: {
         x: { field: 't', type: 'quantitative', title: 'seconds since the deploy started' },
         y: { field: 'value', type: 'quantitative', title: 'instances', scale: { zero: true }, axis: { tickMinStep: 1, format: 'd' } },
-        color: { field: 'metric', type: 'nominal', title: null, scale: { domain: ['in service (nginx upstream)', 'containers alive'], range: ['#4c78a8', '#f58518'] } },
-        strokeDash: { field: 'metric', type: 'nominal', legend: null, scale: { domain: ['in service (nginx upstream)', 'containers alive'], range: [[1, 0], [5, 3]] } },
+        color: {
+          field: 'metric',
+          type: 'nominal',
+          title: null,
+          scale: { domain: ['in service (nginx upstream)', 'containers alive'], range: ['#4c78a8', '#f58518'] },
+        },
+        strokeDash: {
+          field: 'metric',
+          type: 'nominal',
+          legend: null,
+          scale: {
+            domain: ['in service (nginx upstream)', 'containers alive'],
+            range: [
+              [1, 0],
+              [5, 3],
+            ],
+          },
+        },
         detail: { field: 'run', type: 'nominal' },
       },
     },
@@ -168,7 +192,15 @@ export function windowDurationSpec(rows: readonly WindowDurationRow[], title: st
     title: { text: title, subtitle: 'measured: median of the repetitions, bar = min to max; predicted: simulate with the nominal timings' },
     config: CONFIG,
     data: { values: [...rows] },
-    facet: { column: { field: 'metric', type: 'nominal', title: null, sort: ['mixed-version window', 'deploy duration'], header: { labelFontSize: 12, labelFontWeight: 'bold' } } },
+    facet: {
+      column: {
+        field: 'metric',
+        type: 'nominal',
+        title: null,
+        sort: ['mixed-version window', 'deploy duration'],
+        header: { labelFontSize: 12, labelFontWeight: 'bold' },
+      },
+    },
     spec: {
       width: Math.max(180, 70 * cellOrder.length),
       height: 220,
@@ -180,7 +212,13 @@ export function windowDurationSpec(rows: readonly WindowDurationRow[], title: st
             xOffset: { field: 'kind', type: 'nominal', sort: kinds },
             y: { field: 'value', type: 'quantitative', title: 'seconds' },
             color: { field: 'kind', type: 'nominal', title: null, scale: { domain: kinds, range: ['#4c78a8', '#bab0ac'] } },
-            tooltip: [{ field: 'cell' }, { field: 'kind' }, { field: 'value', format: '.1f' }, { field: 'min', format: '.1f' }, { field: 'max', format: '.1f' }],
+            tooltip: [
+              { field: 'cell' },
+              { field: 'kind' },
+              { field: 'value', format: '.1f' },
+              { field: 'min', format: '.1f' },
+              { field: 'max', format: '.1f' },
+            ],
           },
         },
         {

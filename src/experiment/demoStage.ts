@@ -76,15 +76,22 @@ export async function teardown(docker: Dockerode, names: DemoNames): Promise<num
     const list = await docker.listContainers({ all: true, filters: { label: [filter] } });
     await Promise.all(
       list.map(async (c) => {
-        await docker.getContainer(c.Id).remove({ force: true, v: true }).catch((err: { statusCode?: number }) => {
-          if (err.statusCode !== 404 && err.statusCode !== 409) throw err;
-        });
+        await docker
+          .getContainer(c.Id)
+          .remove({ force: true, v: true })
+          .catch((err: { statusCode?: number }) => {
+            if (err.statusCode !== 404 && err.statusCode !== 409) throw err;
+          });
         removed++;
       }),
     );
   }
   const nets = await docker.listNetworks({ filters: { label: [`${LABELS.demo}=${names.service}`] } });
-  for (const n of nets) await docker.getNetwork(n.Id).remove().catch(() => {});
+  for (const n of nets)
+    await docker
+      .getNetwork(n.Id)
+      .remove()
+      .catch(() => {});
   const prefix = path.basename(stageConfDir(names.nginx));
   for (const d of await readdir(os.tmpdir()).catch(() => [] as string[])) {
     if (d === prefix || d.startsWith(`${prefix}-`)) await rm(path.join(os.tmpdir(), d), { recursive: true, force: true });
@@ -114,7 +121,15 @@ export const PEERS_MOUNT = '/run/fleetroll';
  * engine on this machine: stageConfDir): conf.d is that host directory,
  * bind-mounted, emptied first.
  */
-export async function startNginx(docker: Dockerode, names: DemoNames, image: string, port: number, template: string, mode: 'reload' | 'dynamic' = 'reload', o: { peersDir?: string; confDir?: string } = {}): Promise<number> {
+export async function startNginx(
+  docker: Dockerode,
+  names: DemoNames,
+  image: string,
+  port: number,
+  template: string,
+  mode: 'reload' | 'dynamic' = 'reload',
+  o: { peersDir?: string; confDir?: string } = {},
+): Promise<number> {
   const confDir = mode === 'reload' ? o.confDir : undefined;
   const binds = [...(o.peersDir !== undefined ? [`${o.peersDir}:${PEERS_MOUNT}`] : []), ...(confDir !== undefined ? [`${confDir}:${CONF_D}`] : [])];
   const c = await docker.createContainer({
@@ -129,15 +144,25 @@ export async function startNginx(docker: Dockerode, names: DemoNames, image: str
       ...(binds.length ? { Binds: binds } : {}),
     },
   });
-  if (mode === 'dynamic') await putFile(docker, names.nginx, '/etc/nginx/nginx.conf', await dynamicNginxConf(names.upstream, o.peersDir !== undefined ? `${PEERS_MOUNT}/${names.upstream}.peers` : undefined));
+  if (mode === 'dynamic')
+    await putFile(
+      docker,
+      names.nginx,
+      '/etc/nginx/nginx.conf',
+      await dynamicNginxConf(names.upstream, o.peersDir !== undefined ? `${PEERS_MOUNT}/${names.upstream}.peers` : undefined),
+    );
   else {
     if (confDir !== undefined) {
       await rm(confDir, { recursive: true, force: true });
       await mkdir(confDir, { recursive: true, mode: 0o755 });
     }
-    const put = (file: string, text: string) => (confDir !== undefined ? hostFiles.write(path.join(confDir, path.posix.relative(CONF_D, file)), text) : putFile(docker, names.nginx, file, text));
+    const put = (file: string, text: string) =>
+      confDir !== undefined ? hostFiles.write(path.join(confDir, path.posix.relative(CONF_D, file)), text) : putFile(docker, names.nginx, file, text);
     await put(`${CONF_D}/default.conf`, serverBlock(names.upstream));
-    await put(ACCESS_LOG_CONF, `# Written by fleetroll: every request in the format fleetroll reads.\n${LOG_FORMAT}access_log ${ACCESS_LOG} ${LOG_FORMAT_NAME};\n`);
+    await put(
+      ACCESS_LOG_CONF,
+      `# Written by fleetroll: every request in the format fleetroll reads.\n${LOG_FORMAT}access_log ${ACCESS_LOG} ${LOG_FORMAT_NAME};\n`,
+    );
     await put(UPSTREAM_FILE, renderUpstream(template, { service: names.service, upstream: names.upstream, servers: [] }));
   }
   // A port Docker chose can be taken between its choice and the bind (an

@@ -60,7 +60,14 @@ export function eventLines(events: readonly TimedEvent[]): unknown[] {
  * with the deploy that started its own fleet at `from` (which comes before
  * the measured one); its own costs are added after it.
  */
-async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRuntime, images: RunImages, total: number, calibration: Calibration): Promise<RunOutcome> {
+async function runOne(
+  o: ExperimentOptions,
+  run: PlannedRun,
+  runtime: DockerRuntime,
+  images: RunImages,
+  total: number,
+  calibration: Calibration,
+): Promise<RunOutcome> {
   const { cell } = run;
   const p = cell.params;
   const name = `${o.namePrefix}-${run.index}`;
@@ -76,7 +83,9 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
   // The calibrated prediction's own events, on its virtual clock from the deploy's start: what to set beside the measured ones when they differ.
   const predictedEvents: unknown[] = [];
   const calibrated = strategy
-    ? await predictCalibrated(strategy, nominal, [...pool.samples, ...first], r.toFleet.probes.readiness.periodMs, r.toFleet.analysis, (e, at) => predictedEvents.push({ t: at, ...e }))
+    ? await predictCalibrated(strategy, nominal, [...pool.samples, ...first], r.toFleet.probes.readiness.periodMs, r.toFleet.analysis, (e, at) =>
+        predictedEvents.push({ t: at, ...e }),
+      )
     : undefined;
   const pricedBy = pool.samples.length;
   pool.samples.push(...first);
@@ -117,7 +126,10 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
   if (calibrated) {
     await writeFile(join(dir, 'calibrated-events.ndjson'), toNdjson(predictedEvents));
     // What priced it (beyond the run's nominal timings), so a prediction can be made again and questioned.
-    await writeFile(join(dir, 'calibration-costs.json'), `${JSON.stringify({ strategy, analysis: r.toFleet.analysis ?? null, nominal, periodMs: r.toFleet.probes.readiness.periodMs, samples: [...pool.samples.slice(0, pricedBy), ...first] })}\n`);
+    await writeFile(
+      join(dir, 'calibration-costs.json'),
+      `${JSON.stringify({ strategy, analysis: r.toFleet.analysis ?? null, nominal, periodMs: r.toFleet.probes.readiness.periodMs, samples: [...pool.samples.slice(0, pricedBy), ...first] })}\n`,
+    );
   }
   // A deploy the analysis stopped is rolled back: every instance should be on `from` again.
   const wrongVersions = r.versions.instances.filter((i) => i.version !== r.versions.expected).map((i) => `${i.name}: ${i.version}`);
@@ -136,7 +148,12 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
     deployStartMs: r.deployStartMs,
     deployEndMs: r.deployEndMs,
     loadEndMs: r.loadEndMs,
-    files: { requests, events: rel('events.ndjson'), metrics: rel('metrics.json'), ...(calibrated ? { calibratedEvents: rel('calibrated-events.ndjson') } : {}) },
+    files: {
+      requests,
+      events: rel('events.ndjson'),
+      metrics: rel('metrics.json'),
+      ...(calibrated ? { calibratedEvents: rel('calibrated-events.ndjson') } : {}),
+    },
   };
   await writeFile(
     join(dir, 'metrics.json'),
@@ -145,7 +162,8 @@ async function runOne(o: ExperimentOptions, run: PlannedRun, runtime: DockerRunt
   const m = metrics;
   const bad = isBadVersion(p)
     ? `  bad version: answered ${m.newVersion.answeredInDeploy} of ${m.newVersion.sentInDeploy} requests in the deploy, ${m.newVersion.ownFailures} of its own failed, ${m.newVersion.otherFailures} other failures; ` +
-      (m.newVersion.stopped ? `stopped ${((m.newVersion.stopMs ?? 0) / 1000).toFixed(1)} s after the deploy started` : 'not stopped') + '\n'
+      (m.newVersion.stopped ? `stopped ${((m.newVersion.stopMs ?? 0) / 1000).toFixed(1)} s after the deploy started` : 'not stopped') +
+      '\n'
     : '';
   o.log(
     `  ${m.outcome === 'stopped' ? 'STOPPED by the analysis; ' : ''}${m.requests.total} requests, ${m.requests.failed} failed, ${m.requests.retried} retried; window ${(m.windowMs / 1000).toFixed(1)} s; deploy ${(m.deployDurationMs / 1000).toFixed(1)} s` +
@@ -177,7 +195,10 @@ function zeroFailuresHeld(runs: readonly RunOutcome[], bad: boolean): boolean {
  * version the deploy should have left (`to`, or `from` after a stop); an
  * expectZeroFailures that did not hold.
  */
-export function cellProblems(c: Pick<Cell, 'label' | 'strategy'> & { params: Pick<CellParams, 'badErrorRate' | 'badLatencyMs'> }, runs: readonly RunOutcome[]): string[] {
+export function cellProblems(
+  c: Pick<Cell, 'label' | 'strategy'> & { params: Pick<CellParams, 'badErrorRate' | 'badLatencyMs'> },
+  runs: readonly RunOutcome[],
+): string[] {
   const problems: string[] = [];
   const bad = isBadVersion(c.params);
   const count = (o: RunOutcome['metrics']['outcome']) => runs.filter((r) => r.metrics.outcome === o).length;
@@ -188,14 +209,16 @@ export function cellProblems(c: Pick<Cell, 'label' | 'strategy'> & { params: Pic
   if (stopped > 0 && (c.strategy.expectStopped === false || (!bad && c.strategy.expectStopped !== true))) {
     problems.push(`${c.label}: the analysis stopped ${stopped} deploy(s) of ${bad ? 'the new version' : 'a good version'}`);
   }
-  if (completed > 0 && c.strategy.expectStopped === true) problems.push(`${c.label}: ${completed} deploy(s) completed; the analysis was expected to stop the new version`);
+  if (completed > 0 && c.strategy.expectStopped === true)
+    problems.push(`${c.label}: ${completed} deploy(s) completed; the analysis was expected to stop the new version`);
   if (c.strategy.type !== 'naive') {
     const wrong = runs.filter((r) => r.wrongVersions.length > 0);
-    if (wrong.length > 0) problems.push(`${c.label}: ${wrong.length} run(s) ended with instances not serving ${[...new Set(wrong.map((r) => r.expectedVersion))].join(' or ')}`);
+    if (wrong.length > 0)
+      problems.push(`${c.label}: ${wrong.length} run(s) ended with instances not serving ${[...new Set(wrong.map((r) => r.expectedVersion))].join(' or ')}`);
   }
   if (c.strategy.expectZeroFailures === true && !zeroFailuresHeld(runs, bad)) {
     const worst = Math.max(...runs.map((r) => rolloutFailures(r, bad)));
-    problems.push(`${c.label}: expected zero failed requests${bad ? ' other than the bad version\'s own' : ''}, got ${worst} in the worst run`);
+    problems.push(`${c.label}: expected zero failed requests${bad ? " other than the bad version's own" : ''}, got ${worst} in the worst run`);
   }
   return problems;
 }
@@ -246,7 +269,10 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentSum
     const mine = outcomes.filter((r) => r.cellId === c.id);
     if (mine.length === 0) continue;
     const deployErrors = mine.filter((r) => r.deployError !== undefined).length;
-    const aggregate = aggregateRuns(mine.map((r) => r.metrics), deployErrors);
+    const aggregate = aggregateRuns(
+      mine.map((r) => r.metrics),
+      deployErrors,
+    );
     problems.push(...cellProblems(c, mine));
     const expect = c.strategy.expectZeroFailures === true;
     cellSummaries.push({
@@ -286,7 +312,13 @@ export async function runExperiment(o: ExperimentOptions): Promise<ExperimentSum
       from: o.spec.from,
       to: o.spec.to,
       repetitions: o.spec.repetitions,
-      load: { timeoutMs: o.spec.load.timeoutMs, beforeSeconds: o.spec.load.beforeSeconds, afterSeconds: o.spec.load.afterSeconds, users: o.spec.load.users, resend: o.spec.load.resend },
+      load: {
+        timeoutMs: o.spec.load.timeoutMs,
+        beforeSeconds: o.spec.load.beforeSeconds,
+        afterSeconds: o.spec.load.afterSeconds,
+        users: o.spec.load.users,
+        resend: o.spec.load.resend,
+      },
       badVersion: o.spec.badVersion ? { errorRate: o.spec.badVersion.errorRate ?? 0, latencyMs: o.spec.badVersion.latencyMs ?? 0 } : null,
       analysis: o.spec.analysis ?? null,
       startedAt,

@@ -11,7 +11,20 @@ import { gateOf, percentText, strategyName } from './specNames.js';
 import { list, type ExperimentSpec, type StrategySpec } from './specSchema.js';
 
 /** The dimensions a cell can vary along, in the order their values appear in labels. */
-export const DIMENSIONS = ['replicas', 'drainSeconds', 'warmupSeconds', 'minReadySeconds', 'prestopSeconds', 'getPerSecond', 'postConcurrency', 'postDurationMs', 'keepAlive', 'dynamicNginx', 'badErrorRate', 'badLatencyMs'] as const;
+export const DIMENSIONS = [
+  'replicas',
+  'drainSeconds',
+  'warmupSeconds',
+  'minReadySeconds',
+  'prestopSeconds',
+  'getPerSecond',
+  'postConcurrency',
+  'postDurationMs',
+  'keepAlive',
+  'dynamicNginx',
+  'badErrorRate',
+  'badLatencyMs',
+] as const;
 export type Dimension = (typeof DIMENSIONS)[number];
 
 export interface CellParams {
@@ -184,7 +197,11 @@ export function matrixIssue(spec: ExperimentSpec, repetitionsFrom?: string): Fie
   const m = matrixSize(spec);
   if (m.runs <= MAX_PLANNED_RUNS) return undefined;
   const values = m.lists.length === 0 ? [] : [`${m.lists.map((l) => l.values).join(' × ')} values`];
-  const factors = [...values, count(m.strategies, 'strategy', 'strategies'), `${count(m.repetitions, 'repetition')}${repetitionsFrom ? ` (${repetitionsFrom})` : ''}`];
+  const factors = [
+    ...values,
+    count(m.strategies, 'strategy', 'strategies'),
+    `${count(m.repetitions, 'repetition')}${repetitionsFrom ? ` (${repetitionsFrom})` : ''}`,
+  ];
   const lists = m.lists.length === 0 ? '' : `; the lists: ${m.lists.map((l) => `${l.path} (${l.values})`).join(', ')}`;
   return {
     path: 'matrix',

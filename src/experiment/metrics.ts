@@ -93,10 +93,7 @@ function nearestRank(sorted: readonly number[], p: number): number {
   return sorted[rank - 1]!;
 }
 
-export function summarizeRequests(
-  records: readonly RequestRecord[],
-  isOk: (r: RequestRecord) => boolean = isOkByDefault,
-): RequestSummary {
+export function summarizeRequests(records: readonly RequestRecord[], isOk: (r: RequestRecord) => boolean = isOkByDefault): RequestSummary {
   const byMethod: Record<string, MethodSummary> = {};
   let ok = 0;
   let retried = 0;
@@ -168,11 +165,7 @@ export function mixedVersionWindow(
  * deploy should show. Buckets run contiguously from 0 to the last request, so
  * a quiet second shows up as an empty bucket instead of vanishing.
  */
-export function perSecond(
-  records: readonly RequestRecord[],
-  bucketMs = 1000,
-  isOk: (r: RequestRecord) => boolean = isOkByDefault,
-): SecondBucket[] {
+export function perSecond(records: readonly RequestRecord[], bucketMs = 1000, isOk: (r: RequestRecord) => boolean = isOkByDefault): SecondBucket[] {
   if (!(bucketMs > 0) || !Number.isFinite(bucketMs)) {
     throw new RangeError(`bucketMs must be a positive number, got ${bucketMs}`);
   }
@@ -231,7 +224,10 @@ export function versionSpans(records: readonly RequestRecord[], version: string,
     .map((r) => r.t + r.latencyMs)
     .sort((a, b) => a - b);
   if (times.length === 0) return [];
-  const gaps = times.slice(1).map((t, i) => t - times[i]!).sort((a, b) => a - b);
+  const gaps = times
+    .slice(1)
+    .map((t, i) => t - times[i]!)
+    .sort((a, b) => a - b);
   const median = gaps.length === 0 ? 0 : gaps.length % 2 === 1 ? gaps[gaps.length >> 1]! : (gaps[gaps.length / 2 - 1]! + gaps[gaps.length / 2]!) / 2;
   const maxGap = Math.max(o.minGapMs, o.gapFactor * median);
   const spans: Span[] = [{ startMs: times[0]!, endMs: times[0]! }];
@@ -261,7 +257,12 @@ export interface MixedVersionSpans {
  * only the new set answered). Undefined when one of the versions never
  * answered.
  */
-export function mixedVersionSpans(records: readonly RequestRecord[], oldVersion: string, newVersion: string, o: SpanOptions = SPAN_DEFAULTS): MixedVersionSpans | undefined {
+export function mixedVersionSpans(
+  records: readonly RequestRecord[],
+  oldVersion: string,
+  newVersion: string,
+  o: SpanOptions = SPAN_DEFAULTS,
+): MixedVersionSpans | undefined {
   const olds = versionSpans(records, oldVersion, o);
   const news = versionSpans(records, newVersion, o);
   if (olds.length === 0 || news.length === 0) return undefined;
@@ -305,7 +306,16 @@ export function newVersionFigures(
   deploy: { startMs: number; endMs: number },
   isOk: (r: RequestRecord) => boolean = isOkByDefault,
 ): NewVersionFigures {
-  const f: NewVersionFigures = { answered: 0, sentInDeploy: 0, answeredInDeploy: 0, ownFailures: 0, otherFailures: 0, firstAnswerMs: null, lastAnswerMs: null, firstOwnFailureMs: null };
+  const f: NewVersionFigures = {
+    answered: 0,
+    sentInDeploy: 0,
+    answeredInDeploy: 0,
+    ownFailures: 0,
+    otherFailures: 0,
+    firstAnswerMs: null,
+    lastAnswerMs: null,
+    firstOwnFailureMs: null,
+  };
   for (const r of records) {
     const mine = answeredBy(r) === newVersion;
     const inDeploy = r.t >= deploy.startMs && r.t <= deploy.endMs;

@@ -244,7 +244,11 @@ function phaseAt(phases: readonly Phase[], t: number): number {
  * failureTime), and each retried request on the phase it was sent in. Only
  * phases with a failure or a retry are listed, in phase order.
  */
-export function attributeFailures(records: readonly RequestRecord[], phases: readonly Phase[], isOk: (r: RequestRecord) => boolean = isOkByDefault): PhaseCount[] {
+export function attributeFailures(
+  records: readonly RequestRecord[],
+  phases: readonly Phase[],
+  isOk: (r: RequestRecord) => boolean = isOkByDefault,
+): PhaseCount[] {
   if (phases.length === 0) return [];
   const counts = phases.map((p): PhaseCount => ({ phase: p.name, failed: 0, byStatus: {}, retried: 0 }));
   for (const r of records) {

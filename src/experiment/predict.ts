@@ -38,7 +38,14 @@ export type Prediction = Pick<SimulationResult, 'durationMs' | 'waves' | 'peakIn
 export async function predict(strategy: ResolvedStrategy, t: NominalTimings, analysis?: Fleet['analysis']): Promise<Prediction> {
   // simulate's access logs say the new version is as healthy as the old: an analysis costs its measurements' time and passes.
   const r = await simulateRollout(strategy, { ...t, jitter: 0, seed: 1, runMs: NOMINAL_RUN_MS, reloadMs: nominalChangeMs(t) }, analysis ? { analysis } : {});
-  return { durationMs: r.durationMs, waves: r.waves, peakInstances: r.peakInstances, lowestCapacity: r.lowestCapacity, mixedVersionWindowMs: r.mixedVersionWindowMs, reloads: r.reloads };
+  return {
+    durationMs: r.durationMs,
+    waves: r.waves,
+    peakInstances: r.peakInstances,
+    lowestCapacity: r.lowestCapacity,
+    mixedVersionWindowMs: r.mixedVersionWindowMs,
+    reloads: r.reloads,
+  };
 }
 
 /**
@@ -56,14 +63,26 @@ export function beyondNominal(samples: readonly CostSample[], t: NominalTimings)
  * beat its nominal timing) on top of this run's own nominal timings: the
  * median of each kind. Undefined without any earlier sample.
  */
-export async function predictCalibrated(strategy: ResolvedStrategy, t: NominalTimings, extra: readonly CostSample[], periodMs: number, analysis?: Fleet['analysis'], events?: SimulationSetup['events']): Promise<Prediction | undefined> {
+export async function predictCalibrated(
+  strategy: ResolvedStrategy,
+  t: NominalTimings,
+  extra: readonly CostSample[],
+  periodMs: number,
+  analysis?: Fleet['analysis'],
+  events?: SimulationSetup['events'],
+): Promise<Prediction | undefined> {
   if (extra.length === 0) return undefined;
   const of = (kind: CostKind, plus = 0) => {
     const xs = extra.filter((s) => s.kind === kind).map((s) => s.ms);
     return xs.length ? Math.max(0, Math.round(median(xs) + plus)) : undefined;
   };
   // create + start is not an offset: its line over the starts in flight comes from the samples as they are.
-  const runs = addCosts(undefined, extra.filter((s) => s.kind === 'run'), new Date(0).toISOString(), Number.MAX_SAFE_INTEGER);
+  const runs = addCosts(
+    undefined,
+    extra.filter((s) => s.kind === 'run'),
+    new Date(0).toISOString(),
+    Number.MAX_SAFE_INTEGER,
+  );
   // Without a start alone yet (only the first deploy's, all at once), this machine's typical one: a start alone is never the contended median.
   const line = runs ? runLine(runs, NOMINAL_RUN_MS) : undefined;
   // Start to ready and the nginx change are offsets, so their lines are fitted from the samples directly (addCosts keeps no
@@ -75,8 +94,28 @@ export async function predictCalibrated(strategy: ResolvedStrategy, t: NominalTi
   const readyMs = ready ? Math.max(0, ready.aloneMs + t.startupMs) : of('ready', t.startupMs);
   // An nginx change against the starts beside it (they share the engine and the cores): a wave's mark-down goes with its starts.
   const change = fitLine(pointsOf('change'));
-  const typical: TypicalCosts = { runMs: line?.aloneMs ?? of('run'), runQueuedMs: line?.queuedMs, readyMs, readyQueuedMs: ready?.queuedMs, stopMs: of('stop', t.stopMs), changeMs: change?.aloneMs ?? of('change'), changeQueuedMs: change?.queuedMs, prepareMs: of('prepare'), verifyMs: of('verify'), reportMs: of('report'), drainMs: of('drain'), counts: {} };
+  const typical: TypicalCosts = {
+    runMs: line?.aloneMs ?? of('run'),
+    runQueuedMs: line?.queuedMs,
+    readyMs,
+    readyQueuedMs: ready?.queuedMs,
+    stopMs: of('stop', t.stopMs),
+    changeMs: change?.aloneMs ?? of('change'),
+    changeQueuedMs: change?.queuedMs,
+    prepareMs: of('prepare'),
+    verifyMs: of('verify'),
+    reportMs: of('report'),
+    drainMs: of('drain'),
+    counts: {},
+  };
   const timings = calibratedTimings({ ...t, jitter: 0, seed: 1, periodMs, runMs: NOMINAL_RUN_MS, reloadMs: nominalChangeMs(t) }, typical);
   const r = await simulateRollout(strategy, timings, { ...(analysis ? { analysis } : {}), ...(events ? { events } : {}) });
-  return { durationMs: r.durationMs, waves: r.waves, peakInstances: r.peakInstances, lowestCapacity: r.lowestCapacity, mixedVersionWindowMs: r.mixedVersionWindowMs, reloads: r.reloads };
+  return {
+    durationMs: r.durationMs,
+    waves: r.waves,
+    peakInstances: r.peakInstances,
+    lowestCapacity: r.lowestCapacity,
+    mixedVersionWindowMs: r.mixedVersionWindowMs,
+    reloads: r.reloads,
+  };
 }

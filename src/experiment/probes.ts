@@ -106,13 +106,9 @@ function assertLoopbackUrl(baseUrl: string): URL {
     throw fieldError('baseUrl', `load probes speak plain http only, got ${url.protocol}//`);
   }
   const host = url.hostname;
-  const loopback =
-    host === 'localhost' || host === '[::1]' || (isIPv4(host) && host.split('.')[0] === '127');
+  const loopback = host === 'localhost' || host === '[::1]' || (isIPv4(host) && host.split('.')[0] === '127');
   if (!loopback) {
-    throw fieldError(
-      'baseUrl',
-      `load probes only target loopback addresses (127.0.0.0/8, localhost or [::1]), got ${host}`,
-    );
+    throw fieldError('baseUrl', `load probes only target loopback addresses (127.0.0.0/8, localhost or [::1]), got ${host}`);
   }
   return url;
 }
@@ -332,10 +328,7 @@ export function startLoad(baseUrl: string, profile: Partial<LoadProfile> = {}, o
         for (const wake of [...wakers]) wake();
         const pending = Promise.all([...[...inFlight].map((f) => f.done), ...postLoops]);
         let guard: NodeJS.Timeout | undefined;
-        await Promise.race([
-          pending,
-          new Promise<void>((resolve) => (guard = setTimeout(resolve, p.timeoutMs + STOP_SLACK_MS))),
-        ]);
+        await Promise.race([pending, new Promise<void>((resolve) => (guard = setTimeout(resolve, p.timeoutMs + STOP_SLACK_MS)))]);
         clearTimeout(guard);
         for (const f of [...inFlight]) f.abort('timeout');
         agent.destroy();
@@ -349,4 +342,3 @@ export function startLoad(baseUrl: string, profile: Partial<LoadProfile> = {}, o
     },
   };
 }
-

@@ -225,7 +225,15 @@ export async function runUnderLoad(
   const removed = await teardown(docker, names);
   if (removed > 0) o.log(`removed ${removed} container(s) left from an earlier rehearsal`);
   await ensureNetwork(docker, names.network, { [LABELS.demo]: names.service });
-  const port = await startNginx(docker, names, nginxImage, o.port, template, o.nginxMode, isLocalEngine(runtime.endpoint) ? { confDir: stageConfDir(names.nginx) } : {});
+  const port = await startNginx(
+    docker,
+    names,
+    nginxImage,
+    o.port,
+    template,
+    o.nginxMode,
+    isLocalEngine(runtime.endpoint) ? { confDir: stageConfDir(names.nginx) } : {},
+  );
   const nginxUrl = `http://127.0.0.1:${port}`;
   await waitForHttp(nginxUrl, 10_000);
   o.log(`nginx ${names.nginx} listening on ${nginxUrl}`);
@@ -237,10 +245,14 @@ export async function runUnderLoad(
     const initial = initialDeploy.instances.map((i) => i.name);
 
     const toFleet = await demoFleet(o, names, o.to, o.toEnv, true);
-    const load = startLoad(
-      nginxUrl,
-      { getPerSecond: o.getPerSecond, postConcurrency: o.postConcurrency, timeoutMs: o.timeoutMs ?? 5000, keepAlive: o.keepAlive ?? false, resend: o.resend ?? true, users: o.users ?? 0 },
-    );
+    const load = startLoad(nginxUrl, {
+      getPerSecond: o.getPerSecond,
+      postConcurrency: o.postConcurrency,
+      timeoutMs: o.timeoutMs ?? 5000,
+      keepAlive: o.keepAlive ?? false,
+      resend: o.resend ?? true,
+      users: o.users ?? 0,
+    });
     const events: TimedEvent[] = [{ t: load.elapsed(), source: 'runner', event: { type: 'load-start' } }];
     const mark = (event: TimedEvent['event'], source: TimedEvent['source'] = 'runner') => events.push({ t: load.elapsed(), source, event });
     await systemClock.sleep(o.beforeMs ?? 1500);
@@ -266,7 +278,9 @@ export async function runUnderLoad(
       deps = await makeDeps(toFleet);
       const routers: LoadBalancer[] = deps.routers.map((lb, i) => ({
         ...lb,
-        router: observedRouter(lb.router, (up, down) => mark({ type: 'reload', lb: i, up, down, count: ++reloads, ...(lb.router.reloadFree ? { reloadFree: true } : {}) })),
+        router: observedRouter(lb.router, (up, down) =>
+          mark({ type: 'reload', lb: i, up, down, count: ++reloads, ...(lb.router.reloadFree ? { reloadFree: true } : {}) }),
+        ),
       }));
       if (o.naive) await naiveReplace(toFleet, { ...deps, routers, events: sink }, { intervalMs: o.naiveIntervalMs ?? 1000 });
       else if (o.script) await scriptRollout(toFleet, { ...deps, routers, events: sink }, o.script);
@@ -284,7 +298,11 @@ export async function runUnderLoad(
       health = healthOf(err);
     }
     const deployEndMs = load.elapsed();
-    mark({ type: 'deploy-end', outcome: deployError === undefined ? 'complete' : stoppedByAnalysis ? 'stopped' : 'failed', ...(deployError !== undefined ? { error: deployError } : {}) });
+    mark({
+      type: 'deploy-end',
+      outcome: deployError === undefined ? 'complete' : stoppedByAnalysis ? 'stopped' : 'failed',
+      ...(deployError !== undefined ? { error: deployError } : {}),
+    });
     await systemClock.sleep(o.afterMs ?? 1000);
     const loadEndMs = load.elapsed();
     mark({ type: 'load-stop' });
@@ -293,7 +311,10 @@ export async function runUnderLoad(
     const instances = await runtime.list({ [LABELS.service]: names.service, [LABELS.managed]: 'true' });
     const prober = (deps ?? (await makeDeps(toFleet))).prober;
     const versions = await Promise.all(
-      instances.map(async (i) => ({ name: i.name, version: i.address ? await prober.version(i.address).catch((e: Error) => `error: ${e.message}`) : `not running (${i.state})` })),
+      instances.map(async (i) => ({
+        name: i.name,
+        version: i.address ? await prober.version(i.address).catch((e: Error) => `error: ${e.message}`) : `not running (${i.state})`,
+      })),
     );
     versions.sort((a, b) => (a.name < b.name ? -1 : 1));
     return {

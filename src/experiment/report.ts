@@ -69,7 +69,22 @@ export function badVersionTable(summary: ExperimentSummary): Block {
 function resultsTable(summary: ExperimentSummary): Block {
   return {
     kind: 'table',
-    head: ['configuration', 'runs', 'requests', 'failed', 'retried', 'mixed-version window (s)', 'deploy duration (s)', 'simulate: duration / window (s)', 'overhead', 'simulate calibrated (s)', 'measured / calibrated', 'min in service', 'peak instances', 'reloads'],
+    head: [
+      'configuration',
+      'runs',
+      'requests',
+      'failed',
+      'retried',
+      'mixed-version window (s)',
+      'deploy duration (s)',
+      'simulate: duration / window (s)',
+      'overhead',
+      'simulate calibrated (s)',
+      'measured / calibrated',
+      'min in service',
+      'peak instances',
+      'reloads',
+    ],
     align: ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
     rows: summary.cells.map((c) => {
       const a = c.aggregate;
@@ -98,7 +113,22 @@ export function configurationsTable(summary: ExperimentSummary): Block {
   const bad = summary.experiment.badVersion !== null;
   return {
     kind: 'table',
-    head: ['configuration', 'strategy', 'analysis gate', 'replicas', 'drain (s)', 'warm-up (s)', 'minReady (s)', 'prestop (s)', 'GET/s', 'POST streams', 'POST (ms)', 'connections', 'nginx', ...(bad ? ['bad version: 500s', 'bad version: added (ms)'] : [])],
+    head: [
+      'configuration',
+      'strategy',
+      'analysis gate',
+      'replicas',
+      'drain (s)',
+      'warm-up (s)',
+      'minReady (s)',
+      'prestop (s)',
+      'GET/s',
+      'POST streams',
+      'POST (ms)',
+      'connections',
+      'nginx',
+      ...(bad ? ['bad version: 500s', 'bad version: added (ms)'] : []),
+    ],
     align: ['l', 'l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l', 'l', ...(bad ? (['r', 'r'] as const) : [])],
     rows: summary.cells.map((c) => [
       c.label,
@@ -112,7 +142,11 @@ export function configurationsTable(summary: ExperimentSummary): Block {
       String(c.params.getPerSecond),
       String(c.params.postConcurrency),
       String(c.params.postDurationMs),
-      c.params.keepAlive ? (summary.experiment.load.resend === false ? 'keep-alive, strict (a reset is a failure)' : 'keep-alive (resend once on a reused connection)') : 'new connection per request',
+      c.params.keepAlive
+        ? summary.experiment.load.resend === false
+          ? 'keep-alive, strict (a reset is a failure)'
+          : 'keep-alive (resend once on a reused connection)'
+        : 'new connection per request',
       c.params.dynamicNginx ? 'dynamic (Lua, no reload)' : 'reload',
       ...(bad ? [percentText(c.params.badErrorRate), String(c.params.badLatencyMs)] : []),
     ]),
@@ -131,7 +165,10 @@ export function buildDocument(summary: ExperimentSummary, runs: readonly RunOutc
   if (!summary.ok) b.push({ kind: 'p', text: `**Problems:** ${summary.problems.join('; ')}` });
 
   b.push({ kind: 'h2', text: 'Results' });
-  b.push({ kind: 'p', text: 'Per configuration, over its repetitions: median (min–max) when they differ. "retried" counts requests resent once after a reused keep-alive connection was closed under them (see below); they are included in "requests" and counted as failed only if the resend failed too.' });
+  b.push({
+    kind: 'p',
+    text: 'Per configuration, over its repetitions: median (min–max) when they differ. "retried" counts requests resent once after a reused keep-alive connection was closed under them (see below); they are included in "requests" and counted as failed only if the resend failed too.',
+  });
   b.push(resultsTable(summary));
 
   if (e.badVersion) {
@@ -147,7 +184,7 @@ export function buildDocument(summary: ExperimentSummary, runs: readonly RunOutc
     b.push({ kind: 'h3', text: 'fleetroll beside the hand-written script' });
     b.push({
       kind: 'p',
-      text: 'Each script control beside the fleetroll configuration that replaces the same batch (maxSurge 0 / maxUnavailable b) with the same settings: medians over the repetitions, failed requests in the worst run. ratio = fleetroll\'s deploy duration / the script\'s.',
+      text: "Each script control beside the fleetroll configuration that replaces the same batch (maxSurge 0 / maxUnavailable b) with the same settings: medians over the repetitions, failed requests in the worst run. ratio = fleetroll's deploy duration / the script's.",
     });
     b.push(scriptComparisonTable(summary.scriptComparison));
   }
@@ -159,23 +196,29 @@ export function buildDocument(summary: ExperimentSummary, runs: readonly RunOutc
   const withFailures = summary.cells.filter((c) => c.aggregate.failuresByPhase.some((f) => f.failed.max > 0));
   if (withFailures.length === 0) b.push({ kind: 'p', text: `No request failed in any of the ${runs.length} run(s).` });
   else {
-    b.push({ kind: 'p', text: 'Each failure is pinned on the phase the deploy was in when the client saw it fail (a timeout: when it was sent). Counts per run, median (min–max).' });
+    b.push({
+      kind: 'p',
+      text: 'Each failure is pinned on the phase the deploy was in when the client saw it fail (a timeout: when it was sent). Counts per run, median (min–max).',
+    });
     b.push({
       kind: 'table',
       head: ['configuration', 'phase', 'failed', 'outcomes'],
       align: ['l', 'l', 'r', 'l'],
-      rows: withFailures.flatMap((c) => c.aggregate.failuresByPhase.filter((f) => f.failed.max > 0).map((f) => [c.label, f.phase, fmtStat(f.failed), outcomes(f.byStatus, true)])),
+      rows: withFailures.flatMap((c) =>
+        c.aggregate.failuresByPhase.filter((f) => f.failed.max > 0).map((f) => [c.label, f.phase, fmtStat(f.failed), outcomes(f.byStatus, true)]),
+      ),
     });
   }
 
   const retried = summary.cells.filter((c) => c.aggregate.requests.retried.max > 0);
   b.push({ kind: 'h2', text: 'Keep-alive retries' });
   const keepAliveCells = summary.cells.filter((c) => c.params.keepAlive);
-  if (keepAliveCells.length === 0) b.push({ kind: 'p', text: 'No configuration used keep-alive connections: every request went out on a new connection and nothing was resent.' });
+  if (keepAliveCells.length === 0)
+    b.push({ kind: 'p', text: 'No configuration used keep-alive connections: every request went out on a new connection and nothing was resent.' });
   else {
     b.push({
       kind: 'p',
-      text: 'Every nginx reload closes the idle client connections of its old workers; a request written on one at that instant meets a reset. Browsers and Go\'s http.Transport resend such a request once when the connection was reused and no byte of a response came back, and so do the keep-alive probes (`retried: true` in the request records). They are counted here, never hidden.',
+      text: "Every nginx reload closes the idle client connections of its old workers; a request written on one at that instant meets a reset. Browsers and Go's http.Transport resend such a request once when the connection was reused and no byte of a response came back, and so do the keep-alive probes (`retried: true` in the request records). They are counted here, never hidden.",
     });
     if (retried.length === 0) b.push({ kind: 'p', text: 'No request needed a resend.' });
     else
@@ -190,13 +233,31 @@ export function buildDocument(summary: ExperimentSummary, runs: readonly RunOutc
   b.push({ kind: 'h2', text: 'Charts' });
   for (const ch of charts.filter((c) => !c.file.startsWith('charts/versions-'))) b.push({ kind: 'img', src: ch.file, alt: ch.title });
   b.push({ kind: 'h3', text: 'Versions answering per second' });
-  b.push({ kind: 'p', text: 'Successful responses per second by the version that answered (bucketed by send time), failures in red; dashed lines mark the deploy.' });
+  b.push({
+    kind: 'p',
+    text: 'Successful responses per second by the version that answered (bucketed by send time), failures in red; dashed lines mark the deploy.',
+  });
   for (const ch of charts.filter((c) => c.file.startsWith('charts/versions-'))) b.push({ kind: 'img', src: ch.file, alt: ch.title });
 
   b.push({ kind: 'h2', text: 'Runs' });
   b.push({
     kind: 'table',
-    head: ['run', 'requests', 'failed', 'retried', 'outcomes', 'window (s)', 'duration (s)', 'overhead', 'min in service', 'peak', 'reloads', 'start→ready (s)', 'stop (s)', 'recordings'],
+    head: [
+      'run',
+      'requests',
+      'failed',
+      'retried',
+      'outcomes',
+      'window (s)',
+      'duration (s)',
+      'overhead',
+      'min in service',
+      'peak',
+      'reloads',
+      'start→ready (s)',
+      'stop (s)',
+      'recordings',
+    ],
     align: ['l', 'r', 'r', 'r', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
     rows: runs.map((r) => {
       const m = r.metrics;
@@ -206,7 +267,9 @@ export function buildDocument(summary: ExperimentSummary, runs: readonly RunOutc
         String(m.requests.total),
         String(m.requests.failed),
         String(m.requests.retried),
-        Object.entries(line.requests.byOutcome).map(([k, n]) => `${k} × ${n}`).join(', '),
+        Object.entries(line.requests.byOutcome)
+          .map(([k, n]) => `${k} × ${n}`)
+          .join(', '),
         secOf(m.windowMs),
         secOf(m.deployDurationMs) + (m.outcome === 'stopped' ? ' (stopped by the analysis)' : r.deployError ? ' (deploy FAILED)' : ''),
         m.overheadRatio === null ? 'n/a' : `${m.overheadRatio.toFixed(2)}×`,
@@ -224,20 +287,20 @@ export function buildDocument(summary: ExperimentSummary, runs: readonly RunOutc
   b.push({
     kind: 'list',
     items: [
-      'Every request the probes sent is in `runs/<run>/requests.ndjson` (time sent in ms since the probes started, method, path, status or error, latency, the `X-App-Version` that answered, `retried`); the deploy\'s events with the same clock are in `runs/<run>/events.ndjson`; `runs/<run>/metrics.json` has everything below per run.',
+      "Every request the probes sent is in `runs/<run>/requests.ndjson` (time sent in ms since the probes started, method, path, status or error, latency, the `X-App-Version` that answered, `retried`); the deploy's events with the same clock are in `runs/<run>/events.ndjson`; `runs/<run>/metrics.json` has everything below per run.",
       'A request is ok when it got a 2xx/3xx and its whole body; anything else (5xx, reset, refused, timeout, a body cut off) is failed.',
-      '**Mixed-version window**: the time during which both versions were answering, at the moments their answers arrived. Each version\'s answers (any status the app sent, a whole response) form spans; a gap longer than max(1 s, 5 × the median gap between that version\'s answers) ends a span (the version was out of traffic). The window is the total overlap of the old and the new version\'s spans: for a rollout that moves forward once, from the first answer by the new version to the last by the old one; for a canary taken out, the time it answered beside stable; for a blue-green switch and back, the overlap at each of the two switches, not the time in between. `mixedVersionWindow` in metrics.json keeps the first-new-to-last-old figure.',
+      "**Mixed-version window**: the time during which both versions were answering, at the moments their answers arrived. Each version's answers (any status the app sent, a whole response) form spans; a gap longer than max(1 s, 5 × the median gap between that version's answers) ends a span (the version was out of traffic). The window is the total overlap of the old and the new version's spans: for a rollout that moves forward once, from the first answer by the new version to the last by the old one; for a canary taken out, the time it answered beside stable; for a blue-green switch and back, the overlap at each of the two switches, not the time in between. `mixedVersionWindow` in metrics.json keeps the first-new-to-last-old figure.",
       '**The new version** (`newVersion` in metrics.json): the requests sent during the deploy and how many of them it answered; the failed requests it answered itself (a 5xx with its `X-App-Version`: with `badVersion`, its own 500s) and every other failure. When the analysis stopped it (outcome "stopped": the deploy failed on the gate, the new version was taken out and the fleet rolled back), the **time to roll back** is measured to its last answer, from the deploy\'s start (`stopMs`) and from its first failed answer (`stopAfterFirstFailureMs`), and its **time in traffic** from its first answer to its last (`exposureMs`).',
-      '**Access log** (`health` in metrics.json): the deploy reads nginx\'s fleetroll_json access log, as `fleetroll deploy` does with `accessLog:`: the analysis gate judges from it, and the deploy ends with its health numbers (requests, 5xx, dropped, its own mixed-version window, the first new instance\'s error rate). The naive and script controls do not deploy through the engine and have none.',
+      "**Access log** (`health` in metrics.json): the deploy reads nginx's fleetroll_json access log, as `fleetroll deploy` does with `accessLog:`: the analysis gate judges from it, and the deploy ends with its health numbers (requests, 5xx, dropped, its own mixed-version window, the first new instance's error rate). The naive and script controls do not deploy through the engine and have none.",
       '**Deploy duration**: from the call to deploy until it returned (for the naive control: until its last replacement and pause; for the script control: until its last batch was back in nginx).',
-      '**The script control** is the proper hand-written rolling script (the article\'s `rolling.sh`) in batches of b: per batch it rewrites the upstream with the batch marked `down`, runs `nginx -t` and reloads; sleeps drainSeconds; stops the batch gracefully (side by side) and removes it; starts b new containers one after another on the same hosts; polls each one\'s readiness every pollSeconds (giving up after progressDeadlineSeconds); then rewrites the upstream with everything up and reloads again. It uses the same Docker, nginx and probe code as fleetroll and reports the same events, so its figures are measured the same way: two reloads per batch, one batch at a time. It is a control for experiments, not a way to deploy.',
+      "**The script control** is the proper hand-written rolling script (the article's `rolling.sh`) in batches of b: per batch it rewrites the upstream with the batch marked `down`, runs `nginx -t` and reloads; sleeps drainSeconds; stops the batch gracefully (side by side) and removes it; starts b new containers one after another on the same hosts; polls each one's readiness every pollSeconds (giving up after progressDeadlineSeconds); then rewrites the upstream with everything up and reloads again. It uses the same Docker, nginx and probe code as fleetroll and reports the same events, so its figures are measured the same way: two reloads per batch, one batch at a time. It is a control for experiments, not a way to deploy.",
       '**Phases** come from the timestamped events: per wave "marking down" (the reload that takes old instances out), "draining", "stopping", "starting", "waiting for readiness"; then "verifying". The script control has the same per batch ("batch N: ..."), then "re-enabling" (the reload that puts the ready batch in). The naive control: per instance "killing", "starting", "reloading nginx", "pause". Blue-green, canary and a rollback add what their messages announce: "switching to the new set", "old set kept (scaleDownDelaySeconds)", "switching back", "canary 25%", "canary analysis at 25%", "aborting the canary", "final rolling update", "rolling back".',
       '**Capacity**: servers nginx sends traffic to, tracked from the upstream events of the engine and the script control (and, for the naive control, from what each reload loaded), minus stopped containers. The naive control lists a new instance as soon as it starts, before it is ready.',
-      '**Simulate** runs the same rolling algorithm on a virtual clock with the nominal timings: start-to-ready = warm-up, drain = drainSeconds, stop = prestop, minReadySeconds. Its duration is the floor the timings imply (per wave drain + stop + start-to-ready + minReadySeconds, with the overlaps the algorithm allows). **Overhead** = measured duration / that floor: container create/start, readiness polling, nginx reloads and fleetroll\'s own loop. simulate\'s access logs say the new version is healthy, so it predicts the rollout that passes its analysis; a deploy the analysis stopped has no overhead figure.',
+      "**Simulate** runs the same rolling algorithm on a virtual clock with the nominal timings: start-to-ready = warm-up, drain = drainSeconds, stop = prestop, minReadySeconds. Its duration is the floor the timings imply (per wave drain + stop + start-to-ready + minReadySeconds, with the overlaps the algorithm allows). **Overhead** = measured duration / that floor: container create/start, readiness polling, nginx reloads and fleetroll's own loop. simulate's access logs say the new version is healthy, so it predicts the rollout that passes its analysis; a deploy the analysis stopped has no overhead figure.",
       `**Simulate calibrated** runs the same with each step priced by the costs measured in this experiment's earlier deploys, beyond each configuration's own warm-up and prestop: the deploy that started each run's fleet, the earlier measured runs in the same nginx mode${
         e.calibrationRuns?.length
           ? `, and a calibration run made before the first measured one and not reported (${e.calibrationRuns.map((c) => `${c.mode} mode: ${c.label}, deploy ${(c.deployMs / 1000).toFixed(1)} s`).join('; ')})`
-          : ' (no calibration run was made: the first run is priced by its fleet\'s first deploy alone)'
+          : " (no calibration run was made: the first run is priced by its fleet's first deploy alone)"
       }. The prediction is made before the run it predicts.`,
       `Load: the probes start ${e.load.beforeSeconds} s before the deploy and stop ${e.load.afterSeconds} s after it; per-request timeout ${e.load.timeoutMs} ms. GETs go out on a fixed schedule (open loop), POSTs back to back per stream.`,
     ],

@@ -21,21 +21,46 @@ export function buildCharts(summary: ExperimentSummary, runs: readonly RunOutcom
   const wd: WindowDurationRow[] = [];
   for (const c of summary.cells) {
     const a = c.aggregate;
-    wd.push({ cell: c.label, metric: 'mixed-version window', kind: 'measured', value: a.windowMs.median / 1000, min: a.windowMs.min / 1000, max: a.windowMs.max / 1000 });
-    wd.push({ cell: c.label, metric: 'deploy duration', kind: 'measured', value: a.deployDurationMs.median / 1000, min: a.deployDurationMs.min / 1000, max: a.deployDurationMs.max / 1000 });
+    wd.push({
+      cell: c.label,
+      metric: 'mixed-version window',
+      kind: 'measured',
+      value: a.windowMs.median / 1000,
+      min: a.windowMs.min / 1000,
+      max: a.windowMs.max / 1000,
+    });
+    wd.push({
+      cell: c.label,
+      metric: 'deploy duration',
+      kind: 'measured',
+      value: a.deployDurationMs.median / 1000,
+      min: a.deployDurationMs.min / 1000,
+      max: a.deployDurationMs.max / 1000,
+    });
     if (a.predicted) {
       wd.push({ cell: c.label, metric: 'mixed-version window', kind: 'predicted by simulate', value: a.predicted.mixedVersionWindowMs / 1000 });
       wd.push({ cell: c.label, metric: 'deploy duration', kind: 'predicted by simulate', value: a.predicted.durationMs / 1000 });
     }
   }
-  charts.push({ file: 'charts/window-duration.svg', title: 'Mixed-version window and deploy duration', spec: windowDurationSpec(wd, `${e.title}: mixed-version window and deploy duration`, order) });
+  charts.push({
+    file: 'charts/window-duration.svg',
+    title: 'Mixed-version window and deploy duration',
+    spec: windowDurationSpec(wd, `${e.title}: mixed-version window and deploy duration`, order),
+  });
 
   const labelOf = new Map(summary.cells.map((c) => [c.id, c.label]));
   charts.push({
     file: 'charts/capacity.svg',
     title: 'Capacity over time',
     spec: capacitySpec(
-      runs.map((r) => ({ cell: labelOf.get(r.cellId) ?? r.cellId, run: r.id, points: r.metrics.capacity as CapacityPoint[], deployStartMs: r.deployStartMs, deployEndMs: r.deployEndMs, endMs: r.loadEndMs })),
+      runs.map((r) => ({
+        cell: labelOf.get(r.cellId) ?? r.cellId,
+        run: r.id,
+        points: r.metrics.capacity as CapacityPoint[],
+        deployStartMs: r.deployStartMs,
+        deployEndMs: r.deployEndMs,
+        endMs: r.loadEndMs,
+      })),
       `${e.title}: capacity over time`,
       order,
     ),
@@ -45,12 +70,18 @@ export function buildCharts(summary: ExperimentSummary, runs: readonly RunOutcom
   for (const c of summary.cells) {
     const totals: Record<string, number> = {};
     for (const r of runs.filter((x) => x.cellId === c.id)) {
-      for (const m of Object.values(r.metrics.requests.byMethod)) for (const [k, n] of Object.entries(m.byStatus)) if (!/^[23]\d\d$/.test(k)) totals[k] = (totals[k] ?? 0) + n;
+      for (const m of Object.values(r.metrics.requests.byMethod))
+        for (const [k, n] of Object.entries(m.byStatus)) if (!/^[23]\d\d$/.test(k)) totals[k] = (totals[k] ?? 0) + n;
       if (r.metrics.requests.retried > 0) totals['retried (keep-alive)'] = (totals['retried (keep-alive)'] ?? 0) + r.metrics.requests.retried;
     }
     for (const [outcome, count] of Object.entries(totals)) fr.push({ cell: c.label, outcome, count });
   }
-  if (fr.length > 0) charts.push({ file: 'charts/failures.svg', title: 'Failed and retried requests', spec: failuresSpec(fr, `${e.title}: failed and retried requests`, order) });
+  if (fr.length > 0)
+    charts.push({
+      file: 'charts/failures.svg',
+      title: 'Failed and retried requests',
+      spec: failuresSpec(fr, `${e.title}: failed and retried requests`, order),
+    });
 
   for (const r of runs) {
     charts.push({

@@ -29,7 +29,15 @@ export function outcomes(map: Record<string, Stat>, onlyFailures: boolean): stri
 function canarySteps(fleet: StrategyInput | undefined): string {
   const steps = (fleet?.canary?.steps ?? []) as readonly Record<string, unknown>[];
   return steps
-    .map((st) => (st.setWeight !== undefined ? `${String(st.setWeight)}%` : st.analysis !== undefined ? 'analysis' : st.pause !== undefined ? `pause ${String((st.pause as { duration?: unknown }).duration)}` : '?'))
+    .map((st) =>
+      st.setWeight !== undefined
+        ? `${String(st.setWeight)}%`
+        : st.analysis !== undefined
+          ? 'analysis'
+          : st.pause !== undefined
+            ? `pause ${String((st.pause as { duration?: unknown }).duration)}`
+            : '?',
+    )
     .join(' → ');
 }
 
@@ -42,7 +50,8 @@ export function strategyText(c: CellSummary): string {
     return `Canary: ${canarySteps(c.strategy.fleet)} (sticky on ${c.strategy.fleet?.canary?.stickyKey ?? 'X-User'}), then a rolling update maxSurge ${c.strategy.maxSurge ?? '25%'} (${c.resolved?.maxSurge}), maxUnavailable ${c.strategy.maxUnavailable ?? '25%'} (${c.resolved?.maxUnavailable})`;
   }
   if (c.strategy.type === 'naive') return `naive control (kill, start, reload; ${c.strategy.intervalSeconds ?? 1} s pause)`;
-  if (c.strategy.type === 'script') return `script control, batch ${c.strategy.batch} (mark down + reload, drain, stop, start, poll readiness every ${c.strategy.pollSeconds ?? 1} s, re-enable + reload)`;
+  if (c.strategy.type === 'script')
+    return `script control, batch ${c.strategy.batch} (mark down + reload, drain, stop, start, poll readiness every ${c.strategy.pollSeconds ?? 1} s, re-enable + reload)`;
   if (c.strategy.type === 'Recreate') return 'Recreate';
   const policy = c.strategy.replacementPolicy ? `, replacementPolicy ${c.strategy.replacementPolicy}` : '';
   return `maxSurge ${c.strategy.maxSurge ?? '25%'} (${c.resolved?.maxSurge}), maxUnavailable ${c.strategy.maxUnavailable ?? '25%'} (${c.resolved?.maxUnavailable})${policy}`;
@@ -51,7 +60,10 @@ export function strategyText(c: CellSummary): string {
 /** "after the first wave: error rate ≤ 5%, every 4s, at least 10 requests" or "none". */
 export function gateText(c: CellSummary): string {
   if (!c.strategy.gate) return c.strategy.type === 'naive' || c.strategy.type === 'script' ? 'none (a control)' : 'none';
-  const a = c.strategy.analysis ?? (c.strategy.fleet?.canary?.steps as readonly Record<string, unknown>[] | undefined)?.find((st) => st.analysis !== undefined)?.analysis as Record<string, unknown> | undefined;
+  const a =
+    c.strategy.analysis ??
+    ((c.strategy.fleet?.canary?.steps as readonly Record<string, unknown>[] | undefined)?.find((st) => st.analysis !== undefined)?.analysis as
+      Record<string, unknown> | undefined);
   if (!a) return c.strategy.gate;
   const limits = [
     a.maxErrorRate !== undefined ? `error rate ≤ ${String(a.maxErrorRate)}` : '',

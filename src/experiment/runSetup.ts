@@ -58,7 +58,17 @@ export const poolOf = (c: Calibration, p: CellParams): CostPool => (c.byMode[mod
 
 /** The timings the run was configured with, as `simulate` is given them. */
 export function nominalOf(p: CellParams, toFleet: Fleet): NominalTimings {
-  return withNginxMode({ startupMs: p.warmupSeconds * 1000, drainMs: p.drainSeconds * 1000, stopMs: p.prestopSeconds * 1000, minReadyMs: p.minReadySeconds * 1000, jitter: 0, seed: 1 }, toFleet);
+  return withNginxMode(
+    {
+      startupMs: p.warmupSeconds * 1000,
+      drainMs: p.drainSeconds * 1000,
+      stopMs: p.prestopSeconds * 1000,
+      minReadyMs: p.minReadySeconds * 1000,
+      jitter: 0,
+      seed: 1,
+    },
+    toFleet,
+  );
 }
 
 /** The run's fleet started at `from`, rolled to `to` under the spec's load. */
@@ -121,7 +131,10 @@ export function rehearseRun(o: ExperimentOptions, run: PlannedRun, name: string,
  * measured deploy spends before its first wave.
  */
 export function firstDeployCosts(r: UnderLoadResult, nominal: NominalTimings): ReturnType<typeof beyondNominal> {
-  return beyondNominal((r.initialCosts ?? []).filter((c) => c.kind !== 'prepare'), nominal);
+  return beyondNominal(
+    (r.initialCosts ?? []).filter((c) => c.kind !== 'prepare'),
+    nominal,
+  );
 }
 
 /**
@@ -147,7 +160,9 @@ export async function calibrate(o: ExperimentOptions, run: PlannedRun, runtime: 
     throw err;
   }
   if (!r.deploy || r.deployError) {
-    o.log(`  calibration run: the deploy did not complete (${(r.deployError ?? 'no result').split('\n')[0]}); the first run is priced by its fleet's first deploy`);
+    o.log(
+      `  calibration run: the deploy did not complete (${(r.deployError ?? 'no result').split('\n')[0]}); the first run is priced by its fleet's first deploy`,
+    );
     return;
   }
   const nominal = nominalOf(cell.params, r.toFleet);

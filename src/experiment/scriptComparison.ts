@@ -9,7 +9,6 @@ import type { CellParams } from './matrix.js';
 import { num, secOf } from './reportText.js';
 import type { CellSummary, ScriptComparisonRow } from './summary.js';
 
-
 const sameParams = (a: CellParams, b: CellParams) => (Object.keys(a) as (keyof CellParams)[]).every((k) => a[k] === b[k]);
 
 /**
@@ -72,7 +71,16 @@ const pair = (x: { fleetroll: number; script: number }, f: (v: number) => string
 export function scriptComparisonTable(rows: readonly ScriptComparisonRow[]): Block {
   return {
     kind: 'table',
-    head: ['batch', 'fleetroll', 'script', 'duration (s) fleetroll / script', 'ratio', 'mixed-version window (s) fleetroll / script', 'reloads fleetroll / script', 'failed fleetroll / script'],
+    head: [
+      'batch',
+      'fleetroll',
+      'script',
+      'duration (s) fleetroll / script',
+      'ratio',
+      'mixed-version window (s) fleetroll / script',
+      'reloads fleetroll / script',
+      'failed fleetroll / script',
+    ],
     align: ['r', 'l', 'l', 'r', 'r', 'r', 'r', 'r'],
     rows: rows.map((r) => [
       String(r.batch),

@@ -114,7 +114,9 @@ export async function scriptRollout(fleet: Fleet, deps: DeployDeps, opts: Script
     const deadline = clock.now() + fleet.progressDeadlineSeconds * 1000;
     let pending = [...instances];
     for (;;) {
-      const answers = await Promise.all(pending.map(async (i) => (i.address ? deps.prober.ready({ id: i.id, host: i.host, address: i.address }).catch(() => false) : false)));
+      const answers = await Promise.all(
+        pending.map(async (i) => (i.address ? deps.prober.ready({ id: i.id, host: i.host, address: i.address }).catch(() => false) : false)),
+      );
       for (const [k, i] of pending.entries()) if (answers[k]) emit({ type: 'ready', name: i.name });
       pending = pending.filter((_, k) => !answers[k]);
       if (pending.length === 0) return;

@@ -33,7 +33,19 @@ import { experimentSchema, type ExperimentSpec } from './specSchema.js';
 import { matrixIssue } from './matrix.js';
 
 // The spec's public face, for the runner, the report and the command: one import.
-export { assertPlannable, badVersionEnv, expandCells, isBadVersion, matrixSize, MAX_PLANNED_RUNS, planRuns, type Cell, type CellParams, type Dimension, type PlannedRun } from './matrix.js';
+export {
+  assertPlannable,
+  badVersionEnv,
+  expandCells,
+  isBadVersion,
+  matrixSize,
+  MAX_PLANNED_RUNS,
+  planRuns,
+  type Cell,
+  type CellParams,
+  type Dimension,
+  type PlannedRun,
+} from './matrix.js';
 export { percentText, strategyName } from './specNames.js';
 export type { ExperimentSpec, ExperimentSpecInput, StrategySpec } from './specSchema.js';
 

@@ -32,7 +32,8 @@ export function strategyIssues(spec: ExperimentSpec): FieldIssue[] {
       }
     }
     if (s.type !== 'naive' && s.intervalSeconds !== undefined) add({ path: `${p}/intervalSeconds`, message: 'only applies to type naive' });
-    if (s.type === 'script' && s.batch === undefined) add({ path: `${p}/batch`, message: 'is required for type script: how many instances the script replaces at once (1 to 20)' });
+    if (s.type === 'script' && s.batch === undefined)
+      add({ path: `${p}/batch`, message: 'is required for type script: how many instances the script replaces at once (1 to 20)' });
     for (const f of ['batch', 'pollSeconds'] as const) {
       if (s.type !== 'script' && s[f] !== undefined) add({ path: `${p}/${f}`, message: `only applies to type script, not ${s.type}` });
     }
@@ -40,38 +41,64 @@ export function strategyIssues(spec: ExperimentSpec): FieldIssue[] {
     if (s.canary !== undefined && s.type !== 'Canary') add({ path: `${p}/canary`, message: `only applies to type Canary, not ${s.type}` });
     if (s.blueGreen) {
       for (const f of ['preview', 'previewUpstream'] as const) {
-        if (s.blueGreen[f] !== undefined) add({ path: `${p}/blueGreen/${f}`, message: 'is not available in an experiment: the nginx of a run serves one upstream, and no prePromotion hook runs' });
+        if (s.blueGreen[f] !== undefined)
+          add({
+            path: `${p}/blueGreen/${f}`,
+            message: 'is not available in an experiment: the nginx of a run serves one upstream, and no prePromotion hook runs',
+          });
       }
       if (s.blueGreen.autoPromote !== undefined && s.blueGreen.autoPromote !== true) {
-        add({ path: `${p}/blueGreen/autoPromote`, message: `must be true (the default) in an experiment: nobody runs fleetroll promote during a run, got ${JSON.stringify(s.blueGreen.autoPromote)}` });
+        add({
+          path: `${p}/blueGreen/autoPromote`,
+          message: `must be true (the default) in an experiment: nobody runs fleetroll promote during a run, got ${JSON.stringify(s.blueGreen.autoPromote)}`,
+        });
       }
     }
     if (s.canary?.stickyKey !== undefined) {
-      add({ path: `${p}/canary/stickyKey`, message: `is set by the experiment: ${EXPERIMENT_STICKY_KEY} (the probes send one of load.users ids per request; they all come from one client address), remove it` });
+      add({
+        path: `${p}/canary/stickyKey`,
+        message: `is set by the experiment: ${EXPERIMENT_STICKY_KEY} (the probes send one of load.users ids per request; they all come from one client address), remove it`,
+      });
     }
     if (s.type === 'Canary') {
       for (const { k, kind, value } of stepsOf(s)) {
         if (kind === 'pause' && isMapping(value) && value.duration === undefined) {
-          add({ path: `${p}/canary/steps/${k}/pause`, message: 'needs a duration in an experiment (e.g. { duration: 5s }): nobody runs fleetroll promote or abort during a run' });
+          add({
+            path: `${p}/canary/steps/${k}/pause`,
+            message: 'needs a duration in an experiment (e.g. { duration: 5s }): nobody runs fleetroll promote or abort during a run',
+          });
         }
       }
     }
 
     const gate = gateOf(s, spec.analysis);
     if (s.analysis === true && spec.analysis === undefined) {
-      add({ path: `${p}/analysis`, message: 'true takes the spec\'s analysis settings, but the spec has no analysis: give the settings here (e.g. { interval: 4s, maxErrorRate: "5%" }) or in the spec' });
+      add({
+        path: `${p}/analysis`,
+        message:
+          'true takes the spec\'s analysis settings, but the spec has no analysis: give the settings here (e.g. { interval: 4s, maxErrorRate: "5%" }) or in the spec',
+      });
     }
     if (s.analysis !== undefined && s.analysis !== false) {
       if (s.type === 'Canary' && gate === undefined) {
         add({ path: `${p}/analysis`, message: 'a canary is judged only at its analysis steps: add { analysis: {} } to canary/steps' });
       } else if (s.type !== 'RollingUpdate' && s.type !== 'BlueGreen' && s.type !== 'Canary') {
-        add({ path: `${p}/analysis`, message: `only applies to types RollingUpdate (after the first wave), BlueGreen (after the switch) and Canary (its analysis steps), not ${s.type}` });
+        add({
+          path: `${p}/analysis`,
+          message: `only applies to types RollingUpdate (after the first wave), BlueGreen (after the switch) and Canary (its analysis steps), not ${s.type}`,
+        });
       }
     }
     if (gate !== undefined && spec.analysis !== undefined && s.analysis !== false) specAnalysisUsed = true;
     if (s.expectStopped !== undefined) {
-      if (s.type === 'naive' || s.type === 'script') add({ path: `${p}/expectStopped`, message: `only applies to fleetroll's strategies (the analysis gate), not ${s.type}` });
-      else if (s.expectStopped && gate === undefined) add({ path: `${p}/expectStopped`, message: 'this strategy has no analysis gate, so nothing can stop its deploy: give it analysis settings (here or in the spec\'s analysis) or an analysis step' });
+      if (s.type === 'naive' || s.type === 'script')
+        add({ path: `${p}/expectStopped`, message: `only applies to fleetroll's strategies (the analysis gate), not ${s.type}` });
+      else if (s.expectStopped && gate === undefined)
+        add({
+          path: `${p}/expectStopped`,
+          message:
+            "this strategy has no analysis gate, so nothing can stop its deploy: give it analysis settings (here or in the spec's analysis) or an analysis step",
+        });
     }
 
     const fleet = fleetSettings(spec, s, i);
@@ -91,7 +118,8 @@ export function strategyIssues(spec: ExperimentSpec): FieldIssue[] {
 
     const name = strategyName(s, spec.analysis);
     const seen = names.get(name);
-    if (seen !== undefined) add({ path: `${p}/name`, message: `duplicate strategy name ${JSON.stringify(name)} (also strategies/${seen}); give each a distinct name` });
+    if (seen !== undefined)
+      add({ path: `${p}/name`, message: `duplicate strategy name ${JSON.stringify(name)} (also strategies/${seen}); give each a distinct name` });
     names.set(name, i);
     if (s.type === 'RollingUpdate' || s.type === 'BlueGreen' || s.type === 'Canary') {
       for (const replicas of list(spec.fleet.replicas)) {
@@ -105,7 +133,11 @@ export function strategyIssues(spec: ExperimentSpec): FieldIssue[] {
     }
   });
   if (spec.analysis !== undefined && !specAnalysisUsed) {
-    add({ path: 'analysis', message: 'no strategy uses it: it gates RollingUpdate (after the first wave), BlueGreen (after the switch) and a Canary\'s analysis steps, unless the strategy says analysis: false' });
+    add({
+      path: 'analysis',
+      message:
+        "no strategy uses it: it gates RollingUpdate (after the first wave), BlueGreen (after the switch) and a Canary's analysis steps, unless the strategy says analysis: false",
+    });
   }
   return issues;
 }
@@ -121,14 +153,23 @@ export function strategyIssues(spec: ExperimentSpec): FieldIssue[] {
 export function badVersionIssues(b: ExperimentSpec['badVersion']): FieldIssue[] {
   if (b === undefined) return [];
   const issues: FieldIssue[] = [];
-  const field = (name: 'errorRate' | 'latencyMs', value: number | number[] | undefined, text: (v: number) => string) => ({ name, value, zero: value === undefined ? 0 : list(value).indexOf(0), text });
+  const field = (name: 'errorRate' | 'latencyMs', value: number | number[] | undefined, text: (v: number) => string) => ({
+    name,
+    value,
+    zero: value === undefined ? 0 : list(value).indexOf(0),
+    text,
+  });
   const rate = field('errorRate', b.errorRate, percentText);
   const latency = field('latencyMs', b.latencyMs, (ms) => `${ms} ms`);
   for (const { name, value, text } of [rate, latency]) {
     if (!Array.isArray(value)) continue;
     value.forEach((v, k) => {
       const first = value.findIndex((w) => text(w) === text(v));
-      if (first < k) issues.push({ path: `badVersion/${name}/${k}`, message: `repeats ${text(v)} (badVersion/${name}/${first}): each value is a configuration of its own, list it once` });
+      if (first < k)
+        issues.push({
+          path: `badVersion/${name}/${k}`,
+          message: `repeats ${text(v)} (badVersion/${name}/${first}): each value is a configuration of its own, list it once`,
+        });
     });
   }
   if (rate.zero < 0 || latency.zero < 0) return issues;
@@ -138,7 +179,12 @@ export function badVersionIssues(b: ExperimentSpec['badVersion']): FieldIssue[] 
   }
   // Named at the list that holds the 0 (errorRate when both do): there a value goes, or the other field changes.
   const [mine, other] = Array.isArray(rate.value) ? [rate, latency] : [latency, rate];
-  const otherText = other.value === undefined ? `${other.name} unset (0)` : Array.isArray(other.value) ? `${other.name} 0 (badVersion/${other.name}/${other.zero})` : `${other.name} 0`;
+  const otherText =
+    other.value === undefined
+      ? `${other.name} unset (0)`
+      : Array.isArray(other.value)
+        ? `${other.name} 0 (badVersion/${other.name}/${other.zero})`
+        : `${other.name} 0`;
   issues.push({
     path: `badVersion/${mine.name}/${mine.zero}`,
     message: `0 with ${otherText} would run a good version: every combination must make it bad (errorRate above 0 and/or latencyMs above 0), so ${mine.name} may list 0 only when every ${other.name} is above 0`,
@@ -152,11 +198,16 @@ export function badVersionIssues(b: ExperimentSpec['badVersion']): FieldIssue[] 
  * bad element (with its index), otherwise the single value.
  */
 export function issuesOf(error: zod.ZodError, raw: unknown): FieldIssue[] {
-  const at = (path: readonly PropertyKey[]) => path.reduce<unknown>((v, k) => (v !== null && typeof v === 'object' ? (v as Record<PropertyKey, unknown>)[k] : undefined), raw);
+  const at = (path: readonly PropertyKey[]) =>
+    path.reduce<unknown>((v, k) => (v !== null && typeof v === 'object' ? (v as Record<PropertyKey, unknown>)[k] : undefined), raw);
   const flat: zod.core.$ZodIssue[] = [];
   for (const issue of error.issues) {
     // Only fleet, load and badVersion settings are "one value or a list".
-    if (issue.code === 'invalid_union' && issue.errors.length === 2 && (issue.path[0] === 'fleet' || issue.path[0] === 'load' || issue.path[0] === 'badVersion')) {
+    if (
+      issue.code === 'invalid_union' &&
+      issue.errors.length === 2 &&
+      (issue.path[0] === 'fleet' || issue.path[0] === 'load' || issue.path[0] === 'badVersion')
+    ) {
       const [single, many] = issue.errors;
       const pick = Array.isArray(at(issue.path)) ? many : single;
       if (pick && pick.length > 0) {

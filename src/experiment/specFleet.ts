@@ -42,7 +42,10 @@ function mergedAnalysis(layers: readonly AnalysisLayer[]): { block: Record<strin
   const issues: FieldIssue[] = [];
   for (const l of layers) {
     if (l.block.onInconclusive === 'pause') {
-      issues.push({ path: `${l.path}/onInconclusive`, message: 'must be "fail" (the default) in an experiment: nobody runs fleetroll resume, promote or abort during a run' });
+      issues.push({
+        path: `${l.path}/onInconclusive`,
+        message: 'must be "fail" (the default) in an experiment: nobody runs fleetroll resume, promote or abort during a run',
+      });
     }
   }
   const r = analysisSchema.safeParse(block);
@@ -72,7 +75,11 @@ function analysisLayers(spec: ExperimentSpec, s: StrategySpec, i: number): Analy
  * overrides (so each step stands on its own, and the experiment default
  * onInconclusive: fail reaches it).
  */
-export function fleetSettings(spec: ExperimentSpec, s: StrategySpec, i: number): { strategy?: StrategyInput; analysis?: Record<string, unknown>; issues: FieldIssue[] } {
+export function fleetSettings(
+  spec: ExperimentSpec,
+  s: StrategySpec,
+  i: number,
+): { strategy?: StrategyInput; analysis?: Record<string, unknown>; issues: FieldIssue[] } {
   const issues: FieldIssue[] = [];
   const layers = analysisLayers(spec, s, i);
   if (s.type === 'Canary') {
@@ -87,7 +94,11 @@ export function fleetSettings(spec: ExperimentSpec, s: StrategySpec, i: number):
       issues.push(...merged.issues);
       return { analysis: merged.block };
     });
-    const canary = { ...(s.canary?.canaryReplicas !== undefined ? { canaryReplicas: s.canary.canaryReplicas } : {}), stickyKey: EXPERIMENT_STICKY_KEY, ...(s.canary?.steps !== undefined ? { steps } : {}) };
+    const canary = {
+      ...(s.canary?.canaryReplicas !== undefined ? { canaryReplicas: s.canary.canaryReplicas } : {}),
+      stickyKey: EXPERIMENT_STICKY_KEY,
+      ...(s.canary?.steps !== undefined ? { steps } : {}),
+    };
     return { strategy: { type: 'Canary', canary: canary as StrategyInput['canary'] }, issues };
   }
   const gated = gateOf(s, spec.analysis) !== undefined;
@@ -99,7 +110,11 @@ export function fleetSettings(spec: ExperimentSpec, s: StrategySpec, i: number):
   }
   if (s.type === 'BlueGreen') {
     const delay = s.blueGreen?.scaleDownDelaySeconds;
-    return { strategy: { type: 'BlueGreen', blueGreen: delay !== undefined ? { scaleDownDelaySeconds: delay } : {} }, ...(analysis ? { analysis } : {}), issues };
+    return {
+      strategy: { type: 'BlueGreen', blueGreen: delay !== undefined ? { scaleDownDelaySeconds: delay } : {} },
+      ...(analysis ? { analysis } : {}),
+      issues,
+    };
   }
   return { ...(analysis ? { analysis } : {}), issues };
 }

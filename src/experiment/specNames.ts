@@ -28,7 +28,9 @@ export function gateOf(s: StrategySpec, specAnalysis: Record<string, unknown> | 
   if (s.type === 'RollingUpdate') return settings ? 'after the first wave' : undefined;
   if (s.type === 'BlueGreen') return settings ? 'after the switch' : undefined;
   if (s.type === 'Canary') {
-    const at = stepsOf(s).filter((x) => x.kind === 'analysis').map((x) => x.k + 1);
+    const at = stepsOf(s)
+      .filter((x) => x.kind === 'analysis')
+      .map((x) => x.k + 1);
     return at.length === 0 ? undefined : `at canary step${at.length > 1 ? 's' : ''} ${at.join(', ')}`;
   }
   return undefined;
@@ -42,7 +44,9 @@ export function strategyName(s: StrategySpec, specAnalysis?: Record<string, unkn
   if (s.type === 'script') return `script b=${s.batch ?? '?'}`;
   if (s.type === 'BlueGreen') return `BlueGreen${gated}`;
   if (s.type === 'Canary') {
-    const weights = stepsOf(s).filter((x) => x.kind === 'setWeight').map((x) => `${String(x.value)}%`);
+    const weights = stepsOf(s)
+      .filter((x) => x.kind === 'setWeight')
+      .map((x) => `${String(x.value)}%`);
     return `Canary${weights.length > 0 ? ` ${weights.join('→')}` : ''}${gated}`;
   }
   return `${s.maxSurge ?? '25%'}/${s.maxUnavailable ?? '25%'}${s.replacementPolicy ? ` ${s.replacementPolicy}` : ''}${gated}`;

@@ -12,7 +12,11 @@ import * as z from '../config/zod.js';
 import { STRATEGY_TYPES } from '../core/strategy.js';
 
 const msg = (what: string) => ({ error: (i: { input?: unknown }) => `must be ${what}, got ${JSON.stringify(i.input)}` });
-const number = (min: number, max: number, what = 'a number') => z.number(msg(`${what} from ${min} to ${max}`)).min(min, msg(`${what} from ${min} to ${max}`)).max(max, msg(`${what} from ${min} to ${max}`));
+const number = (min: number, max: number, what = 'a number') =>
+  z
+    .number(msg(`${what} from ${min} to ${max}`))
+    .min(min, msg(`${what} from ${min} to ${max}`))
+    .max(max, msg(`${what} from ${min} to ${max}`));
 const integer = (min: number, max: number) => number(min, max, 'an integer').int(msg(`an integer from ${min} to ${max}`));
 /** One value, or a list of values: a dimension of the matrix. */
 const oneOrMany = <T extends zod.ZodType>(t: T) => z.union([t, z.array(t).min(1, 'must list at least one value').max(12, 'must list at most 12 values')]);
@@ -36,7 +40,14 @@ const strategySchema = z
     /** Shown in tables and charts; default derived from the settings ("1/0", "Recreate", "naive", "script b=2", "BlueGreen", "Canary 25%", "+ analysis"). */
     name: z.string(msg('a short label')).min(1, 'must not be empty').max(40, 'must be at most 40 characters').optional(),
     type: z
-      .enum(EXPERIMENT_TYPES, msg(`${EXPERIMENT_TYPES.slice(0, -1).map((t) => JSON.stringify(t)).join(', ')} or ${JSON.stringify(EXPERIMENT_TYPES[EXPERIMENT_TYPES.length - 1])}`))
+      .enum(
+        EXPERIMENT_TYPES,
+        msg(
+          `${EXPERIMENT_TYPES.slice(0, -1)
+            .map((t) => JSON.stringify(t))
+            .join(', ')} or ${JSON.stringify(EXPERIMENT_TYPES[EXPERIMENT_TYPES.length - 1])}`,
+        ),
+      )
       .default('RollingUpdate'),
     /** RollingUpdate, and Canary's final rolling update. */
     maxSurge: intOrPercentSchema.optional(),
@@ -152,7 +163,10 @@ export const experimentSchema = z
      * a list: a dimension of the matrix, like the fleet and load settings.
      */
     badVersion: z
-      .object({ errorRate: oneOrMany(share).optional(), latencyMs: oneOrMany(integer(0, 10_000)).optional() }, msg('a mapping: { errorRate: "20%", latencyMs: 0 }, each one value or a list'))
+      .object(
+        { errorRate: oneOrMany(share).optional(), latencyMs: oneOrMany(integer(0, 10_000)).optional() },
+        msg('a mapping: { errorRate: "20%", latencyMs: 0 }, each one value or a list'),
+      )
       .strict()
       .optional(),
     /**
@@ -163,7 +177,11 @@ export const experimentSchema = z
      */
     calibrationRun: z.boolean(msg('true or false')).default(true),
     /** Formats for the per-request recordings. */
-    records: z.array(z.enum(['ndjson', 'csv'], msg('"ndjson" or "csv"'))).min(1).max(2, 'must list at most 2 formats (ndjson, csv)').default(['ndjson']),
+    records: z
+      .array(z.enum(['ndjson', 'csv'], msg('"ndjson" or "csv"')))
+      .min(1)
+      .max(2, 'must list at most 2 formats (ndjson, csv)')
+      .default(['ndjson']),
   })
   .strict();
 

@@ -51,8 +51,21 @@ const nowhere = (n: number, port: number | undefined) => `192.0.2.${n}:${port ??
  * lists at the start. `start` undefined: `initial` instances of the old
  * revision, ready unless `oldUnreadyUntilMs` says otherwise.
  */
-export function seedFleet(world: SimWorld, fleet: Fleet, revision: string, start: FleetAtStart | undefined, initial: number, oldUnreadyUntilMs?: number): UpstreamEntry[] {
-  const labels = (rev: string, version: string) => ({ [LABELS.managed]: 'true', [LABELS.service]: fleet.service, [LABELS.revision]: rev, [LABELS.version]: version, [LABELS.created]: '0' });
+export function seedFleet(
+  world: SimWorld,
+  fleet: Fleet,
+  revision: string,
+  start: FleetAtStart | undefined,
+  initial: number,
+  oldUnreadyUntilMs?: number,
+): UpstreamEntry[] {
+  const labels = (rev: string, version: string) => ({
+    [LABELS.managed]: 'true',
+    [LABELS.service]: fleet.service,
+    [LABELS.revision]: rev,
+    [LABELS.version]: version,
+    [LABELS.created]: '0',
+  });
   const servers: UpstreamEntry[] = [];
   if (!start) {
     for (let i = 0; i < initial; i++) {

@@ -270,7 +270,14 @@ export class SimRouter implements Router {
     }
     this.written = f;
     // Read only if a listener asks (the invariant checks do; simulate does not).
-    this.w.emit({ kind: 'written', lb: this, up: () => servers(f).filter((x) => !x.down).map((x) => x.address) });
+    this.w.emit({
+      kind: 'written',
+      lb: this,
+      up: () =>
+        servers(f)
+          .filter((x) => !x.down)
+          .map((x) => x.address),
+    });
   }
 
   async reload(): Promise<void> {

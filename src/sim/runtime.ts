@@ -10,7 +10,16 @@ import { isReady, simImageId, type SimContainer, type SimWorld } from './ports.j
 
 function info(c: SimContainer): InstanceInfo {
   const running = c.state === 'running';
-  return { id: c.id, name: c.name, host: c.host, labels: c.labels, state: c.state, running, exitCode: running ? undefined : 0, address: running && c.port !== undefined ? c.address : undefined };
+  return {
+    id: c.id,
+    name: c.name,
+    host: c.host,
+    labels: c.labels,
+    state: c.state,
+    running,
+    exitCode: running ? undefined : 0,
+    address: running && c.port !== undefined ? c.address : undefined,
+  };
 }
 
 /** Every label of `labels` on `c`: without an entries array per container, as a listing visits the whole fleet. */
@@ -30,7 +39,8 @@ export class SimRuntime implements Runtime {
   ) {}
 
   private check(): void {
-    if (this.w.faults.hostsGone?.has(this.host)) throw new FleetrollError('E_DOCKER_UNREACHABLE', `host ${this.host}: the Docker engine does not answer (simulated)`);
+    if (this.w.faults.hostsGone?.has(this.host))
+      throw new FleetrollError('E_DOCKER_UNREACHABLE', `host ${this.host}: the Docker engine does not answer (simulated)`);
   }
 
   async ping(): Promise<void> {

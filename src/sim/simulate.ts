@@ -154,7 +154,11 @@ const TEMPLATE = 'upstream {{upstream}} {\n{{servers}}\n}\n';
 /** A fleet for the simulation: the strategy and timings given, nothing else that matters. */
 function fleetOf(s: ResolvedStrategy, t: SimulationTimings, setup: SimulationSetup = {}): Fleet {
   const names = setup.hostNames ?? Array.from({ length: setup.hosts ?? 1 }, (_, i) => `h${i + 1}`);
-  const hosts = names.map((name, i) => ({ name, docker: 'unix:///simulated', ...(setup.maxInstances?.[i] !== undefined ? { maxInstances: setup.maxInstances[i] } : {}) }));
+  const hosts = names.map((name, i) => ({
+    name,
+    docker: 'unix:///simulated',
+    ...(setup.maxInstances?.[i] !== undefined ? { maxInstances: setup.maxInstances[i] } : {}),
+  }));
   const fleet = {
     service: 'simulated',
     image: 'simulated:new',
@@ -190,7 +194,20 @@ function fleetOf(s: ResolvedStrategy, t: SimulationTimings, setup: SimulationSet
  */
 function healthyTraffic(revision: string): NonNullable<DeployDeps['trafficWindow']> {
   return async (startMs, endMs) => {
-    const s = (label: string, requests: number) => ({ label, startMs, endMs, requests, errors5xx: 0, clientClosed: 0, connectionFailures: 0, retriedFailures: 0, attempts: requests, errors: 0, errorRate: 0, latencyMs: { p50: 5, p95: 9, p99: 12, max: 15 } });
+    const s = (label: string, requests: number) => ({
+      label,
+      startMs,
+      endMs,
+      requests,
+      errors5xx: 0,
+      clientClosed: 0,
+      connectionFailures: 0,
+      retriedFailures: 0,
+      attempts: requests,
+      errors: 0,
+      errorRate: 0,
+      latencyMs: { p50: 5, p95: 9, p99: 12, max: 15 },
+    });
     return { startMs, endMs, byRevision: { [revision]: s(revision, 1_000_000), [OLD_REVISION]: s(OLD_REVISION, 1_000_000) }, unattributed: s('', 0) };
   };
 }
@@ -213,7 +230,24 @@ export interface SimulatedFleet {
 /** Builds the world as it is before the rollout (setup.start, else the old fleet) and the deps over it; setup.world is not called. */
 export function simulatedFleet(s: ResolvedStrategy, t: SimulationTimings, setup: SimulationSetup = {}): SimulatedFleet {
   const clock = new VirtualClock();
-  const world = new SimWorld(clock, { startupMs: t.startupMs, stopMs: t.stopMs, runMs: t.runMs ?? 0, runQueuedMs: t.runQueuedMs ?? 0, reloadMs: t.reloadMs ?? 0, testMs: t.testMs ?? 0, jitter: t.jitter, startupQueuedMs: t.startupQueuedMs, hosts: t.hosts, loadBalancers: t.loadBalancers, reloadQueuedMs: t.reloadQueuedMs }, seededRandom(t.seed), setup.faults ?? {});
+  const world = new SimWorld(
+    clock,
+    {
+      startupMs: t.startupMs,
+      stopMs: t.stopMs,
+      runMs: t.runMs ?? 0,
+      runQueuedMs: t.runQueuedMs ?? 0,
+      reloadMs: t.reloadMs ?? 0,
+      testMs: t.testMs ?? 0,
+      jitter: t.jitter,
+      startupQueuedMs: t.startupQueuedMs,
+      hosts: t.hosts,
+      loadBalancers: t.loadBalancers,
+      reloadQueuedMs: t.reloadQueuedMs,
+    },
+    seededRandom(t.seed),
+    setup.faults ?? {},
+  );
   const fleet = fleetOf(s, t, setup);
   const revision = revisionOf(fleet);
   const runtimes = new Map(fleet.hosts.map((h) => [h.name, new SimRuntime(h.name, world)] as const));
@@ -224,7 +258,10 @@ export function simulatedFleet(s: ResolvedStrategy, t: SimulationTimings, setup:
     // The dynamic mode: a request in flight on each drained server until idleDrainMs after its mark-down (unless a test counts).
     const idle = t.idleDrainMs;
     const count = setup.inFlight ?? (idle !== undefined ? (_: string, downForMs: number) => (downForMs < idle ? 1 : 0) : undefined);
-    const router = new SimRouter(setup.loadBalancerNames?.[i] ?? `nginx ${i + 1}`, world, content, { reloadFree: setup.reloadFree === true || idle !== undefined, inFlight: count });
+    const router = new SimRouter(setup.loadBalancerNames?.[i] ?? `nginx ${i + 1}`, world, content, {
+      reloadFree: setup.reloadFree === true || idle !== undefined,
+      inFlight: count,
+    });
     return { router, template: TEMPLATE, upstream };
   });
   const deps: DeployDeps = {
@@ -253,7 +290,11 @@ export function simulatedFleet(s: ResolvedStrategy, t: SimulationTimings, setup:
   return { clock, world, fleet, revision, knownRevisions: [OLD_REVISION, revision], servers, deps };
 }
 
-export async function simulateRollout(s: ResolvedStrategy, t: SimulationTimings, setup: SimulationSetup = {}): Promise<SimulationResult & { deploy: DeployResult }> {
+export async function simulateRollout(
+  s: ResolvedStrategy,
+  t: SimulationTimings,
+  setup: SimulationSetup = {},
+): Promise<SimulationResult & { deploy: DeployResult }> {
   const { clock, world, fleet, revision, knownRevisions, servers, deps } = simulatedFleet(s, t, setup);
 
   // What users see: servers up in nginx, and when each version served.
@@ -320,8 +361,17 @@ export function calibratedTimings(base: SimulationTimings, c: TypicalCosts, plac
   const defined = <T extends object>(o: T): T => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
   const byPlace = places
     ? {
-        hosts: Object.fromEntries(Object.entries(places.hosts).map(([h, x]) => [h, defined({ runMs: x.runMs, runQueuedMs: x.runQueuedMs, ...warmUp(x.readyMs), startupQueuedMs: x.readyQueuedMs, stopMs: x.stopMs })])),
-        loadBalancers: Object.fromEntries(Object.entries(places.loadBalancers).flatMap(([lb, x]) => (x.changeMs !== undefined ? [[lb, { reloadMs: x.changeMs, ...(x.changeQueuedMs !== undefined ? { reloadQueuedMs: x.changeQueuedMs } : {}) }]] : []))),
+        hosts: Object.fromEntries(
+          Object.entries(places.hosts).map(([h, x]) => [
+            h,
+            defined({ runMs: x.runMs, runQueuedMs: x.runQueuedMs, ...warmUp(x.readyMs), startupQueuedMs: x.readyQueuedMs, stopMs: x.stopMs }),
+          ]),
+        ),
+        loadBalancers: Object.fromEntries(
+          Object.entries(places.loadBalancers).flatMap(([lb, x]) =>
+            x.changeMs !== undefined ? [[lb, { reloadMs: x.changeMs, ...(x.changeQueuedMs !== undefined ? { reloadQueuedMs: x.changeQueuedMs } : {}) }]] : [],
+          ),
+        ),
       }
     : {};
   return {
@@ -333,7 +383,9 @@ export function calibratedTimings(base: SimulationTimings, c: TypicalCosts, plac
     ...(c.stopMs !== undefined ? { stopMs: c.stopMs } : {}),
     ...(c.changeMs !== undefined ? { reloadMs: c.changeMs, testMs: 0 } : {}),
     ...(c.changeQueuedMs !== undefined ? { reloadQueuedMs: c.changeQueuedMs } : {}),
-    ...(c.prepareMs !== undefined || c.verifyMs !== undefined || c.reportMs !== undefined ? { fixedMs: (c.prepareMs ?? 0) + (c.verifyMs ?? 0) + (c.reportMs ?? 0) } : {}),
+    ...(c.prepareMs !== undefined || c.verifyMs !== undefined || c.reportMs !== undefined
+      ? { fixedMs: (c.prepareMs ?? 0) + (c.verifyMs ?? 0) + (c.reportMs ?? 0) }
+      : {}),
     // A recorded idle drain includes the wait for the next count, which the simulated poll adds itself: half a poll is taken off.
     ...(c.drainMs !== undefined && base.idleDrainMs !== undefined ? { idleDrainMs: Math.max(0, c.drainMs - Math.round(IDLE_POLL_MS / 2)) } : {}),
     ...byPlace,

@@ -24,7 +24,8 @@ describe('fleetroll CLI', () => {
   it('--help lists the commands and exit codes', () => {
     const r = fleetroll('--help');
     assert.equal(r.code, 0);
-    for (const cmd of ['deploy', 'history', 'undo', 'restart', 'status', 'pause', 'resume', 'lock', 'adopt', 'rehearse', 'plan', 'simulate', 'validate']) assert.match(r.stdout, new RegExp(`^  ${cmd}`, 'm'));
+    for (const cmd of ['deploy', 'history', 'undo', 'restart', 'status', 'pause', 'resume', 'lock', 'adopt', 'rehearse', 'plan', 'simulate', 'validate'])
+      assert.match(r.stdout, new RegExp(`^  ${cmd}`, 'm'));
     assert.match(r.stdout, /2 invalid input/);
   });
 
@@ -35,11 +36,93 @@ describe('fleetroll CLI', () => {
   });
 
   const planRows: [string, string[], object][] = [
-    ['4 replicas 1/1', ['--replicas', '4', '--max-surge', '1', '--max-unavailable', '1'], { replicas: 4, maxSurge: 1, maxUnavailable: 1, minAvailable: 3, maxTotal: 5, waves: [[4, 0], [3, 2], [1, 4], [0, 4]] }],
-    ['4 replicas 1/0', ['--replicas', '4', '--max-surge', '1', '--max-unavailable', '0'], { replicas: 4, maxSurge: 1, maxUnavailable: 0, minAvailable: 4, maxTotal: 5, waves: [[4, 0], [4, 1], [3, 2], [2, 3], [1, 4], [0, 4]] }],
-    ['10 replicas, defaults 25%/25%', ['--replicas', '10'], { replicas: 10, maxSurge: 3, maxUnavailable: 2, minAvailable: 8, maxTotal: 13, waves: [[10, 0], [8, 5], [3, 10], [0, 10]] }],
-    ['the example fleet file', ['-f', 'examples/fleet.yaml'], { replicas: 3, maxSurge: 1, maxUnavailable: 0, minAvailable: 3, maxTotal: 4, waves: [[3, 0], [3, 1], [2, 2], [1, 3], [0, 3]] }],
-    ['a flag overrides the file', ['-f', 'examples/fleet.yaml', '--max-unavailable', '1'], { replicas: 3, maxSurge: 1, maxUnavailable: 1, minAvailable: 2, maxTotal: 4, waves: [[3, 0], [2, 2], [0, 3]] }],
+    [
+      '4 replicas 1/1',
+      ['--replicas', '4', '--max-surge', '1', '--max-unavailable', '1'],
+      {
+        replicas: 4,
+        maxSurge: 1,
+        maxUnavailable: 1,
+        minAvailable: 3,
+        maxTotal: 5,
+        waves: [
+          [4, 0],
+          [3, 2],
+          [1, 4],
+          [0, 4],
+        ],
+      },
+    ],
+    [
+      '4 replicas 1/0',
+      ['--replicas', '4', '--max-surge', '1', '--max-unavailable', '0'],
+      {
+        replicas: 4,
+        maxSurge: 1,
+        maxUnavailable: 0,
+        minAvailable: 4,
+        maxTotal: 5,
+        waves: [
+          [4, 0],
+          [4, 1],
+          [3, 2],
+          [2, 3],
+          [1, 4],
+          [0, 4],
+        ],
+      },
+    ],
+    [
+      '10 replicas, defaults 25%/25%',
+      ['--replicas', '10'],
+      {
+        replicas: 10,
+        maxSurge: 3,
+        maxUnavailable: 2,
+        minAvailable: 8,
+        maxTotal: 13,
+        waves: [
+          [10, 0],
+          [8, 5],
+          [3, 10],
+          [0, 10],
+        ],
+      },
+    ],
+    [
+      'the example fleet file',
+      ['-f', 'examples/fleet.yaml'],
+      {
+        replicas: 3,
+        maxSurge: 1,
+        maxUnavailable: 0,
+        minAvailable: 3,
+        maxTotal: 4,
+        waves: [
+          [3, 0],
+          [3, 1],
+          [2, 2],
+          [1, 3],
+          [0, 3],
+        ],
+      },
+    ],
+    [
+      'a flag overrides the file',
+      ['-f', 'examples/fleet.yaml', '--max-unavailable', '1'],
+      {
+        replicas: 3,
+        maxSurge: 1,
+        maxUnavailable: 1,
+        minAvailable: 2,
+        maxTotal: 4,
+        waves: [
+          [3, 0],
+          [2, 2],
+          [0, 3],
+        ],
+      },
+    ],
   ];
   for (const [name, args, want] of planRows) {
     it(`plan --json: ${name}`, () => {
@@ -62,7 +145,11 @@ describe('fleetroll CLI', () => {
     assert.match(human.stdout, /note: group: true forces maxSurge 100%; ignoring 1/);
     const json = fleetroll('plan', '-f', 'examples/layered/search-cluster.yaml', '--json');
     assert.equal(json.code, 0);
-    assert.deepEqual(JSON.parse(json.stdout).waves, [[3, 0], [3, 3], [0, 3]]);
+    assert.deepEqual(JSON.parse(json.stdout).waves, [
+      [3, 0],
+      [3, 3],
+      [0, 3],
+    ]);
     assert.match(json.stderr, /warning: group: true forces maxSurge/);
   });
 
@@ -77,7 +164,11 @@ describe('fleetroll CLI', () => {
     ['missing fleet file', ['validate', '-f', 'nope.yaml'], /cannot read fleet file nope.yaml: no such file/],
     ['simulate with a bad jitter', ['simulate', '--replicas', '3', '--jitter', '2'], /--jitter: must be a fraction from 0 to 1/],
     ['simulate with a bad timing', ['simulate', '--replicas', '3', '--startup', '-1'], /--startup: must be a number of seconds/],
-    ['deploy with a bad --host-parallelism', ['deploy', '-f', 'examples/fleet.yaml', '--host-parallelism', '0'], /--host-parallelism: must be a whole number from 1 to 1000, got 0/],
+    [
+      'deploy with a bad --host-parallelism',
+      ['deploy', '-f', 'examples/fleet.yaml', '--host-parallelism', '0'],
+      /--host-parallelism: must be a whole number from 1 to 1000, got 0/,
+    ],
     ['deploy with a bad --lock-wait', ['deploy', '-f', 'examples/fleet.yaml', '--lock-wait', 'soon'], /--lock-wait: must be a duration like 30s, 5m or 1h/],
     ['undo with a bad --to-revision', ['undo', '-f', 'examples/fleet.yaml', '--to-revision', 'last'], /--to-revision: must be a whole number/],
     ['adopt with an unsafe --match', ['adopt', '-f', 'examples/fleet.yaml', '--match', 'a;b'], /--match: must be key=value or a name pattern/],
@@ -170,8 +261,19 @@ describe('fleetroll CLI: BlueGreen and Canary are planned and validated', () => 
         maxUnavailable: 0,
         minAvailable: 3,
         maxTotal: 6,
-        waves: [[3, 0], [3, 3], [0, 3]],
-        steps: [['startNew', 0, 6], ['preview', 0, 6], ['prePromotion', 0, 6], ['switch', 100, 6], ['scaleDownDelay', 100, 6], ['removeOld', 100, 6]],
+        waves: [
+          [3, 0],
+          [3, 3],
+          [0, 3],
+        ],
+        steps: [
+          ['startNew', 0, 6],
+          ['preview', 0, 6],
+          ['prePromotion', 0, 6],
+          ['switch', 100, 6],
+          ['scaleDownDelay', 100, 6],
+          ['removeOld', 100, 6],
+        ],
         peakAlive: 6,
       },
     );
@@ -182,15 +284,24 @@ describe('fleetroll CLI: BlueGreen and Canary are planned and validated', () => 
     assert.equal(r.code, 0, r.stderr);
     const p = JSON.parse(r.stdout);
     assert.deepEqual([p.type, p.replicas, p.maxSurge, p.maxUnavailable, p.peakAlive], ['Canary', 10, 2, 0, 19]);
-    assert.deepEqual(p.steps.map((s: { kind: string; new: number; old: number; trafficNewPercent: number }) => [s.kind, s.new, s.old, s.trafficNewPercent]), [
-      ['setWeight', 1, 10, 10],
-      ['pause', 1, 10, 10],
-      ['analysis', 1, 10, 10],
-      ['setWeight', 5, 10, 50],
-      ['pause', 5, 10, 50],
-    ]);
+    assert.deepEqual(
+      p.steps.map((s: { kind: string; new: number; old: number; trafficNewPercent: number }) => [s.kind, s.new, s.old, s.trafficNewPercent]),
+      [
+        ['setWeight', 1, 10, 10],
+        ['pause', 1, 10, 10],
+        ['analysis', 1, 10, 10],
+        ['setWeight', 5, 10, 50],
+        ['pause', 5, 10, 50],
+      ],
+    );
     assert.deepEqual(p.steps[4].seconds, null, 'pause {} waits for resume or promote');
-    assert.deepEqual(p.waves, [[10, 5], [5, 7], [3, 9], [1, 10], [0, 10]]);
+    assert.deepEqual(p.waves, [
+      [10, 5],
+      [5, 7],
+      [3, 9],
+      [1, 10],
+      [0, 10],
+    ]);
   });
 
   it('plan explains a canary for people: the steps table and the rolling update after it', () => {
@@ -223,12 +334,16 @@ describe('fleetroll CLI: BlueGreen and Canary are planned and validated', () => 
 
   it('validate with canary.force says what the file gets and the one line of nginx.conf to change; a header with "_" is warned about', () => {
     const f = join(dir, 'canary-force.yaml');
-    const fleet = (force: string) => `service: api\nimage: api:1\nreplicas: 4\nport: 80\nstrategy:\n  type: Canary\n  canary: { steps: [{ setWeight: 25 }], force: "${force}" }\nloadBalancers:\n  - nginx: { exec: true, upstreamFile: /etc/nginx/u.conf, upstream: api }\n`;
+    const fleet = (force: string) =>
+      `service: api\nimage: api:1\nreplicas: 4\nport: 80\nstrategy:\n  type: Canary\n  canary: { steps: [{ setWeight: 25 }], force: "${force}" }\nloadBalancers:\n  - nginx: { exec: true, upstreamFile: /etc/nginx/u.conf, upstream: api }\n`;
     writeFileSync(f, fleet('header:X-Canary'));
     const r = fleetroll('validate', '-f', f);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /force\s+header:X-Canary: "always" → canary, "never" → stable\s+service's strategy/);
-    assert.match(r.stdout, /canary\.force \(header X-Canary\): the same file gets `map \.\.\. \$fleetroll_api_route` and `upstream fleetroll_api_canary` \/ `upstream fleetroll_api_stable`/);
+    assert.match(
+      r.stdout,
+      /canary\.force \(header X-Canary\): the same file gets `map \.\.\. \$fleetroll_api_route` and `upstream fleetroll_api_canary` \/ `upstream fleetroll_api_stable`/,
+    );
     assert.match(r.stdout, /change nginx\.conf once: `proxy_pass http:\/\/api;` → `proxy_pass http:\/\/\$fleetroll_api_route;`/);
     assert.doesNotMatch(r.stdout, /nothing to change in nginx\.conf/);
     assert.equal(r.stderr, '');
@@ -241,7 +356,10 @@ describe('fleetroll CLI: BlueGreen and Canary are planned and validated', () => 
   it('validate warns when a custom template brings its own balancing method', () => {
     writeFileSync(join(dir, 'lc.tmpl'), 'upstream {{upstream}} {\n    least_conn;\n{{servers}}\n}\n');
     const f = join(dir, 'canary-lc.yaml');
-    writeFileSync(f, 'service: api\nimage: api:1\nreplicas: 4\nport: 80\nstrategy:\n  type: Canary\n  canary: { steps: [{ setWeight: 25 }] }\nloadBalancers:\n  - nginx: { exec: true, upstreamFile: /etc/nginx/u.conf, upstream: api, template: ./lc.tmpl }\n');
+    writeFileSync(
+      f,
+      'service: api\nimage: api:1\nreplicas: 4\nport: 80\nstrategy:\n  type: Canary\n  canary: { steps: [{ setWeight: 25 }] }\nloadBalancers:\n  - nginx: { exec: true, upstreamFile: /etc/nginx/u.conf, upstream: api, template: ./lc.tmpl }\n',
+    );
     const r = fleetroll('validate', '-f', f);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stderr, /warning: loadBalancers\/0\/nginx\/template: sets its own load-balancing method \(least_conn\); remove it/);

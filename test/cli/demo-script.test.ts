@@ -21,7 +21,7 @@ describe('npm run demo', () => {
     assert.equal(steps[1], 'node dist/cli/main.js rehearse');
   });
 
-  it('asks the set-up for the demo\'s needs only (--demo), which the script knows', () => {
+  it("asks the set-up for the demo's needs only (--demo), which the script knows", () => {
     assert.equal(steps[0], 'bash scripts/setup-host.sh --demo');
     assert.match(setup, /^\s*--demo\) demo=1 ;;$/m);
     // An engine that already answers is enough, for any user: nothing of the remote-host tests is required.

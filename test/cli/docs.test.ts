@@ -31,7 +31,13 @@ import { guard } from '../support/wait.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = join(root, 'dist/cli/main.js');
-const pages = ['README.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)];
+const pages = [
+  'README.md',
+  ...readdirSync(join(root, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .sort()
+    .map((f) => `docs/${f}`),
+];
 
 // ---------------------------------------------------------------- markdown
 
@@ -223,7 +229,9 @@ const squash = (s: string) => s.replace(/\s+/g, ' ').trim();
 
 /** An output line as a pattern: spaces collapsed, `...` any text. */
 function linePattern(expected: string): RegExp {
-  const parts = squash(expected).split('...').map((p) => p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
+  const parts = squash(expected)
+    .split('...')
+    .map((p) => p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
   return new RegExp(`^${parts.join('.*')}$`);
 }
 
@@ -283,7 +291,17 @@ describe('the tokenizer for runnable examples', () => {
     ["fleetroll x ''", ['fleetroll', 'x', '']],
   ];
   for (const [line, want] of rows) it(`splits ${line}`, () => assert.deepEqual(tokenize(line), want));
-  for (const line of ['fleetroll plan | head', 'fleetroll plan && x', 'fleetroll plan > out', 'fleetroll -f $FILE', 'fleetroll "$HOME"', 'fleetroll -f *.yaml', 'fleetroll -f ~/f.yaml', 'fleetroll $(x)', "fleetroll 'open"]) {
+  for (const line of [
+    'fleetroll plan | head',
+    'fleetroll plan && x',
+    'fleetroll plan > out',
+    'fleetroll -f $FILE',
+    'fleetroll "$HOME"',
+    'fleetroll -f *.yaml',
+    'fleetroll -f ~/f.yaml',
+    'fleetroll $(x)',
+    "fleetroll 'open",
+  ]) {
     it(`refuses ${line}`, () => assert.throws(() => tokenize(line)));
   }
   it('matches output lines in order, ... as any text, spaces collapsed', () => {

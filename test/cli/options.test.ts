@@ -29,10 +29,26 @@ describe('shared CLI options', () => {
     ['simulate --replicas above the engine bound', ['simulate', '--replicas', '10001'], /--replicas: must be a whole number from 0 to 10000, got 10001/],
     ['simulate without -f or --replicas', ['simulate'], /--replicas: is required without -f/],
     ['simulate --max-surge', ['simulate', '--replicas', '3', '--max-surge', 'lots'], /--max-surge: .*got "lots"/],
-    ['deploy --metrics without a host', ['deploy', '-f', 'examples/fleet.yaml', '--metrics', '9464'], /--metrics: must be HOST:PORT, e\.g\. 127\.0\.0\.1:9464.*got "9464"/],
-    ['restart --metrics with a port too high', ['restart', '-f', 'examples/fleet.yaml', '--metrics', '127.0.0.1:65536'], /--metrics: must be HOST:PORT.*port 0 to 65535.*got "127\.0\.0\.1:65536"/],
-    ['undo --metrics-linger', ['undo', '-f', 'examples/fleet.yaml', '--metrics', '127.0.0.1:0', '--metrics-linger', 'soon'], /--metrics-linger: must be a duration like 30s, 5m or 1h, got "soon"/],
-    ['plan --replacement-policy', ['plan', '--replicas', '3', '--replacement-policy', 'Eventually'], /--replacement-policy: must be "TerminationStarted" or "TerminationComplete", got "Eventually"/],
+    [
+      'deploy --metrics without a host',
+      ['deploy', '-f', 'examples/fleet.yaml', '--metrics', '9464'],
+      /--metrics: must be HOST:PORT, e\.g\. 127\.0\.0\.1:9464.*got "9464"/,
+    ],
+    [
+      'restart --metrics with a port too high',
+      ['restart', '-f', 'examples/fleet.yaml', '--metrics', '127.0.0.1:65536'],
+      /--metrics: must be HOST:PORT.*port 0 to 65535.*got "127\.0\.0\.1:65536"/,
+    ],
+    [
+      'undo --metrics-linger',
+      ['undo', '-f', 'examples/fleet.yaml', '--metrics', '127.0.0.1:0', '--metrics-linger', 'soon'],
+      /--metrics-linger: must be a duration like 30s, 5m or 1h, got "soon"/,
+    ],
+    [
+      'plan --replacement-policy',
+      ['plan', '--replicas', '3', '--replacement-policy', 'Eventually'],
+      /--replacement-policy: must be "TerminationStarted" or "TerminationComplete", got "Eventually"/,
+    ],
   ];
   for (const [name, args, message] of badRows) {
     it(`exit 2 naming the flag: ${name}`, () => {
@@ -43,7 +59,19 @@ describe('shared CLI options', () => {
     });
   }
 
-  const required: string[][] = [['deploy'], ['history'], ['undo'], ['restart'], ['pause'], ['resume'], ['status'], ['adopt', '--match', 'x'], ['lock', 'status'], ['lock', 'release'], ['validate']];
+  const required: string[][] = [
+    ['deploy'],
+    ['history'],
+    ['undo'],
+    ['restart'],
+    ['pause'],
+    ['resume'],
+    ['status'],
+    ['adopt', '--match', 'x'],
+    ['lock', 'status'],
+    ['lock', 'release'],
+    ['validate'],
+  ];
   for (const cmd of required) {
     it(`${cmd[0]}${cmd[0] === 'lock' ? ` ${cmd[1]}` : ''} requires -f`, () => {
       const r = fleetroll(...cmd);
@@ -53,8 +81,33 @@ describe('shared CLI options', () => {
   }
 
   const helpRows: [string[], string[]][] = [
-    [['deploy'], ['-f, --file <fleet.yaml>', '--max-surge <n|%>', '--max-unavailable <n|%>', '--replacement-policy <policy>', '--lock-wait <duration>', '--auto-rollback', '--json', '--log-format <text|json>', '--metrics <host:port>', '--metrics-linger <duration>']],
-    [['undo'], ['-f, --file <fleet.yaml>', '--lock-wait <duration>', '--auto-rollback', '--json', '--log-format <text|json>', '--metrics <host:port>', '--metrics-linger <duration>']],
+    [
+      ['deploy'],
+      [
+        '-f, --file <fleet.yaml>',
+        '--max-surge <n|%>',
+        '--max-unavailable <n|%>',
+        '--replacement-policy <policy>',
+        '--lock-wait <duration>',
+        '--auto-rollback',
+        '--json',
+        '--log-format <text|json>',
+        '--metrics <host:port>',
+        '--metrics-linger <duration>',
+      ],
+    ],
+    [
+      ['undo'],
+      [
+        '-f, --file <fleet.yaml>',
+        '--lock-wait <duration>',
+        '--auto-rollback',
+        '--json',
+        '--log-format <text|json>',
+        '--metrics <host:port>',
+        '--metrics-linger <duration>',
+      ],
+    ],
     [['resume'], ['--metrics <host:port>', '--metrics-linger <duration>']],
     [['plan'], ['-f, --file <fleet.yaml>', '--replicas <n>', '--max-surge <n|%>', '--max-unavailable <n|%>', '--replacement-policy <policy>', '--json']],
     [['simulate'], ['-f, --file <fleet.yaml>', '--replicas <n>', '--max-surge <n|%>', '--max-unavailable <n|%>', '--replacement-policy <policy>', '--json']],

@@ -35,28 +35,46 @@ function run(cmd: string, args: string[], cwd: string, timeout = 60_000) {
 
 let files: string[] = [];
 
-before(() => {
-  for (const f of ['dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js']) assert.ok(existsSync(join(root, f)), `${f} is missing: run npm run build first`);
-  const pack = run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], root);
-  assert.equal(pack.code, 0, pack.stderr);
-  const [info] = JSON.parse(pack.stdout) as { filename: string; files: { path: string }[] }[];
-  assert.ok(info, pack.stdout);
-  files = info.files.map((f) => f.path);
-  mkdirSync(project);
-  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true, type: 'module' }));
-  // The package has no install script; --ignore-scripts skips its dependencies' optional native builds (ssh2's), which nothing here needs.
-  const install = (mode: string) => run('npm', ['install', mode, '--ignore-scripts', '--no-audit', '--no-fund', '--no-package-lock', join(dir, info.filename)], project, 180_000);
-  let r = install('--offline');
-  if (r.code !== 0 && /ENOTCACHED/.test(r.stderr)) r = install('--prefer-offline');
-  assert.equal(r.code, 0, r.stderr);
-}, { timeout: guard(240_000) });
+before(
+  () => {
+    for (const f of ['dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js']) assert.ok(existsSync(join(root, f)), `${f} is missing: run npm run build first`);
+    const pack = run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], root);
+    assert.equal(pack.code, 0, pack.stderr);
+    const [info] = JSON.parse(pack.stdout) as { filename: string; files: { path: string }[] }[];
+    assert.ok(info, pack.stdout);
+    files = info.files.map((f) => f.path);
+    mkdirSync(project);
+    writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true, type: 'module' }));
+    // The package has no install script; --ignore-scripts skips its dependencies' optional native builds (ssh2's), which nothing here needs.
+    const install = (mode: string) =>
+      run('npm', ['install', mode, '--ignore-scripts', '--no-audit', '--no-fund', '--no-package-lock', join(dir, info.filename)], project, 180_000);
+    let r = install('--offline');
+    if (r.code !== 0 && /ENOTCACHED/.test(r.stderr)) r = install('--prefer-offline');
+    assert.equal(r.code, 0, r.stderr);
+  },
+  { timeout: guard(240_000) },
+);
 
 describe('fleetroll as a package, installed into an empty project', () => {
   it('the tarball holds the library with its declarations, the bin, the templates and the examples; no source', () => {
-    for (const f of ['dist/index.js', 'dist/index.d.ts', 'dist/wiring.js', 'dist/config/zod.js', 'dist/config/zod.d.ts', 'dist/cli/main.js', 'templates/upstream.conf.tmpl', 'examples/fleet.yaml', 'examples/library/deploy.ts', 'package.json']) {
+    for (const f of [
+      'dist/index.js',
+      'dist/index.d.ts',
+      'dist/wiring.js',
+      'dist/config/zod.js',
+      'dist/config/zod.d.ts',
+      'dist/cli/main.js',
+      'templates/upstream.conf.tmpl',
+      'examples/fleet.yaml',
+      'examples/library/deploy.ts',
+      'package.json',
+    ]) {
       assert.ok(files.includes(f), `${f} is in the tarball`);
     }
-    assert.deepEqual(files.filter((f) => f.startsWith('src/') || f.startsWith('test/')), []);
+    assert.deepEqual(
+      files.filter((f) => f.startsWith('src/') || f.startsWith('test/')),
+      [],
+    );
   });
 
   it('an ESM program imports plan, simulate, loadFleet, validate and the errors by the package name', () => {
@@ -84,12 +102,35 @@ console.log(JSON.stringify({
     assert.equal(r.code, 0, r.stderr);
     const out = JSON.parse(r.stdout) as Record<string, unknown>;
     assert.equal(out.service, 'bookstore-api');
-    assert.deepEqual(out.waves, [[3, 0], [3, 1], [2, 2], [1, 3], [0, 3]]);
-    assert.deepEqual(out.fromFlags, [[4, 0], [4, 1], [3, 2], [2, 3], [1, 4], [0, 4]]);
+    assert.deepEqual(out.waves, [
+      [3, 0],
+      [3, 1],
+      [2, 2],
+      [1, 3],
+      [0, 3],
+    ]);
+    assert.deepEqual(out.fromFlags, [
+      [4, 0],
+      [4, 1],
+      [3, 2],
+      [2, 3],
+      [1, 4],
+      [0, 4],
+    ]);
     assert.ok((out.notes as number) > 0, 'validate says where the access logs are');
-    assert.deepEqual(out.error, { fleetroll: true, validation: true, exitCode: 2, invalidInput: 2, message: 'replicas: must be a whole number from 0 to 10000, got -1' });
+    assert.deepEqual(out.error, {
+      fleetroll: true,
+      validation: true,
+      exitCode: 2,
+      invalidInput: 2,
+      message: 'replicas: must be a whole number from 0 to 10000, got -1',
+    });
     // The library's prediction is the installed CLI's own, at nominal costs (the library reads no fleet state).
-    const cli = run(join(project, 'node_modules/.bin/fleetroll'), ['simulate', '-f', 'node_modules/fleetroll/examples/fleet.yaml', '--costs', 'nominal', '--json'], project);
+    const cli = run(
+      join(project, 'node_modules/.bin/fleetroll'),
+      ['simulate', '-f', 'node_modules/fleetroll/examples/fleet.yaml', '--costs', 'nominal', '--json'],
+      project,
+    );
     assert.equal(cli.code, 0, cli.stderr);
     const { costs, ...cliSimulated } = JSON.parse(cli.stdout) as { costs: { source: string } };
     assert.equal(costs.source, 'nominal');
@@ -99,7 +140,12 @@ console.log(JSON.stringify({
 
   const binRows: [string, string[], number, RegExp][] = [
     ['--version', ['--version'], 0, new RegExp(`^${version.replaceAll('.', '\\.')}\n$`)],
-    ['validate -f of the shipped example', ['validate', '-f', 'node_modules/fleetroll/examples/fleet.yaml'], 0, /^node_modules\/fleetroll\/examples\/fleet\.yaml: valid\nservice bookstore-api: 3 × fleetroll-example:1\.0\.0/],
+    [
+      'validate -f of the shipped example',
+      ['validate', '-f', 'node_modules/fleetroll/examples/fleet.yaml'],
+      0,
+      /^node_modules\/fleetroll\/examples\/fleet\.yaml: valid\nservice bookstore-api: 3 × fleetroll-example:1\.0\.0/,
+    ],
     ['validate -f of a missing file exits 2', ['validate', '-f', 'nope.yaml'], 2, /cannot read fleet file nope\.yaml: no such file/],
   ];
   for (const [name, args, code, output] of binRows) {
@@ -143,7 +189,16 @@ export type Ports = [Runtime, Router, Prober, Clock, StateStore];
 `,
     );
     const tsconfig = (files: string[]) => ({
-      compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, skipLibCheck: false, types: ['node'], typeRoots: [join(root, 'node_modules/@types')] },
+      compilerOptions: {
+        target: 'ES2022',
+        module: 'NodeNext',
+        moduleResolution: 'NodeNext',
+        strict: true,
+        noEmit: true,
+        skipLibCheck: false,
+        types: ['node'],
+        typeRoots: [join(root, 'node_modules/@types')],
+      },
       files,
     });
     writeFileSync(join(project, 'tsconfig.json'), JSON.stringify(tsconfig(['deploy.ts', 'ports.ts'])));
@@ -153,7 +208,10 @@ export type Ports = [Runtime, Router, Prober, Clock, StateStore];
     assert.equal(r.code, 0, r.stdout + r.stderr);
 
     // The declarations are real types, not `any`: a misuse fails the same check.
-    writeFileSync(join(project, 'misuse.ts'), "import { plan } from 'fleetroll';\nexport const waves: string = (await plan({ replicas: 4 })).strategy.maxSurge;\n");
+    writeFileSync(
+      join(project, 'misuse.ts'),
+      "import { plan } from 'fleetroll';\nexport const waves: string = (await plan({ replicas: 4 })).strategy.maxSurge;\n",
+    );
     writeFileSync(join(project, 'tsconfig.misuse.json'), JSON.stringify(tsconfig(['misuse.ts'])));
     const bad = run(process.execPath, [tsc, '-p', 'tsconfig.misuse.json'], project, 900_000);
     assert.equal(bad.code, 2, bad.stdout + bad.stderr);

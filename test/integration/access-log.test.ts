@@ -32,17 +32,30 @@ const fleet = useFleets();
  */
 async function probeUntilLogged(f: TestFleet, what: string): Promise<void> {
   let i = 0;
-  await waitFor(`nginx to log a probe to ${LOG} (${what})`, async () => {
-    // Right after a reload the old workers close idle keep-alive connections, and fetch may
-    // have picked one of those: that request is lost before nginx sees it, so try the next.
-    await fetch(`${f.url}/probe-${what}-${i++}`).then((r) => r.arrayBuffer(), () => undefined);
-    return ((await getFile(docker, f.names.nginx, LOG)) ?? '').includes(`"/probe-${what}-`);
-  }, 10_000, 50);
+  await waitFor(
+    `nginx to log a probe to ${LOG} (${what})`,
+    async () => {
+      // Right after a reload the old workers close idle keep-alive connections, and fetch may
+      // have picked one of those: that request is lost before nginx sees it, so try the next.
+      await fetch(`${f.url}/probe-${what}-${i++}`).then(
+        (r) => r.arrayBuffer(),
+        () => undefined,
+      );
+      return ((await getFile(docker, f.names.nginx, LOG)) ?? '').includes(`"/probe-${what}-`);
+    },
+    10_000,
+    50,
+  );
 }
 
 /** fleetroll_json to a file and to stdout (next to the image's own combined log), then a reload. */
 async function withFleetrollLog(f: TestFleet): Promise<void> {
-  await putFile(docker, f.names.nginx, '/etc/nginx/conf.d/00-fleetroll-log.conf', `${LOG_FORMAT}access_log ${LOG} fleetroll_json;\naccess_log /dev/stdout fleetroll_json;\n`);
+  await putFile(
+    docker,
+    f.names.nginx,
+    '/etc/nginx/conf.d/00-fleetroll-log.conf',
+    `${LOG_FORMAT}access_log ${LOG} fleetroll_json;\naccess_log /dev/stdout fleetroll_json;\n`,
+  );
   const r = await execIn(docker, f.names.nginx, ['nginx', '-s', 'reload']);
   assert.equal(r.exitCode, 0, r.stderr);
   await probeUntilLogged(f, 'reload');
@@ -64,10 +77,15 @@ async function requests(url: string, paths: string[]): Promise<void> {
  */
 async function readLines(src: AccessLogSource, n: number): Promise<string[]> {
   const lines: string[] = [];
-  await waitFor(`${n} request line(s) from the access log source`, async () => {
-    lines.push(...(await src.read()));
-    return urisOf(lines).length >= n;
-  }, 5000, 100);
+  await waitFor(
+    `${n} request line(s) from the access log source`,
+    async () => {
+      lines.push(...(await src.read()));
+      return urisOf(lines).length >= n;
+    },
+    5000,
+    100,
+  );
   return lines;
 }
 
@@ -81,10 +99,15 @@ const urisOf = (lines: string[]) =>
 /** Reads until a line for `uri` came (failing once the hang guard ends); returns the URIs of every line read. */
 async function readUntil(src: AccessLogSource, uri: string): Promise<string[]> {
   const uris: string[] = [];
-  await waitFor(`${uri} in the access log source`, async () => {
-    uris.push(...urisOf(await src.read()));
-    return uris.includes(uri);
-  }, 5000, 100);
+  await waitFor(
+    `${uri} in the access log source`,
+    async () => {
+      uris.push(...urisOf(await src.read()));
+      return uris.includes(uri);
+    },
+    5000,
+    100,
+  );
   return uris;
 }
 

@@ -63,7 +63,6 @@ function httpGet(url: string, timeoutMs = 2000): Promise<{ status: number; body:
   });
 }
 
-
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
@@ -99,9 +98,20 @@ async function allServe(base: string, n: number, version: string): Promise<void>
 async function cleanup(): Promise<void> {
   const filters = { label: [`fleetroll.test=adapters`] };
   const containers = await docker.listContainers({ all: true, filters });
-  await Promise.all(containers.map((c) => docker.getContainer(c.Id).remove({ force: true, v: true }).catch(() => {})));
+  await Promise.all(
+    containers.map((c) =>
+      docker
+        .getContainer(c.Id)
+        .remove({ force: true, v: true })
+        .catch(() => {}),
+    ),
+  );
   const nets = await docker.listNetworks({ filters });
-  for (const n of nets) await docker.getNetwork(n.Id).remove().catch(() => {});
+  for (const n of nets)
+    await docker
+      .getNetwork(n.Id)
+      .remove()
+      .catch(() => {});
 }
 
 const goodUpstream = (address: string) => `upstream test_api {\n  server ${address} max_fails=1 fail_timeout=2s; # app\n}\n`;
@@ -177,7 +187,19 @@ describe('DockerRuntime', () => {
     assert.deepEqual(keyed.agent.target, { host: 'vm1', port: 22, username: 'deploy', identityFile: '/etc/fleetroll/vm1_ed25519' });
     assert.deepEqual(
       { ...ssh, agent: undefined },
-      { socketPath: undefined, host: 'vm1', port: 2222, username: undefined, ca: undefined, cert: undefined, key: undefined, agent: undefined, pathPrefix: undefined, timeout: undefined, protocol: 'http' },
+      {
+        socketPath: undefined,
+        host: 'vm1',
+        port: 2222,
+        username: undefined,
+        ca: undefined,
+        cert: undefined,
+        key: undefined,
+        agent: undefined,
+        pathPrefix: undefined,
+        timeout: undefined,
+        protocol: 'http',
+      },
     );
     const tcp = dockerOptions({ name: 'vm2', docker: 'tcp://vm2' });
     assert.equal(tcp.protocol, 'http');
@@ -194,7 +216,10 @@ describe('DockerRuntime', () => {
   });
 
   test('rejects an unsupported endpoint as invalid input', () => {
-    assert.throws(() => new DockerRuntime({ name: 'x', docker: 'http://h:1' }), (e: unknown) => e instanceof FleetrollError && e.exitCode === 2);
+    assert.throws(
+      () => new DockerRuntime({ name: 'x', docker: 'http://h:1' }),
+      (e: unknown) => e instanceof FleetrollError && e.exitCode === 2,
+    );
   });
 
   test('run / list / address / logs / stop / remove (idempotent)', async () => {
@@ -258,7 +283,14 @@ describe('DockerRuntime', () => {
     assert.equal(await runtime.imageExists(appImage), true);
     assert.equal(await runtime.imageExists('fleetroll-no-such-image:0.0.0'), false);
     const err = await rejectsWith(
-      runtime.run({ name: `fleetroll-adapters-noimg-${RUN}`, image: 'fleetroll-no-such-image:0.0.0', env: { SECRET_TOKEN: SECRET }, port: 8080, labels: LABELS, stopTimeoutSeconds: 1 }),
+      runtime.run({
+        name: `fleetroll-adapters-noimg-${RUN}`,
+        image: 'fleetroll-no-such-image:0.0.0',
+        env: { SECRET_TOKEN: SECRET },
+        port: 8080,
+        labels: LABELS,
+        stopTimeoutSeconds: 1,
+      }),
       'E_IMAGE_MISSING',
     );
     assert.match(err.message, /fleetroll-no-such-image:0\.0\.0/);
@@ -396,8 +428,16 @@ describe('NginxContainerRouter', () => {
     // Where the change's time went: every part named, the reload's parts within the reload's own time.
     const parts = router.lastChange();
     // nginx is PID 1 of this container: the reload is a SIGHUP through Docker, not an exec of `nginx -s reload`.
-    assert.deepEqual(Object.keys(parts ?? {}).filter((k) => k !== 'handover').sort(), ['SIGHUP', 'confirm', 'file', 'nginx -t', 'workers']);
-    assert.ok(Object.values(parts ?? {}).every((v) => typeof v === 'number' && v >= 0), JSON.stringify(parts));
+    assert.deepEqual(
+      Object.keys(parts ?? {})
+        .filter((k) => k !== 'handover')
+        .sort(),
+      ['SIGHUP', 'confirm', 'file', 'nginx -t', 'workers'],
+    );
+    assert.ok(
+      Object.values(parts ?? {}).every((v) => typeof v === 'number' && v >= 0),
+      JSON.stringify(parts),
+    );
     assert.ok((parts?.workers ?? 0) + (parts?.SIGHUP ?? 0) + (parts?.confirm ?? 0) <= took, `${JSON.stringify(parts)} within ${took} ms`);
     assert.ok((parts?.handover ?? 0) <= (parts?.confirm ?? 0), JSON.stringify(parts));
     assert.equal(await router.read(), good);
@@ -442,7 +482,12 @@ describe('NginxContainerRouter', () => {
     await router.check();
 
     // Errors for a missing / stopped nginx container.
-    const missing = new NginxContainerRouter({ runtime, container: `fleetroll-no-such-nginx-${RUN}`, upstreamFile: '/etc/nginx/conf.d/upstream.conf', hostName: 'local' });
+    const missing = new NginxContainerRouter({
+      runtime,
+      container: `fleetroll-no-such-nginx-${RUN}`,
+      upstreamFile: '/etc/nginx/conf.d/upstream.conf',
+      hostName: 'local',
+    });
     await rejectsWith(missing.check(), 'E_NGINX_MISSING');
     await rejectsWith(missing.read(), 'E_CONTAINER_MISSING');
     await container.stop({ t: 1 });
@@ -464,7 +509,12 @@ describe('NginxContainerRouter', () => {
         Image: nginxImage,
         Labels: { ...LABELS, role: 'nginx' },
         ExposedPorts: { '80/tcp': {} },
-        HostConfig: { NetworkMode: NET, Binds: [`${dir}:/etc/nginx/conf.d:ro`], PortBindings: { '80/tcp': [{ HostIp: '127.0.0.1', HostPort: '' }] }, RestartPolicy: { Name: 'no' } },
+        HostConfig: {
+          NetworkMode: NET,
+          Binds: [`${dir}:/etc/nginx/conf.d:ro`],
+          PortBindings: { '80/tcp': [{ HostIp: '127.0.0.1', HostPort: '' }] },
+          RestartPolicy: { Name: 'no' },
+        },
       });
       await container.start();
       const inspected = await container.inspect();
@@ -501,7 +551,10 @@ describe('NginxContainerRouter', () => {
         return !!w && w.size > 0 && [...w].every((x) => !workersNow.has(x));
       });
     } finally {
-      await docker.getContainer(name).remove({ force: true }).catch(() => {});
+      await docker
+        .getContainer(name)
+        .remove({ force: true })
+        .catch(() => {});
       await rm(dir, { recursive: true, force: true });
     }
   });
@@ -561,7 +614,11 @@ describe('NginxExecRouter', () => {
     assert.match(err.message, /\[emerg\] invalid number of arguments in "server" directive/);
     assert.match(err.message, new RegExp(`${upstreamFile.replace(/[.]/g, '\\.')}:1`));
     assert.equal(await readFile(upstreamFile, 'utf8'), good, 'the previous content is back');
-    assert.deepEqual((await readdir(dir)).filter((f) => f.endsWith('.tmp')), [], 'no temp files left');
+    assert.deepEqual(
+      (await readdir(dir)).filter((f) => f.endsWith('.tmp')),
+      [],
+      'no temp files left',
+    );
     await allServe(base, 10, '1.0.0');
     await router.reload();
     await allServe(base, 5, '1.0.0');

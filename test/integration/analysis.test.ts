@@ -57,7 +57,8 @@ function usersLoad(url: string, path: string, perSecond: number): { stop(): Prom
 }
 
 /** Failed requests fleetroll could be blamed for: anything but a 500 the bad version answered itself. */
-const notTheApp = (answers: Answer[], bad: string) => answers.filter((a) => a.error !== undefined || a.status === undefined || (a.status >= 400 && !(a.status === 500 && a.version === bad)));
+const notTheApp = (answers: Answer[], bad: string) =>
+  answers.filter((a) => a.error !== undefined || a.status === undefined || (a.status >= 400 && !(a.status === 500 && a.version === bad)));
 
 // inconclusiveLimit: on a machine this busy the load may send fewer than minRequests to one new
 // instance in an interval (9 of 10 at TEST_CONCURRENCY=10): a thin interval is measured again, so
@@ -70,7 +71,14 @@ describe('the analysis gate, from the access log', () => {
     const f = await fleet('it-gate');
     assert.equal((await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0 })])).code, 0);
     const load = usersLoad(f.url, '/api/books', 40);
-    const file = f.fleetFile({ replicas: 3, type: 'Canary', canary: { stickyKey: 'header:X-User', steps: [{ setWeight: 50 }, { analysis: {} }, { setWeight: 100 }] }, analysis: ANALYSIS, image: 'fleetroll-example:1.1.0', env: BAD });
+    const file = f.fleetFile({
+      replicas: 3,
+      type: 'Canary',
+      canary: { stickyKey: 'header:X-User', steps: [{ setWeight: 50 }, { analysis: {} }, { setWeight: 100 }] },
+      analysis: ANALYSIS,
+      image: 'fleetroll-example:1.1.0',
+      env: BAD,
+    });
     const r = await runCli(['deploy', '-f', file]);
     const answers = await load.stop();
 
@@ -81,7 +89,9 @@ describe('the analysis gate, from the access log', () => {
     assert.equal((await f.instances()).length, 3, 'the canary is gone');
     assert.deepEqual(notTheApp(answers, '1.1.0'), [], 'no request failed because of the rollout');
     const served = answers.filter((a) => a.version === '1.1.0');
-    t.diagnostic(`the bad version served ${served.length} of ${answers.length} requests (${served.filter((a) => a.status === 500).length} of them 500s) before the analysis stopped it`);
+    t.diagnostic(
+      `the bad version served ${served.length} of ${answers.length} requests (${served.filter((a) => a.status === 500).length} of them 500s) before the analysis stopped it`,
+    );
     assert.ok(served.length > 0, 'the canary did take traffic');
   });
 
@@ -89,7 +99,12 @@ describe('the analysis gate, from the access log', () => {
     const f = await fleet('it-gater');
     assert.equal((await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0 })])).code, 0);
     const load = usersLoad(f.url, '/api/books', 40);
-    const r = await runCli(['deploy', '--json', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, analysis: ANALYSIS, image: 'fleetroll-example:1.1.0', env: BAD })]);
+    const r = await runCli([
+      'deploy',
+      '--json',
+      '-f',
+      f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, analysis: ANALYSIS, image: 'fleetroll-example:1.1.0', env: BAD }),
+    ]);
     const answers = await load.stop();
 
     assert.equal(r.code, 1, r.stdout + r.stderr);
@@ -127,7 +142,9 @@ describe('the analysis gate, from the access log', () => {
     assert.match(r.stderr, /canary aborted \(the analysis failed\)/);
     const figures = /p99 latency (\d+(?:\.\d+)?) ms on 1\.1\.0 vs (\d+(?:\.\d+)?) ms on stable[^:]*: ([\d.]+)×, limit 3×/.exec(r.stderr);
     assert.ok(figures, r.stderr);
-    t.diagnostic(`latency gate: canary p99 ${figures[1]} ms vs stable ${figures[2]} ms (${figures[3]}×, limit 3×); the slow version served ${answers.filter((a) => a.version === '1.1.0').length} of ${answers.length} requests`);
+    t.diagnostic(
+      `latency gate: canary p99 ${figures[1]} ms vs stable ${figures[2]} ms (${figures[3]}×, limit 3×); the slow version served ${answers.filter((a) => a.version === '1.1.0').length} of ${answers.length} requests`,
+    );
     assert.ok(Number(figures[1]) >= 1500, `the canary's p99 (${figures[1]} ms) includes the 1500 ms it adds`);
     assert.deepEqual((await f.versions()).sort(), ['1.0.0', '1.0.0', '1.0.0']);
     assert.equal((await f.instances()).length, 3, 'the canary is gone');

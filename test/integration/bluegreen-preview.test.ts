@@ -38,7 +38,8 @@ async function versionsAt(url: string, n: number): Promise<string[]> {
  */
 async function withPreview(f: TestFleet): Promise<{ preview: string; file: (o: Parameters<TestFleet['fleetFile']>[0]) => string }> {
   const preview = `${f.names.upstream}_preview`;
-  const file = (o: Parameters<TestFleet['fleetFile']>[0]) => f.fleetFile({ replicas: 3, type: 'BlueGreen', scaleDownDelaySeconds: 2, ...o, blueGreen: { preview: { upstream: preview }, ...o.blueGreen } });
+  const file = (o: Parameters<TestFleet['fleetFile']>[0]) =>
+    f.fleetFile({ replicas: 3, type: 'BlueGreen', scaleDownDelaySeconds: 2, ...o, blueGreen: { preview: { upstream: preview }, ...o.blueGreen } });
   const first = await runCli(['deploy', '-f', file({})]);
   assert.equal(first.code, 0, first.stderr);
   const conf = (await getFile(docker, f.names.nginx, '/etc/nginx/conf.d/default.conf')) ?? '';
@@ -101,7 +102,12 @@ describe('blue-green preview and prePromotion, for real', () => {
     assert.equal(r.code, 1, r.stdout + r.stderr);
     assert.match(r.stderr, /hooks\.prePromotion \(node -e [\s\S]*\) exited with 1: no switch: all traffic stays on the old set/);
     assert.match(r.stderr, /hint: the new set is left running out of traffic \(in the preview upstream, if any\)/);
-    t.diagnostic(r.stderr.split('\n').filter((l) => /^(error|hint)/.test(l)).join(' | '));
+    t.diagnostic(
+      r.stderr
+        .split('\n')
+        .filter((l) => /^(error|hint)/.test(l))
+        .join(' | '),
+    );
     t.diagnostic(`instances after: ${(await f.instances()).map((i) => `${i.labels['fleetroll.version'] ?? '?'} ${i.state}`).join(', ')}`);
     assert.equal(readFileSync(seen, 'utf8'), '1.1.0', 'the hook did see the new set');
     assert.deepEqual(failedOf(records), []);

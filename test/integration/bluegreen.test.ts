@@ -21,7 +21,8 @@ async function switchBackContainers(service: string): Promise<string[]> {
 
 /** The times (ms on the load's clock) of the first answer from `late` and the last from `early`: the mixed-version window as users saw it. */
 async function waitForOffer(service: string): Promise<void> {
-  for (let i = 0; i < 100 && !(await switchBackContainers(service)).includes(`fleetroll-switchback-${service}`); i++) await new Promise((r) => setTimeout(r, 100));
+  for (let i = 0; i < 100 && !(await switchBackContainers(service)).includes(`fleetroll-switchback-${service}`); i++)
+    await new Promise((r) => setTimeout(r, 100));
   assert.deepEqual(await switchBackContainers(service), [`fleetroll-switchback-${service}`], 'a rollout waiting out its delay offers to switch back');
 }
 
@@ -49,7 +50,13 @@ describe('blue-green, for real', () => {
 
     assert.equal(result.code, 0, result.stderr);
     assert.equal(failedOf(records).length, 0, await explainFailed(f, records, loadStart));
-    const out = JSON.parse(result.stdout) as { reloads: number; switchedAt?: string; switchIssuedAt?: string; instances: { version: string }[]; health?: { failed5xx: number; dropped: number; mixedVersionWindowMs: number; firstNewResponseAt: string } };
+    const out = JSON.parse(result.stdout) as {
+      reloads: number;
+      switchedAt?: string;
+      switchIssuedAt?: string;
+      instances: { version: string }[];
+      health?: { failed5xx: number; dropped: number; mixedVersionWindowMs: number; firstNewResponseAt: string };
+    };
     assert.equal(out.reloads, 1, 'one reload: the switch');
     // The switch is recorded twice: issued, and in force (every nginx confirmed its new workers).
     // Users' first answers from the new set come between the two (or, with no request in that
@@ -58,7 +65,9 @@ describe('blue-green, for real', () => {
     const switchedAt = Date.parse(out.switchedAt ?? '');
     const issuedAt = Date.parse(out.switchIssuedAt ?? '');
     const firstNew = Date.parse(out.health?.firstNewResponseAt ?? '');
-    t.diagnostic(`switch issued ${out.switchIssuedAt}, in force ${out.switchedAt} (${switchedAt - issuedAt} ms); first new answer in the access log ${out.health?.firstNewResponseAt} (${firstNew - switchedAt} ms after in force)`);
+    t.diagnostic(
+      `switch issued ${out.switchIssuedAt}, in force ${out.switchedAt} (${switchedAt - issuedAt} ms); first new answer in the access log ${out.health?.firstNewResponseAt} (${firstNew - switchedAt} ms after in force)`,
+    );
     assert.ok(Number.isFinite(switchedAt) && Number.isFinite(issuedAt), `switchedAt ${out.switchedAt}, switchIssuedAt ${out.switchIssuedAt}`);
     assert.ok(issuedAt <= switchedAt, 'issued before in force');
     // Two clocks (this process's, nginx's $msec) on one machine: within a few ms of each other.
@@ -67,7 +76,10 @@ describe('blue-green, for real', () => {
     assert.ok(out.health && 'mixedVersionWindowMs' in out.health, JSON.stringify(out.health));
     assert.deepEqual([out.health.failed5xx, out.health.dropped], [0, 0]);
     t.diagnostic(`access log: mixed-version window ${out.health.mixedVersionWindowMs} ms`);
-    assert.deepEqual(out.instances.map((i) => i.version), Array(4).fill('1.1.0'));
+    assert.deepEqual(
+      out.instances.map((i) => i.version),
+      Array(4).fill('1.1.0'),
+    );
     assert.equal(maxAlive, 8, 'the whole new set beside the old one');
     assert.ok(minUp >= 4, `${minUp} servers up at the lowest`);
     assert.match(result.stderr, /kept running 3 s \(scaleDownDelaySeconds\)/);
@@ -77,8 +89,14 @@ describe('blue-green, for real', () => {
     const windowMs = Math.max(0, lastEarly - firstLate);
     t.diagnostic(`requests: ${records.length}, failed: 0, mixed-version window ${Math.round(windowMs)} ms`);
     const oldAfter = records.filter((r) => loadStart + r.t > switchedAt + 20 && r.version !== '1.1.0');
-    assert.deepEqual(oldAfter.map((r) => `${r.method} sent ${Math.round(loadStart + r.t - switchedAt)} ms after the switch was in force: ${r.version}`), []);
-    assert.ok(records.some((r) => loadStart + r.t < issuedAt && r.version === '1.0.0'), 'the old set served before the switch');
+    assert.deepEqual(
+      oldAfter.map((r) => `${r.method} sent ${Math.round(loadStart + r.t - switchedAt)} ms after the switch was in force: ${r.version}`),
+      [],
+    );
+    assert.ok(
+      records.some((r) => loadStart + r.t < issuedAt && r.version === '1.0.0'),
+      'the old set served before the switch',
+    );
     assert.equal((await f.instances()).length, 4, 'the old set is removed after the delay');
     assert.deepEqual(await switchBackContainers(f.names.service), [], 'the offer ends with the rollout');
     const up = await f.upstream();
@@ -111,16 +129,37 @@ describe('blue-green, for real', () => {
     const newSet = records.filter((r) => r.version === '1.1.0');
     const lastSent = Math.max(...newSet.map((r) => r.t));
     const lastNew = Math.max(...newSet.map((r) => r.t + r.latencyMs));
-    t.diagnostic(`undo: traffic back on the old set ${ms} ms after the request; the last request nginx gave the new set was sent ${Math.round(lastSent - undoFrom)} ms and answered ${Math.round(lastNew - undoFrom)} ms after the command started`);
+    t.diagnostic(
+      `undo: traffic back on the old set ${ms} ms after the request; the last request nginx gave the new set was sent ${Math.round(lastSent - undoFrom)} ms and answered ${Math.round(lastNew - undoFrom)} ms after the command started`,
+    );
     assert.equal(deployed.code, 1, deployed.stdout + deployed.stderr);
     assert.match(deployed.stderr, /rolled back \(undo\)/);
-    assert.deepEqual(failedOf(records).length, 0, `${await explainFailed(f, records, loadStart)}\nundo:\n${undo.stdout}${undo.stderr}\ndeploy:\n${deployed.stdout}${deployed.stderr}`);
-    assert.ok(records.some((r) => r.version === '1.1.0'), 'the new set served before the undo');
-    assert.deepEqual(records.filter((r) => r.t > undoneAt).map((r) => r.version).filter((v) => v !== '1.0.0'), [], 'only the old set answers after the switch-back');
+    assert.deepEqual(
+      failedOf(records).length,
+      0,
+      `${await explainFailed(f, records, loadStart)}\nundo:\n${undo.stdout}${undo.stderr}\ndeploy:\n${deployed.stdout}${deployed.stderr}`,
+    );
+    assert.ok(
+      records.some((r) => r.version === '1.1.0'),
+      'the new set served before the undo',
+    );
+    assert.deepEqual(
+      records
+        .filter((r) => r.t > undoneAt)
+        .map((r) => r.version)
+        .filter((v) => v !== '1.0.0'),
+      [],
+      'only the old set answers after the switch-back',
+    );
     assert.deepEqual((await f.versions()).sort(), Array(3).fill('1.0.0'));
     assert.equal((await f.instances()).length, 3, 'the new set is gone');
     assert.deepEqual(await switchBackContainers(f.names.service), [], 'the offer and the ask end with the rollout');
-    const history = JSON.parse((await runCli(['history', '-f', file, '--json'])).stdout) as { number: number; version: string; outcome: string; switchedAt?: string }[];
+    const history = JSON.parse((await runCli(['history', '-f', file, '--json'])).stdout) as {
+      number: number;
+      version: string;
+      outcome: string;
+      switchedAt?: string;
+    }[];
     assert.equal(history.at(-1)?.version, '1.1.0');
     assert.equal(history.at(-1)?.outcome, 'rolled back');
     // The switch time is kept with the revision, and shown.
@@ -133,7 +172,11 @@ describe('blue-green, for real', () => {
     const f = await fleet('it-bgbad');
     assert.equal((await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, type: 'BlueGreen' })])).code, 0);
     const load = startLoad(f.url, { getPerSecond: 20, postConcurrency: 1 });
-    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, type: 'BlueGreen', image: 'fleetroll-example:1.1.0', env: { BROKEN_NEVER_READY: '1' }, progressDeadlineSeconds: 6 })]);
+    const r = await runCli([
+      'deploy',
+      '-f',
+      f.fleetFile({ replicas: 2, type: 'BlueGreen', image: 'fleetroll-example:1.1.0', env: { BROKEN_NEVER_READY: '1' }, progressDeadlineSeconds: 6 }),
+    ]);
     const records = await load.stop();
     assert.equal(r.code, 1, r.stdout + r.stderr);
     assert.match(r.stderr, /made no progress for 6 s/);

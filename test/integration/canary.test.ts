@@ -29,12 +29,16 @@ describe('canary, for real', () => {
     const askedTo = Date.now();
     const onCanary = [...answers.values()].filter((v) => v[0] === '1.1.0').length;
     const switched = [...answers.entries()].filter(([, v]) => v[0] !== v[1]);
-    t.diagnostic(`setWeight 25: ${onCanary} of 200 users on the canary (${(onCanary / 2).toFixed(1)}%), ${switched.length} changed version between two requests`);
+    t.diagnostic(
+      `setWeight 25: ${onCanary} of 200 users on the canary (${(onCanary / 2).toFixed(1)}%), ${switched.length} changed version between two requests`,
+    );
     assert.deepEqual(switched, [], 'every user stays on one version while the weight holds');
     assert.ok(Math.abs(onCanary / 2 - 25) <= 10, `${onCanary / 2}% of users on the canary at weight 25`);
     // nginx's own access log says the same: the share of /api/version answers the new version gave.
     const log = (await getFile(docker, f.names.nginx, '/var/log/nginx/fleetroll.log')) ?? '';
-    const logged = new AccessLogParser().parse(log.split('\n')).filter((r) => r.uri === '/api/version' && r.timeMs >= askedFrom - 1000 && r.timeMs <= askedTo + 1000);
+    const logged = new AccessLogParser()
+      .parse(log.split('\n'))
+      .filter((r) => r.uri === '/api/version' && r.timeMs >= askedFrom - 1000 && r.timeMs <= askedTo + 1000);
     const logShare = (100 * logged.filter((r) => r.appVersion === '1.1.0').length) / Math.max(1, logged.length);
     t.diagnostic(`access log: ${logged.length} requests, ${logShare.toFixed(1)}% answered by the canary`);
     assert.ok(logged.length >= 400, `the access log has the ${logged.length} requests`);
@@ -79,7 +83,11 @@ describe('canary, for real', () => {
     const f = await fleet('it-canf');
     const canary = { ...CANARY, force: 'header:X-Canary' };
     // The first deploy with force set writes the map; only then may nginx.conf name its variable.
-    const first = await runCli(['deploy', '-f', f.fleetFile({ replicas: 4, maxSurge: 1, maxUnavailable: 0, type: 'Canary', canary: { ...canary, steps: [{ setWeight: 50 }] } })]);
+    const first = await runCli([
+      'deploy',
+      '-f',
+      f.fleetFile({ replicas: 4, maxSurge: 1, maxUnavailable: 0, type: 'Canary', canary: { ...canary, steps: [{ setWeight: 50 }] } }),
+    ]);
     assert.equal(first.code, 0, first.stdout + first.stderr);
     // nginx.conf still proxies to the main upstream: the deploy says the header is ignored, and how to change that.
     assert.match(first.stdout, new RegExp(`warning: .*canary\\.force is set, but no proxy_pass in its config uses \\$fleetroll_${f.names.upstream}_route`));
@@ -100,9 +108,15 @@ describe('canary, for real', () => {
     assert.deepEqual(await versions({ 'X-Canary': 'never' }), ['1.0.0'], 'X-Canary: never keeps them on stable');
     const split = await askUsers(f.url, 200);
     const onCanary = [...split.values()].filter((v) => v[0] === '1.1.0').length;
-    t.diagnostic(`forced: 80 of 80 requests (40 users, twice) on the canary with always, 80 of 80 on stable with never; without the header ${onCanary} of 200 users on the canary at weight 25`);
+    t.diagnostic(
+      `forced: 80 of 80 requests (40 users, twice) on the canary with always, 80 of 80 on stable with never; without the header ${onCanary} of 200 users on the canary at weight 25`,
+    );
     assert.ok(Math.abs(onCanary / 2 - 25) <= 10, `${onCanary / 2}% of users without the header on the canary at weight 25`);
-    assert.deepEqual([...split.entries()].filter(([, v]) => v[0] !== v[1]), [], 'the split stays sticky');
+    assert.deepEqual(
+      [...split.entries()].filter(([, v]) => v[0] !== v[1]),
+      [],
+      'the split stays sticky',
+    );
 
     assert.equal((await runCli(['promote', '-f', file])).code, 0);
     const done = await running.exited;

@@ -21,7 +21,7 @@ import { execa } from 'execa';
 import { FleetStateStore } from '../../src/adapters/fleetState.js';
 import { LABELS } from '../../src/ports.js';
 import { docker, prober, runCli, useFleets, waitFor, type CliRun, type TestFleet } from './fixture.js';
-import { get, inspectAll, removeVolumes, report, stateArchive, underLoad , ownAppImages, sha256 } from './rollouts.js';
+import { get, inspectAll, removeVolumes, report, stateArchive, underLoad, ownAppImages, sha256 } from './rollouts.js';
 
 const fleet = useFleets();
 const APP = 'fleetroll-cinteg';
@@ -85,7 +85,11 @@ describe('container fields on a real engine, under load through nginx', { concur
       assert.equal(v1.length, 2);
       for (const c of v1) {
         const bind = c.Mounts.find((m) => m.Destination === '/etc/bookstore/app.conf');
-        assert.deepEqual([bind?.Type, bind?.Source, bind?.RW], ['bind', join(f.dir, 'app.conf'), false], 'the config file, resolved against the fleet file, read-only');
+        assert.deepEqual(
+          [bind?.Type, bind?.Source, bind?.RW],
+          ['bind', join(f.dir, 'app.conf'), false],
+          'the config file, resolved against the fleet file, read-only',
+        );
         const vol = c.Mounts.find((m) => m.Destination === '/home/node');
         assert.deepEqual([vol?.Type, vol?.Name, vol?.RW], ['volume', volume, true]);
         const write = await execNode(c.Name.slice(1), "require('fs').appendFileSync('/etc/bookstore/app.conf', 'x')");
@@ -116,7 +120,9 @@ describe('container fields on a real engine, under load through nginx', { concur
       await cli('status', ['status', '-f', file]);
       const status = await cli('status --json', ['status', '-f', file, '--json']);
       assert.equal(status.code, 0, status.stderr);
-      assert.deepEqual((JSON.parse(status.stdout) as { lastRollout: { secrets?: Record<string, string> } }).lastRollout.secrets, { DB_PASSWORD: '${DB_PASSWORD}' });
+      assert.deepEqual((JSON.parse(status.stdout) as { lastRollout: { secrets?: Record<string, string> } }).lastRollout.secrets, {
+        DB_PASSWORD: '${DB_PASSWORD}',
+      });
       await cli('history', ['history', '-f', file]);
       await cli('history --json', ['history', '-f', file, '--json']);
       const shown = await cli('history --revision 1', ['history', '-f', file, '--revision', '1']);
@@ -142,8 +148,8 @@ describe('container fields on a real engine, under load through nginx', { concur
       assert.deepEqual(undo.failed, [], undo.why);
       assert.deepEqual(await f.versions(), ['1.0.0', '1.0.0']);
       assert.equal((await get(`${f.url}/api/env-digest?name=DB_PASSWORD`)).body, sha256(marker2), 'undo took the value from the environment of the undo');
-      assert.equal((await get(`${f.url}/api/config`)).body, config, 'revision 1\'s bind mount');
-      assert.equal((await get(`${f.url}/api/data`)).body.split('\n').filter((l) => l.startsWith('1.0.0 ')).length, 4, 'revision 1\'s volume');
+      assert.equal((await get(`${f.url}/api/config`)).body, config, "revision 1's bind mount");
+      assert.equal((await get(`${f.url}/api/data`)).body.split('\n').filter((l) => l.startsWith('1.0.0 ')).length, 4, "revision 1's volume");
 
       // A missing bind source: preflight names it and its host, and nothing changes.
       const serving = (await f.instances()).map((i) => i.name).sort();
@@ -235,12 +241,15 @@ describe('container fields on a real engine, under load through nginx', { concur
       assert.deepEqual(c.HostConfig.LogConfig, { Type: 'json-file', Config: { 'max-size': '1m', 'max-file': '2' } });
       assert.equal(c.Config.Labels.team, 'books');
       assert.equal(c.Config.Labels['com.example.owner'], svc);
-      assert.equal(c.Config.Labels[LABELS.service], svc, 'fleetroll\'s own labels beside them');
+      assert.equal(c.Config.Labels[LABELS.service], svc, "fleetroll's own labels beside them");
       assert.equal(c.HostConfig.ReadonlyRootfs, true);
       assert.deepEqual(c.HostConfig.Tmpfs, { '/scratch': 'size=8m' });
       const app = await appProcess(name);
       assert.deepEqual(app.uid, ['1234', '1234', '1234', '1234'], 'the app runs as uid 1234 (real, effective, saved, fs)');
-      const scratch = await execNode(name, "const fs = require('fs'); fs.writeFileSync('/scratch/x', 'ok'); process.stdout.write(fs.readFileSync('/scratch/x', 'utf8'))");
+      const scratch = await execNode(
+        name,
+        "const fs = require('fs'); fs.writeFileSync('/scratch/x', 'ok'); process.stdout.write(fs.readFileSync('/scratch/x', 'utf8'))",
+      );
       assert.deepEqual([scratch.code, scratch.stdout], [0, 'ok'], scratch.stderr);
       for (const path of ['/app/x', '/tmp/x']) {
         const w = await execNode(name, `require('fs').writeFileSync('${path}', 'no')`);
@@ -282,7 +291,9 @@ describe('container fields on a real engine, under load through nginx', { concur
     });
     const status = await runCli(['status', '-f', file, '--json']);
     assert.equal(status.code, 0, status.stderr);
-    const mine = (JSON.parse(status.stdout) as { instances: (Record<string, unknown> & { name: string })[] }).instances.find((i) => i.name === victim.Name.slice(1));
+    const mine = (JSON.parse(status.stdout) as { instances: (Record<string, unknown> & { name: string })[] }).instances.find(
+      (i) => i.name === victim.Name.slice(1),
+    );
     assert.equal(mine?.state, 'running');
     // TODO(status restarts column): once status reports restarts, assert it here instead of only via inspect.
     if (mine && 'restarts' in mine) assert.equal(mine.restarts, 1);
@@ -291,7 +302,9 @@ describe('container fields on a real engine, under load through nginx', { concur
     // the one it had (fleetroll watch follows addresses, a plain deploy of the same spec too).
     const oldIp = victim.NetworkSettings.Networks[f.names.network]?.IPAddress ?? '?';
     const listed = (await f.upstream()).content;
-    t.diagnostic(`${victim.Name}: ${oldIp} before the kill, ${address} after; the upstream lists ${listed.includes(`${oldIp}:`) ? 'the old' : listed.includes(address ?? '?') ? 'the new' : 'neither'} address`);
+    t.diagnostic(
+      `${victim.Name}: ${oldIp} before the kill, ${address} after; the upstream lists ${listed.includes(`${oldIp}:`) ? 'the old' : listed.includes(address ?? '?') ? 'the new' : 'neither'} address`,
+    );
     const traffic = await underLoad(f, ['status', '-f', file]);
     report(t, 'traffic after the restart', traffic);
     t.diagnostic(`after the restart: ${traffic.records.filter((r) => r.latencyMs >= 900).length} of ${traffic.records.length} requests took 0.9 s or more`);
@@ -299,24 +312,35 @@ describe('container fields on a real engine, under load through nginx', { concur
     const again = await runCli(['deploy', '-f', file, '--image', V2]);
     assert.equal(again.code, 0, again.stdout + again.stderr);
     const relisted = (await f.upstream()).content;
-    t.diagnostic(`deploy of the same spec after the restart: ${again.stdout.trim().split('\n').at(-1)}; the upstream lists ${relisted.includes(`${oldIp}:`) ? 'the old' : relisted.includes(address ?? '?') ? 'the new' : 'neither'} address`);
+    t.diagnostic(
+      `deploy of the same spec after the restart: ${again.stdout.trim().split('\n').at(-1)}; the upstream lists ${relisted.includes(`${oldIp}:`) ? 'the old' : relisted.includes(address ?? '?') ? 'the new' : 'neither'} address`,
+    );
   });
 
-  it('onFailure: rollback after a broken command goes back to the previous revision\'s container fields, not the failed one\'s', async (t) => {
+  it("onFailure: rollback after a broken command goes back to the previous revision's container fields, not the failed one's", async (t) => {
     const f = await fleet('ci-rbk');
     const good = ['node', '/app/server.mjs'];
     const file = f.fleetFile({ ...ROLL, image: V1, container: { command: good } });
     assert.equal((await runCli(['deploy', '-f', file])).code, 0);
     const before = await inspectAll(f);
     // 20 s, not 8: the rollback has the same deadline, and at CI load (load 30 on 2 cores) it once needed more than 8 s to remove the crash-looping instance.
-    const broken = f.fleetFile({ ...ROLL, image: V2, onFailure: 'rollback', progressDeadlineSeconds: 20, container: { command: ['node', '/app/no-such-file.mjs'] } });
+    const broken = f.fleetFile({
+      ...ROLL,
+      image: V2,
+      onFailure: 'rollback',
+      progressDeadlineSeconds: 20,
+      container: { command: ['node', '/app/no-such-file.mjs'] },
+    });
     const r = await underLoad(f, ['deploy', '-f', broken]);
     report(t, 'a broken command, rolled back', r);
     assert.equal(r.run.code, 1, r.run.stdout + r.run.stderr);
     assert.match(r.run.stderr, /rolled back \(onFailure: rollback\)/);
     assert.deepEqual(r.failed, [], r.why);
     const now = await inspectAll(f);
-    assert.deepEqual(now.map((c) => c.Config.Cmd), [good, good]);
-    assert.deepEqual(now.map((c) => c.Id).sort(), before.map((c) => c.Id).sort(), 'the previous revision\'s instances were kept, not replaced');
+    assert.deepEqual(
+      now.map((c) => c.Config.Cmd),
+      [good, good],
+    );
+    assert.deepEqual(now.map((c) => c.Id).sort(), before.map((c) => c.Id).sort(), "the previous revision's instances were kept, not replaced");
   });
 });

@@ -17,7 +17,14 @@ describe('crash-safe resume', () => {
       // A warm-up of 1 s makes the point waiting-for-readiness certain (about ten failed probes per
       // instance): an app that answered its first probe ready, as on a busy machine it may once
       // the probe itself runs late, never reached it and the deploy simply completed.
-      const file = f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, drainSeconds: 1, image: 'fleetroll-example:1.0.0', env: { WARMUP_SECONDS: '1' } });
+      const file = f.fleetFile({
+        replicas: 3,
+        maxSurge: 1,
+        maxUnavailable: 0,
+        drainSeconds: 1,
+        image: 'fleetroll-example:1.0.0',
+        env: { WARMUP_SECONDS: '1' },
+      });
       assert.equal((await runCli(['deploy', '-f', file])).code, 0);
       const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
       const killed = await new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) => {
@@ -41,7 +48,10 @@ describe('crash-safe resume', () => {
       const up = await f.upstream();
       assert.deepEqual([up.up, up.down], [3, 0]);
       const journal = await new FleetStateStore(docker, f.names.service, 'local').journal();
-      assert.ok(journal.some((e) => e.step === 'recovered'), 'the journal shows the recovery');
+      assert.ok(
+        journal.some((e) => e.step === 'recovered'),
+        'the journal shows the recovery',
+      );
       assert.deepEqual(failedOf(records), [], `${failedOf(records).length} of ${records.length} failed`);
     });
   }

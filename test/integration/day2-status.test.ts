@@ -65,14 +65,26 @@ describe('status, pause and resume, the lock', () => {
     assert.equal(code, 4, stdout + stderr);
     assert.match(stderr, /paused after 1 wave\(s\) \(fleetroll pause\): 4 old and 1 new instance\(s\), 4 in service, none left marked down/);
     const status = await runCli(['status', '-f', file, '--json']);
-    type Status = { paused: boolean; upToDate: boolean; lastRollout: { outcome: string }; instances: { version: string; ready: boolean; upstreams: Record<string, string> }[] };
+    type Status = {
+      paused: boolean;
+      upToDate: boolean;
+      lastRollout: { outcome: string };
+      instances: { version: string; ready: boolean; upstreams: Record<string, string> }[];
+    };
     const s = JSON.parse(status.stdout) as Status;
     assert.equal(s.paused, true);
     assert.equal(s.upToDate, false);
     assert.equal(s.lastRollout.outcome, 'paused');
-    assert.ok(s.instances.every((i) => Object.values(i.upstreams).every((u) => u !== 'down')), 'nothing left marked down');
+    assert.ok(
+      s.instances.every((i) => Object.values(i.upstreams).every((u) => u !== 'down')),
+      'nothing left marked down',
+    );
     const fresh = s.instances.filter((i) => i.version === '1.1.0');
-    assert.deepEqual(fresh.map((i) => [i.ready, ...Object.values(i.upstreams)]), [[false, 'absent']], 'the gate held: the one new instance waits, unready and out of traffic');
+    assert.deepEqual(
+      fresh.map((i) => [i.ready, ...Object.values(i.upstreams)]),
+      [[false, 'absent']],
+      'the gate held: the one new instance waits, unready and out of traffic',
+    );
     const blocked = await runCli(['deploy', '-f', file]);
     assert.equal(blocked.code, 4);
     assert.match(blocked.stderr, /is paused/);
@@ -101,7 +113,12 @@ describe('status, pause and resume, the lock', () => {
     assert.deepEqual(failedOf(records), []);
     // status probes every instance once: on a loaded machine one probe can miss its 1 s timeout, so ask until it says so.
     let human = await runCli(['status', '-f', file]);
-    await waitFor('status to say the fleet is up to date', async () => /4 of the desired revision, 4 ready — up to date/.test((human = await runCli(['status', '-f', file])).stdout), 30_000, 500).catch(() => undefined);
+    await waitFor(
+      'status to say the fleet is up to date',
+      async () => /4 of the desired revision, 4 ready — up to date/.test((human = await runCli(['status', '-f', file])).stdout),
+      30_000,
+      500,
+    ).catch(() => undefined);
     assert.match(human.stdout, /4 of the desired revision, 4 ready — up to date/);
     assert.match(human.stdout, new RegExp(`last rollout: revision 2 \\(${V2.replace(/[.]/g, '\\.')}\\) complete`));
   });

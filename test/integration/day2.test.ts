@@ -13,7 +13,6 @@ import { bin, docker, failedOf, root, runCli, useFleets, startLoad } from './fix
 
 const fleet = useFleets();
 
-
 interface HistoryRow {
   number: number;
   image: string;
@@ -39,7 +38,13 @@ describe('revisions: history, undo, restart', () => {
 
     // From another working directory (another machine would do the same): the history is on the fleet.
     const h = await history(v1, '/tmp');
-    assert.deepEqual(h.map((r) => [r.number, r.version, r.outcome]), [[1, '1.0.0', 'complete'], [2, '1.1.0', 'complete']]);
+    assert.deepEqual(
+      h.map((r) => [r.number, r.version, r.outcome]),
+      [
+        [1, '1.0.0', 'complete'],
+        [2, '1.1.0', 'complete'],
+      ],
+    );
     assert.equal(h[0]?.changeCause, 'first release');
     assert.deepEqual(h[0]?.env, ['DB_PASSWORD', 'PRESTOP_SECONDS', 'WARMUP_SECONDS'], 'env names only');
     const shown = await runCli(['history', '-f', v1, '--revision', '1']);
@@ -78,7 +83,10 @@ describe('revisions: history, undo, restart', () => {
     // A build of its own (1.0.0 plus a label: a new image ID), so removing it takes no other test's image.
     const build = async (from: string) => {
       const context = await createTar({ name: 'Dockerfile', content: `FROM ${from}\nLABEL fleetroll.test=${f.names.service}\n` });
-      const built = await docker.buildImage(Readable.from([context]) as unknown as NodeJS.ReadableStream, { t: tag, labels: { [DEMO_LABEL]: f.names.service } });
+      const built = await docker.buildImage(Readable.from([context]) as unknown as NodeJS.ReadableStream, {
+        t: tag,
+        labels: { [DEMO_LABEL]: f.names.service },
+      });
       await new Promise((resolve, reject) => docker.modem.followProgress(built, (err: unknown) => (err ? reject(err) : resolve(undefined))));
     };
     await build('fleetroll-example:1.0.0');
@@ -147,10 +155,23 @@ describe('adopting a running fleet', () => {
       for (const id of started) await assert.rejects(docker.getContainer(id).inspect(), 'the adopted containers were replaced');
       assert.deepEqual(failedOf(records), []);
       const h = await history(file);
-      assert.deepEqual(h.map((x) => [x.number, x.version, x.outcome]), [[1, '1.0.0', 'complete'], [2, '1.1.0', 'complete']]);
+      assert.deepEqual(
+        h.map((x) => [x.number, x.version, x.outcome]),
+        [
+          [1, '1.0.0', 'complete'],
+          [2, '1.1.0', 'complete'],
+        ],
+      );
       assert.match(h[0]?.changeCause ?? '', /adopted 3 running container\(s\)/);
     } finally {
-      await Promise.all(started.map((id) => docker.getContainer(id).remove({ force: true }).catch(() => {})));
+      await Promise.all(
+        started.map((id) =>
+          docker
+            .getContainer(id)
+            .remove({ force: true })
+            .catch(() => {}),
+        ),
+      );
     }
   });
 });

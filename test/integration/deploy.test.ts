@@ -45,7 +45,10 @@ describe('deploy: zero failed requests under load', { concurrency: 2 }, () => {
 
       const out = JSON.parse(result.stdout) as { outcome: string; version: string; instances: { version: string }[]; reloads: number };
       assert.equal(out.outcome, 'complete');
-      assert.deepEqual(out.instances.map((i) => i.version), ['1.1.0', '1.1.0', '1.1.0', '1.1.0']);
+      assert.deepEqual(
+        out.instances.map((i) => i.version),
+        ['1.1.0', '1.1.0', '1.1.0', '1.1.0'],
+      );
       assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0', '1.1.0', '1.1.0']);
       const containers = await f.instances();
       assert.equal(containers.length, 4, 'old containers are removed');
@@ -70,7 +73,10 @@ describe('deploy: failures are caught and explained', () => {
     const names = (await f.instances()).map((i) => i.name);
     assert.match(r.stderr, /do not serve version 1\.1\.0/);
     assert.match(r.stderr, /reports version "9\.9\.9", expected "1\.1\.0"/);
-    assert.ok(names.some((n) => r.stderr.includes(n)), `stderr names an instance: ${r.stderr}`);
+    assert.ok(
+      names.some((n) => r.stderr.includes(n)),
+      `stderr names an instance: ${r.stderr}`,
+    );
   });
 
   it('an upstream template that nginx rejects: nothing reloaded, the old file back, still serving', async () => {
@@ -88,7 +94,11 @@ describe('deploy: failures are caught and explained', () => {
     assert.match(r.stderr, /unknown directive "no_such_directive"/);
     assert.equal((await f.upstream()).content, before.content, 'the upstream file is restored');
     assert.ok(records.length > 5);
-    assert.deepEqual(records.filter((x) => x.status !== 200 && x.status !== 201), [], 'nginx kept serving');
+    assert.deepEqual(
+      records.filter((x) => x.status !== 200 && x.status !== 201),
+      [],
+      'nginx kept serving',
+    );
   });
 
   it('a missing image or network fails preflight before anything changes', async () => {

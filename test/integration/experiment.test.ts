@@ -52,7 +52,10 @@ describe('experiment', () => {
 
     const s = JSON.parse(r.stdout) as ExperimentSummary;
     assert.equal(s.ok, true, s.problems.join('; '));
-    assert.deepEqual(s.cells.map((c) => c.label), ['naive', 'rolling']);
+    assert.deepEqual(
+      s.cells.map((c) => c.label),
+      ['naive', 'rolling'],
+    );
     const [naive, rolling] = s.cells;
     assert.ok(naive && rolling);
 
@@ -80,7 +83,10 @@ describe('experiment', () => {
     assert.ok(a.calibratedRatio && a.calibratedRatio.median > 0, JSON.stringify(a.calibratedRatio));
     assert.match(r.stderr, /run 1\/2: naive[\s\S]*calibration run \(reload mode\): rolling, not measured[\s\S]*run 2\/2: rolling/);
     assert.match(r.stderr, /calibrated on the calibration run, the fleet's first deploy: [0-9.]+ s/);
-    assert.deepEqual(s.experiment.calibrationRuns?.map((c) => [c.mode, c.label]), [['reload', 'rolling']]);
+    assert.deepEqual(
+      s.experiment.calibrationRuns?.map((c) => [c.mode, c.label]),
+      [['reload', 'rolling']],
+    );
     assert.ok((s.experiment.calibrationRuns?.[0]?.deployMs ?? 0) > 0);
     assert.equal(s.runs.length, 2, 'the calibration run is not a reported run');
 
@@ -91,12 +97,23 @@ describe('experiment', () => {
     assert.equal(naive.aggregate.reloads.median, 2);
     // Failures, if any, are each pinned on a naive phase.
     const naiveRun = s.runs.find((x) => x.cell === naive.id)!;
-    assert.equal(naiveRun.failuresByPhase.reduce((n, p) => n + p.failed, 0), naiveRun.requests.failed);
+    assert.equal(
+      naiveRun.failuresByPhase.reduce((n, p) => n + p.failed, 0),
+      naiveRun.requests.failed,
+    );
     for (const p of naiveRun.failuresByPhase) assert.match(p.phase, /^(naive \d+: (killing|starting|reloading nginx|pause)|after deploy)$/);
 
     // Files: report, page, charts, summary, and per run every request and the events.
     const md = readFileSync(join(out, 'report.md'), 'utf8');
-    for (const text of ['# Experiment: Tiny experiment', '## Results', '| rolling |', '| naive |', '## Failed requests by deploy phase', '## Keep-alive retries', '![Capacity over time](charts/capacity.svg)']) {
+    for (const text of [
+      '# Experiment: Tiny experiment',
+      '## Results',
+      '| rolling |',
+      '| naive |',
+      '## Failed requests by deploy phase',
+      '## Keep-alive retries',
+      '![Capacity over time](charts/capacity.svg)',
+    ]) {
       assert.ok(md.includes(text), `report.md has ${text}`);
     }
     const html = readFileSync(join(out, 'index.html'), 'utf8');
@@ -117,16 +134,26 @@ describe('experiment', () => {
       const csv = readFileSync(join(out, run.files.requests[1]!), 'utf8').trim().split('\n');
       assert.equal(csv[0], 't,method,path,status,error,latencyMs,version,retried,retryError');
       assert.equal(csv.length, run.requests.total + 1);
-      const events = readFileSync(join(out, run.files.events), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { t: number; type: string });
+      const events = readFileSync(join(out, run.files.events), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { t: number; type: string });
       const types = events.map((e) => e.type);
-      for (const t of ['load-start', 'deploy-start', 'wave', 'stopped', 'started', 'reload', 'deploy-end', 'load-stop']) assert.ok(types.includes(t), `events has ${t}`);
+      for (const t of ['load-start', 'deploy-start', 'wave', 'stopped', 'started', 'reload', 'deploy-end', 'load-stop'])
+        assert.ok(types.includes(t), `events has ${t}`);
       assert.ok(existsSync(join(out, run.files.metrics)));
     }
     // The rolling run's calibrated prediction, event by event on its virtual clock: the same kinds of step as measured.
     const rollingRun = s.runs.find((x) => x.files.calibratedEvents !== undefined);
     assert.ok(rollingRun && s.runs.filter((x) => x.files.calibratedEvents).length === 1, 'only the engine run has a calibrated prediction');
-    const predictedTypes = new Set(readFileSync(join(out, rollingRun.files.calibratedEvents!), 'utf8').trim().split('\n').map((l) => (JSON.parse(l) as { type: string }).type));
-    for (const t of ['wave', 'started', 'stopped', 'complete']) assert.ok(predictedTypes.has(t), `the prediction has ${t} events: ${[...predictedTypes].join(', ')}`);
+    const predictedTypes = new Set(
+      readFileSync(join(out, rollingRun.files.calibratedEvents!), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => (JSON.parse(l) as { type: string }).type),
+    );
+    for (const t of ['wave', 'started', 'stopped', 'complete'])
+      assert.ok(predictedTypes.has(t), `the prediction has ${t} events: ${[...predictedTypes].join(', ')}`);
 
     // Every fleet was torn down.
     for (const n of [1, 2]) {
@@ -166,7 +193,10 @@ strategies:
     assert.equal(run.deployError, undefined);
     assert.deepEqual(run.wrongVersions, [], 'every instance reports the new version');
 
-    const events = readFileSync(join(out, run.files.events), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { t: number; type: string; stop?: string[]; name?: string });
+    const events = readFileSync(join(out, run.files.events), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { t: number; type: string; stop?: string[]; name?: string });
     const batches = events.filter((e) => e.type === 'wave');
     assert.equal(batches.length, 2, 'four instances in batches of two');
     assert.equal(run.reloads, 2 * batches.length, 'one reload to mark the batch down, one to put the new ones in');
@@ -187,7 +217,7 @@ strategies:
     }
   });
 
-  it('a bad version: the canary\'s analysis stops it and the fleet ends on the old version; the rolling update without a gate ends on the bad one; no failure but its own 500s', async () => {
+  it("a bad version: the canary's analysis stops it and the fleet ends on the old version; the rolling update without a gate ends on the bad one; no failure but its own 500s", async () => {
     const spec = join(dir, 'bad-version.yaml');
     writeFileSync(
       spec,

@@ -13,14 +13,23 @@ import { docker, failedOf, prober, runCli, startCliUntil, useFleets, startLoad }
 
 const fleet = useFleets();
 
-
-
 describe('failed rollouts leave the fleet serving', () => {
   it('a never-ready version with maxUnavailable 0: exit 1 after the deadline, zero failed requests, the old fleet intact', async () => {
     const f = await fleet('it-never');
     const oldRev = await f.at100();
     const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
-    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', env: { BROKEN_NEVER_READY: '1' }, progressDeadlineSeconds: 15 })]);
+    const r = await runCli([
+      'deploy',
+      '-f',
+      f.fleetFile({
+        replicas: 3,
+        maxSurge: 1,
+        maxUnavailable: 0,
+        image: 'fleetroll-example:1.1.0',
+        env: { BROKEN_NEVER_READY: '1' },
+        progressDeadlineSeconds: 15,
+      }),
+    ]);
     const records = await load.stop();
     assert.equal(r.code, 1, r.stdout + r.stderr);
     // 15 s, not 5: at CI load a new container once took over 5 s to answer its first probe, and the report then says "starting".
@@ -43,7 +52,19 @@ describe('failed rollouts leave the fleet serving', () => {
     const f = await fleet('it-rollback');
     const oldRev = await f.at100();
     const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
-    const r = await runCli(['deploy', '--auto-rollback', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', env: { BROKEN_NEVER_READY: '1' }, progressDeadlineSeconds: 5 })]);
+    const r = await runCli([
+      'deploy',
+      '--auto-rollback',
+      '-f',
+      f.fleetFile({
+        replicas: 3,
+        maxSurge: 1,
+        maxUnavailable: 0,
+        image: 'fleetroll-example:1.1.0',
+        env: { BROKEN_NEVER_READY: '1' },
+        progressDeadlineSeconds: 5,
+      }),
+    ]);
     const records = await load.stop();
     assert.equal(r.code, 1, r.stdout + r.stderr);
     assert.match(r.stderr, /made no progress/);
@@ -61,7 +82,19 @@ describe('failed rollouts leave the fleet serving', () => {
     const f = await fleet('it-crash');
     const oldRev = await f.at100();
     const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
-    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', env: { CRASH_AFTER_READY_SECONDS: '2' }, minReadySeconds: 5, progressDeadlineSeconds: 12 })]);
+    const r = await runCli([
+      'deploy',
+      '-f',
+      f.fleetFile({
+        replicas: 3,
+        maxSurge: 1,
+        maxUnavailable: 0,
+        image: 'fleetroll-example:1.1.0',
+        env: { CRASH_AFTER_READY_SECONDS: '2' },
+        minReadySeconds: 5,
+        progressDeadlineSeconds: 12,
+      }),
+    ]);
     const records = await load.stop();
     assert.equal(r.code, 1, r.stdout + r.stderr);
     assert.match(r.stdout, /ready it-crash-/, 'it did become ready');
@@ -125,7 +158,11 @@ describe('several load balancers', () => {
     // Break lb2's own config: its running config keeps serving, but nginx -t fails.
     await putFile(docker, lb2.container, '/etc/nginx/conf.d/default.conf', 'server { listen 80; location / { proxy_pass http://nowhere_at_all; } \n');
     const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
-    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, extraLoadBalancers: lbs, image: 'fleetroll-example:1.1.0' })]);
+    const r = await runCli([
+      'deploy',
+      '-f',
+      f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, extraLoadBalancers: lbs, image: 'fleetroll-example:1.1.0' }),
+    ]);
     const records = await load.stop();
     assert.equal(r.code, 1);
     assert.match(r.stderr, /preflight failed, nothing was changed/);
@@ -139,14 +176,31 @@ describe('several load balancers', () => {
   it('the new upstream fails nginx -t on one of two: every file restored, no reload anywhere', async () => {
     const f = await fleet('it-ha2');
     const lb2 = await f.addLoadBalancer('b');
-    const r0 = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, extraLoadBalancers: [{ container: lb2.container, upstream: f.names.upstream }] })]);
+    const r0 = await runCli([
+      'deploy',
+      '-f',
+      f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, extraLoadBalancers: [{ container: lb2.container, upstream: f.names.upstream }] }),
+    ]);
     assert.equal(r0.code, 0, r0.stderr);
     const before = [await f.upstream(), await f.upstream(lb2.container)];
     const broken = join(f.dir, 'broken.tmpl');
     writeFileSync(broken, 'upstream {{upstream}} {\n{{servers}}\n    not_a_directive;\n}\n');
-    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', extraLoadBalancers: [{ container: lb2.container, upstream: f.names.upstream, template: broken }] })]);
+    const r = await runCli([
+      'deploy',
+      '-f',
+      f.fleetFile({
+        replicas: 2,
+        maxSurge: 1,
+        maxUnavailable: 0,
+        image: 'fleetroll-example:1.1.0',
+        extraLoadBalancers: [{ container: lb2.container, upstream: f.names.upstream, template: broken }],
+      }),
+    ]);
     assert.equal(r.code, 1);
-    assert.match(r.stderr, new RegExp(`nginx ${lb2.container} on local: the new upstream failed nginx -t; every upstream file was restored and nothing was reloaded`));
+    assert.match(
+      r.stderr,
+      new RegExp(`nginx ${lb2.container} on local: the new upstream failed nginx -t; every upstream file was restored and nothing was reloaded`),
+    );
     assert.equal((await f.upstream()).content, before[0]?.content, 'the first load balancer was restored too');
     assert.equal((await f.upstream(lb2.container)).content, before[1]?.content);
     // The first new instance became ready and the old one it replaces was marked for termination,

@@ -143,7 +143,10 @@ export async function startTestFleet(prefix: string, o: FleetStart = {}): Promis
   const nginx = dynamic ? await ensureLuaNginxImage() : (await ensureImages()).nginx;
   const names = demoNames(uniqueName(prefix));
   await ensureNetwork(docker, names.network, { [DEMO_LABEL]: names.service });
-  const port = await startNginx(docker, names, nginx, 0, await readDefaultTemplate(), o.mode, { ...(o.confInContainer ? {} : { confDir: stageConfDir(names.nginx) }), ...(o.peersDir !== undefined ? { peersDir: o.peersDir } : {}) });
+  const port = await startNginx(docker, names, nginx, 0, await readDefaultTemplate(), o.mode, {
+    ...(o.confInContainer ? {} : { confDir: stageConfDir(names.nginx) }),
+    ...(o.peersDir !== undefined ? { peersDir: o.peersDir } : {}),
+  });
   const peers = peersFile?.replace('{upstream}', names.upstream) ?? defaultPeersFile(names.upstream);
   const url = `http://127.0.0.1:${port}`;
   await waitForHttp(url, 10_000);
@@ -159,14 +162,17 @@ export async function startTestFleet(prefix: string, o: FleetStart = {}): Promis
           ? 'strategy:\n  type: Recreate\n'
           : o.type === 'BlueGreen'
             ? `strategy:\n  type: BlueGreen\n  blueGreen: ${JSON.stringify({ scaleDownDelaySeconds: o.scaleDownDelaySeconds ?? 30, ...o.blueGreen })}\n`
-          : o.type === 'Canary'
-            ? `strategy:\n  type: Canary\n  canary: ${JSON.stringify(o.canary ?? { steps: [{ setWeight: 50 }] })}\n  rollingUpdate: { maxSurge: ${JSON.stringify(o.maxSurge ?? 1)}, maxUnavailable: ${JSON.stringify(o.maxUnavailable ?? 0)} }\n`
-          : o.maxSurge !== undefined || o.maxUnavailable !== undefined
-            ? `strategy:\n  rollingUpdate: { ${[o.maxSurge !== undefined ? `maxSurge: ${JSON.stringify(o.maxSurge)}` : '', o.maxUnavailable !== undefined ? `maxUnavailable: ${JSON.stringify(o.maxUnavailable)}` : ''].filter(Boolean).join(', ')} }\n`
-            : '';
+            : o.type === 'Canary'
+              ? `strategy:\n  type: Canary\n  canary: ${JSON.stringify(o.canary ?? { steps: [{ setWeight: 50 }] })}\n  rollingUpdate: { maxSurge: ${JSON.stringify(o.maxSurge ?? 1)}, maxUnavailable: ${JSON.stringify(o.maxUnavailable ?? 0)} }\n`
+              : o.maxSurge !== undefined || o.maxUnavailable !== undefined
+                ? `strategy:\n  rollingUpdate: { ${[o.maxSurge !== undefined ? `maxSurge: ${JSON.stringify(o.maxSurge)}` : '', o.maxUnavailable !== undefined ? `maxUnavailable: ${JSON.stringify(o.maxUnavailable)}` : ''].filter(Boolean).join(', ')} }\n`
+                : '';
       const accessLog = o.accessLog === false ? '' : `      accessLog: ${o.accessLog ?? ACCESS_LOG}\n`;
       const extra = (o.extraLoadBalancers ?? [])
-        .map((lb) => `  - nginx:\n      container: ${lb.container}\n      host: local\n      ${dynamic ? 'mode: dynamic' : `upstreamFile: ${UPSTREAM_FILE}`}\n      upstream: ${lb.upstream}\n${lb.template ? `      template: ${lb.template}\n` : ''}${accessLog}`)
+        .map(
+          (lb) =>
+            `  - nginx:\n      container: ${lb.container}\n      host: local\n      ${dynamic ? 'mode: dynamic' : `upstreamFile: ${UPSTREAM_FILE}`}\n      upstream: ${lb.upstream}\n${lb.template ? `      template: ${lb.template}\n` : ''}${accessLog}`,
+        )
         .join('');
       const more = [
         o.minReadySeconds !== undefined ? `minReadySeconds: ${o.minReadySeconds}\n` : '',
@@ -272,7 +278,9 @@ export function runNode(nodeArgs: string[], opts: { signal?: AbortSignal; env?: 
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const unguard = superviseExit(child, `node ${nodeArgs.map(shortPath).join(' ')}`, dir, (why) => reject(new Error(`${why}\n--- stdout\n${stdout}\n--- stderr\n${stderr}`)));
+    const unguard = superviseExit(child, `node ${nodeArgs.map(shortPath).join(' ')}`, dir, (why) =>
+      reject(new Error(`${why}\n--- stdout\n${stdout}\n--- stderr\n${stderr}`)),
+    );
     child.on('error', (err) => {
       unguard();
       reject(err);
@@ -291,7 +299,11 @@ const shortPath = (a: string) => (a.startsWith(root) ? a.slice(root.length) : a)
  * Samples the fleet every `everyMs` while `work` runs: containers running,
  * and servers up in the nginx upstream file.
  */
-export async function sampleDuring<T>(fleet: TestFleet, work: Promise<T>, everyMs = 100): Promise<{ result: T; maxAlive: number; minUp: number; samples: number }> {
+export async function sampleDuring<T>(
+  fleet: TestFleet,
+  work: Promise<T>,
+  everyMs = 100,
+): Promise<{ result: T; maxAlive: number; minUp: number; samples: number }> {
   let done = false;
   let maxAlive = 0;
   let minUp = Number.POSITIVE_INFINITY;
@@ -372,7 +384,11 @@ export async function moreRequests(load: ReturnType<typeof startProbeLoad>, n: n
 }
 
 /** Runs load until it has recorded `n` requests, then stops it and returns every record. */
-export async function loadOf(url: string, n: number, profile: Parameters<typeof startProbeLoad>[1] = { getPerSecond: 20, postConcurrency: 0 }): Promise<RequestRecord[]> {
+export async function loadOf(
+  url: string,
+  n: number,
+  profile: Parameters<typeof startProbeLoad>[1] = { getPerSecond: 20, postConcurrency: 0 },
+): Promise<RequestRecord[]> {
   const load = startLoad(url, profile); // on a timeout, the file's after() stops it
   await moreRequests(load, n);
   return load.stop();
@@ -393,7 +409,10 @@ export async function explainFailed(f: TestFleet, records: RequestRecord[], load
       const at = loadStart + r.t;
       const near = log
         .filter((l) => Math.abs(Number(l.time) * 1000 - at) < 1000)
-        .map((l) => `      ${new Date(Number(l.time) * 1000).toISOString()} ${l.method} ${l.uri} → ${l.status} via ${l.upstream_addr || '-'} (${l.upstream_status || '-'}, ${l.request_time} s)`);
+        .map(
+          (l) =>
+            `      ${new Date(Number(l.time) * 1000).toISOString()} ${l.method} ${l.uri} → ${l.status} via ${l.upstream_addr || '-'} (${l.upstream_status || '-'}, ${l.request_time} s)`,
+        );
       return `  ${new Date(at).toISOString()} ${r.method} ${r.path}: ${r.error ?? `HTTP ${r.status}`} after ${Math.round(r.latencyMs)} ms${r.retried ? ` (resent after ${r.retryError})` : ''}; nginx logged within 1 s:\n${near.join('\n') || '      (nothing)'}`;
     })
     .join('\n')}`;

@@ -71,12 +71,18 @@ describe('the deploy health numbers, from the load balancer access log', () => {
     const span = (x: RequestRecord) => ({ from: base + x.t - edgeSlackMs, to: endOf(x) + edgeSlackMs });
     const surely = records.filter((x) => span(x).from >= start && span(x).to <= end).length;
     const maybe = records.filter((x) => span(x).to >= start && span(x).from <= end).length;
-    assert.ok(surely <= h.requests && h.requests <= maybe, `requests in the log (${h.requests}) between the load generator's surely in the window (${surely}) and possibly in it (${maybe}); ${seen.length} by their ends`);
+    assert.ok(
+      surely <= h.requests && h.requests <= maybe,
+      `requests in the log (${h.requests}) between the load generator's surely in the window (${surely}) and possibly in it (${maybe}); ${seen.length} by their ends`,
+    );
     assert.equal(h.unattributed, 0, 'every request was answered by a fleet instance');
     assert.equal(h.garbage, 0);
     assert.deepEqual([h.failed5xx, h.dropped], [0, 0]);
     assert.ok(h.mixedVersionWindowMs > 0, `old and new served side by side (${h.mixedVersionWindowMs} ms)`);
-    assert.ok(h.mixedVersionWindowMs <= out.durationMs && out.durationMs <= h.window.durationMs, `mixed ${h.mixedVersionWindowMs} ≤ deploy ${out.durationMs} ≤ window ${h.window.durationMs}`);
+    assert.ok(
+      h.mixedVersionWindowMs <= out.durationMs && out.durationMs <= h.window.durationMs,
+      `mixed ${h.mixedVersionWindowMs} ≤ deploy ${out.durationMs} ≤ window ${h.window.durationMs}`,
+    );
     // The log's first new and last old response are among the load's own requests (it is nginx's
     // only client), so each lies between when some such request was sent and when its answer came
     // back. Those bounds come from the same run: on a busy machine the client reads answers late,
@@ -96,12 +102,23 @@ describe('the deploy health numbers, from the load balancer access log', () => {
     const lastOld = bracket('1.0.0', (xs) => Math.max(...xs));
     const logFirstNew = Date.parse(h.firstNewResponseAt ?? '');
     const logLastOld = Date.parse(h.lastOldResponseAt ?? '');
-    t.diagnostic(`slack ${slackMs} ms (load ${loadavg()[0]!.toFixed(1)} on ${cpus().length} cores); first new response: log ${logFirstNew - start} ms into the window, load ${firstNew.from - start}..${firstNew.to - start}; last old: log ${logLastOld - start}, load ${lastOld.from - start}..${lastOld.to - start}`);
-    assert.ok(firstNew.from <= logFirstNew && logFirstNew <= firstNew.to, `the log's first new response (${h.firstNewResponseAt}) is when the users got theirs (sent ${firstNew.from - start} ms, answered ${firstNew.to - start} ms into the window)`);
-    assert.ok(lastOld.from <= logLastOld && logLastOld <= lastOld.to, `the log's last old response (${h.lastOldResponseAt}) is when the users got theirs (sent ${lastOld.from - start} ms, answered ${lastOld.to - start} ms into the window; users saw a ${userMixedMs.toFixed(0)} ms window)`);
+    t.diagnostic(
+      `slack ${slackMs} ms (load ${loadavg()[0]!.toFixed(1)} on ${cpus().length} cores); first new response: log ${logFirstNew - start} ms into the window, load ${firstNew.from - start}..${firstNew.to - start}; last old: log ${logLastOld - start}, load ${lastOld.from - start}..${lastOld.to - start}`,
+    );
+    assert.ok(
+      firstNew.from <= logFirstNew && logFirstNew <= firstNew.to,
+      `the log's first new response (${h.firstNewResponseAt}) is when the users got theirs (sent ${firstNew.from - start} ms, answered ${firstNew.to - start} ms into the window)`,
+    );
+    assert.ok(
+      lastOld.from <= logLastOld && logLastOld <= lastOld.to,
+      `the log's last old response (${h.lastOldResponseAt}) is when the users got theirs (sent ${lastOld.from - start} ms, answered ${lastOld.to - start} ms into the window; users saw a ${userMixedMs.toFixed(0)} ms window)`,
+    );
     const first = h.firstNewInstance;
     assert.ok(first, 'a first new instance');
-    assert.ok(out.instances.some((i) => i.name === first.name && i.version === '1.1.0'), `${first.name} is one of the new instances`);
+    assert.ok(
+      out.instances.some((i) => i.name === first.name && i.version === '1.1.0'),
+      `${first.name} is one of the new instances`,
+    );
     assert.ok(first.requests > 0);
     assert.deepEqual([first.errors, first.errorRate], [0, 0]);
 

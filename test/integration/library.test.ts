@@ -32,7 +32,10 @@ describe('the library: examples/library/deploy.ts', () => {
     const out = JSON.parse(r.stdout) as ManagedResult;
     assert.equal(out.version, '1.1.0');
     assert.equal(out.revisionNumber, 2);
-    assert.deepEqual(out.instances.map((i) => i.version), ['1.1.0', '1.1.0']);
+    assert.deepEqual(
+      out.instances.map((i) => i.version),
+      ['1.1.0', '1.1.0'],
+    );
     assert.ok(out.health !== undefined, 'the health numbers of the access log, as the CLI reports them');
     assert.equal((r.stderr.match(/^verified \S+ at 1\.1\.0$/gm) ?? []).length, 2, r.stderr);
     assert.match(r.stderr, /^complete: version 1\.1\.0$/m);

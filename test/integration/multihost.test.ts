@@ -14,7 +14,20 @@ import { execa } from 'execa';
 import { DockerRuntime } from '../../src/adapters/docker.js';
 import { removeFleetState } from '../../src/adapters/fleetState.js';
 import { LABELS } from '../../src/ports.js';
-import { answeredVersion, docker, ensureImages, failedOf, loadOf, root, runCli, startCliUntil, startLocalNginx, uniqueName, type LocalNginx, startLoad } from './fixture.js';
+import {
+  answeredVersion,
+  docker,
+  ensureImages,
+  failedOf,
+  loadOf,
+  root,
+  runCli,
+  startCliUntil,
+  startLocalNginx,
+  uniqueName,
+  type LocalNginx,
+  startLoad,
+} from './fixture.js';
 
 const ENGINES = ['h2', 'h3'];
 const engine = (n: string) => execa('bash', [join(root, 'scripts/second-engine.sh'), 'start', n], { stdin: 'ignore' });
@@ -29,7 +42,14 @@ let nginx: LocalNginx | undefined;
 async function cleanupEngines(): Promise<void> {
   for (const rt of [new DockerRuntime({ name: 'local', docker: 'unix:///var/run/docker.sock' }), ...runtimes.values()]) {
     const list = await rt.list({ [LABELS.service]: service }).catch(() => []);
-    await Promise.all(list.map((c) => rt.docker.getContainer(c.id).remove({ force: true }).catch(() => {})));
+    await Promise.all(
+      list.map((c) =>
+        rt.docker
+          .getContainer(c.id)
+          .remove({ force: true })
+          .catch(() => {}),
+      ),
+    );
   }
   await removeFleetState(docker, service);
 }
@@ -124,7 +144,10 @@ function events(stdout: string): Record<string, unknown>[] {
     .filter((e): e is Record<string, unknown> => e !== undefined);
 }
 
-const startedHosts = (stdout: string) => events(stdout).filter((e) => e.type === 'started').map((e) => String(e.host));
+const startedHosts = (stdout: string) =>
+  events(stdout)
+    .filter((e) => e.type === 'started')
+    .map((e) => String(e.host));
 
 /**
  * A TCP endpoint in front of an engine's socket that holds every chunk sent
@@ -174,7 +197,11 @@ describe('a fleet across three Docker hosts', () => {
     // No fleet and no app image on h2 and h3, so the rollout has to bring it.
     await cleanupEngines();
     for (const rt of runtimes.values()) {
-      for (const tag of ['fleetroll-example:1.0.0', 'fleetroll-example:1.1.0']) await rt.docker.getImage(tag).remove({ force: true }).catch(() => {});
+      for (const tag of ['fleetroll-example:1.0.0', 'fleetroll-example:1.1.0'])
+        await rt.docker
+          .getImage(tag)
+          .remove({ force: true })
+          .catch(() => {});
     }
     const first = await runCli(['deploy', '-f', fleetFile({ image: 'fleetroll-example:1.0.0' })]);
     assert.equal(first.code, 0, first.stdout + first.stderr);
@@ -189,7 +216,8 @@ describe('a fleet across three Docker hosts', () => {
     assert.ok(records.length > 80);
     assert.deepEqual(await versions(), Array(6).fill('1.1.0'));
     assert.deepEqual(await perHost(), { local: 2, h2: 2, h3: 2 });
-    for (const c of await runtimes.get('h2')!.list({ [LABELS.service]: service })) assert.match(c.address ?? '', /^127\.0\.0\.1:\d+$/, 'published on the host address');
+    for (const c of await runtimes.get('h2')!.list({ [LABELS.service]: service }))
+      assert.match(c.address ?? '', /^127\.0\.0\.1:\d+$/, 'published on the host address');
   });
 
   it('a slow host does not hold up the others; --host-parallelism 1 makes host work serial', async () => {
@@ -210,10 +238,21 @@ describe('a fleet across three Docker hosts', () => {
       // deciding while h3 is slow, so later starts may come in between: look at each host's first start.
       const started = startedHosts(parallel.stdout);
       const firstStart = (h: string) => started.indexOf(h);
-      assert.ok(['h2', 'h3', 'local'].every((h) => firstStart(h) >= 0), `every host started one: ${started.join(', ')}`);
+      assert.ok(
+        ['h2', 'h3', 'local'].every((h) => firstStart(h) >= 0),
+        `every host started one: ${started.join(', ')}`,
+      );
       assert.ok(firstStart('h2') < firstStart('h3'), `h2 queued after h3 but started first, as hosts work in parallel: ${started.join(', ')}`);
 
-      const serial = await runCli(['deploy', '-f', fleetFile({ ...opts, image: 'fleetroll-example:1.1.0' }), '--host-parallelism', '1', '--log-format', 'json']);
+      const serial = await runCli([
+        'deploy',
+        '-f',
+        fleetFile({ ...opts, image: 'fleetroll-example:1.1.0' }),
+        '--host-parallelism',
+        '1',
+        '--log-format',
+        'json',
+      ]);
       assert.equal(serial.code, 0, serial.stdout + serial.stderr);
       const serialStarts = startedHosts(serial.stdout);
       const order = [...new Set(serialStarts)];
@@ -233,7 +272,10 @@ describe('a fleet across three Docker hosts', () => {
     assert.deepEqual(await perHost(), { local: 3, h2: 3, h3: 3 });
     // As in Kubernetes, a finished fleet scales in one step: 3 starts (under
     // replicas + maxSurge = 11), nothing stopped.
-    const wavesOf = (stdout: string) => events(stdout).filter((e) => e.type === 'wave').map((w) => ({ start: w.start, stops: (w.stop as string[]).length }));
+    const wavesOf = (stdout: string) =>
+      events(stdout)
+        .filter((e) => e.type === 'wave')
+        .map((w) => ({ start: w.start, stops: (w.stop as string[]).length }));
     assert.deepEqual(wavesOf(up.stdout), [{ start: 3, stops: 0 }]);
     const down = await runCli(['deploy', '-f', fleetFile({ image: 'fleetroll-example:1.1.0', replicas: 3 }), '--log-format', 'json']);
     const records = await load.stop();

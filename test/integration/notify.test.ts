@@ -79,14 +79,20 @@ describe('notify and hooks.onFailure, for real', () => {
     assert.equal(r.code, 0, r.stdout + r.stderr);
     assertNoSecret(r.stdout + r.stderr);
 
-    assert.deepEqual(good.got.map((g) => g.body.event), ['start', 'success']);
+    assert.deepEqual(
+      good.got.map((g) => g.body.event),
+      ['start', 'success'],
+    );
     const [start, success] = good.got.map((g) => g.body);
     assert.equal(good.got[0]!.path, `/hooks/${PATH_SECRET}?token=${QUERY_SECRET}`);
     assert.equal(good.got[0]!.headers.authorization, `Bearer ${TOKEN}`);
     assert.equal(good.got[0]!.headers['content-type'], 'application/json');
     const revision = Number(/revision (\d+) done/.exec(r.stdout)?.[1]);
     for (const b of [start!, success!]) {
-      assert.deepEqual([b.fleetroll, b.service, b.revision, b.version, b.image, b.kind, b.changeCause], [1, f.names.service, revision, '1.1.0', 'fleetroll-example:1.1.0', 'deploy', 'notify test']);
+      assert.deepEqual(
+        [b.fleetroll, b.service, b.revision, b.version, b.image, b.kind, b.changeCause],
+        [1, f.names.service, revision, '1.1.0', 'fleetroll-example:1.1.0', 'deploy', 'notify test'],
+      );
       assert.match(String(b.revisionHash), /^[0-9a-f]{10}$/);
       assert.ok(!Number.isNaN(Date.parse(String(b.at))));
     }
@@ -96,12 +102,17 @@ describe('notify and hooks.onFailure, for real', () => {
     assert.equal(typeof (success!.health as { failed5xx?: unknown } | undefined)?.failed5xx, 'number', JSON.stringify(success));
 
     // The flaky receiver answered 500 first: the success event was tried again and arrived; start was not its event.
-    assert.deepEqual(flaky.got.map((g) => g.body.event), ['success']);
+    assert.deepEqual(
+      flaky.got.map((g) => g.body.event),
+      ['success'],
+    );
     // The dead webhook: a warning naming it by host only, for each event, and the deploy still succeeded.
     assert.match(r.stdout, new RegExp(`warning: webhook 3 \\(127\\.0\\.0\\.1:${dead}\\): start not delivered after 3 tries \\(ECONNREFUSED\\)`));
     assert.match(r.stdout, new RegExp(`warning: webhook 3 \\(127\\.0\\.0\\.1:${dead}\\): success not delivered after 3 tries`));
     const lag = exitedAt - good.got[1]!.at;
-    t.diagnostic(`deploy ${((exitedAt - t0) / 1000).toFixed(1)} s; exit ${lag} ms after the success event reached the good receiver (the dead webhook's tries)`);
+    t.diagnostic(
+      `deploy ${((exitedAt - t0) / 1000).toFixed(1)} s; exit ${lag} ms after the success event reached the good receiver (the dead webhook's tries)`,
+    );
     assert.ok(lag < 5_000, `a refused webhook delayed the exit ${lag} ms`);
 
     // validate shows the webhooks by host, never the URL or the token.
@@ -126,10 +137,25 @@ describe('notify and hooks.onFailure, for real', () => {
     servers.push(hanging);
     const hangPort = (hanging.address() as { port: number }).port;
     const out = join(f.dir, 'on-failure.json');
-    const onFailure = [process.execPath, '-e', `require('fs').writeFileSync(${JSON.stringify(out)}, JSON.stringify(Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('FLEETROLL_')))))`];
+    const onFailure = [
+      process.execPath,
+      '-e',
+      `require('fs').writeFileSync(${JSON.stringify(out)}, JSON.stringify(Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('FLEETROLL_')))))`,
+    ];
     const file = withNotify(
-      f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', env: { BROKEN_NEVER_READY: '1' }, progressDeadlineSeconds: 5, hooks: { onFailure, timeoutSeconds: 20 } }),
-      [`{ url: "${good.url}/h/\${HOOK_PATH}", events: [start, failure] }`, `{ url: "http://127.0.0.1:${hangPort}/hang/\${HOOK_PATH}", events: [failure], timeoutSeconds: 3 }`],
+      f.fleetFile({
+        replicas: 2,
+        maxSurge: 1,
+        maxUnavailable: 0,
+        image: 'fleetroll-example:1.1.0',
+        env: { BROKEN_NEVER_READY: '1' },
+        progressDeadlineSeconds: 5,
+        hooks: { onFailure, timeoutSeconds: 20 },
+      }),
+      [
+        `{ url: "${good.url}/h/\${HOOK_PATH}", events: [start, failure] }`,
+        `{ url: "http://127.0.0.1:${hangPort}/hang/\${HOOK_PATH}", events: [failure], timeoutSeconds: 3 }`,
+      ],
     );
     const r = await runCli(['deploy', '-f', file], { env });
     const exitedAt = Date.now();
@@ -137,7 +163,10 @@ describe('notify and hooks.onFailure, for real', () => {
     assert.match(r.stderr, /made no progress for 5 s \(progressDeadlineSeconds\)/);
     assertNoSecret(r.stdout + r.stderr);
 
-    assert.deepEqual(good.got.map((g) => g.body.event), ['start', 'failure']);
+    assert.deepEqual(
+      good.got.map((g) => g.body.event),
+      ['start', 'failure'],
+    );
     const failure = good.got[1]!.body;
     assert.equal(failure.outcome, 'failed');
     assert.equal(failure.service, f.names.service);
@@ -160,7 +189,10 @@ describe('notify and hooks.onFailure, for real', () => {
     // The hanging receiver got three tries of 3 s (and the pauses between) before the exit: bounded.
     const lag = exitedAt - good.got[1]!.at;
     t.diagnostic(`a receiver that never answers (timeoutSeconds 3) delayed the exit ${lag} ms after the failure event went out`);
-    assert.match(r.stdout, new RegExp(`warning: webhook 2 \\(127\\.0\\.0\\.1:${hangPort}\\): failure not delivered after 3 tries \\(timed out after [0-9.]+ s\\)`));
+    assert.match(
+      r.stdout,
+      new RegExp(`warning: webhook 2 \\(127\\.0\\.0\\.1:${hangPort}\\): failure not delivered after 3 tries \\(timed out after [0-9.]+ s\\)`),
+    );
     assert.ok(lag < 10_000 + 2_000, `exit delayed ${lag} ms, beyond the 10 s bound`);
   });
 
@@ -169,13 +201,36 @@ describe('notify and hooks.onFailure, for real', () => {
     const first = await f.at100(1);
     const rx = await receiver([200]);
     const out = join(f.dir, 'on-failure-back.json');
-    const onFailure = [process.execPath, '-e', `require('fs').writeFileSync(${JSON.stringify(out)}, JSON.stringify({ outcome: process.env.FLEETROLL_OUTCOME, code: process.env.FLEETROLL_ERROR_CODE }))`];
-    const broken = withNotify(f.fleetFile({ replicas: 1, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', env: { BROKEN_NEVER_READY: '1' }, progressDeadlineSeconds: 4, onFailure: 'rollback', hooks: { onFailure } }), [`{ url: "${rx.url}/h/\${HOOK_PATH}" }`]);
+    const onFailure = [
+      process.execPath,
+      '-e',
+      `require('fs').writeFileSync(${JSON.stringify(out)}, JSON.stringify({ outcome: process.env.FLEETROLL_OUTCOME, code: process.env.FLEETROLL_ERROR_CODE }))`,
+    ];
+    const broken = withNotify(
+      f.fleetFile({
+        replicas: 1,
+        maxSurge: 1,
+        maxUnavailable: 0,
+        image: 'fleetroll-example:1.1.0',
+        env: { BROKEN_NEVER_READY: '1' },
+        progressDeadlineSeconds: 4,
+        onFailure: 'rollback',
+        hooks: { onFailure },
+      }),
+      [`{ url: "${rx.url}/h/\${HOOK_PATH}" }`],
+    );
     const r = await runCli(['deploy', '-f', broken], { env });
     assert.equal(r.code, 1, r.stdout + r.stderr);
     assert.match(r.stderr, /rolled back \(onFailure: rollback\)/);
     assertNoSecret(r.stdout + r.stderr);
-    assert.deepEqual(rx.got.map((g) => [g.body.event, g.body.outcome]), [['start', 'started'], ['rollback', 'rolling back'], ['failure', 'rolled back']]);
+    assert.deepEqual(
+      rx.got.map((g) => [g.body.event, g.body.outcome]),
+      [
+        ['start', 'started'],
+        ['rollback', 'rolling back'],
+        ['failure', 'rolled back'],
+      ],
+    );
     const back = rx.got[1]!.body;
     assert.deepEqual([back.revisionHash, back.revision, back.version], [first, 1, '1.0.0']);
     assert.deepEqual(JSON.parse(readFileSync(out, 'utf8')), { outcome: 'rolled back', code: 'E_ROLLOUT_FAILED' });
@@ -183,14 +238,29 @@ describe('notify and hooks.onFailure, for real', () => {
     rx.got.length = 0;
     const u = await runCli(['undo', '-f', broken], { env });
     assert.equal(u.code, 0, u.stdout + u.stderr);
-    assert.deepEqual(rx.got.map((g) => [g.body.event, g.body.outcome, g.body.kind]), [['start', 'started', 'undo'], ['rollback', 'undo', 'undo'], ['success', 'complete', 'undo']]);
+    assert.deepEqual(
+      rx.got.map((g) => [g.body.event, g.body.outcome, g.body.kind]),
+      [
+        ['start', 'started', 'undo'],
+        ['rollback', 'undo', 'undo'],
+        ['success', 'complete', 'undo'],
+      ],
+    );
     assert.equal(rx.got[2]!.body.revisionHash, first);
   });
 
   it('a failing onFailure hook is a warning; the exit code stays 1', async () => {
     const f = await fleet('it-notify-hookfail');
     await f.at100(1);
-    const file = f.fleetFile({ replicas: 1, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', env: { BROKEN_NEVER_READY: '1' }, progressDeadlineSeconds: 3, hooks: { onFailure: [process.execPath, '-e', 'process.exit(7)'] } });
+    const file = f.fleetFile({
+      replicas: 1,
+      maxSurge: 1,
+      maxUnavailable: 0,
+      image: 'fleetroll-example:1.1.0',
+      env: { BROKEN_NEVER_READY: '1' },
+      progressDeadlineSeconds: 3,
+      hooks: { onFailure: [process.execPath, '-e', 'process.exit(7)'] },
+    });
     const r = await runCli(['deploy', '-f', file]);
     assert.equal(r.code, 1, r.stdout + r.stderr);
     assert.match(r.stdout, /warning: hooks\.onFailure exited with 7; the rollout's outcome \(failed, exit 1\) stands/);

@@ -34,7 +34,9 @@ const auth = () => ({ username: USER, password: PASSWORD, serveraddress: registr
 
 /** A bcrypt htpasswd line (distribution accepts only bcrypt): python3's crypt, else apache2-utils' htpasswd. */
 function htpasswdLine(user: string, password: string): string {
-  const py = spawnSync('python3', ['-W', 'ignore', '-c', 'import crypt,sys; print(crypt.crypt(sys.argv[1], crypt.mksalt(crypt.METHOD_BLOWFISH)))', password], { encoding: 'utf8' });
+  const py = spawnSync('python3', ['-W', 'ignore', '-c', 'import crypt,sys; print(crypt.crypt(sys.argv[1], crypt.mksalt(crypt.METHOD_BLOWFISH)))', password], {
+    encoding: 'utf8',
+  });
   const hash = py.status === 0 ? py.stdout.trim() : '';
   if (hash.startsWith('$2')) return `${user}:${hash}\n`;
   const h = spawnSync('htpasswd', ['-nbB', user, password], { encoding: 'utf8' });
@@ -45,7 +47,11 @@ function htpasswdLine(user: string, password: string): string {
 async function progress(stream: NodeJS.ReadableStream): Promise<string> {
   let text = '';
   for await (const chunk of stream) text += chunk.toString();
-  const failed = text.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as { error?: string }).find((m) => m.error);
+  const failed = text
+    .split('\n')
+    .filter((l) => l.trim())
+    .map((l) => JSON.parse(l) as { error?: string })
+    .find((m) => m.error);
   if (failed) throw new Error(failed.error);
   return text;
 }
@@ -57,7 +63,10 @@ async function progress(stream: NodeJS.ReadableStream): Promise<string> {
  */
 function withRegistry(file: string, password: string): string {
   const interpolates = existsSync(join(root, 'src/config/interpolate.ts'));
-  appendFileSync(file, `registry: { server: "${registry}", username: ${USER}, password: ${JSON.stringify(interpolates ? '${REGISTRY_PASSWORD}' : password)} }\npull: always\n`);
+  appendFileSync(
+    file,
+    `registry: { server: "${registry}", username: ${USER}, password: ${JSON.stringify(interpolates ? '${REGISTRY_PASSWORD}' : password)} }\npull: always\n`,
+  );
   return file;
 }
 
@@ -85,7 +94,12 @@ describe('a private registry with a password', { timeout: guard(300_000) }, () =
     child?.kill('SIGTERM');
     // Whatever the deploys pulled: the tags and digest references of registry-app only.
     for (const img of await docker.listImages({ filters: { reference: [`${repo}`] } }).catch(() => [])) {
-      for (const ref of [...(img.RepoTags ?? []), ...(img.RepoDigests ?? [])]) if (ref.startsWith(repo)) await docker.getImage(ref).remove().catch(() => {});
+      for (const ref of [...(img.RepoTags ?? []), ...(img.RepoDigests ?? [])])
+        if (ref.startsWith(repo))
+          await docker
+            .getImage(ref)
+            .remove()
+            .catch(() => {});
     }
     rmSync(dir, { recursive: true, force: true });
   });
@@ -96,7 +110,17 @@ describe('a private registry with a password', { timeout: guard(300_000) }, () =
     assert.equal((await runCli(['deploy', '-f', start])).code, 0);
     const file = withRegistry(f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, image: `${repo}:1.1.0` }), PASSWORD);
     const env = { REGISTRY_PASSWORD: PASSWORD };
-    assert.equal(await docker.getImage(`${repo}:1.1.0`).inspect().then(() => true, () => false), false, 'the local tag is gone: the deploy must pull');
+    assert.equal(
+      await docker
+        .getImage(`${repo}:1.1.0`)
+        .inspect()
+        .then(
+          () => true,
+          () => false,
+        ),
+      false,
+      'the local tag is gone: the deploy must pull',
+    );
 
     const load = startLoad(f.url, { getPerSecond: 20, postConcurrency: 1 });
     const t0 = Date.now();
@@ -123,7 +147,9 @@ describe('a private registry with a password', { timeout: guard(300_000) }, () =
     const pinLine = /pinned image .* resolved on (\d+) host\(s\) in (\d+) ms/.exec(r.stdout + r.stderr);
     assert.ok(pinLine, 'the deploy reports its pin');
     const pinMs = Number(pinLine[2]);
-    console.log(`registry: deploy ${out.durationMs} ms (wall ${wall} ms incl. preflight pull); resolving digests ${pinMs} ms = ${((pinMs / wall) * 100).toFixed(2)}% of the wall time`);
+    console.log(
+      `registry: deploy ${out.durationMs} ms (wall ${wall} ms incl. preflight pull); resolving digests ${pinMs} ms = ${((pinMs / wall) * 100).toFixed(2)}% of the wall time`,
+    );
 
     const status = await runCli(['status', '-f', file], { env });
     assert.match(status.stdout, new RegExp(`image pinned to ${digest.replace(/[.:/]/g, '\\$&')}`));
@@ -165,7 +191,12 @@ describe('a private registry with a password', { timeout: guard(300_000) }, () =
     const r: CliRun = await runCli(['deploy', '-f', file], { env: { REGISTRY_PASSWORD: wrong } });
     assert.equal(r.code, 1, r.stdout + r.stderr);
     assert.match(r.stderr, /preflight failed, nothing was changed/);
-    assert.match(r.stderr, new RegExp(`could not pull image ${repo.replace(/[.:/]/g, '\\$&')}:1\\.1\\.0 on host local: .*\\(registry ${registry.replace(/[.:]/g, '\\$&')} as user ${USER}\\)`));
+    assert.match(
+      r.stderr,
+      new RegExp(
+        `could not pull image ${repo.replace(/[.:/]/g, '\\$&')}:1\\.1\\.0 on host local: .*\\(registry ${registry.replace(/[.:]/g, '\\$&')} as user ${USER}\\)`,
+      ),
+    );
     assert.ok(!(r.stdout + r.stderr).includes(PASSWORD), 'the password is not shown (nor the wrong one, which contains it)');
     console.log(`registry: denied: ${r.stderr.split('\n').find((l) => l.includes('could not pull')) ?? ''}`);
     assert.deepEqual((await f.instances()).map((i) => i.id).sort(), ids, 'no instance changed');

@@ -35,8 +35,14 @@ describe('rehearse', () => {
     assert.ok(out.requests.byMethod.GET!.ok > 50, JSON.stringify(out.requests));
     assert.ok(out.requests.byMethod.POST!.ok > 20, JSON.stringify(out.requests));
     assert.equal(out.versions.expected, '1.1.0');
-    assert.deepEqual(out.versions.instances.map((i) => i.version), ['1.1.0', '1.1.0', '1.1.0']);
-    assert.ok(out.mixedVersionWindowMs > 0 && out.mixedVersionWindowMs < out.durationMs + 2000, `window ${out.mixedVersionWindowMs} ms, deploy ${out.durationMs} ms`);
+    assert.deepEqual(
+      out.versions.instances.map((i) => i.version),
+      ['1.1.0', '1.1.0', '1.1.0'],
+    );
+    assert.ok(
+      out.mixedVersionWindowMs > 0 && out.mixedVersionWindowMs < out.durationMs + 2000,
+      `window ${out.mixedVersionWindowMs} ms, deploy ${out.durationMs} ms`,
+    );
     assert.ok(out.durationMs > 1000);
     // Without --keep nothing is left behind.
     const left = await docker.listContainers({ all: true, filters: { label: [`fleetroll.service=${name}`] } });
@@ -50,7 +56,10 @@ describe('rehearse', () => {
     const out = JSON.parse(r.stdout) as RehearseJson;
     // Certain: the control replaced every instance, the probes counted every
     // request, and the verdict and exit code follow the failures counted.
-    assert.deepEqual(out.versions.instances.map((i) => i.version), ['1.1.0', '1.1.0', '1.1.0', '1.1.0']);
+    assert.deepEqual(
+      out.versions.instances.map((i) => i.version),
+      ['1.1.0', '1.1.0', '1.1.0', '1.1.0'],
+    );
     assert.equal(out.requests.ok + out.requests.failed, out.requests.total);
     assert.ok(out.requests.total > 20, JSON.stringify(out.requests));
     assert.equal(out.ok, out.requests.failed === 0);

@@ -24,7 +24,22 @@ import { parseUpstreamServers } from '../../src/core/upstream.js';
 import { LABELS } from '../../src/ports.js';
 import { readDefaultTemplate } from '../../src/wiring.js';
 import { demoNames, startNginx, teardown, waitForHttp, type DemoNames } from '../../src/experiment/rehearse.js';
-import { answeredVersion, docker, ensureImages, guard, failedOf, freePort, root, runCli, runtime, startLocalNginx, uniqueName, UPSTREAM_FILE, startLoad, waitFor } from './fixture.js';
+import {
+  answeredVersion,
+  docker,
+  ensureImages,
+  guard,
+  failedOf,
+  freePort,
+  root,
+  runCli,
+  runtime,
+  startLocalNginx,
+  uniqueName,
+  UPSTREAM_FILE,
+  startLoad,
+  waitFor,
+} from './fixture.js';
 
 const APP = 'fleetroll-example';
 const work = mkdtempSync(join(tmpdir(), 'fleetroll-remote-'));
@@ -33,7 +48,6 @@ let stopping = false;
 /** Every (runtime, service) a test deployed, for the cleanup. */
 const deployed: { rt: DockerRuntime; service: string; names?: DemoNames }[] = [];
 const nginxConfs: string[] = [];
-
 
 const listening = (port: number) =>
   new Promise<boolean>((res) => {
@@ -69,8 +83,17 @@ async function engine(name: string, tls = false): Promise<string[]> {
 async function withoutAppImages(rt: DockerRuntime): Promise<void> {
   for (const img of await rt.docker.listImages()) {
     const tags = (img.RepoTags ?? []).filter((t) => t !== '<none>:<none>');
-    if (tags.length === 0) await rt.docker.getImage(img.Id).remove({ force: true }).catch(() => {});
-    for (const tag of tags) if (tag.includes(`${APP}:`)) await rt.docker.getImage(tag).remove({ force: true }).catch(() => {});
+    if (tags.length === 0)
+      await rt.docker
+        .getImage(img.Id)
+        .remove({ force: true })
+        .catch(() => {});
+    for (const tag of tags)
+      if (tag.includes(`${APP}:`))
+        await rt.docker
+          .getImage(tag)
+          .remove({ force: true })
+          .catch(() => {});
   }
 }
 
@@ -148,7 +171,14 @@ after(async () => {
   for (const { rt, service, names } of deployed) {
     if (names) await teardown(rt.docker, names).catch(() => {});
     const list = await rt.list({ [LABELS.service]: service }).catch(() => []);
-    await Promise.all(list.map((c) => rt.docker.getContainer(c.id).remove({ force: true }).catch(() => {})));
+    await Promise.all(
+      list.map((c) =>
+        rt.docker
+          .getContainer(c.id)
+          .remove({ force: true })
+          .catch(() => {}),
+      ),
+    );
     await removeFleetState(rt.docker, service).catch(() => {});
     await withoutAppImages(rt).catch(() => {});
   }
@@ -210,18 +240,38 @@ describe('tcp:// with TLS', { timeout: guard(240_000) }, () => {
     const other = join(work, 'other-ca');
     mkdirSync(other);
     const ssl = (args: string[]) => execa('openssl', args, { cwd: other, stdin: 'ignore' });
-    await ssl(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'ca-key.pem', '-out', 'ca.pem', '-subj', '/CN=not the engine CA', '-days', '1']);
+    await ssl([
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-keyout',
+      'ca-key.pem',
+      '-out',
+      'ca.pem',
+      '-subj',
+      '/CN=not the engine CA',
+      '-days',
+      '1',
+    ]);
     await ssl(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'key.pem', '-out', 'client.csr', '-subj', '/CN=stranger']);
     await ssl(['x509', '-req', '-in', 'client.csr', '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial', '-days', '1', '-out', 'cert.pem']);
 
     const cases = [
       { what: 'wrong CA', tls: { ...good(), ca: join(other, 'ca.pem') }, why: /not signed by tls\.ca/ },
-      { what: 'untrusted client certificate', tls: { ...good(), cert: join(other, 'cert.pem'), key: join(other, 'key.pem') }, why: /client certificate|tls\.cert/ },
+      {
+        what: 'untrusted client certificate',
+        tls: { ...good(), cert: join(other, 'cert.pem'), key: join(other, 'key.pem') },
+        why: /client certificate|tls\.cert/,
+      },
     ];
     for (const c of cases) {
       const t = Date.now();
       const r = await cli(['deploy', '-f', file(`${APP}:1.0.0`, c.tls)]);
-      console.log(`tls: ${c.what} refused in ${Date.now() - t} ms: ${r.stderr.trim().split("\n").slice(1, 2).join(" ").trim()}`);
+      console.log(`tls: ${c.what} refused in ${Date.now() - t} ms: ${r.stderr.trim().split('\n').slice(1, 2).join(' ').trim()}`);
       assert.equal(r.code, 1, `${c.what}: ${r.stdout}${r.stderr}`);
       assert.match(r.stderr, /preflight failed, nothing was changed/, c.what);
       assert.match(r.stderr, new RegExp(`Docker host tls \\(${endpoint.replace(/[.:/]/g, '\\$&')}\\)`), c.what);
@@ -249,7 +299,13 @@ describe('ssh://', { timeout: guard(480_000) }, () => {
   let url = '';
   const upstream = async () => (await getFile(rt.docker, names.nginx, UPSTREAM_FILE)) ?? '';
   const file = (image: string, identityFile?: string) =>
-    fleetFile({ service, image, replicas: 2, host: `{ name: vm, docker: "ssh://root@127.0.0.1:${port}"${identityFile ? `, ssh: { identityFile: ${identityFile} }` : ''} }`, lb: `{ container: ${names.nginx}, host: vm, upstreamFile: ${UPSTREAM_FILE}, upstream: ${names.upstream} }` });
+    fleetFile({
+      service,
+      image,
+      replicas: 2,
+      host: `{ name: vm, docker: "ssh://root@127.0.0.1:${port}"${identityFile ? `, ssh: { identityFile: ${identityFile} }` : ''} }`,
+      lb: `{ container: ${names.nginx}, host: vm, upstreamFile: ${UPSTREAM_FILE}, upstream: ${names.upstream} }`,
+    });
   const accepted = () => (readFileSync(sshdLog, 'utf8').match(/Accepted publickey for root/g) ?? []).length;
   const keygen = (f: string) => execa('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'fleetroll-test', '-f', f], { stdin: 'ignore' });
   const homeWith = (name: string, knownHosts: string) => {
@@ -263,14 +319,17 @@ describe('ssh://', { timeout: guard(480_000) }, () => {
   // and a promise still pending, 0.4 s in, and it has not happened since: the
   // interval keeps the loop alive so that a hang fails as a timeout instead,
   // and the step lines say where it was.
-  before(async () => {
-    const alive = setInterval(() => {}, 1000);
-    try {
-      await sshSetup();
-    } finally {
-      clearInterval(alive);
-    }
-  }, { timeout: guard(120_000) });
+  before(
+    async () => {
+      const alive = setInterval(() => {}, 1000);
+      try {
+        await sshSetup();
+      } finally {
+        clearInterval(alive);
+      }
+    },
+    { timeout: guard(120_000) },
+  );
 
   async function sshSetup(): Promise<void> {
     const step = (what: string) => console.log(`ssh setup: ${what}`);
@@ -349,7 +408,9 @@ describe('ssh://', { timeout: guard(480_000) }, () => {
     const r = await cli(['deploy', '-f', file(`${APP}:1.1.0`)], env);
     const records = await load.stop();
     assert.equal(r.code, 0, r.stdout + r.stderr);
-    console.log(`ssh: rolling update under load ${Date.now() - t} ms, ${records.length} requests, ${failedOf(records).length} failed, ${accepted() - before} SSH connection(s)`);
+    console.log(
+      `ssh: rolling update under load ${Date.now() - t} ms, ${records.length} requests, ${failedOf(records).length} failed, ${accepted() - before} SSH connection(s)`,
+    );
     assert.deepEqual(failedOf(records), [], `${failedOf(records).length} of ${records.length} failed`);
     assert.ok(records.length > 40, `only ${records.length} requests`);
     assert.equal(accepted() - before, 1);
@@ -361,34 +422,41 @@ describe('ssh://', { timeout: guard(480_000) }, () => {
     assert.equal(await answeredVersion(new URL(url).host), '1.1.0', 'served through the nginx container');
   });
 
-  it('exec and file copy over ssh: 12 concurrent execs in the nginx container all finish with their output and exit code, on one SSH connection', { timeout: guard(120_000) }, async () => {
-    agent = new SshDockerAgent({ host: '127.0.0.1', port, username: 'root' }, { SSH_AUTH_SOCK: agentSock }, [join(home, '.ssh/known_hosts')]);
-    const remote = new Dockerode({ protocol: 'http', host: '127.0.0.1', port, agent } as Dockerode.DockerOptions);
-    const before = accepted();
-    const t = Date.now();
-    try {
-      // nginx-base has no shell: `nginx -t` passes (exit 0), with a missing config it fails (exit 1); both talk on stderr.
-      const runs = await Promise.all(
-        Array.from({ length: 12 }, (_, i) => execIn(remote, names.nginx, i % 2 ? ['nginx', '-t', '-c', `/nonexistent-${i}.conf`] : ['nginx', '-t'])),
-      );
-      runs.forEach((r, i) => {
-        if (i % 2) {
-          assert.equal(r.exitCode, 1, r.stderr);
-          assert.match(r.stderr, new RegExp(`nonexistent-${i}\\.conf`));
-        } else {
-          assert.equal(r.exitCode, 0, r.stderr);
-          assert.match(r.stderr, /syntax is ok/);
-        }
-      });
-      await Promise.all(Array.from({ length: 6 }, (_, i) => putFile(remote, names.nginx, `/tmp/f${i}.txt`, `content ${i}`)));
-      assert.deepEqual(await Promise.all(Array.from({ length: 6 }, (_, i) => getFile(remote, names.nginx, `/tmp/f${i}.txt`))), Array.from({ length: 6 }, (_, i) => `content ${i}`));
-    } finally {
-      agent.destroy();
-      agent = undefined;
-    }
-    console.log(`ssh: 12 concurrent execs + 12 file copies in ${Date.now() - t} ms, ${accepted() - before} SSH connection(s)`);
-    assert.equal(accepted() - before, 1);
-  });
+  it(
+    'exec and file copy over ssh: 12 concurrent execs in the nginx container all finish with their output and exit code, on one SSH connection',
+    { timeout: guard(120_000) },
+    async () => {
+      agent = new SshDockerAgent({ host: '127.0.0.1', port, username: 'root' }, { SSH_AUTH_SOCK: agentSock }, [join(home, '.ssh/known_hosts')]);
+      const remote = new Dockerode({ protocol: 'http', host: '127.0.0.1', port, agent } as Dockerode.DockerOptions);
+      const before = accepted();
+      const t = Date.now();
+      try {
+        // nginx-base has no shell: `nginx -t` passes (exit 0), with a missing config it fails (exit 1); both talk on stderr.
+        const runs = await Promise.all(
+          Array.from({ length: 12 }, (_, i) => execIn(remote, names.nginx, i % 2 ? ['nginx', '-t', '-c', `/nonexistent-${i}.conf`] : ['nginx', '-t'])),
+        );
+        runs.forEach((r, i) => {
+          if (i % 2) {
+            assert.equal(r.exitCode, 1, r.stderr);
+            assert.match(r.stderr, new RegExp(`nonexistent-${i}\\.conf`));
+          } else {
+            assert.equal(r.exitCode, 0, r.stderr);
+            assert.match(r.stderr, /syntax is ok/);
+          }
+        });
+        await Promise.all(Array.from({ length: 6 }, (_, i) => putFile(remote, names.nginx, `/tmp/f${i}.txt`, `content ${i}`)));
+        assert.deepEqual(
+          await Promise.all(Array.from({ length: 6 }, (_, i) => getFile(remote, names.nginx, `/tmp/f${i}.txt`))),
+          Array.from({ length: 6 }, (_, i) => `content ${i}`),
+        );
+      } finally {
+        agent.destroy();
+        agent = undefined;
+      }
+      console.log(`ssh: 12 concurrent execs + 12 file copies in ${Date.now() - t} ms, ${accepted() - before} SSH connection(s)`);
+      assert.equal(accepted() - before, 1);
+    },
+  );
 
   it('without an ssh-agent, uses ~/.ssh/id_ed25519 (a deploy of the current spec changes nothing)', async () => {
     const ids = (await running(rt, service)).map((c) => c.id).sort();
@@ -429,7 +497,11 @@ describe('ssh://', { timeout: guard(480_000) }, () => {
     await keygen(join(dir, 'other_key'));
     const otherKey = readFileSync(join(dir, 'other_key.pub'), 'utf8').split(' ').slice(0, 2).join(' ');
     const cases = [
-      { what: 'changed host key', env: { SSH_AUTH_SOCK: agentSock, HOME: homeWith('changed', `[127.0.0.1]:${port} ${otherKey}\n`) }, why: /host key of \[127\.0\.0\.1\]:\d+ does not match/ },
+      {
+        what: 'changed host key',
+        env: { SSH_AUTH_SOCK: agentSock, HOME: homeWith('changed', `[127.0.0.1]:${port} ${otherKey}\n`) },
+        why: /host key of \[127\.0\.0\.1\]:\d+ does not match/,
+      },
       { what: 'unknown host', env: { SSH_AUTH_SOCK: agentSock, HOME: homeWith('unknown', `[127.0.0.1]:1 ${otherKey}\n`) }, why: /not in known_hosts/ },
       { what: 'no agent, no key', env: { SSH_AUTH_SOCK: '', HOME: home }, why: /authentication as root failed/ },
     ];
@@ -459,7 +531,10 @@ describe('pulling from a registry', { timeout: guard(240_000) }, () => {
   async function progress(stream: NodeJS.ReadableStream): Promise<{ status?: string; error?: string }[]> {
     let text = '';
     for await (const chunk of stream) text += chunk.toString();
-    const msgs = text.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as { status?: string; error?: string });
+    const msgs = text
+      .split('\n')
+      .filter((l) => l.trim())
+      .map((l) => JSON.parse(l) as { status?: string; error?: string });
     const failed = msgs.find((m) => m.error);
     if (failed) throw new Error(failed.error);
     return msgs;
@@ -488,14 +563,20 @@ describe('pulling from a registry', { timeout: guard(240_000) }, () => {
     const t = Date.now();
     await docker.getImage(`${APP}:1.0.0`).tag({ repo: `${registry}/${APP}`, tag: '1.0.0' });
     const msgs = await progress((await docker.getImage(`${registry}/${APP}:1.0.0`).push({ authconfig: {} })) as NodeJS.ReadableStream); // no auth: the header must be there all the same
-    assert.ok(msgs.some((m) => /digest: sha256:/.test(m.status ?? '')), 'pushed');
+    assert.ok(
+      msgs.some((m) => /digest: sha256:/.test(m.status ?? '')),
+      'pushed',
+    );
     console.log(`registry: pushed ${APP}:1.0.0 to ${registry} in ${Date.now() - t} ms`);
     assert.equal(await rt.imageExists(`${registry}/${APP}:1.0.0`), false);
   });
 
   after(async () => {
     // Only the tag made for the push: the image stays on this machine's engine.
-    await docker.getImage(`${registry}/${APP}:1.0.0`).remove().catch(() => {});
+    await docker
+      .getImage(`${registry}/${APP}:1.0.0`)
+      .remove()
+      .catch(() => {});
   });
 
   it('preflight pulls the image onto a host that lacks it (--no-image-copy) and the instances serve it', async () => {

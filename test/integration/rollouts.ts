@@ -60,7 +60,11 @@ export async function stateArchive(service: string): Promise<Buffer> {
 
 export async function removeVolumes(service: string, names: string[] = []): Promise<void> {
   const { Volumes } = await docker.listVolumes({ filters: { label: [`${LABELS.volume}=${service}`] } });
-  for (const n of new Set([...(Volumes ?? []).map((v) => v.Name), ...names])) await docker.getVolume(n).remove().catch(() => {});
+  for (const n of new Set([...(Volumes ?? []).map((v) => v.Name), ...names]))
+    await docker
+      .getVolume(n)
+      .remove()
+      .catch(() => {});
 }
 
 /**
@@ -77,7 +81,11 @@ export function ownAppImages(app: string): { V1: string; V2: string } {
     await buildAppImage({ version: '1.1.0', base, tag: V2 });
   });
   after(async () => {
-    for (const tag of [V1, V2]) await docker.getImage(tag).remove().catch(() => {});
+    for (const tag of [V1, V2])
+      await docker
+        .getImage(tag)
+        .remove()
+        .catch(() => {});
   });
   return { V1, V2 };
 }

@@ -9,8 +9,6 @@ import { FleetStateStore } from '../../src/adapters/fleetState.js';
 
 const fleet = useFleets();
 
-
-
 describe('strategy and hooks, for real', () => {
   it('Recreate: all out, all stopped, all started, all back in', async (t) => {
     const f = await fleet('it-recreate');
@@ -78,8 +76,16 @@ describe('strategy and hooks, for real', () => {
   it('a postWave hook that fails stops the rollout (exit 1) with its output; preDeploy failing changes nothing', async () => {
     const f = await fleet('it-hooks');
     await f.at100();
-    const gate = [process.execPath, '-e', 'console.log("error rate check, wave " + process.env.FLEETROLL_WAVE + " of " + process.env.FLEETROLL_SERVICE); process.exit(Number(process.env.FLEETROLL_WAVE) >= 2 ? 3 : 0)'];
-    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', hooks: { postWave: gate, timeoutSeconds: 10 } })]);
+    const gate = [
+      process.execPath,
+      '-e',
+      'console.log("error rate check, wave " + process.env.FLEETROLL_WAVE + " of " + process.env.FLEETROLL_SERVICE); process.exit(Number(process.env.FLEETROLL_WAVE) >= 2 ? 3 : 0)',
+    ];
+    const r = await runCli([
+      'deploy',
+      '-f',
+      f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', hooks: { postWave: gate, timeoutSeconds: 10 } }),
+    ]);
     assert.equal(r.code, 1, r.stdout + r.stderr);
     assert.match(r.stderr, /hooks\.postWave .* exited with 3: the rollout stopped after wave 2/);
     assert.match(r.stderr, new RegExp(`error rate check, wave 2 of ${f.names.service}`));
@@ -89,7 +95,11 @@ describe('strategy and hooks, for real', () => {
 
     const pre = [process.execPath, '-e', 'process.exit(1)'];
     const before = (await f.instances()).map((i) => i.name).sort();
-    const r2 = await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', hooks: { preDeploy: pre } })]);
+    const r2 = await runCli([
+      'deploy',
+      '-f',
+      f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', hooks: { preDeploy: pre } }),
+    ]);
     assert.equal(r2.code, 1);
     assert.match(r2.stderr, /hooks\.preDeploy .* exited with 1: nothing was changed/);
     assert.deepEqual((await f.instances()).map((i) => i.name).sort(), before);

@@ -28,7 +28,21 @@ import { removeFleetState } from '../../src/adapters/fleetState.js';
 import { parseUpstreamServers } from '../../src/core/upstream.js';
 import type { RequestRecord } from '../../src/experiment/metrics.js';
 import { LABELS } from '../../src/ports.js';
-import { ensureImages, failedOf, guard, prober, root, runCli, startCliUntil, startLoad, startLocalNginx, uniqueName, waitFor, type LocalNginx, type RunningCli } from './fixture.js';
+import {
+  ensureImages,
+  failedOf,
+  guard,
+  prober,
+  root,
+  runCli,
+  startCliUntil,
+  startLoad,
+  startLocalNginx,
+  uniqueName,
+  waitFor,
+  type LocalNginx,
+  type RunningCli,
+} from './fixture.js';
 
 const ENGINE = 'wr';
 /** The engine's start waits up to 90 s for dockerd (scripts/second-engine.sh); its stop up to 20 s. Hang guards above both. */
@@ -44,7 +58,14 @@ async function cleanup(): Promise<void> {
   if (!rt) return;
   for (const service of services) {
     const list = await rt.list({ [LABELS.service]: service }).catch(() => []);
-    await Promise.all(list.map((c) => rt!.docker.getContainer(c.id).remove({ force: true }).catch(() => {})));
+    await Promise.all(
+      list.map((c) =>
+        rt!.docker
+          .getContainer(c.id)
+          .remove({ force: true })
+          .catch(() => {}),
+      ),
+    );
     await removeFleetState(rt.docker, service).catch(() => {});
   }
 }
@@ -87,7 +108,9 @@ async function deployedFleet(prefix: string, replicas: number, env: Record<strin
 image: fleetroll-example:1.0.0
 replicas: ${replicas}
 port: 8080
-env: { ${Object.entries(allEnv).map(([k, v]) => `${k}: "${v}"`).join(', ')} }
+env: { ${Object.entries(allEnv)
+      .map(([k, v]) => `${k}: "${v}"`)
+      .join(', ')} }
 hosts:
   - { name: ${ENGINE}, docker: "${endpoint}", publishAddress: 127.0.0.1 }
 probes:
@@ -112,8 +135,10 @@ const instances = (f: WrFleet) => rt!.list({ [LABELS.service]: f.service });
 async function notWhole(f: WrFleet, replicas: number): Promise<string | undefined> {
   const all = await instances(f);
   const running = all.filter((i) => i.running);
-  if (all.length !== replicas || running.length !== replicas) return `${all.length} container(s), ${running.length} running: ${all.map((i) => `${i.name} ${i.state}`).join(', ')}`;
-  for (const i of running) if (!(await prober.ready({ id: i.id, host: i.host, address: i.address }).catch(() => false))) return `${i.name} (${i.address}) not ready`;
+  if (all.length !== replicas || running.length !== replicas)
+    return `${all.length} container(s), ${running.length} running: ${all.map((i) => `${i.name} ${i.state}`).join(', ')}`;
+  for (const i of running)
+    if (!(await prober.ready({ id: i.id, host: i.host, address: i.address }).catch(() => false))) return `${i.name} (${i.address}) not ready`;
   const servers = parseUpstreamServers(readFileSync(f.nginx.upstreamFile, 'utf8'));
   if (servers.some((s) => s.down)) return `nginx lists a server down: ${servers.map((s) => s.address).join(', ')}`;
   const listed = servers.map((s) => s.address).sort();
@@ -151,7 +176,8 @@ function healsOf(stdout: string): { reasons: string; seconds: number; writes: nu
 }
 
 const failedIn = (records: RequestRecord[], from: number, to = Number.POSITIVE_INFINITY) => failedOf(records).filter((r) => r.t >= from && r.t < to);
-const describeFailed = (records: RequestRecord[]) => records.map((r) => `${Math.round(r.t)} ms ${r.method} ${r.path}: ${r.error ?? `HTTP ${r.status}`} after ${Math.round(r.latencyMs)} ms`).join('\n  ');
+const describeFailed = (records: RequestRecord[]) =>
+  records.map((r) => `${Math.round(r.t)} ms ${r.method} ${r.path}: ${r.error ?? `HTTP ${r.status}`} after ${Math.round(r.latencyMs)} ms`).join('\n  ');
 
 /**
  * Something else on the machine takes these ports on 127.0.0.1 while the
@@ -199,7 +225,11 @@ const outputAfter = (stdout: string, re: RegExp) => {
   const m = re.exec(stdout);
   return m ? stdout.slice(m.index + m[0].length) : '';
 };
-const addresses = (list: Awaited<ReturnType<typeof instances>>) => list.map((i) => `${i.name.replace(/^.*-/, '')}@${i.address?.replace(/^127\.0\.0\.1:/, '') ?? i.state}`).sort().join(' ');
+const addresses = (list: Awaited<ReturnType<typeof instances>>) =>
+  list
+    .map((i) => `${i.name.replace(/^.*-/, '')}@${i.address?.replace(/^127\.0\.0\.1:/, '') ?? i.state}`)
+    .sort()
+    .join(' ');
 
 type Load = ReturnType<typeof startLoad>;
 
@@ -212,7 +242,14 @@ const unreachable = /watch: cannot see the fleet: .*; looking again in 1 s, then
  * again: the instances running and ready, nginx listing exactly their
  * addresses, and the watch saying so. Prints and checks what it took.
  */
-async function restartUnder(t: { diagnostic(m: string): void }, f: WrFleet, watch: RunningCli, load: Load, replicas: number, o: { hold?: boolean; held?: (h: { close(): Promise<void> }) => void } = {}) {
+async function restartUnder(
+  t: { diagnostic(m: string): void },
+  f: WrFleet,
+  watch: RunningCli,
+  load: Load,
+  replicas: number,
+  o: { hold?: boolean; held?: (h: { close(): Promise<void> }) => void } = {},
+) {
   const before = await instances(f);
   await waitFor('requests through nginx before the stop', () => load.snapshot().length >= 40, 30_000);
   const stopAt = load.elapsed();
@@ -229,7 +266,12 @@ async function restartUnder(t: { diagnostic(m: string): void }, f: WrFleet, watc
   await engine('start');
   const backAt = load.elapsed();
   // The backoff (1 s doubling, at most 30 s) decides when the watch looks again: within 30 s and a look.
-  const lookMs = await waitFor('the watch to look at the fleet again', () => /watch: (found|whole|healing)/.test(outputAfter(watch.stdout(), unreachable)), 90_000, 100);
+  const lookMs = await waitFor(
+    'the watch to look at the fleet again',
+    () => /watch: (found|whole|healing)/.test(outputAfter(watch.stdout(), unreachable)),
+    90_000,
+    100,
+  );
 
   const nginxMs = await untilWhole(f, replicas, 'the fleet whole after the engine came back');
   const seen = /watch: (healed \(|whole at revision 1|whole again at revision 1)/;
@@ -239,14 +281,19 @@ async function restartUnder(t: { diagnostic(m: string): void }, f: WrFleet, watc
   const back = await instances(f);
   const outage = outputAfter(watch.stdout(), unreachable);
   const heals = healsOf(outage);
-  t.diagnostic(`engine stop took ${Math.round(stoppedAt - stopAt)} ms, down ${Math.round(backAt - stoppedAt)} ms; the watch looked again ${lookMs} ms after the engine answered, the fleet whole ${Math.round(wholeAt - backAt)} ms after it (nginx listing the instances after ${lookMs + nginxMs} ms)`);
-  t.diagnostic(`instances kept through the restart: ${back.filter((i) => before.some((b) => b.id === i.id)).length} of ${replicas}; name@port before ${addresses(before)}, after ${addresses(back)}`);
+  t.diagnostic(
+    `engine stop took ${Math.round(stoppedAt - stopAt)} ms, down ${Math.round(backAt - stoppedAt)} ms; the watch looked again ${lookMs} ms after the engine answered, the fleet whole ${Math.round(wholeAt - backAt)} ms after it (nginx listing the instances after ${lookMs + nginxMs} ms)`,
+  );
+  t.diagnostic(
+    `instances kept through the restart: ${back.filter((i) => before.some((b) => b.id === i.id)).length} of ${replicas}; name@port before ${addresses(before)}, after ${addresses(back)}`,
+  );
   t.diagnostic(`heals after the outage: ${heals.map((h) => `${h.reasons} in ${h.seconds} s, ${h.writes} nginx reload(s)`).join('; ') || 'none'}`);
   assert.ok(heals.length <= 2, `one heal for the outage, maybe one more for what it healed too early:\n${watch.stdout()}`);
   // A heal that keeps the instances (moved, unready) makes one write for everything it found. One that replaces
   // instances makes two by design (docs/watch.md: the dead servers out at once, the replacements in once ready),
   // and one more for a replacement ready over two probe periods after the others it started with (a loaded machine).
-  for (const h of heals) assert.ok(h.writes <= (/exited|missing/.test(h.reasons) ? 1 + replicas : 1), `nginx writes of one heal: ${JSON.stringify(h)}\n${watch.stdout()}`);
+  for (const h of heals)
+    assert.ok(h.writes <= (/exited|missing/.test(h.reasons) ? 1 + replicas : 1), `nginx writes of one heal: ${JSON.stringify(h)}\n${watch.stdout()}`);
   assert.doesNotMatch(outage, /heal .* failed/, 'no heal failed once the engine answered');
   assert.equal(back.length, replicas, 'nothing left over: what did not come back was removed');
   return { before, back, stopAt, backAt, wholeAt, outage, heals };
@@ -262,7 +309,10 @@ describe('fleetroll watch, its engine restarted and itself killed', { timeout: g
     let held: { close(): Promise<void> } | undefined;
     try {
       const { before, back, stopAt, wholeAt } = await restartUnder(t, f, watch, load, replicas, { hold: true, held: (h) => (held = h) });
-      assert.ok(back.some((i) => before.some((b) => b.id === i.id)), 'Docker restarted the instances (restart: unless-stopped, the default)');
+      assert.ok(
+        back.some((i) => before.some((b) => b.id === i.id)),
+        'Docker restarted the instances (restart: unless-stopped, the default)',
+      );
       assert.ok(!back.some((i) => before.some((b) => b.address === i.address)), 'at new addresses: their ports were taken');
 
       // Load goes on: nothing may fail now that the fleet is whole.
@@ -275,7 +325,11 @@ describe('fleetroll watch, its engine restarted and itself killed', { timeout: g
       const killMs = await untilWhole(f, replicas, `the fleet whole after SIGKILL of ${killed.name}, woken by the event`);
       // Exited, or (killed but not yet reaped when the event woke the watch) first seen unready: healed either way.
       const found = new RegExp(`watch: found: ${killed.name} (is exited|does not answer its readiness probe)`);
-      await waitFor('the watch to say it healed the killed instance', () => found.test(watch.stdout()) && /watch: healed \(/.test(outputAfter(watch.stdout(), found)), 120_000);
+      await waitFor(
+        'the watch to say it healed the killed instance',
+        () => found.test(watch.stdout()) && /watch: healed \(/.test(outputAfter(watch.stdout(), found)),
+        120_000,
+      );
       const killHealed = load.elapsed();
       const records = await load.stop();
 
@@ -284,7 +338,9 @@ describe('fleetroll watch, its engine restarted and itself killed', { timeout: g
       const afterWhole = failedIn(records, wholeAt).filter((r) => r.t + r.latencyMs < killAt);
       const atKill = failedOf(records).filter((r) => r.t + r.latencyMs >= killAt);
       t.diagnostic(`SIGKILL of an instance with the next look due in about 290 s: whole again after ${killMs} ms`);
-      t.diagnostic(`requests through nginx: ${records.length}; failed from the engine's stop to whole: ${during.length} of ${records.filter((r) => r.t >= stopAt && r.t < wholeAt).length}; after whole until the SIGKILL: ${afterWhole.length} of ${records.filter((r) => r.t >= wholeAt && r.t + r.latencyMs < killAt).length}; in flight at the SIGKILL or after it: ${atKill.length} of ${records.filter((r) => r.t + r.latencyMs >= killAt).length} (${atKill.filter((r) => r.t < killAt).length} in flight at it)`);
+      t.diagnostic(
+        `requests through nginx: ${records.length}; failed from the engine's stop to whole: ${during.length} of ${records.filter((r) => r.t >= stopAt && r.t < wholeAt).length}; after whole until the SIGKILL: ${afterWhole.length} of ${records.filter((r) => r.t >= wholeAt && r.t + r.latencyMs < killAt).length}; in flight at the SIGKILL or after it: ${atKill.length} of ${records.filter((r) => r.t + r.latencyMs >= killAt).length} (${atKill.filter((r) => r.t < killAt).length} in flight at it)`,
+      );
       assert.deepEqual(afterWhole, [], `no request fails once the fleet is whole again:\n  ${describeFailed(afterWhole)}\n${watch.stdout()}`);
       assert.ok(killMs < 200_000, `${killMs} ms: woken by Docker's event, not by the next look`);
       // A request the killed instance was serving fails with it; nginx takes it out at once and tries the others meanwhile.
@@ -313,7 +369,9 @@ describe('fleetroll watch, its engine restarted and itself killed', { timeout: g
       await waitFor('200 more requests through nginx', () => load.snapshot().filter((r) => r.t >= wholeAt).length >= 200, 120_000);
       const records = await load.stop();
       const afterWhole = failedIn(records, wholeAt);
-      t.diagnostic(`requests through nginx: ${records.length}; failed from the engine's stop to whole: ${failedIn(records, stopAt, wholeAt).length} of ${records.filter((r) => r.t >= stopAt && r.t < wholeAt).length}; after whole: ${afterWhole.length} of ${records.filter((r) => r.t >= wholeAt).length}`);
+      t.diagnostic(
+        `requests through nginx: ${records.length}; failed from the engine's stop to whole: ${failedIn(records, stopAt, wholeAt).length} of ${records.filter((r) => r.t >= stopAt && r.t < wholeAt).length}; after whole: ${afterWhole.length} of ${records.filter((r) => r.t >= wholeAt).length}`,
+      );
       assert.deepEqual(afterWhole, [], `no request fails once the fleet is whole again:\n  ${describeFailed(afterWhole)}`);
     } catch (err) {
       (err as Error).message += `\n--- watch:\n${watch.stdout()}`;
@@ -346,7 +404,13 @@ describe('fleetroll watch, its engine restarted and itself killed', { timeout: g
       assert.equal(end.code, null, 'killed');
       const orphan = started.exec(outputAfter(end.stdout, /watch: healing \(/))![1]!;
       const left = await instances(f);
-      t.diagnostic(`watch SIGKILLed after: ${end.stdout.trim().split('\n').slice(-1)[0]}; left: ${addresses(left)}; upstream: ${parseUpstreamServers(readFileSync(f.nginx.upstreamFile, 'utf8')).map((x) => `${x.name.replace(/^.*-/, '')}${x.down ? ' down' : ''}`).join(', ')}`);
+      t.diagnostic(
+        `watch SIGKILLed after: ${end.stdout.trim().split('\n').slice(-1)[0]}; left: ${addresses(left)}; upstream: ${parseUpstreamServers(
+          readFileSync(f.nginx.upstreamFile, 'utf8'),
+        )
+          .map((x) => `${x.name.replace(/^.*-/, '')}${x.down ? ' down' : ''}`)
+          .join(', ')}`,
+      );
 
       const t0 = Date.now();
       second = await startCliUntil(args, /watch: watching /);
@@ -355,14 +419,22 @@ describe('fleetroll watch, its engine restarted and itself killed', { timeout: g
       await waitFor('the next watch to heal, recovering the killed heal', () => /watch: healed \(/.test(second!.stdout()), 120_000);
       const healedMs = Date.now() - t0;
       assert.equal(await notWhole(f, replicas), undefined, second.stdout());
-      assert.match(second.stdout(), /watch: took over from a watch that is gone \(.*pid \d+\)/, 'the killed watch\'s lock is taken over, not waited for');
-      assert.match(second.stdout(), /took over a stale lock of .*\(pid \d+, fleetroll watch\): its holder is gone/, 'the killed heal\'s fleet lock is taken over, not waited for');
+      assert.match(second.stdout(), /watch: took over from a watch that is gone \(.*pid \d+\)/, "the killed watch's lock is taken over, not waited for");
+      assert.match(
+        second.stdout(),
+        /took over a stale lock of .*\(pid \d+, fleetroll watch\): its holder is gone/,
+        "the killed heal's fleet lock is taken over, not waited for",
+      );
       assert.match(second.stdout(), /recovering: the previous rollout \(\S+\) stopped without finishing/, second.stdout());
       assert.doesNotMatch(second.stdout(), /heal .* failed/, second.stdout());
       const now = await instances(f);
       assert.equal(now.length, replicas, `no container left orphaned: ${addresses(now)}`);
-      t.diagnostic(`the replacement the killed heal had started (${orphan.replace(/^.*-/, '')}): ${now.some((i) => i.name === orphan) ? 'kept' : 'removed'}; now ${addresses(now)}`);
-      t.diagnostic(`after the SIGKILL a new watch: the fleet whole ${convergeMs} ms after the kill (nginx listing exactly the instances), its heal done ${healedMs} ms after it: ${second.stdout().match(/watch: healed \(.*/)?.[0]}`);
+      t.diagnostic(
+        `the replacement the killed heal had started (${orphan.replace(/^.*-/, '')}): ${now.some((i) => i.name === orphan) ? 'kept' : 'removed'}; now ${addresses(now)}`,
+      );
+      t.diagnostic(
+        `after the SIGKILL a new watch: the fleet whole ${convergeMs} ms after the kill (nginx listing exactly the instances), its heal done ${healedMs} ms after it: ${second.stdout().match(/watch: healed \(.*/)?.[0]}`,
+      );
       const stopped = await stopWatch(second);
       second = undefined;
       assert.equal(stopped?.code, 0, stopped && stopped.stdout + stopped.stderr);
@@ -376,12 +448,22 @@ describe('fleetroll watch, its engine restarted and itself killed', { timeout: g
       assert.equal(await notWhole(f, replicas), undefined);
       assert.equal((await instances(f)).length, replicas);
       const history = JSON.parse((await runCli(['history', '-f', f.file, '--json'])).stdout) as { number: number; outcome: string }[];
-      assert.deepEqual(history.map((x) => [x.number, x.outcome]), [[1, 'complete']], 'the same revision, still complete');
+      assert.deepEqual(
+        history.map((x) => [x.number, x.outcome]),
+        [[1, 'complete']],
+        'the same revision, still complete',
+      );
 
       const records = await load.stop();
       const failed = failedOf(records);
-      t.diagnostic(`requests through nginx: ${records.length}, failed: ${failed.length} (${failedIn(records, 0, killedAt).length} before the SIGKILL, ${failedIn(records, killedAt).length} after)`);
-      assert.deepEqual(failedIn(records, killedAt), [], `no request fails through the SIGKILL, the recovery and the deploy:\n  ${describeFailed(failedIn(records, killedAt))}`);
+      t.diagnostic(
+        `requests through nginx: ${records.length}, failed: ${failed.length} (${failedIn(records, 0, killedAt).length} before the SIGKILL, ${failedIn(records, killedAt).length} after)`,
+      );
+      assert.deepEqual(
+        failedIn(records, killedAt),
+        [],
+        `no request fails through the SIGKILL, the recovery and the deploy:\n  ${describeFailed(failedIn(records, killedAt))}`,
+      );
     } catch (err) {
       (err as Error).message += `\n--- first watch:\n${first.stdout()}${second ? `\n--- next watch:\n${second.stdout()}` : ''}`;
       throw err;

@@ -12,7 +12,20 @@ import { execa } from 'execa';
 import { parseUpstreamServers } from '../../src/core/upstream.js';
 import { LABELS } from '../../src/ports.js';
 import { DEMO_LABEL } from '../../src/experiment/rehearse.js';
-import { docker, explainFailed, failedOf, guard, prober, runCli, startCliUntil, startLoad, useFleets, waitFor, type RunningCli, type TestFleet } from './fixture.js';
+import {
+  docker,
+  explainFailed,
+  failedOf,
+  guard,
+  prober,
+  runCli,
+  startCliUntil,
+  startLoad,
+  useFleets,
+  waitFor,
+  type RunningCli,
+  type TestFleet,
+} from './fixture.js';
 
 /** Why the fleet is not whole at `revision`, or undefined when it is. */
 async function notWhole(f: TestFleet, replicas: number, revision: string): Promise<string | undefined> {
@@ -39,7 +52,8 @@ async function untilWhole(f: TestFleet, replicas: number, revision: string, what
 }
 
 /** Run inside an instance (its image has node and no shell): SIGKILL every process but docker-init (PID 1) and itself; docker-init then exits, and Docker's restart policy applies. */
-const KILL_THE_APP = "for (const p of require('fs').readdirSync('/proc')) if (/^[0-9]+$/.test(p) && +p !== 1 && +p !== process.pid) try { process.kill(+p, 'SIGKILL') } catch {}";
+const KILL_THE_APP =
+  "for (const p of require('fs').readdirSync('/proc')) if (/^[0-9]+$/.test(p) && +p !== 1 && +p !== process.pid) try { process.kill(+p, 'SIGKILL') } catch {}";
 
 async function stopWatch(w: RunningCli): Promise<{ code: number | null; stdout: string; stderr: string }> {
   w.child.kill('SIGTERM');
@@ -87,14 +101,22 @@ describe('fleetroll watch, for real', { timeout: guard(600_000) }, () => {
       const network = docker.getNetwork(f.names.network);
       fault(`disconnect ${moved.name}`, moved.address);
       await network.disconnect({ Container: moved.id, Force: true });
-      const squatter = await docker.createContainer({ Image: 'fleetroll-example:1.0.0', name: `${f.names.service}-squatter`, Labels: { [DEMO_LABEL]: f.names.service }, HostConfig: { NetworkMode: f.names.network, Init: true } });
+      const squatter = await docker.createContainer({
+        Image: 'fleetroll-example:1.0.0',
+        name: `${f.names.service}-squatter`,
+        Labels: { [DEMO_LABEL]: f.names.service },
+        HostConfig: { NetworkMode: f.names.network, Init: true },
+      });
       await squatter.start();
       await network.connect({ Container: moved.id });
       const after = (await f.instances()).find((i) => i.id === moved.id);
       assert.ok(after?.address && after.address !== moved.address, `a new address: ${moved.address} -> ${after?.address}`);
       const moveMs = await untilWhole(f, 3, revision, `nginx following ${moved.name} to ${after?.address}`);
       await healOver(before);
-      assert.ok((await f.instances()).some((i) => i.id === moved.id), 'the moved instance is kept, at its new address');
+      assert.ok(
+        (await f.instances()).some((i) => i.id === moved.id),
+        'the moved instance is kept, at its new address',
+      );
       figures.push(`new address ${moved.address} -> ${after?.address}: whole again after ${moveMs} ms`);
 
       const records = await load.stop();
@@ -107,12 +129,24 @@ describe('fleetroll watch, for real', { timeout: guard(600_000) }, () => {
         const start = loadStart + r.t;
         const end = start + r.latencyMs;
         // nginx logs a request the client gave up on only when it notices (a stalled upstream connection: maybe not at all).
-        return faults.some((x) => start <= x.at + 200 && x.at <= end && (r.error === 'timeout' || log.some((l) => ['499', '502', '504'].includes(l.status ?? '') && l.upstream_addr === x.address && Math.abs(Number(l.time) * 1000 - end) < 1000)));
+        return faults.some(
+          (x) =>
+            start <= x.at + 200 &&
+            x.at <= end &&
+            (r.error === 'timeout' ||
+              log.some((l) => ['499', '502', '504'].includes(l.status ?? '') && l.upstream_addr === x.address && Math.abs(Number(l.time) * 1000 - end) < 1000)),
+        );
       };
       const failed = failedOf(records);
       const others = failed.filter((r) => !atFault(r));
-      t.diagnostic(`${figures.join('; ')}; ${records.length} requests through nginx, ${failed.length} failed (${failed.length - others.length} in flight on the faulted instance at its fault)`);
-      assert.deepEqual(others, [], `${await explainFailed(f, others, loadStart)}\nfaults:\n  ${faults.map((x) => `${new Date(x.at).toISOString()} ${x.text} (${x.address})`).join('\n  ')}\nwatch:\n${watch.stdout()}`);
+      t.diagnostic(
+        `${figures.join('; ')}; ${records.length} requests through nginx, ${failed.length} failed (${failed.length - others.length} in flight on the faulted instance at its fault)`,
+      );
+      assert.deepEqual(
+        others,
+        [],
+        `${await explainFailed(f, others, loadStart)}\nfaults:\n  ${faults.map((x) => `${new Date(x.at).toISOString()} ${x.text} (${x.address})`).join('\n  ')}\nwatch:\n${watch.stdout()}`,
+      );
       const heals = [...watch.stdout().matchAll(/watch: healed \(([^)]*)\) in ([0-9.]+) s/g)].map((m) => `${m[1]} ${m[2]} s`);
       const reloads = [...watch.stdout().matchAll(/upstream: nginx -t ok, reloaded .*?\[(\d+) reloads\]/g)].map((m) => Number(m[1]));
       t.diagnostic(`heals: ${heals.join('; ')}; nginx reloads over the ${heals.length} heals: ${reloads.length}`);
@@ -130,7 +164,7 @@ describe('fleetroll watch, for real', { timeout: guard(600_000) }, () => {
     assert.match((await runCli(['status', '-f', file])).stdout, /watch: not running/);
   });
 
-  it('a deploy while the watch runs: the watch steps back, the deploy completes, and the watch keeps the new revision (a killed instance comes back at 1.1.0); the revision record is the deploy\'s', async () => {
+  it("a deploy while the watch runs: the watch steps back, the deploy completes, and the watch keeps the new revision (a killed instance comes back at 1.1.0); the revision record is the deploy's", async () => {
     const f = await fleet('it-watch-dep');
     await f.at100(2);
     const watch = await startCliUntil(['watch', '-f', f.fleetFile({ replicas: 2 }), '--interval', '2s', '--settle', '300ms'], /watch: whole at revision 1/);
@@ -146,7 +180,13 @@ describe('fleetroll watch, for real', { timeout: guard(600_000) }, () => {
       assert.deepEqual((await f.versions()).sort(), ['1.1.0', '1.1.0']);
       const history = await runCli(['history', '-f', target, '--json']);
       const revisions = JSON.parse(history.stdout) as { number: number; outcome: string; message: string }[];
-      assert.deepEqual(revisions.map((x) => [x.number, x.outcome]), [[1, 'complete'], [2, 'complete']]);
+      assert.deepEqual(
+        revisions.map((x) => [x.number, x.outcome]),
+        [
+          [1, 'complete'],
+          [2, 'complete'],
+        ],
+      );
       assert.match(revisions[1]!.message, /verified/, 'the record says what the deploy did, not the heal');
     } finally {
       await stopWatch(watch);
@@ -185,7 +225,8 @@ describe('fleetroll watch, for real', { timeout: guard(600_000) }, () => {
       // such: the heal's own look then finds it exited and replaces it, and says so.
       const out = watch.stdout();
       assert.ok(
-        /watch: healing \(exited/.test(out) || (/watch: healing \(unready\)/.test(out) && new RegExp(`removed ${killed.name} on local: already exited`).test(out)),
+        /watch: healing \(exited/.test(out) ||
+          (/watch: healing \(unready\)/.test(out) && new RegExp(`removed ${killed.name} on local: already exited`).test(out)),
         `the killed instance healed as exited, or found unready and then removed as exited by the heal:\n${out}`,
       );
     } finally {
@@ -193,15 +234,23 @@ describe('fleetroll watch, for real', { timeout: guard(600_000) }, () => {
     }
   });
 
-  it("an instance of a revision the history does not know is reported and left alone through a heal; a crash loop (Docker restarting an instance again and again) is reported, and the fleet is whole once it stops", async (t) => {
+  it('an instance of a revision the history does not know is reported and left alone through a heal; a crash loop (Docker restarting an instance again and again) is reported, and the fleet is whole once it stops', async (t) => {
     const f = await fleet('it-watch-loop');
     const revision = await f.at100(3);
     // Someone else's container with the fleet's labels but a revision the history lacks (another machine's fleetroll, a state restored from an older backup).
     const model = (await f.instances())[0]!;
-    const stranger = await docker.createContainer({ Image: 'fleetroll-example:1.0.0', name: `${f.names.service}-stranger`, Labels: { ...model.labels, [LABELS.revision]: 'someone-elses' }, HostConfig: { NetworkMode: f.names.network, Init: true } });
+    const stranger = await docker.createContainer({
+      Image: 'fleetroll-example:1.0.0',
+      name: `${f.names.service}-stranger`,
+      Labels: { ...model.labels, [LABELS.revision]: 'someone-elses' },
+      HostConfig: { NetworkMode: f.names.network, Init: true },
+    });
     await stranger.start();
     const load = startLoad(f.url, { getPerSecond: 20, postConcurrency: 1 });
-    const watch = await startCliUntil(['watch', '-f', f.fleetFile({ replicas: 3 }), '--interval', '2s', '--settle', '1s'], /watch: whole at revision 1; .* which the fleet's history does not know: left alone/);
+    const watch = await startCliUntil(
+      ['watch', '-f', f.fleetFile({ replicas: 3 }), '--interval', '2s', '--settle', '1s'],
+      /watch: whole at revision 1; .* which the fleet's history does not know: left alone/,
+    );
     try {
       // A heal (an instance killed) must not take the stranger with it.
       const killed = (await f.instances()).find((i) => i.labels[LABELS.revision] === revision)!;
@@ -226,8 +275,13 @@ describe('fleetroll watch, for real', { timeout: guard(600_000) }, () => {
       await waitFor('the watch to name the crash loop', () => /watch: .*keeps being restarted by Docker \(\d+ restarts\)/.test(watch.stdout()), 90_000);
       const wholeMs = await untilWhole(f, 3, revision, 'the fleet whole once the crash loop stopped');
       const records = await load.stop();
-      t.diagnostic(`crash loop of ${looping.name}: 4 restarts by Docker, named by the watch, out of nginx at a look between restarts: ${outOfTraffic}; whole ${Date.now() - t0} ms after the first crash (${wholeMs} ms of waiting); ${records.length} requests, ${failedOf(records).length} failed`);
-      assert.ok((await f.instances()).some((i) => i.id === looping.id), 'the looping instance is kept (Docker restarts it), not replaced');
+      t.diagnostic(
+        `crash loop of ${looping.name}: 4 restarts by Docker, named by the watch, out of nginx at a look between restarts: ${outOfTraffic}; whole ${Date.now() - t0} ms after the first crash (${wholeMs} ms of waiting); ${records.length} requests, ${failedOf(records).length} failed`,
+      );
+      assert.ok(
+        (await f.instances()).some((i) => i.id === looping.id),
+        'the looping instance is kept (Docker restarts it), not replaced',
+      );
     } finally {
       await load.stop();
       await stranger.remove({ force: true }).catch(() => undefined);

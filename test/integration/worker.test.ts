@@ -72,17 +72,26 @@ async function rollWorker(service: string, from: string, to: string, readiness: 
   assert.equal(first.code, 0, first.stderr);
   const before = await containersOf(service);
   assert.equal(before.length, 3);
-  assert.ok(before.every((c) => c.running && c.address === undefined), 'running, and no address: nothing connects to a worker');
+  assert.ok(
+    before.every((c) => c.running && c.address === undefined),
+    'running, and no address: nothing connects to a worker',
+  );
 
   const second = await runCli(['deploy', '-f', workerFile(service, from, readiness, strategy), '--image', to, '--json']);
   assert.equal(second.code, 0, second.stderr);
   const out = JSON.parse(second.stdout) as { outcome: string; version: string; revision: string; instances: { name: string; version: string }[] };
   assert.equal(out.outcome, 'complete');
-  assert.deepEqual(out.instances.map((i) => i.version), ['1.1.0', '1.1.0', '1.1.0']);
+  assert.deepEqual(
+    out.instances.map((i) => i.version),
+    ['1.1.0', '1.1.0', '1.1.0'],
+  );
 
   const now = await containersOf(service);
   assert.equal(now.length, 3, 'old containers are removed');
-  assert.ok(now.every((c) => c.running && c.labels[LABELS.revision] === out.revision && c.labels[LABELS.version] === '1.1.0'), 'only the new revision runs');
+  assert.ok(
+    now.every((c) => c.running && c.labels[LABELS.revision] === out.revision && c.labels[LABELS.version] === '1.1.0'),
+    'only the new revision runs',
+  );
   assert.deepEqual(now.map((c) => c.name).sort(), out.instances.map((i) => i.name).sort());
   const want = (await runtime.imageInfo(to))?.id;
   assert.ok(want?.startsWith('sha256:'));
@@ -103,21 +112,37 @@ describe('a worker with no port and no load balancer, version: false', { concurr
       await removeFleetState(docker, s).catch(() => {});
     }
     const images = await docker.listImages({ filters: { label: [`${IMAGE_LABEL}=1`] } });
-    for (const i of images) await docker.getImage(i.Id).remove({ force: true }).catch(() => {});
+    for (const i of images)
+      await docker
+        .getImage(i.Id)
+        .remove({ force: true })
+        .catch(() => {});
     rmSync(dir, { recursive: true, force: true });
   });
 
   it("readiness { healthcheck: true } from the image's HEALTHCHECK, rolling 1/0", async () => {
     const service = uniqueName('probes-hc');
     services.push(service);
-    const { now } = await rollWorker(service, 'probes-worker:1.0.0', 'probes-worker:1.1.0', { healthcheck: true }, 'strategy:\n  rollingUpdate: { maxSurge: 1, maxUnavailable: 0 }');
+    const { now } = await rollWorker(
+      service,
+      'probes-worker:1.0.0',
+      'probes-worker:1.1.0',
+      { healthcheck: true },
+      'strategy:\n  rollingUpdate: { maxSurge: 1, maxUnavailable: 0 }',
+    );
     for (const c of now) assert.equal(await runtime.health(c.id), 'healthy', `${c.name} healthy by Docker`);
   });
 
   it('readiness { exec: [node, -e, ...] } inside the container, Recreate', async () => {
     const service = uniqueName('probes-ex');
     services.push(service);
-    const { now } = await rollWorker(service, 'fleetroll-example:1.0.0', 'fleetroll-example:1.1.0', { exec: ['node', '-e', HEALTHY] }, 'strategy:\n  type: Recreate');
+    const { now } = await rollWorker(
+      service,
+      'fleetroll-example:1.0.0',
+      'fleetroll-example:1.1.0',
+      { exec: ['node', '-e', HEALTHY] },
+      'strategy:\n  type: Recreate',
+    );
     for (const c of now) assert.equal(await runtime.exec(c.id, ['node', '-e', HEALTHY], guard(30_000)), 0); // a hang guard: node -e took over 5 s in a container at load 30
     assert.equal(await runtime.health(now[0]!.id), 'none', 'the plain example image has no healthcheck');
   });

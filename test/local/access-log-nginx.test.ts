@@ -149,10 +149,15 @@ describe('a local nginx writing fleetroll_json, read back end to end', { skip },
   /** Reads until `n` lines came (nginx writes its line after the response). */
   async function readLines(reader: LocalFileAccessLog, n: number): Promise<string[]> {
     const lines: string[] = [];
-    await waitFor(`${n} access log lines`, async () => {
-      lines.push(...(await reader.read()));
-      return lines.length >= n;
-    }, 5000, 20);
+    await waitFor(
+      `${n} access log lines`,
+      async () => {
+        lines.push(...(await reader.read()));
+        return lines.length >= n;
+      },
+      5000,
+      20,
+    );
     return lines;
   }
 
@@ -196,7 +201,10 @@ describe('a local nginx writing fleetroll_json, read back end to end', { skip },
     assert.equal(retried.appVersion, '1.1.0');
     assert.deepEqual(records[5]!.upstreamAddr, ['none']);
     assert.deepEqual(records[6]!.upstreamAddr, []);
-    assert.ok(records.every((r) => r.timeMs >= t0 && r.timeMs <= Date.now() + 1), 'times are $msec in ms');
+    assert.ok(
+      records.every((r) => r.timeMs >= t0 && r.timeMs <= Date.now() + 1),
+      'times are $msec in ms',
+    );
 
     const revisionOf = (a: string) => ({ [addr.v1]: '1.0.0', [addr.v2]: '1.1.0', [addr.dead]: '1.1.0' })[a];
     const s = revisionStats(records, revisionOf, t0, Date.now() + 1);
@@ -205,7 +213,7 @@ describe('a local nginx writing fleetroll_json, read back end to end', { skip },
     // The two /app/fail went one to each (round robin), as did /app/a and /app/b.
     assert.equal(v1.requests + v2.requests, 5);
     assert.equal(v1.errors5xx + v2.errors5xx, 2);
-    assert.equal(v2.retriedFailures, 1, 'the dead server\'s refused connection counts against 1.1.0');
+    assert.equal(v2.retriedFailures, 1, "the dead server's refused connection counts against 1.1.0");
     assert.equal(s.unattributed.requests, 2, '"no live upstreams" and the static answer');
     const h = deployHealth(records, { startMs: t0, endMs: Date.now() + 1, revisionOf, newRevision: '1.1.0', firstNewAddress: addr.v2 });
     assert.equal(h.requests, 7);
@@ -226,16 +234,26 @@ describe('a local nginx writing fleetroll_json, read back end to end', { skip },
     // request lands in the new file (nginx writes a line just after its response, so look
     // for any probe). The probes are lines like any other; left out below.
     let probe = 0;
-    await waitFor('nginx to write a probe into the reopened log', async () => {
-      await get(`/app/probe-${probe++}`);
-      return existsSync(logFile()) && readFileSync(logFile(), 'utf8').includes('/app/probe-');
-    }, 5000, 5);
+    await waitFor(
+      'nginx to write a probe into the reopened log',
+      async () => {
+        await get(`/app/probe-${probe++}`);
+        return existsSync(logFile()) && readFileSync(logFile(), 'utf8').includes('/app/probe-');
+      },
+      5000,
+      5,
+    );
     await get('/app/after-reopen');
     const uris: string[] = [];
-    await waitFor('/app/after-reopen in the reader\'s lines', async () => {
-      uris.push(...new AccessLogParser().parse(await reader.read()).map((r) => r.uri));
-      return uris.includes('/app/after-reopen');
-    }, 5000, 20);
+    await waitFor(
+      "/app/after-reopen in the reader's lines",
+      async () => {
+        uris.push(...new AccessLogParser().parse(await reader.read()).map((r) => r.uri));
+        return uris.includes('/app/after-reopen');
+      },
+      5000,
+      20,
+    );
     assert.deepEqual(
       uris.filter((u) => !u.startsWith('/app/probe-')),
       ['/app/before-1', '/app/before-2', '/app/after-rename', '/app/after-reopen'],

@@ -110,10 +110,7 @@ describe('example app: a bad version that still passes readiness', () => {
     // machine adds to a local request, and a lower bound holds at any load.
     const app = await startApp({ BAD_LATENCY_MS: '3000' });
     for (const probe of ['/health/ready', '/health/live', '/api/version']) {
-      const [api, answer] = await Promise.all([
-        request(app.port, 'GET', '/api/books'),
-        request(app.port, 'GET', probe),
-      ]);
+      const [api, answer] = await Promise.all([request(app.port, 'GET', '/api/books'), request(app.port, 'GET', probe)]);
       assert.equal(answer.status, 200, `${probe} answered`);
       assert.equal(api.status, 200);
       assert.ok(api.ms >= 2990, `an API request took ${api.ms.toFixed(0)} ms, with BAD_LATENCY_MS 3000`);
@@ -145,7 +142,10 @@ describe('example app: what the container was given, shown without printing a va
 
   it('without CONFIG_FILE or DATA_DIR both answer 404 naming the variable', async () => {
     const app = await startApp({});
-    for (const [path, name] of [['/api/config', 'CONFIG_FILE'], ['/api/data', 'DATA_DIR']] as const) {
+    for (const [path, name] of [
+      ['/api/config', 'CONFIG_FILE'],
+      ['/api/data', 'DATA_DIR'],
+    ] as const) {
       const r = await request(app.port, 'GET', path);
       assert.deepEqual([r.status, r.body], [404, JSON.stringify({ error: `${name} not set` })]);
     }

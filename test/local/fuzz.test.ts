@@ -69,7 +69,8 @@ after(() => {
   cleanupCli();
 });
 
-const reproduce = (kind: string, index?: number) => `seed ${SEED}, ${kind}${index !== undefined ? ` case ${index}` : ''}; rerun: FUZZ_SEED=${SEED} npx tsx --test test/local/fuzz.test.ts`;
+const reproduce = (kind: string, index?: number) =>
+  `seed ${SEED}, ${kind}${index !== undefined ? ` case ${index}` : ''}; rerun: FUZZ_SEED=${SEED} npx tsx --test test/local/fuzz.test.ts`;
 
 interface Baseline {
   wallMs: number;
@@ -87,7 +88,9 @@ before(async () => {
   const cpu = runs.map((r) => r.cpuMs).filter((x): x is number => x !== undefined);
   const rss = runs.map((r) => r.maxRssKb).filter((x): x is number => x !== undefined);
   base = { wallMs: median(runs.map((r) => r.wallMs)), cpuMs: cpu.length ? median(cpu) : undefined, rssKb: rss.length ? median(rss) : undefined };
-  console.log(`fuzz: seed ${SEED}; baseline validate of examples/fleet.yaml: wall ${base.wallMs.toFixed(0)} ms, cpu ${base.cpuMs?.toFixed(0) ?? 'n/a'} ms, max RSS ${base.rssKb ?? 'n/a'} KB`);
+  console.log(
+    `fuzz: seed ${SEED}; baseline validate of examples/fleet.yaml: wall ${base.wallMs.toFixed(0)} ms, cpu ${base.cpuMs?.toFixed(0) ?? 'n/a'} ms, max RSS ${base.rssKb ?? 'n/a'} KB`,
+  );
 });
 
 /** Everything wrong with one CLI run; `want` narrows the allowed exit codes. */
@@ -99,8 +102,10 @@ function cliProblems(r: CliResult, want: readonly number[] = [0, 2]): string[] {
   const crash = crashIn(out);
   if (crash !== undefined) problems.push(`crash in the output: ${JSON.stringify(crash)}`);
   if (out.includes(MARKER) || out.includes(TAIL)) problems.push('a secret marker is in the output');
-  if (base.cpuMs !== undefined && r.cpuMs !== undefined && r.cpuMs > base.cpuMs * CPU_RATIO) problems.push(`cpu ${r.cpuMs.toFixed(0)} ms > ${CPU_RATIO}× the baseline's ${base.cpuMs.toFixed(0)} ms`);
-  if (base.rssKb !== undefined && r.maxRssKb !== undefined && r.maxRssKb > base.rssKb * RSS_RATIO) problems.push(`max RSS ${r.maxRssKb} KB > ${RSS_RATIO}× the baseline's ${base.rssKb} KB`);
+  if (base.cpuMs !== undefined && r.cpuMs !== undefined && r.cpuMs > base.cpuMs * CPU_RATIO)
+    problems.push(`cpu ${r.cpuMs.toFixed(0)} ms > ${CPU_RATIO}× the baseline's ${base.cpuMs.toFixed(0)} ms`);
+  if (base.rssKb !== undefined && r.maxRssKb !== undefined && r.maxRssKb > base.rssKb * RSS_RATIO)
+    problems.push(`max RSS ${r.maxRssKb} KB > ${RSS_RATIO}× the baseline's ${base.rssKb} KB`);
   if (!r.killed && r.wallMs > wallLimit()) problems.push(`wall ${r.wallMs.toFixed(0)} ms > ${WALL_RATIO}× the baseline's ${base.wallMs.toFixed(0)} ms`);
   return problems;
 }
@@ -125,9 +130,13 @@ interface Stats {
 const stats: Record<string, Stats> = {};
 after(() => {
   const lines = Object.entries(stats).map(([kind, s]) => {
-    const codes = Object.entries(s.cli.byCode).map(([c, n]) => `exit ${c}: ${n}`).join(', ');
+    const codes = Object.entries(s.cli.byCode)
+      .map(([c, n]) => `exit ${c}: ${n}`)
+      .join(', ');
     const ng = s.nginx
-      ? `; nginx -t: ${s.nginx.files} files (${Object.entries(s.nginx.byStrategy).map(([k, n]) => `${k} ${n}`).join(', ')}) in ${s.nginx.configs} configs (${s.nginx.runs} runs), ${s.nginx.failures} failing, ${s.nginx.batchOnly} batch-only failures`
+      ? `; nginx -t: ${s.nginx.files} files (${Object.entries(s.nginx.byStrategy)
+          .map(([k, n]) => `${k} ${n}`)
+          .join(', ')}) in ${s.nginx.configs} configs (${s.nginx.runs} runs), ${s.nginx.failures} failing, ${s.nginx.batchOnly} batch-only failures`
       : '';
     return `  ${kind}: in-process ${s.inProcess.cases} (accepted ${s.inProcess.accepted}, refused ${s.inProcess.refused}, crashed ${s.inProcess.crashed}, slowest ${s.inProcess.slowestMs.toFixed(1)} ms); CLI ${s.cli.runs} runs (${codes || 'none'}; slowest wall ${s.cli.slowestWallMs.toFixed(0)} ms, cpu ${s.cli.slowestCpuMs.toFixed(0)} ms; max RSS ${s.cli.maxRssKb} KB)${ng}`;
   });
@@ -135,7 +144,10 @@ after(() => {
 });
 
 function statsFor(kind: string): Stats {
-  return (stats[kind] ??= { inProcess: { cases: 0, accepted: 0, refused: 0, crashed: 0, slowestMs: 0 }, cli: { runs: 0, byCode: {}, slowestWallMs: 0, slowestCpuMs: 0, maxRssKb: 0 } });
+  return (stats[kind] ??= {
+    inProcess: { cases: 0, accepted: 0, refused: 0, crashed: 0, slowestMs: 0 },
+    cli: { runs: 0, byCode: {}, slowestWallMs: 0, slowestCpuMs: 0, maxRssKb: 0 },
+  });
 }
 
 function noteCli(kind: string, r: CliResult): void {
@@ -182,12 +194,16 @@ function inProcessProblems(r: InProcess<unknown>, timed = true): string[] {
   const problems: string[] = [];
   if (!r.ok) {
     const e = r.error;
-    if (!(e instanceof FleetrollError)) problems.push(`threw ${(e as Error)?.name ?? typeof e}: ${excerpt(String((e as Error)?.message ?? e), 300)} (the CLI would exit 1 with "an unexpected error")`);
+    if (!(e instanceof FleetrollError))
+      problems.push(
+        `threw ${(e as Error)?.name ?? typeof e}: ${excerpt(String((e as Error)?.message ?? e), 300)} (the CLI would exit 1 with "an unexpected error")`,
+      );
     else if (e.exitCode !== 2) problems.push(`threw ${e.name} with exit code ${e.exitCode}, want 2: ${excerpt(e.message, 300)}`);
     const text = e instanceof Error ? `${e.message}\n${(e as FleetrollError).hint ?? ''}` : String(e);
     if (text.includes(MARKER) || text.includes(TAIL)) problems.push(`a secret marker is in the message: ${excerpt(text, 300)}`);
   }
-  if (timed && base.cpuMs !== undefined && r.ms > base.cpuMs * INPROC_RATIO) problems.push(`took ${r.ms.toFixed(0)} ms of cpu in-process, > ${INPROC_RATIO}× the baseline CLI validate's ${base.cpuMs.toFixed(0)} ms cpu`);
+  if (timed && base.cpuMs !== undefined && r.ms > base.cpuMs * INPROC_RATIO)
+    problems.push(`took ${r.ms.toFixed(0)} ms of cpu in-process, > ${INPROC_RATIO}× the baseline CLI validate's ${base.cpuMs.toFixed(0)} ms cpu`);
   return problems;
 }
 
@@ -201,19 +217,30 @@ function noteInProcess(kind: string, r: InProcess<unknown>): void {
 }
 
 /** A problem without its particulars (numbers, quoted text, paths), to count failures by kind. */
-const problemClass = (p: string) => (p.split('\n')[0] ?? '').replace(/\/tmp\/\S+/g, 'FILE').replace(/"[^"]*"/g, '"…"').replace(/[0-9]+(?:\.[0-9]+)?/g, 'N').slice(0, 90);
+const problemClass = (p: string) =>
+  (p.split('\n')[0] ?? '')
+    .replace(/\/tmp\/\S+/g, 'FILE')
+    .replace(/"[^"]*"/g, '"…"')
+    .replace(/[0-9]+(?:\.[0-9]+)?/g, 'N')
+    .slice(0, 90);
 
 function failureReport(kind: string, failures: { index: number; problems: string[]; text: string }[]): string {
   const classes = new Map<string, number>();
   for (const f of failures) for (const c of new Set(f.problems.map(problemClass))) classes.set(c, (classes.get(c) ?? 0) + 1);
-  const summary = [...classes].sort((a, b) => b[1] - a[1]).map(([c, n]) => `  ${n} × ${c}`).join('\n');
+  const summary = [...classes]
+    .sort((a, b) => b[1] - a[1])
+    .map(([c, n]) => `  ${n} × ${c}`)
+    .join('\n');
   return `${failures.length} ${kind} case(s) failed (${reproduce(kind)}), by problem:\n${summary}\nthe first ones:\n${failures
     .slice(0, 5)
     .map((f) => `--- case ${f.index}: ${f.problems.join('; ')}\n${excerpt(f.text, 1500)}`)
     .join('\n')}`;
 }
 
-const caseText = (c: FileCase) => Object.entries(c.files).map(([n, t]) => `# ${n}:\n${t}`).join('\n');
+const caseText = (c: FileCase) =>
+  Object.entries(c.files)
+    .map(([n, t]) => `# ${n}:\n${t}`)
+    .join('\n');
 
 // ---------------------------------------------------------------------------------------------
 // The upstream files the engine would write for an accepted fleet.
@@ -235,7 +262,10 @@ function renderedFor(fleet: Fleet, id: string): Rendered[] {
   const forceKey = s.type === 'Canary' ? s.canary.force : undefined;
   const old = fleetServers(fleet, 3, 0, 'aaaaaaa');
   const fresh = fleetServers(fleet, 2, 3, 'bbbbbbb');
-  const weight = s.type === 'Canary' ? (s.canary.steps.find((x) => x.kind === 'setWeight' && x.weight > 0 && x.weight < 100) as { weight: number } | undefined)?.weight ?? 25 : 0;
+  const weight =
+    s.type === 'Canary'
+      ? ((s.canary.steps.find((x) => x.kind === 'setWeight' && x.weight > 0 && x.weight < 100) as { weight: number } | undefined)?.weight ?? 25)
+      : 0;
   fleet.loadBalancers.forEach(({ nginx }, i) => {
     const template = nginx.template !== undefined ? readFileSync(resolve(dirname(fleet.source.file), nginx.template), 'utf8') : DEFAULT_TEMPLATE;
     const proxies = [nginx.upstream, ...(previewName ? [previewName] : []), ...(forceKey ? [forceRoute(nginx.upstream).variable] : [])];
@@ -282,7 +312,11 @@ function fuzzKind(o: KindOptions): void {
     it(`${o.counts.inProcess} generated ${o.kind} cases through the loader: refused with exit 2 or accepted, never a crash, no secret in a message, fast`, async () => {
       const failures: { index: number; problems: string[]; text: string }[] = [];
       // Untimed first: the first load compiles the loaders (and imports what they import lazily).
-      await inProcess((): Promise<unknown> => (o.kind === 'experiment' ? loadExperimentSpec(join(ROOT, 'examples/experiments/01-naive-vs-rolling.yaml')) : loadFleet(join(ROOT, 'examples/fleet.yaml'))));
+      await inProcess((): Promise<unknown> =>
+        o.kind === 'experiment'
+          ? loadExperimentSpec(join(ROOT, 'examples/experiments/01-naive-vs-rolling.yaml'))
+          : loadFleet(join(ROOT, 'examples/fleet.yaml')),
+      );
       for (const [i, c] of cases.entries()) {
         const file = writeCase(o.kind, i, c);
         files.push(file);
@@ -298,7 +332,10 @@ function fuzzKind(o: KindOptions): void {
 
     it(`a sample of ${o.counts.cli} through the built CLI: exit 0 or 2 as the loader says, within ${CPU_RATIO}× cpu / ${RSS_RATIO}× RSS of the baseline, no secret in any output`, async () => {
       // The first cases the loader has judged: their CLI runs must agree with it.
-      const sample = cases.map((_, i) => i).filter((i) => verdicts[i] !== undefined).slice(0, o.counts.cli);
+      const sample = cases
+        .map((_, i) => i)
+        .filter((i) => verdicts[i] !== undefined)
+        .slice(0, o.counts.cli);
       assert.ok(sample.length > 0, 'no case has a verdict: the loader test above must run first');
       const runs = sample.flatMap((i) => o.cliArgs(files[i]!, i, verdicts[i]!).map((args) => ({ index: i, args })));
       const results = await pool(runs, CONCURRENCY, (r) => runCli({ args: r.args, env: CHILD_ENV, timeoutMs: wallLimit() }));
@@ -322,35 +359,51 @@ function fuzzKind(o: KindOptions): void {
     });
 
     if (o.nginx) {
-      it('every accepted fleet: its rendered upstream files (every phase) pass the real nginx -t', { skip: NGINX === undefined ? 'no nginx binary' : false }, () => {
-        const renders: Rendered[] = [];
-        const byStrategy: Record<string, number> = {};
-        const renderFailures: { index: number; problems: string[]; text: string }[] = [];
-        for (const { index, value } of accepted) {
-          try {
-            const fleet = value as Fleet;
-            const mine = renderedFor(fleet, `${o.kind} case ${index}`);
-            const key = fleet.strategy.type === 'Canary' ? `Canary${fleet.strategy.canary.force ? '+force' : ''}` : fleet.strategy.type === 'BlueGreen' && fleet.strategy.blueGreen.previewUpstream ? 'BlueGreen+preview' : fleet.strategy.type;
-            byStrategy[key] = (byStrategy[key] ?? 0) + mine.length;
-            renders.push(...mine);
-          } catch (err) {
-            renderFailures.push({ index, problems: [`rendering threw: ${(err as Error).message}`], text: caseText(cases[index]!) });
+      it(
+        'every accepted fleet: its rendered upstream files (every phase) pass the real nginx -t',
+        { skip: NGINX === undefined ? 'no nginx binary' : false },
+        () => {
+          const renders: Rendered[] = [];
+          const byStrategy: Record<string, number> = {};
+          const renderFailures: { index: number; problems: string[]; text: string }[] = [];
+          for (const { index, value } of accepted) {
+            try {
+              const fleet = value as Fleet;
+              const mine = renderedFor(fleet, `${o.kind} case ${index}`);
+              const key =
+                fleet.strategy.type === 'Canary'
+                  ? `Canary${fleet.strategy.canary.force ? '+force' : ''}`
+                  : fleet.strategy.type === 'BlueGreen' && fleet.strategy.blueGreen.previewUpstream
+                    ? 'BlueGreen+preview'
+                    : fleet.strategy.type;
+              byStrategy[key] = (byStrategy[key] ?? 0) + mine.length;
+              renders.push(...mine);
+            } catch (err) {
+              renderFailures.push({ index, problems: [`rendering threw: ${(err as Error).message}`], text: caseText(cases[index]!) });
+            }
           }
-        }
-        assert.equal(renderFailures.length, 0, failureReport(`${o.kind} render`, renderFailures));
-        const outcome = nginxCheckAll(NGINX!, join(work, `${o.kind}-nginx`), renders);
-        statsFor(o.kind).nginx = { files: outcome.files, configs: outcome.configs, runs: outcome.nginxRuns, failures: outcome.failures.length, batchOnly: outcome.batchOnlyFailures, byStrategy };
-        for (const o2 of outcome.batchOnlyOutputs) console.log(`fuzz: an nginx -t batch failed though each of its files passes alone: ${o2}`);
-        assert.ok(renders.length > 0, `no ${o.kind} case was accepted (or the loader test above did not run): nothing reached nginx`);
-        assert.deepEqual(
-          outcome.failures.map((f) => f.id),
-          [],
-          `nginx -t refused rendered upstreams (${reproduce(o.kind)}):\n${outcome.failures
-            .slice(0, 3)
-            .map((f) => `--- ${f.id}\n${f.output}\n${excerpt(f.content, 1200)}`)
-            .join('\n')}`,
-        );
-      });
+          assert.equal(renderFailures.length, 0, failureReport(`${o.kind} render`, renderFailures));
+          const outcome = nginxCheckAll(NGINX!, join(work, `${o.kind}-nginx`), renders);
+          statsFor(o.kind).nginx = {
+            files: outcome.files,
+            configs: outcome.configs,
+            runs: outcome.nginxRuns,
+            failures: outcome.failures.length,
+            batchOnly: outcome.batchOnlyFailures,
+            byStrategy,
+          };
+          for (const o2 of outcome.batchOnlyOutputs) console.log(`fuzz: an nginx -t batch failed though each of its files passes alone: ${o2}`);
+          assert.ok(renders.length > 0, `no ${o.kind} case was accepted (or the loader test above did not run): nothing reached nginx`);
+          assert.deepEqual(
+            outcome.failures.map((f) => f.id),
+            [],
+            `nginx -t refused rendered upstreams (${reproduce(o.kind)}):\n${outcome.failures
+              .slice(0, 3)
+              .map((f) => `--- ${f.id}\n${f.output}\n${excerpt(f.content, 1200)}`)
+              .join('\n')}`,
+          );
+        },
+      );
     }
   });
 }
@@ -358,8 +411,24 @@ function fuzzKind(o: KindOptions): void {
 const fleetCli = (file: string, i: number) => [['validate', '-f', file, '--json'], i % 2 === 0 ? ['validate', '-f', file] : ['plan', '-f', file]];
 
 fuzzKind({ kind: 'fleet', arb: fleetCaseArb(MARKER), seed: SEED, counts: COUNTS.fleet, load: (f) => loadFleet(f), cliArgs: fleetCli, nginx: true });
-fuzzKind({ kind: 'defaults', arb: defaultsCaseArb, seed: SEED + 1, counts: COUNTS.defaults, load: (f) => loadFleet(f), cliArgs: (f, i) => [i % 2 === 0 ? ['validate', '-f', f] : ['plan', '-f', f]], nginx: true });
-fuzzKind({ kind: 'template', arb: templateCaseArb, seed: SEED + 2, counts: COUNTS.template, load: (f) => loadFleet(f), cliArgs: (f) => [['validate', '-f', f, '--json']], nginx: true });
+fuzzKind({
+  kind: 'defaults',
+  arb: defaultsCaseArb,
+  seed: SEED + 1,
+  counts: COUNTS.defaults,
+  load: (f) => loadFleet(f),
+  cliArgs: (f, i) => [i % 2 === 0 ? ['validate', '-f', f] : ['plan', '-f', f]],
+  nginx: true,
+});
+fuzzKind({
+  kind: 'template',
+  arb: templateCaseArb,
+  seed: SEED + 2,
+  counts: COUNTS.template,
+  load: (f) => loadFleet(f),
+  cliArgs: (f) => [['validate', '-f', f, '--json']],
+  nginx: true,
+});
 fuzzKind({
   kind: 'experiment',
   arb: experimentCaseArb,
@@ -379,7 +448,18 @@ fuzzKind({
 // The harness can fail: each check above catches what it is for.
 
 describe('fuzz harness', () => {
-  const result = (o: Partial<CliResult>): CliResult => ({ args: ['validate'], code: 2, signal: null, killed: false, stdout: '', stderr: 'error: f.yaml: service: must be ...\n', wallMs: 1, cpuMs: 1, maxRssKb: 1, ...o });
+  const result = (o: Partial<CliResult>): CliResult => ({
+    args: ['validate'],
+    code: 2,
+    signal: null,
+    killed: false,
+    stdout: '',
+    stderr: 'error: f.yaml: service: must be ...\n',
+    wallMs: 1,
+    cpuMs: 1,
+    maxRssKb: 1,
+    ...o,
+  });
   const rows: [string, Partial<CliResult>, RegExp][] = [
     ['exit 1', { code: 1 }, /exit 1, want 0 or 2/],
     ['the catch-all line', { code: 2, stderr: 'error: x\n(an unexpected error: run again with --verbose ...)\n' }, /crash in the output/],
@@ -402,7 +482,10 @@ describe('fuzz harness', () => {
     const good = { id: 'good', content: renderUpstream(DEFAULT_TEMPLATE, { service: 'api', upstream: 'h_good', servers: [] }), proxies: ['h_good'] };
     const bad = { id: 'bad', content: 'upstream h_bad {\n    server 10.0.0.1:8080 weight=0;\n}\n', proxies: ['h_bad'] };
     const r = nginxCheckAll(NGINX!, join(work, 'harness-nginx'), [good, bad]);
-    assert.deepEqual(r.failures.map((f) => f.id), ['bad']);
+    assert.deepEqual(
+      r.failures.map((f) => f.id),
+      ['bad'],
+    );
     assert.match(r.failures[0]!.output, /weight/);
   });
 });
@@ -422,7 +505,15 @@ function rowDir(files: Record<string, string>): string {
 
 /** validate, validate --json and plan of one fleet file (or device, or FIFO). */
 async function allCommands(file: string, want: readonly number[], context: string): Promise<CliResult[]> {
-  const results = await pool([['validate', '-f', file], ['validate', '-f', file, '--json'], ['plan', '-f', file]], CONCURRENCY, (args) => runCli({ args, env: CHILD_ENV, timeoutMs: wallLimit() }));
+  const results = await pool(
+    [
+      ['validate', '-f', file],
+      ['validate', '-f', file, '--json'],
+      ['plan', '-f', file],
+    ],
+    CONCURRENCY,
+    (args) => runCli({ args, env: CHILD_ENV, timeoutMs: wallLimit() }),
+  );
   for (const r of results) noteCli('rows', r);
   const problems = results.flatMap((r) => cliProblems(r, want).map((p) => `${r.args[0]}${r.args.includes('--json') ? ' --json' : ''}: ${p}`));
   assert.deepEqual(problems, [], `${context}\n${results.map(describeRun).join('\n')}`);
@@ -431,7 +522,10 @@ async function allCommands(file: string, want: readonly number[], context: strin
 
 describe('fuzz reproducers (issue 23)', () => {
   describe('1. YAML aliases: exit 2', () => {
-    const laughs = ['lol0: &a0 [x, x, x, x, x, x, x, x, x, x]', ...Array.from({ length: 9 }, (_, i) => `lol${i + 1}: &a${i + 1} [${Array(10).fill(`*a${i}`).join(', ')}]`)].join('\n');
+    const laughs = [
+      'lol0: &a0 [x, x, x, x, x, x, x, x, x, x]',
+      ...Array.from({ length: 9 }, (_, i) => `lol${i + 1}: &a${i + 1} [${Array(10).fill(`*a${i}`).join(', ')}]`),
+    ].join('\n');
     const rows: [string, string][] = [
       ['an alias to an anchor never set (service: x, version: *nope)', 'service: x\nversion: *nope\n'],
       ['more than 100 aliases', `${FLEET_HEAD}labels:\n  base: &b x\n${Array.from({ length: 150 }, (_, i) => `  l${i}: *b`).join('\n')}\n`],
@@ -469,7 +563,8 @@ describe('fuzz reproducers (issue 23)', () => {
     it('API_TOKEN: !s3cret → exit 2 (not a silently empty value), and the would-be secret in no output', async () => {
       const file = join(rowDir({ 'f.yaml': `${FLEET_HEAD}env:\n  API_TOKEN: !s3cret\n` }), 'f.yaml');
       const results = await allCommands(file, [2], 'API_TOKEN: !s3cret');
-      for (const r of results) assert.ok(!`${r.stdout}${r.stderr}`.includes('s3cret'), `${r.args.join(' ')} printed the tag, which is the value the user meant:\n${describeRun(r)}`);
+      for (const r of results)
+        assert.ok(!`${r.stdout}${r.stderr}`.includes('s3cret'), `${r.args.join(' ')} printed the tag, which is the value the user meant:\n${describeRun(r)}`);
     });
   });
 
@@ -508,16 +603,24 @@ describe('fuzz reproducers (issue 23)', () => {
     // A reader that opens a FIFO waits for a writer forever: every row starts at once (a blocked
     // child takes no CPU), so a failing branch pays the wall limit once, not once per row.
     const rows: { name: string; files: (target: string) => Record<string, string> | undefined; target: string; commands: string[][] }[] = [];
-    const main = (f: string) => [['validate', '-f', f], ['validate', '-f', f, '--json'], ['plan', '-f', f]];
+    const main = (f: string) => [
+      ['validate', '-f', f],
+      ['validate', '-f', f, '--json'],
+      ['plan', '-f', f],
+    ];
     rows.push({ name: 'a FIFO as the fleet file', files: () => undefined, target: 'FIFO', commands: [] });
     rows.push({ name: '/dev/zero as the fleet file', files: () => undefined, target: '/dev/zero', commands: [] });
     rows.push({ name: '/dev/urandom as the fleet file', files: () => undefined, target: '/dev/urandom', commands: [] });
     const referenced: [string, (dev: string) => Record<string, string>][] = [
       ['the defaults file', (dev) => ({ 'f.yaml': `${FLEET_HEAD}defaults: ${dev}\n` })],
-      ['an upstream template', (dev) => ({ 'f.yaml': `${FLEET_HEAD}loadBalancers:\n  - nginx: { exec: true, upstreamFile: /etc/nginx/u.conf, upstream: up, template: ${dev} }\n` })],
+      [
+        'an upstream template',
+        (dev) => ({ 'f.yaml': `${FLEET_HEAD}loadBalancers:\n  - nginx: { exec: true, upstreamFile: /etc/nginx/u.conf, upstream: up, template: ${dev} }\n` }),
+      ],
       ['an env file', (dev) => ({ 'f.yaml': `${FLEET_HEAD}envFile: ${dev}\n` })],
     ];
-    for (const [what, files] of referenced) for (const dev of ['/dev/zero', 'FIFO']) rows.push({ name: `${dev === 'FIFO' ? 'a FIFO' : dev} as ${what}`, files, target: dev, commands: [] });
+    for (const [what, files] of referenced)
+      for (const dev of ['/dev/zero', 'FIFO']) rows.push({ name: `${dev === 'FIFO' ? 'a FIFO' : dev} as ${what}`, files, target: dev, commands: [] });
     const results = new Map<string, Promise<CliResult[]>>();
     before(() => {
       const devices: (() => Promise<void>)[] = [];
@@ -580,20 +683,28 @@ describe('fuzz reproducers (issue 23)', () => {
         const r = await runCli({ args: ['validate', '-f', fileFor(n)], timeoutMs: Math.max(wallLimit(), budget * 1.5) });
         noteCli('rows', r);
         per[n] = r;
-        lines.push(`${n} keys: exit ${r.code ?? r.signal}, cpu ${r.cpuMs?.toFixed(0) ?? '?'} ms (budget ${budget.toFixed(0)} ms), wall ${r.wallMs.toFixed(0)} ms, rss ${r.maxRssKb ?? '?'} KB`);
+        lines.push(
+          `${n} keys: exit ${r.code ?? r.signal}, cpu ${r.cpuMs?.toFixed(0) ?? '?'} ms (budget ${budget.toFixed(0)} ms), wall ${r.wallMs.toFixed(0)} ms, rss ${r.maxRssKb ?? '?'} KB`,
+        );
       }
       console.log(`fuzz row 8: baseline cpu ${cpu0.toFixed(0)} ms; 1000 keys: cpu ${per[1000].cpuMs?.toFixed(0)} ms; ${lines.join('; ')}`);
       for (const n of [16_000, 100_000]) {
         const r = per[n];
         if (r === undefined) continue;
         assert.equal(r.code, 0, `${n} keys: ${lines.join('\n')}\n${describeRun(r)}`);
-        assert.ok(measure(r) <= 2 * perKey * n, `${n} keys: not linear in the key count (cpu above the baseline ${measure(r).toFixed(0)} ms, linear from 1,000 keys allows ${(2 * perKey * n).toFixed(0)} ms)\n${lines.join('\n')}`);
+        assert.ok(
+          measure(r) <= 2 * perKey * n,
+          `${n} keys: not linear in the key count (cpu above the baseline ${measure(r).toFixed(0)} ms, linear from 1,000 keys allows ${(2 * perKey * n).toFixed(0)} ms)\n${lines.join('\n')}`,
+        );
         assert.equal(crashIn(`${r.stdout}${r.stderr}`), undefined);
       }
       // And per key from 16,000 to 100,000 (past the start-up and warm-up noise of 1,000 keys): a quadratic reader costs 6.25× more per key.
       const [a, b] = [per[16_000], per[100_000]];
       if (a !== undefined && b !== undefined) {
-        assert.ok(measure(b) / 100_000 <= (2 * Math.max(measure(a), cpu0 * 0.1)) / 16_000, `per-key cost grew from 16,000 to 100,000 keys:\n${lines.join('\n')}`);
+        assert.ok(
+          measure(b) / 100_000 <= (2 * Math.max(measure(a), cpu0 * 0.1)) / 16_000,
+          `per-key cost grew from 16,000 to 100,000 keys:\n${lines.join('\n')}`,
+        );
       }
     });
   });
@@ -603,12 +714,26 @@ describe('fuzz reproducers (issue 23)', () => {
     const long = `u${'x'.repeat(40)}`;
     const rows: [string, Record<string, string>, RegExp][] = [
       ['a missing template', { 'f.yaml': `${FLEET_HEAD}${lb('upstream: up, template: ./missing.tmpl')}` }, /loadBalancers\/0\/nginx\/template: cannot read/],
-      ['a template without {{servers}}', { 'f.yaml': `${FLEET_HEAD}${lb('upstream: up, template: ./t.tmpl')}`, 't.tmpl': 'upstream {{upstream}} {\n}\n' }, /loadBalancers\/0\/nginx\/template: .*\{\{servers\}\}/],
+      [
+        'a template without {{servers}}',
+        { 'f.yaml': `${FLEET_HEAD}${lb('upstream: up, template: ./t.tmpl')}`, 't.tmpl': 'upstream {{upstream}} {\n}\n' },
+        /loadBalancers\/0\/nginx\/template: .*\{\{servers\}\}/,
+      ],
       ['tcp://h:99999', { 'f.yaml': `${FLEET_HEAD}hosts: [ { name: h, docker: "tcp://h:99999" } ]\n` }, /hosts\/0\/docker: .*port/],
       ['ssh://u@h:99999', { 'f.yaml': `${FLEET_HEAD}hosts: [ { name: h, docker: "ssh://u@h:99999" } ]\n` }, /hosts\/0\/docker: .*port/],
       ['publishAddress 999.999.999.999', { 'f.yaml': `${FLEET_HEAD}hosts: [ { name: h, publishAddress: 999.999.999.999 } ]\n` }, /hosts\/0\/publishAddress: /],
-      ['a long upstream name with a cookie sticky key with "-"', { 'f.yaml': `${FLEET_HEAD}strategy: { type: Canary, canary: { stickyKey: "cookie:my-session", steps: [ { setWeight: 10 } ] } }\n${lb(`upstream: ${long}`)}` }, /loadBalancers\/0\/nginx\/upstream: .*stickyKey/],
-      ['a long upstream name with canary.force', { 'f.yaml': `${FLEET_HEAD}strategy: { type: Canary, canary: { force: "header:X-Canary", steps: [ { setWeight: 10 } ] } }\n${lb(`upstream: ${long}`)}` }, /loadBalancers\/0\/nginx\/upstream: .*force/],
+      [
+        'a long upstream name with a cookie sticky key with "-"',
+        {
+          'f.yaml': `${FLEET_HEAD}strategy: { type: Canary, canary: { stickyKey: "cookie:my-session", steps: [ { setWeight: 10 } ] } }\n${lb(`upstream: ${long}`)}`,
+        },
+        /loadBalancers\/0\/nginx\/upstream: .*stickyKey/,
+      ],
+      [
+        'a long upstream name with canary.force',
+        { 'f.yaml': `${FLEET_HEAD}strategy: { type: Canary, canary: { force: "header:X-Canary", steps: [ { setWeight: 10 } ] } }\n${lb(`upstream: ${long}`)}` },
+        /loadBalancers\/0\/nginx\/upstream: .*force/,
+      ],
       ['image "a:"', { 'f.yaml': 'service: fuzz-row\nimage: "a:"\nreplicas: 2\nport: 8080\n' }, /image: .*empty tag/],
       ['a hook argument with NUL', { 'f.yaml': `${FLEET_HEAD}hooks: { preDeploy: ["./check.sh", "a\\0b"] }\n` }, /hooks\/preDeploy\/1: .*NUL/],
     ];
@@ -623,7 +748,10 @@ describe('fuzz reproducers (issue 23)', () => {
   describe('found by the fuzzer: what validate accepts, nginx -t accepts', () => {
     // nginx compares upstream names ignoring case: "API" and "api" in one file are a duplicate upstream.
     const rows: [string, string][] = [
-      ['previewUpstream differing from upstream only in case', `${FLEET_HEAD}strategy: { type: BlueGreen, blueGreen: { previewUpstream: api } }\nloadBalancers:\n  - nginx: { exec: true, upstreamFile: /etc/nginx/u.conf, upstream: API }\n`],
+      [
+        'previewUpstream differing from upstream only in case',
+        `${FLEET_HEAD}strategy: { type: BlueGreen, blueGreen: { previewUpstream: api } }\nloadBalancers:\n  - nginx: { exec: true, upstreamFile: /etc/nginx/u.conf, upstream: API }\n`,
+      ],
     ];
     for (const [name, text] of rows) {
       it(name, { skip: NGINX === undefined ? 'no nginx binary' : false }, async () => {
@@ -632,7 +760,11 @@ describe('fuzz reproducers (issue 23)', () => {
         assert.deepEqual(inProcessProblems(r, false), []);
         if (!r.ok) return;
         const outcome = nginxCheckAll(NGINX!, join(work, `row-nginx-${rowN++}`), renderedFor(r.value, name));
-        assert.deepEqual(outcome.failures.map((f) => f.output), [], 'validate accepted a fleet whose upstream file nginx -t refuses: validate should refuse it');
+        assert.deepEqual(
+          outcome.failures.map((f) => f.output),
+          [],
+          'validate accepted a fleet whose upstream file nginx -t refuses: validate should refuse it',
+        );
       });
     }
   });
@@ -642,7 +774,10 @@ describe('fuzz reproducers (issue 23)', () => {
       ['2,000 nested flow sequences', `${FLEET_HEAD}labels: ${'['.repeat(2000)}${']'.repeat(2000)}\n`],
       ['1,000 nested flow mappings', `${FLEET_HEAD}labels: ${'{a: '.repeat(1000)}x${'}'.repeat(1000)}\n`],
       ['1,200 nested block mappings', `${FLEET_HEAD}labels:\n${Array.from({ length: 1200 }, (_, i) => `${' '.repeat(2 * (i + 1))}k:`).join('\n')} x\n`],
-      ['10,000 nested flow sequences in JSON', `{"service": "fuzz-row", "image": "app:1", "replicas": 1, "port": 80, "labels": ${'['.repeat(10000)}${']'.repeat(10000)}}\n`],
+      [
+        '10,000 nested flow sequences in JSON',
+        `{"service": "fuzz-row", "image": "app:1", "replicas": 1, "port": 80, "labels": ${'['.repeat(10000)}${']'.repeat(10000)}}\n`,
+      ],
     ];
     for (const [name, text] of rows) it(name, async () => void (await allCommands(join(rowDir({ 'f.yaml': text }), 'f.yaml'), [2], name)));
   });

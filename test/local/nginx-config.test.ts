@@ -48,7 +48,12 @@ function nginxTest(upstreamConf: string, upstreams: string[]): { ok: boolean; ou
 }
 
 const servers = (prefix: string, count: number, base: number, weight?: number): UpstreamEntry[] =>
-  Array.from({ length: count }, (_, i) => ({ address: `10.0.${base}.${i + 1}:8080`, down: false, name: `${prefix}-${i + 1}`, ...(weight !== undefined ? { weight } : {}) }));
+  Array.from({ length: count }, (_, i) => ({
+    address: `10.0.${base}.${i + 1}:8080`,
+    down: false,
+    name: `${prefix}-${i + 1}`,
+    ...(weight !== undefined ? { weight } : {}),
+  }));
 
 describe('rendered upstream files pass the real `nginx -t`', { skip }, () => {
   const rows: [string, UpstreamInput, string[]][] = [
@@ -83,7 +88,13 @@ describe('rendered upstream files pass the real `nginx -t`', { skip }, () => {
     ],
     [
       'main with a dashed-cookie hash + preview (both extra blocks)',
-      { service: 'api', upstream: 'api_up', hash: 'cookie:a-b', servers: servers('s', 2, 0, 7), preview: { upstream: 'api_preview', servers: servers('n', 1, 1) } },
+      {
+        service: 'api',
+        upstream: 'api_up',
+        hash: 'cookie:a-b',
+        servers: servers('s', 2, 0, 7),
+        preview: { upstream: 'api_preview', servers: servers('n', 1, 1) },
+      },
       ['api_up', 'api_preview'],
     ],
     ...(
@@ -97,7 +108,11 @@ describe('rendered upstream files pass the real `nginx -t`', { skip }, () => {
       const canary = servers('canary', c, 1);
       const stable = servers('stable', st, 0);
       const main = c > 0 && st > 0 ? splitTraffic(stable, canary, 25) : [...stable, ...canary];
-      return [`canary.force by ${what}, nginx.conf proxying to its variable`, { service: 'api', upstream: 'api_up', hash: c > 0 && st > 0 ? 'cookie:a-b' : undefined, servers: main, force: { key, canary, stable } }, ['$fleetroll_api_up_route', 'api_up']];
+      return [
+        `canary.force by ${what}, nginx.conf proxying to its variable`,
+        { service: 'api', upstream: 'api_up', hash: c > 0 && st > 0 ? 'cookie:a-b' : undefined, servers: main, force: { key, canary, stable } },
+        ['$fleetroll_api_up_route', 'api_up'],
+      ];
     }),
   ];
   for (const [name, input, upstreams] of rows) {
@@ -153,8 +168,16 @@ async function serve(file: string, upstreams: string[]): Promise<{ port: number;
     nginx.kill('SIGTERM');
   };
   // Up, or gone: either ends the wait (a dead nginx will not answer later).
-  const answered = async () => nginx.exitCode !== null || (await get(port, {}, agent).then(() => true, () => false));
-  const up = await waitFor(`nginx on port ${port} to answer`, answered, 5000, 50).then(() => nginx.exitCode === null, () => false);
+  const answered = async () =>
+    nginx.exitCode !== null ||
+    (await get(port, {}, agent).then(
+      () => true,
+      () => false,
+    ));
+  const up = await waitFor(`nginx on port ${port} to answer`, answered, 5000, 50).then(
+    () => nginx.exitCode === null,
+    () => false,
+  );
   if (!up) {
     stop();
     assert.fail(`nginx did not start: ${stderr}`);
@@ -167,12 +190,20 @@ describe('a real nginx splits traffic as the weights say, sticky per key', { ski
     const stable = await Promise.all(Array.from({ length: 10 }, (_, i) => backend(`stable-${i + 1}`)));
     const canary = [await backend('canary-1')];
     const entries = (xs: typeof stable, prefix: string) => xs.map((b, i) => ({ address: b.address, down: false, name: `${prefix}-${i + 1}` }));
-    const file = renderUpstream(template, { service: 'api', upstream: 'api_up', hash: 'cookie:my-session', servers: splitTraffic(entries(stable, 'stable'), entries(canary, 'canary'), 5) });
+    const file = renderUpstream(template, {
+      service: 'api',
+      upstream: 'api_up',
+      hash: 'cookie:my-session',
+      servers: splitTraffic(entries(stable, 'stable'), entries(canary, 'canary'), 5),
+    });
     const { port, agent, stop } = await serve(file, ['api_up']);
     try {
       const users = 1000;
       const answers = await Promise.all(Array.from({ length: users }, (_, i) => get(port, { cookie: `theme=dark; my-session=user-${i}` }, agent)));
-      assert.ok(answers.every((a) => a.startsWith('200 ')), answers.find((a) => !a.startsWith('200 ')));
+      assert.ok(
+        answers.every((a) => a.startsWith('200 ')),
+        answers.find((a) => !a.startsWith('200 ')),
+      );
       const share = (100 * answers.filter((a) => a === '200 canary-1').length) / users;
       assert.ok(Math.abs(share - 5) <= 2.5, `canary share ${share}% for a set weight of 5%`);
       const again = await Promise.all(Array.from({ length: 50 }, (_, i) => get(port, { cookie: `my-session=user-${i}` }, agent)));
@@ -195,15 +226,25 @@ describe('canary.force on a real nginx: testers reach the side they ask for, eve
       const canary = [await backend('canary-1')];
       const entries = (xs: typeof stable, prefix: string) => xs.map((b, i) => ({ address: b.address, down: false, name: `${prefix}-${i + 1}` }));
       const [st, cn] = [entries(stable, 'stable'), entries(canary, 'canary')];
-      const file = renderUpstream(template, { service: 'api', upstream: 'api_up', hash: 'header:X-User', servers: splitTraffic(st, cn, 25), force: { key, canary: cn, stable: st } });
+      const file = renderUpstream(template, {
+        service: 'api',
+        upstream: 'api_up',
+        hash: 'header:X-User',
+        servers: splitTraffic(st, cn, 25),
+        force: { key, canary: cn, stable: st },
+      });
       const { port, agent, stop } = await serve(file, ['$fleetroll_api_up_route']);
       try {
-        const users = (n: number, headers: Record<string, string>) => Promise.all(Array.from({ length: n }, (_, i) => get(port, { 'x-user': `user-${i}`, ...headers }, agent)));
+        const users = (n: number, headers: Record<string, string>) =>
+          Promise.all(Array.from({ length: n }, (_, i) => get(port, { 'x-user': `user-${i}`, ...headers }, agent)));
         const always = await users(100, ask('always'));
         assert.deepEqual([...new Set(always)], ['200 canary-1'], '"always": every user on the canary');
         assert.deepEqual([...new Set(await users(50, ask('ALWAYS')))], ['200 canary-1'], 'the value ignores case');
         const never = await users(100, ask('never'));
-        assert.ok(never.every((a) => /^200 stable-[123]$/.test(a)), `"never": every user on stable, got ${[...new Set(never)].join(', ')}`);
+        assert.ok(
+          never.every((a) => /^200 stable-[123]$/.test(a)),
+          `"never": every user on stable, got ${[...new Set(never)].join(', ')}`,
+        );
         // Without the force (or with another value) the weighted split decides: about 25% on the canary.
         for (const headers of [{}, ask('maybe')]) {
           const split = await users(400, headers);
@@ -213,7 +254,10 @@ describe('canary.force on a real nginx: testers reach the side they ask for, eve
         if (key.startsWith('cookie:')) {
           // Another cookie whose name ends the same is not the force cookie.
           const lookalike = await users(400, { cookie: 'not-my-canary=always' });
-          assert.ok(lookalike.some((a) => a !== '200 canary-1'), 'a cookie named not-my-canary does not force');
+          assert.ok(
+            lookalike.some((a) => a !== '200 canary-1'),
+            'a cookie named not-my-canary does not force',
+          );
         }
       } finally {
         stop();
@@ -229,7 +273,10 @@ describe('canary.force on a real nginx: testers reach the side they ask for, eve
     const { port, agent, stop } = await serve(file, ['$fleetroll_api_up_route']);
     try {
       const answers = await Promise.all(Array.from({ length: 20 }, () => get(port, { 'x-canary': 'always' }, agent)));
-      assert.ok(answers.every((a) => /^200 stable-[12]$/.test(a)), answers.join(', '));
+      assert.ok(
+        answers.every((a) => /^200 stable-[12]$/.test(a)),
+        answers.join(', '),
+      );
     } finally {
       stop();
       for (const b of stable) b.server.close();

@@ -126,11 +126,17 @@ describe('startLoad against a local server', () => {
     const gets = count(records, 'GET');
     const posts = records.filter((r) => r.method === 'POST');
     const expected = 20 * seconds;
-    assert.ok(Math.abs(gets - expected) <= Math.max(3, 0.15 * expected), `expected about ${expected.toFixed(1)} GETs (20/s over the load's ${seconds.toFixed(2)} s), got ${gets}`);
+    assert.ok(
+      Math.abs(gets - expected) <= Math.max(3, 0.15 * expected),
+      `expected about ${expected.toFixed(1)} GETs (20/s over the load's ${seconds.toFixed(2)} s), got ${gets}`,
+    );
     // Back to back: the two loops were waiting on an answer most of the window.
     const busy = posts.reduce((sum, r) => sum + r.latencyMs, 0) / (2 * seconds * 1000);
     // At least one POST per loop, not a count: at load 30 the server answered 3 in 1.7 s (each loop still waiting 143% of the window).
-    assert.ok(posts.length >= 2 && busy > 0.5, `2 POST loops of ~${ORDER_DELAY_MS} ms: ${posts.length} POSTs, waiting ${(busy * 100).toFixed(0)}% of ${seconds.toFixed(2)} s`);
+    assert.ok(
+      posts.length >= 2 && busy > 0.5,
+      `2 POST loops of ~${ORDER_DELAY_MS} ms: ${posts.length} POSTs, waiting ${(busy * 100).toFixed(0)}% of ${seconds.toFixed(2)} s`,
+    );
     assert.ok(live > 0 && live <= records.length, 'snapshot is a live view of the records so far');
     assert.equal(streamed, records.length, 'onRecord sees every record once');
 
@@ -287,7 +293,10 @@ describe('startLoad against a local server', () => {
     // Loopback forms are accepted (nothing listens on port 9; stop at once).
     for (const url of ['http://127.0.0.1:9', 'http://127.8.9.10:9', 'http://localhost:9', 'http://[::1]:9']) {
       const records = await startLoad(url, { getPerSecond: 1, postConcurrency: 0, timeoutMs: 500 }).stop();
-      assert.ok(records.every((r) => r.error !== undefined), url);
+      assert.ok(
+        records.every((r) => r.error !== undefined),
+        url,
+      );
     }
   });
 });

@@ -30,20 +30,36 @@ function nginxTest(upstreamConf: string, targets: string[]): { ok: boolean; outp
   writeFileSync(join(d, 'upstream.conf'), upstreamConf);
   const temp = ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((t) => `    ${t}_temp_path ${d}/tmp;`).join('\n');
   const locations = targets.map((t, i) => `        location /${i}/ { proxy_pass http://${t}; }`).join('\n');
-  writeFileSync(join(d, 'nginx.conf'), `pid ${d}/nginx.pid;\nevents {}\nhttp {\n    access_log off;\n${temp}\n    include ${d}/upstream.conf;\n    server {\n        listen 127.0.0.1:1;\n${locations}\n    }\n}\n`);
+  writeFileSync(
+    join(d, 'nginx.conf'),
+    `pid ${d}/nginx.pid;\nevents {}\nhttp {\n    access_log off;\n${temp}\n    include ${d}/upstream.conf;\n    server {\n        listen 127.0.0.1:1;\n${locations}\n    }\n}\n`,
+  );
   const r = spawnSync(NGINX!, ['-t', '-p', d, '-c', join(d, 'nginx.conf'), '-e', 'stderr'], { encoding: 'utf8', timeout: 10_000 });
   return { ok: r.status === 0, output: `${r.stdout}${r.stderr}` };
 }
 
-describe('the nginx variable limit is the real binary\'s', { skip: NGINX === undefined ? 'no nginx binary on this machine' : false }, () => {
+describe("the nginx variable limit is the real binary's", { skip: NGINX === undefined ? 'no nginx binary on this machine' : false }, () => {
   const template = readFileSync(new URL('../../templates/upstream.conf.tmpl', import.meta.url), 'utf8');
-  const servers = (prefix: string, count: number, base: number): UpstreamEntry[] => Array.from({ length: count }, (_, i) => ({ address: `10.0.${base}.${i + 1}:8080`, down: false, name: `${prefix}-${i + 1}` }));
+  const servers = (prefix: string, count: number, base: number): UpstreamEntry[] =>
+    Array.from({ length: count }, (_, i) => ({ address: `10.0.${base}.${i + 1}:8080`, down: false, name: `${prefix}-${i + 1}` }));
   const stable = servers('stable', 3, 0);
   const canaryServers = servers('canary', 1, 1);
   // The derived name's length beyond the upstream's: "fleetroll_" + "_sticky" / "_route".
   const kinds: [string, number, string, (up: string) => UpstreamInput, (up: string) => string[]][] = [
-    ['stickyKey cookie:my-session', 17, 'stickyKey: cookie:my-session', (up) => ({ service: 'api', upstream: up, hash: 'cookie:my-session', servers: splitTraffic(stable, canaryServers, 25) }), (up) => [up]],
-    ['canary.force header:X-Canary', 16, 'force: header:X-Canary', (up) => ({ service: 'api', upstream: up, servers: [...stable, ...canaryServers], force: { key: 'header:X-Canary', canary: canaryServers, stable } }), (up) => [up, `$fleetroll_${up}_route`]],
+    [
+      'stickyKey cookie:my-session',
+      17,
+      'stickyKey: cookie:my-session',
+      (up) => ({ service: 'api', upstream: up, hash: 'cookie:my-session', servers: splitTraffic(stable, canaryServers, 25) }),
+      (up) => [up],
+    ],
+    [
+      'canary.force header:X-Canary',
+      16,
+      'force: header:X-Canary',
+      (up) => ({ service: 'api', upstream: up, servers: [...stable, ...canaryServers], force: { key: 'header:X-Canary', canary: canaryServers, stable } }),
+      (up) => [up, `$fleetroll_${up}_route`],
+    ],
   ];
   for (const [what, extra, canaryBlock, input, targets] of kinds) {
     for (const over of [0, 1]) {
@@ -53,7 +69,10 @@ describe('the nginx variable limit is the real binary\'s', { skip: NGINX === und
         assert.equal(r.ok, over === 0, r.output);
         if (over) assert.match(r.output, /could not build variables_hash/);
         const issues = await issuesOf(`${BASE}${canary(canaryBlock)}${lb(up)}`);
-        assert.deepEqual(issues.map((i) => i.path), over ? ['loadBalancers/0/nginx/upstream'] : []);
+        assert.deepEqual(
+          issues.map((i) => i.path),
+          over ? ['loadBalancers/0/nginx/upstream'] : [],
+        );
       });
     }
   }
@@ -64,7 +83,12 @@ describe('runHook: a hook that cannot run is a failed hook, never a throw', () =
   writeFileSync(noExec, '#!/bin/sh\necho hi\n');
   chmodSync(noExec, 0o644);
   const rows: [string, string[], number, RegExp][] = [
-    ['a NUL byte in an argument (execa throws a TypeError)', ['/bin/echo', 'a\0b'], 5000, /^could not start: TypeError: Arguments cannot contain null bytes .*: a\\u0000b$/],
+    [
+      'a NUL byte in an argument (execa throws a TypeError)',
+      ['/bin/echo', 'a\0b'],
+      5000,
+      /^could not start: TypeError: Arguments cannot contain null bytes .*: a\\u0000b$/,
+    ],
     ['a NUL byte in the program', ['/bin/ec\0ho'], 5000, /^could not start: ERR_INVALID_ARG_VALUE/],
     ['no such program', [join(dir, 'nope.sh')], 5000, /^could not start: ENOENT$/],
     ['not executable', [noExec], 5000, /^could not start: EACCES$/],
@@ -79,7 +103,10 @@ describe('runHook: a hook that cannot run is a failed hook, never a throw', () =
       const r = await runHook('postDeploy', argv, {}, timeoutMs, (e) => events.push(e));
       assert.equal(r.ok, false);
       assert.match(r.outcome, outcome);
-      assert.ok(events.some((e) => e.type === 'info' && e.message === `hook postDeploy: ${r.outcome}`), JSON.stringify(events));
+      assert.ok(
+        events.some((e) => e.type === 'info' && e.message === `hook postDeploy: ${r.outcome}`),
+        JSON.stringify(events),
+      );
     });
   }
   it('exit 0 is ok', async () => {

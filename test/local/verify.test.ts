@@ -36,7 +36,10 @@ describe('the HTTP version probe says what it was answered', () => {
         await assert.rejects(prober.version(address), (err: unknown) => (err as { status?: number }).status === row.status);
         asked = 0;
         // The real clock: the one backoff here is at most 250 ms.
-        const run = verify(await apiFleet(), 'rev1', [{ id: 'api-1', host: 'h1', address }], { prober, runtimes: new Map() }, () => {}, { clock: systemClock, budgetMs: 5000 });
+        const run = verify(await apiFleet(), 'rev1', [{ id: 'api-1', host: 'h1', address }], { prober, runtimes: new Map() }, () => {}, {
+          clock: systemClock,
+          budgetMs: 5000,
+        });
         const got = await run.then(
           () => 'verified',
           (err: unknown) => (err as Error).message,

@@ -52,7 +52,9 @@ function fakeDockerIn(root: string, o: FakeOptions): Fake {
       let err: Buffer;
       if (o.tools === false) {
         exitCode = 127;
-        out = Buffer.from(`OCI runtime exec failed: exec failed: unable to start container process: exec: "${Cmd[0]}": executable file not found in $PATH: unknown\r\n`);
+        out = Buffer.from(
+          `OCI runtime exec failed: exec failed: unable to start container process: exec: "${Cmd[0]}": executable file not found in $PATH: unknown\r\n`,
+        );
         err = Buffer.alloc(0);
       } else {
         const r = spawnSync(Cmd[0]!, Cmd.slice(1));
@@ -77,7 +79,10 @@ function fakeDockerIn(root: string, o: FakeOptions): Fake {
       try {
         content = readFileSync(path);
       } catch {
-        throw Object.assign(new Error(`(HTTP code 404) no such file - Could not find the file ${path} in container fake`), { statusCode: 404, json: { message: `Could not find the file ${path} in container fake` } });
+        throw Object.assign(new Error(`(HTTP code 404) no such file - Could not find the file ${path} in container fake`), {
+          statusCode: 404,
+          json: { message: `Could not find the file ${path} in container fake` },
+        });
       }
       return Readable.from([await createTar({ name: path.split('/').pop()!, content: content.toString('utf8'), mode: 0o644 })]);
     },
@@ -116,7 +121,11 @@ type FileReaderOptions = NonNullable<Parameters<typeof containerFileAccessLog>[3
  */
 export function fakeContainers(): ReturnType<typeof fakeContainersIn> & {
   root: string;
-  fileReader: (content: string | undefined, o?: FakeOptions, opts?: FileReaderOptions) => { path: string; fake: Fake; src: ReturnType<typeof containerFileAccessLog> };
+  fileReader: (
+    content: string | undefined,
+    o?: FakeOptions,
+    opts?: FileReaderOptions,
+  ) => { path: string; fake: Fake; src: ReturnType<typeof containerFileAccessLog> };
 } {
   const root = mkdtempSync(join(tmpdir(), 'fleetroll-fake-container-'));
   after(() => rmSync(root, { recursive: true, force: true }));

@@ -12,7 +12,8 @@ import { ValidationError } from '../../src/errors.js';
 
 export const BASE = 'service: api\nimage: api:1\nreplicas: 4\nport: 8080\n';
 export const u = (length: number) => 'u'.repeat(length);
-export const lb = (upstream: string, extra = '') => `loadBalancers:\n  - nginx: { exec: true, upstreamFile: /etc/nginx/conf.d/u.conf, upstream: ${upstream}${extra} }\n`;
+export const lb = (upstream: string, extra = '') =>
+  `loadBalancers:\n  - nginx: { exec: true, upstreamFile: /etc/nginx/conf.d/u.conf, upstream: ${upstream}${extra} }\n`;
 export const canary = (canaryBlock: string) => `strategy:\n  type: Canary\n  canary: { ${canaryBlock}, steps: [{ setWeight: 25 }] }\n`;
 
 /** Fleet files written into `dir`: `file` writes one, `issuesOf` loads one and returns its issues ([] when accepted). */

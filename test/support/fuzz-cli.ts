@@ -117,7 +117,8 @@ export async function pool<T, R>(items: readonly T[], concurrency: number, fn: (
 }
 
 /** What a crash looks like in the CLI's output: a stack frame, a JS engine error, the catch-all's line. */
-const CRASH_RE = /an unexpected error|^\s+at .+[:(]\d+:\d+\)?$|Maximum call stack|Invalid string length|heap out of memory|\b(?:TypeError|RangeError|ReferenceError|SyntaxError|InternalError)\b|Cannot read properties of|is not a function|\[object Object\]/m;
+const CRASH_RE =
+  /an unexpected error|^\s+at .+[:(]\d+:\d+\)?$|Maximum call stack|Invalid string length|heap out of memory|\b(?:TypeError|RangeError|ReferenceError|SyntaxError|InternalError)\b|Cannot read properties of|is not a function|\[object Object\]/m;
 
 export function crashIn(text: string): string | undefined {
   return CRASH_RE.exec(text)?.[0];

@@ -59,7 +59,10 @@ export function nginxCheckAll(nginx: string, dir: string, files: readonly Render
     });
     const temp = ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((t) => `    ${t}_temp_path ${d}/tmp;`).join('\n');
     const conf = join(d, 'nginx.conf');
-    writeFileSync(conf, `pid ${d}/nginx.pid;\nerror_log stderr;\nevents {}\nhttp {\n    access_log off;\n${temp}\n${includes.join('\n')}\n    server {\n        listen 127.0.0.1:1;\n${locations.join('\n')}\n    }\n}\n`);
+    writeFileSync(
+      conf,
+      `pid ${d}/nginx.pid;\nerror_log stderr;\nevents {}\nhttp {\n    access_log off;\n${temp}\n${includes.join('\n')}\n    server {\n        listen 127.0.0.1:1;\n${locations.join('\n')}\n    }\n}\n`,
+    );
     outcome.configs++;
     outcome.nginxRuns++;
     const r = spawnSync(nginx, ['-t', '-q', '-p', d, '-c', conf, '-e', 'stderr'], { encoding: 'utf8', timeout: 30_000 });

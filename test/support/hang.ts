@@ -28,7 +28,16 @@ export function reportEnv(env: NodeJS.ProcessEnv): { env: NodeJS.ProcessEnv; dir
 }
 
 interface Report {
-  libuv?: { type: string; is_active?: boolean; is_referenced?: boolean; remoteEndpoint?: unknown; localEndpoint?: unknown; details?: string; repeat?: number; firesInMsFromNow?: number }[];
+  libuv?: {
+    type: string;
+    is_active?: boolean;
+    is_referenced?: boolean;
+    remoteEndpoint?: unknown;
+    localEndpoint?: unknown;
+    details?: string;
+    repeat?: number;
+    firesInMsFromNow?: number;
+  }[];
   javascriptStack?: { message?: string; stack?: string[] };
 }
 
@@ -75,7 +84,9 @@ export function superviseExit(child: ChildProcess, what: string, dir: string, on
       const open = report ? openHandles(report) : ['(no diagnostic report came back)'];
       const stack = report?.javascriptStack?.stack?.slice(0, 8).join('\n    ') ?? '';
       cancel();
-      onHang(`${what} did not exit within ${Math.round(limitMs / 1000)} s (the tests' hang guard, test/support/hang.ts); still open:\n  ${open.join('\n  ')}${stack ? `\n  stack at the time:\n    ${stack}` : ''}`);
+      onHang(
+        `${what} did not exit within ${Math.round(limitMs / 1000)} s (the tests' hang guard, test/support/hang.ts); still open:\n  ${open.join('\n  ')}${stack ? `\n  stack at the time:\n    ${stack}` : ''}`,
+      );
     })();
   }, limitMs);
   timer.unref();

@@ -90,11 +90,16 @@ export function assertWhole(world: SimWorld, revision: string, replicas: number,
   const current = running.filter((c) => !leftOut.includes(c.address));
   replicas -= leftOut.length;
   assert.equal(current.length, replicas, `${current.length} running instances of the current revision, replicas ${replicas}`);
-  for (const c of checks.theirs) assert.ok(world.containers.get(c.id) === c && c.state === 'running' && !c.stopping, `${c.name} (unknown revision) runs as it did`);
+  for (const c of checks.theirs)
+    assert.ok(world.containers.get(c.id) === c && c.state === 'running' && !c.stopping, `${c.name} (unknown revision) runs as it did`);
   for (const r of world.routers) {
     const want = [...current.map((c) => c.address), ...(checks.foreignRouted.get(r.name) ?? [])].sort();
     const listed = parseUpstreamServers(r.file ?? '');
-    assert.deepEqual(listed.filter((x) => x.down).map((x) => x.name), [], `${r.name}'s file lists no server down`);
+    assert.deepEqual(
+      listed.filter((x) => x.down).map((x) => x.name),
+      [],
+      `${r.name}'s file lists no server down`,
+    );
     assert.deepEqual(listed.map((x) => x.address).sort(), want, `${r.name}'s file lists exactly the running instances`);
     assert.deepEqual([...r.up].sort(), want, `${r.name} routes to exactly the running instances`);
   }

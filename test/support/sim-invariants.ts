@@ -40,17 +40,26 @@ type WorldHook = (w: SimWorld, clock: { now(): number }) => void;
  *  - no analysis window starts before the routing it judges is in force: at its start, every
  *    nginx has a reload in force that routes to the new revision (`gated` wraps the access logs).
  */
-export function invariants(s: ResolvedStrategy, t: SimulationTimings, opts: { readyChecks?: boolean; maxTotal?: DriverChecks['maxTotal']; minDrainMs?: number } = {}): { setup: Pick<SimulationSetup, 'world' | 'inspect'>; checked: Checked; gated: (w: TrafficWindow) => TrafficWindow } {
+export function invariants(
+  s: ResolvedStrategy,
+  t: SimulationTimings,
+  opts: { readyChecks?: boolean; maxTotal?: DriverChecks['maxTotal']; minDrainMs?: number } = {},
+): { setup: Pick<SimulationSetup, 'world' | 'inspect'>; checked: Checked; gated: (w: TrafficWindow) => TrafficWindow } {
   const checked: Checked = { violations: [], events: 0 };
   /** Per nginx, each reload's time and how many servers of the new revision it put in force. */
   const newInForce = new Map<string, { at: number; n: number }[]>();
-  const gated = (inner: TrafficWindow): TrafficWindow => async (from, to) => {
-    for (const [lb, reloads] of newInForce) {
-      const last = reloads.filter((r) => r.at <= from).at(-1);
-      if (!last || last.n === 0) checked.violations.push(`an analysis window starts at t=${from}, before ${lb} routed to the new revision (${reloads.find((r) => r.n > 0)?.at ?? 'never'})`);
-    }
-    return inner(from, to);
-  };
+  const gated =
+    (inner: TrafficWindow): TrafficWindow =>
+    async (from, to) => {
+      for (const [lb, reloads] of newInForce) {
+        const last = reloads.filter((r) => r.at <= from).at(-1);
+        if (!last || last.n === 0)
+          checked.violations.push(
+            `an analysis window starts at t=${from}, before ${lb} routed to the new revision (${reloads.find((r) => r.n > 0)?.at ?? 'never'})`,
+          );
+      }
+      return inner(from, to);
+    };
   let controller: ControllerView | undefined;
   let availableHeld = false;
   let aliveHeld = false;
@@ -90,7 +99,10 @@ export function invariants(s: ResolvedStrategy, t: SimulationTimings, opts: { re
           const wasUp = everUp.get(r.name)?.has(e.c.address) ?? false;
           const since = r.downSince.get(e.c.address);
           const drain = opts.minDrainMs ?? t.drainMs;
-          if (wasUp && (since === undefined || now - since < drain)) fail(`${e.c.name} stopped ${since === undefined ? 'without being marked down' : `${now - since} ms after being marked down`} in ${r.name} (drain ${drain} ms)`);
+          if (wasUp && (since === undefined || now - since < drain))
+            fail(
+              `${e.c.name} stopped ${since === undefined ? 'without being marked down' : `${now - since} ms after being marked down`} in ${r.name} (drain ${drain} ms)`,
+            );
         }
       }
       // Capacity as users see it, per nginx (they reload one after another): up, running and ready.
@@ -132,10 +144,30 @@ export function runningVersions(world: SimWorld): (string | undefined)[] {
 }
 
 /** An analysis spec as the gate reads it: 10 s intervals, at most 5% errors, one measurement decides. */
-export const ANALYSIS = { interval: 10, minRequests: 20, maxErrorRate: 0.05, failureLimit: 0, onInconclusive: 'pause' as const, latencyFloorMs: 10, inconclusiveLimit: 0, successCount: 1 };
+export const ANALYSIS = {
+  interval: 10,
+  minRequests: 20,
+  maxErrorRate: 0.05,
+  failureLimit: 0,
+  onInconclusive: 'pause' as const,
+  latencyFloorMs: 10,
+  inconclusiveLimit: 0,
+  successCount: 1,
+};
 
 const stats = (label: string, requests: number, errors: number) => ({
-  label, startMs: 0, endMs: 0, requests, errors5xx: errors, clientClosed: 0, connectionFailures: 0, retriedFailures: 0, attempts: requests, errors, errorRate: requests ? errors / requests : 0, latencyMs: { p50: 5, p95: 9, p99: 12, max: 15 },
+  label,
+  startMs: 0,
+  endMs: 0,
+  requests,
+  errors5xx: errors,
+  clientClosed: 0,
+  connectionFailures: 0,
+  retriedFailures: 0,
+  attempts: requests,
+  errors,
+  errorRate: requests ? errors / requests : 0,
+  latencyMs: { p50: 5, p95: 9, p99: 12, max: 15 },
 });
 
 /** Access-log figures as the gate reads them: the new revision with `errors` of 100 requests, the old one clean. */
@@ -146,7 +178,12 @@ export function logsSaying(errors: number): { trafficWindow: TrafficWindow; aske
     asked.push(to - from);
     const fresh = [...world!.containers.values()].find((c) => c.labels[LABELS.version] === 'new')?.labels[LABELS.revision] ?? 'none';
     const at = (x: ReturnType<typeof stats>) => ({ ...x, startMs: from, endMs: to });
-    return { startMs: from, endMs: to, byRevision: { [fresh]: at(stats(fresh, 100, errors)), old: at(stats('old', 300, 0)) }, unattributed: at(stats('', 0, 0)) };
+    return {
+      startMs: from,
+      endMs: to,
+      byRevision: { [fresh]: at(stats(fresh, 100, errors)), old: at(stats('old', 300, 0)) },
+      unattributed: at(stats('', 0, 0)),
+    };
   };
   return { trafficWindow, asked, world: (w: SimWorld) => (world = w) };
 }
@@ -220,7 +257,8 @@ export function rollingChecks(s: ResolvedStrategy, firstWave?: number): DriverCh
           const old = [...w.containers.values()].filter((c) => c.state === 'running' && c.labels[LABELS.version] === 'old');
           if (old.length > 0) violations.push(`${at} while ${old.length} old container(s) still run (Recreate)`);
         }
-        if (firstWave !== undefined && !gatePassed && started > firstWave) violations.push(`${at}: new container ${started} before the gate after the first wave (${firstWave}) passed`);
+        if (firstWave !== undefined && !gatePassed && started > firstWave)
+          violations.push(`${at}: new container ${started} before the gate after the first wave (${firstWave}) passed`);
       }),
     // The gate decides on the window it reads (one measurement, successCount 1): read, it has passed or failed the rollout.
     gated: (inner) => async (from, to) => {
@@ -263,12 +301,17 @@ export function blueGreenChecks(s: ResolvedStrategy, oldAtStart = s.replicas): D
           if (up.old > 0 && up.new > 0) violations.push(`${at}: ${e.lb.name} routes to ${up.old} old and ${up.new} new instance(s) at once`);
           if (up.new > 0 && !switchedIn.has(e.lb.name)) {
             switchedIn.add(e.lb.name);
-            if (up.new !== s.replicas || up.old !== 0) violations.push(`${at}: ${e.lb.name}'s first reload with the new set has ${up.new} of ${s.replicas} new and ${up.old} old up: not one reload switching`);
+            if (up.new !== s.replicas || up.old !== 0)
+              violations.push(
+                `${at}: ${e.lb.name}'s first reload with the new set has ${up.new} of ${s.replicas} new and ${up.old} old up: not one reload switching`,
+              );
           }
-          if (switchedIn.size === 0 && up.old !== oldAtStart) violations.push(`${at}: ${e.lb.name} routes to ${up.old} of the ${oldAtStart} old instances before the switch`);
+          if (switchedIn.size === 0 && up.old !== oldAtStart)
+            violations.push(`${at}: ${e.lb.name} routes to ${up.old} of the ${oldAtStart} old instances before the switch`);
           if (backRequested && !backIn.has(e.lb.name)) {
             backIn.add(e.lb.name);
-            if (up.new !== 0 || up.old !== oldAtStart) violations.push(`${at}: ${e.lb.name}'s first reload after the switch back has ${up.old} of ${oldAtStart} old and ${up.new} new up`);
+            if (up.new !== 0 || up.old !== oldAtStart)
+              violations.push(`${at}: ${e.lb.name}'s first reload after the switch back has ${up.old} of ${oldAtStart} old and ${up.new} new up`);
           }
         }
         if ((e.kind === 'stopping' || e.kind === 'exited') && e.c.labels[LABELS.version] === 'old' && switchedIn.size < w.routers.length) {
@@ -318,7 +361,9 @@ export function canaryChecks(s: ResolvedStrategy): DriverChecks {
       for (const lb of world?.routers ?? []) {
         const last = (reloads.get(lb.name) ?? []).filter((r) => r.at <= from).at(-1);
         if (!last || last.canaries === 0 || Math.abs(last.share - weight) > TOLERANCE) {
-          violations.push(`an analysis window starts at t=${from} while ${lb.name} serves ${last ? `${last.share.toFixed(1)}% to ${last.canaries} canary instance(s)` : 'the old config'}, not the step's ${weight}%`);
+          violations.push(
+            `an analysis window starts at t=${from} while ${lb.name} serves ${last ? `${last.share.toFixed(1)}% to ${last.canaries} canary instance(s)` : 'the old config'}, not the step's ${weight}%`,
+          );
         }
       }
       return inner(from, to);
@@ -333,8 +378,10 @@ export function canaryChecks(s: ResolvedStrategy): DriverChecks {
         const up = mainUp(w, e.lb, e.lb.inForce);
         (reloads.get(e.lb.name) ?? reloads.set(e.lb.name, []).get(e.lb.name)!).push({ at: clock.now(), share: up.share, canaries: up.new });
         if (allowed < 0) return;
-        if (up.share > allowed + TOLERANCE) violations.push(`${at}: ${e.lb.name} serves the canary ${up.share.toFixed(1)}%, its step allows ${allowed}%${aborted ? ' (aborted)' : ''}`);
-        if (allowed < 100 && up.old !== s.replicas) violations.push(`${at}: ${e.lb.name} routes to ${up.old} of the ${s.replicas} stable instances while the steps run at ${allowed}%`);
+        if (up.share > allowed + TOLERANCE)
+          violations.push(`${at}: ${e.lb.name} serves the canary ${up.share.toFixed(1)}%, its step allows ${allowed}%${aborted ? ' (aborted)' : ''}`);
+        if (allowed < 100 && up.old !== s.replicas)
+          violations.push(`${at}: ${e.lb.name} routes to ${up.old} of the ${s.replicas} stable instances while the steps run at ${allowed}%`);
       });
     },
   };

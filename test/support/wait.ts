@@ -24,7 +24,12 @@ export async function waitFor(what: string, check: () => boolean | Promise<boole
   const start = Date.now();
   const limit = guard(timeoutMs);
   for (;;) {
-    if (await Promise.resolve().then(check).catch(() => false)) return Date.now() - start;
+    if (
+      await Promise.resolve()
+        .then(check)
+        .catch(() => false)
+    )
+      return Date.now() - start;
     if (Date.now() - start > limit) throw new Error(`timed out after ${limit} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }

@@ -121,7 +121,9 @@ describe('container log stream', () => {
     const since = String(fake.logStreams[1]!.opts.since);
     assert.equal(since, `${Math.floor(Date.parse('2026-12-01T04:33:46Z') / 1000)}.250000000`);
     // Docker replays from `since`: the line at that very timestamp again, then new ones.
-    fake.logStreams[1]!.stream.write(frame(1, `${ts('46.25')} ${line({ uri: '/2' })}\n${ts('46.25')} ${line({ uri: '/2b' })}\n${ts('47.0')} ${line({ uri: '/3' })}\n`));
+    fake.logStreams[1]!.stream.write(
+      frame(1, `${ts('46.25')} ${line({ uri: '/2' })}\n${ts('46.25')} ${line({ uri: '/2b' })}\n${ts('47.0')} ${line({ uri: '/3' })}\n`),
+    );
     await settle();
     assert.deepEqual(await src.read(), [line({ uri: '/2b' }), line({ uri: '/3' })]);
     await src.close();

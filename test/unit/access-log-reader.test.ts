@@ -9,7 +9,20 @@
  * rotations and reads, every line comes back once, in order.
  */
 import assert from 'node:assert/strict';
-import { appendFileSync, closeSync, copyFileSync, mkdirSync, mkdtempSync, openSync, renameSync, rmSync, truncateSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  appendFileSync,
+  closeSync,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  renameSync,
+  rmSync,
+  truncateSync,
+  unlinkSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -63,36 +76,101 @@ interface Row {
 
 const rows: Row[] = [
   { name: 'from start: the lines already there', initial: 'a\nb\n', from: 'start', steps: [{ read: ['a', 'b'] }, { read: [] }] },
-  { name: 'from end: the first read returns nothing, appends come after', initial: 'old\n', steps: [{ read: [] }, { write: 'a\nb\n' }, { read: ['a', 'b'] }, { read: [] }] },
-  { name: 'from end, started inside a line: its rest is dropped, not returned as half a line', initial: 'old\nhal', steps: [{ read: [] }, { write: 'f\nnext\n' }, { read: ['next'] }] },
+  {
+    name: 'from end: the first read returns nothing, appends come after',
+    initial: 'old\n',
+    steps: [{ read: [] }, { write: 'a\nb\n' }, { read: ['a', 'b'] }, { read: [] }],
+  },
+  {
+    name: 'from end, started inside a line: its rest is dropped, not returned as half a line',
+    initial: 'old\nhal',
+    steps: [{ read: [] }, { write: 'f\nnext\n' }, { read: ['next'] }],
+  },
   { name: 'the file does not exist yet: read from 0 once it does', steps: [{ read: [] }, { reopen: true }, { write: 'a\n' }, { read: ['a'] }] },
-  { name: 'partial line: held until its newline arrives', initial: '', steps: [{ read: [] }, { write: '{"a":' }, { read: [] }, { write: '1}\n{"b"' }, { read: ['{"a":1}'] }, { write: ':2}\n' }, { read: ['{"b":2}'] }] },
+  {
+    name: 'partial line: held until its newline arrives',
+    initial: '',
+    steps: [{ read: [] }, { write: '{"a":' }, { read: [] }, { write: '1}\n{"b"' }, { read: ['{"a":1}'] }, { write: ':2}\n' }, { read: ['{"b":2}'] }],
+  },
   {
     name: 'rotation: rename + new file + reopen; the old file is read to its end first',
     initial: '',
-    steps: [{ read: [] }, { write: 'a\n' }, { rename: 'access.log.1' }, { write: 'b\n' }, { reopen: true }, { write: 'c\n' }, { read: ['a', 'b', 'c'] }, { write: 'd\n' }, { read: ['d'] }],
+    steps: [
+      { read: [] },
+      { write: 'a\n' },
+      { rename: 'access.log.1' },
+      { write: 'b\n' },
+      { reopen: true },
+      { write: 'c\n' },
+      { read: ['a', 'b', 'c'] },
+      { write: 'd\n' },
+      { read: ['d'] },
+    ],
     counters: { rotations: 1, lostRotations: 0 },
   },
   {
     name: 'rotation seen before nginx reopened: lines keep coming from the old file',
     initial: '',
-    steps: [{ read: [] }, { write: 'a\n' }, { read: ['a'] }, { rename: 'access.log.1' }, { write: 'b\n' }, { read: ['b'] }, { write: 'c\n' }, { read: ['c'] }, { reopen: true }, { write: 'd\n' }, { read: ['d'] }],
+    steps: [
+      { read: [] },
+      { write: 'a\n' },
+      { read: ['a'] },
+      { rename: 'access.log.1' },
+      { write: 'b\n' },
+      { read: ['b'] },
+      { write: 'c\n' },
+      { read: ['c'] },
+      { reopen: true },
+      { write: 'd\n' },
+      { read: ['d'] },
+    ],
     counters: { rotations: 1, lostRotations: 0 },
   },
   {
-    name: 'rotation with a partial line: the old file\'s half line completes there; the new file\'s lines follow',
+    name: "rotation with a partial line: the old file's half line completes there; the new file's lines follow",
     initial: '',
-    steps: [{ read: [] }, { write: 'a\nhal' }, { read: ['a'] }, { rename: 'access.log.1' }, { write: 'f\n' }, { reopen: true }, { write: 'new\n' }, { read: ['half', 'new'] }],
+    steps: [
+      { read: [] },
+      { write: 'a\nhal' },
+      { read: ['a'] },
+      { rename: 'access.log.1' },
+      { write: 'f\n' },
+      { reopen: true },
+      { write: 'new\n' },
+      { read: ['half', 'new'] },
+    ],
   },
   {
     name: 'a rotated file that ends in a partial line: returned as the last line once it is quiet',
     initial: '',
-    steps: [{ read: [] }, { write: 'a\ncut' }, { rename: 'access.log.1' }, { reopen: true }, { write: 'b\n' }, { read: ['a', 'b'] }, { read: [] }, { read: ['cut'] }, { read: [] }],
+    steps: [
+      { read: [] },
+      { write: 'a\ncut' },
+      { rename: 'access.log.1' },
+      { reopen: true },
+      { write: 'b\n' },
+      { read: ['a', 'b'] },
+      { read: [] },
+      { read: ['cut'] },
+      { read: [] },
+    ],
   },
   {
     name: 'rotated twice between reads: the file in between is never seen (reads are seconds apart, rotations hours)',
     initial: '',
-    steps: [{ read: [] }, { write: 'a\n' }, { read: ['a'] }, { write: 'b\n' }, { rename: 'access.log.1' }, { reopen: true }, { write: 'c\n' }, { rename: 'access.log.1' }, { reopen: true }, { write: 'd\n' }, { read: ['b', 'd'], path: ['d'] }],
+    steps: [
+      { read: [] },
+      { write: 'a\n' },
+      { read: ['a'] },
+      { write: 'b\n' },
+      { rename: 'access.log.1' },
+      { reopen: true },
+      { write: 'c\n' },
+      { rename: 'access.log.1' },
+      { reopen: true },
+      { write: 'd\n' },
+      { read: ['b', 'd'], path: ['d'] },
+    ],
     // The handle keeps the first old file; by path it was overwritten by the second: counted. (Not
     // `rotations` by path: the new file may get the deleted file's inode number, which reads as a truncation.)
     counters: { handle: { rotations: 1, lostRotations: 0 }, path: { lostRotations: 1 } },
@@ -100,7 +178,15 @@ const rows: Row[] = [
   {
     name: 'copytruncate: lines written before the copy are found in the copy by path; the handle reader cannot see them',
     initial: '',
-    steps: [{ read: [] }, { write: 'a\n' }, { read: ['a'] }, { write: 'b\n' }, { copytruncate: 'access.log.1' }, { write: 'c\n' }, { read: ['b', 'c'], handle: ['c'] }],
+    steps: [
+      { read: [] },
+      { write: 'a\n' },
+      { read: ['a'] },
+      { write: 'b\n' },
+      { copytruncate: 'access.log.1' },
+      { write: 'c\n' },
+      { read: ['b', 'c'], handle: ['c'] },
+    ],
     counters: { truncations: 1 },
   },
   {
@@ -118,7 +204,11 @@ const rows: Row[] = [
   {
     name: 'garbage lines are returned as lines (the parser counts them), not lost or merged',
     initial: '',
-    steps: [{ read: [] }, { write: `${line()}\nnginx: [warn] hello\n\n${line({ status: '500' })}\n` }, { read: [line(), 'nginx: [warn] hello', '', line({ status: '500' })] }],
+    steps: [
+      { read: [] },
+      { write: `${line()}\nnginx: [warn] hello\n\n${line({ status: '500' })}\n` },
+      { read: [line(), 'nginx: [warn] hello', '', line({ status: '500' })] },
+    ],
   },
   {
     name: 'an oversized line is dropped and counted',
@@ -267,7 +357,10 @@ describe('PathFollower', () => {
 describe('property: every line once, in order, whatever the interleaving', () => {
   type Op = { kind: 'write'; text: string } | { kind: 'rotate'; reopenAfterWrites: number } | { kind: 'read' };
   const opArb: fc.Arbitrary<Op> = fc.oneof(
-    { weight: 6, arbitrary: fc.string({ unit: fc.constantFrom('a', 'b', 'é', '\n'), minLength: 1, maxLength: 12 }).map((text) => ({ kind: 'write' as const, text })) },
+    {
+      weight: 6,
+      arbitrary: fc.string({ unit: fc.constantFrom('a', 'b', 'é', '\n'), minLength: 1, maxLength: 12 }).map((text) => ({ kind: 'write' as const, text })),
+    },
     { weight: 1, arbitrary: fc.nat(2).map((reopenAfterWrites) => ({ kind: 'rotate' as const, reopenAfterWrites })) },
     { weight: 3, arbitrary: fc.constant({ kind: 'read' as const }) },
   );

@@ -33,7 +33,19 @@ describe('the shipped log format', () => {
   });
 
   it('names every field the analysis reads, each value quoted', () => {
-    for (const v of ['$msec', '$status', '$request_method', '$request_uri', '$request_time', '$upstream_addr', '$upstream_status', '$upstream_response_time', '$upstream_header_time', '$upstream_http_x_app_version', '$remote_addr']) {
+    for (const v of [
+      '$msec',
+      '$status',
+      '$request_method',
+      '$request_uri',
+      '$request_time',
+      '$upstream_addr',
+      '$upstream_status',
+      '$upstream_response_time',
+      '$upstream_header_time',
+      '$upstream_http_x_app_version',
+      '$remote_addr',
+    ]) {
       assert.ok(LOG_FORMAT.includes(`"${v}"`), `${v} quoted in the format`);
     }
     assert.match(LOG_FORMAT, /^log_format fleetroll_json escape=json\n/);
@@ -92,7 +104,7 @@ describe('LineSplitter', () => {
     });
   }
 
-  it('does not keep a reference to the caller\'s buffer', () => {
+  it("does not keep a reference to the caller's buffer", () => {
     const s = new LineSplitter();
     const buf = Buffer.from('abc');
     s.push(buf);
@@ -150,23 +162,56 @@ describe('parseAccessLine', () => {
     { name: 'a plain proxied request', line: line(), want: base },
     {
       name: 'a request nginx retried on a second server',
-      line: line({ upstream_addr: '10.0.0.2:8080, 10.0.0.3:8080', upstream_status: '502, 200', upstream_response_time: '0.000, 0.003', upstream_header_time: '-, 0.003' }),
+      line: line({
+        upstream_addr: '10.0.0.2:8080, 10.0.0.3:8080',
+        upstream_status: '502, 200',
+        upstream_response_time: '0.000, 0.003',
+        upstream_header_time: '-, 0.003',
+      }),
       want: { ...base, upstreamAddr: ['10.0.0.2:8080', '10.0.0.3:8080'], upstreamStatus: [502, 200], upstreamTimeMs: [0, 3], upstreamHeaderTimeMs: [null, 3] },
     },
     {
       name: 'an internal redirect to a second upstream group (" : ")',
-      line: line({ upstream_addr: '10.0.0.2:8080 : 10.0.0.9:8080', upstream_status: '404 : 200', upstream_response_time: '0.001 : 0.002', upstream_header_time: '0.001 : 0.002' }),
+      line: line({
+        upstream_addr: '10.0.0.2:8080 : 10.0.0.9:8080',
+        upstream_status: '404 : 200',
+        upstream_response_time: '0.001 : 0.002',
+        upstream_header_time: '0.001 : 0.002',
+      }),
       want: { ...base, upstreamAddr: ['10.0.0.2:8080', '10.0.0.9:8080'], upstreamStatus: [404, 200], upstreamTimeMs: [1, 2], upstreamHeaderTimeMs: [1, 2] },
     },
     {
       name: 'no live upstreams: the group name as the address',
-      line: line({ status: '502', upstream_addr: 'bookstore_api', upstream_status: '502', upstream_response_time: '0.000', upstream_header_time: '-', app_version: '' }),
-      want: { ...base, status: 502, upstreamAddr: ['bookstore_api'], upstreamStatus: [502], upstreamTimeMs: [0], upstreamHeaderTimeMs: [null], appVersion: undefined as never },
+      line: line({
+        status: '502',
+        upstream_addr: 'bookstore_api',
+        upstream_status: '502',
+        upstream_response_time: '0.000',
+        upstream_header_time: '-',
+        app_version: '',
+      }),
+      want: {
+        ...base,
+        status: 502,
+        upstreamAddr: ['bookstore_api'],
+        upstreamStatus: [502],
+        upstreamTimeMs: [0],
+        upstreamHeaderTimeMs: [null],
+        appVersion: undefined as never,
+      },
     },
     {
       name: 'the client closed first (499, upstream status "-")',
       line: line({ status: '499', upstream_status: '-', upstream_response_time: '0.082', upstream_header_time: '-', app_version: '', request_time: '0.082' }),
-      want: { ...base, status: 499, requestTimeMs: 82, upstreamStatus: [null], upstreamTimeMs: [82], upstreamHeaderTimeMs: [null], appVersion: undefined as never },
+      want: {
+        ...base,
+        status: 499,
+        requestTimeMs: 82,
+        upstreamStatus: [null],
+        upstreamTimeMs: [82],
+        upstreamHeaderTimeMs: [null],
+        appVersion: undefined as never,
+      },
     },
     {
       name: 'answered by nginx itself: every upstream field empty',
@@ -243,7 +288,12 @@ describe('attemptsOf', () => {
     { name: 'one answered attempt', record: rec({}), want: [{ address: '10.0.0.2:8080', outcome: 'answered' }] },
     {
       name: 'a failed connection retried on another server',
-      record: rec({ upstream_addr: '10.0.0.2:8080, 10.0.0.3:8080', upstream_status: '502, 200', upstream_response_time: '0.000, 0.003', upstream_header_time: '-, 0.003' }),
+      record: rec({
+        upstream_addr: '10.0.0.2:8080, 10.0.0.3:8080',
+        upstream_status: '502, 200',
+        upstream_response_time: '0.000, 0.003',
+        upstream_header_time: '-, 0.003',
+      }),
       want: [
         { address: '10.0.0.2:8080', outcome: 'failed' },
         { address: '10.0.0.3:8080', outcome: 'answered' },
@@ -260,7 +310,7 @@ describe('attemptsOf', () => {
       want: [{ address: '10.0.0.2:8080', outcome: 'failed' }],
     },
     {
-      name: 'without header times a 502 is taken as nginx\'s',
+      name: "without header times a 502 is taken as nginx's",
       record: rec({ status: '502', upstream_status: '502', upstream_header_time: undefined }),
       want: [{ address: '10.0.0.2:8080', outcome: 'failed' }],
     },
@@ -276,7 +326,8 @@ describe('attemptsOf', () => {
       assert.deepEqual(
         attemptsOf(row.record).map((a) => ({ address: a.address, outcome: a.outcome })),
         row.want,
-      ));
+      ),
+    );
   }
 
   const addresses: [string, boolean][] = [

@@ -26,10 +26,15 @@ describe('adopt --match', () => {
     ['the pattern is anchored at both ends', 'api', c('my-api-1'), false],
     ['"." is a dot, not any character', 'api.1', c('apiX1'), false],
     ['"." matches a dot', 'api.1', c('api.1'), true],
-    ['the fleet\'s nginx is never taken', 'bookstore-*', c('bookstore-nginx'), false],
+    ["the fleet's nginx is never taken", 'bookstore-*', c('bookstore-nginx'), false],
     ['a container fleetroll manages is not taken', 'bookstore-*', c('bookstore-api-ab12', { [LABELS.managed]: 'true', [LABELS.service]: 'bookstore' }), false],
     ['the fleet state container is not taken', 'fleetroll-*', c('fleetroll-state-bookstore', { [LABELS.state]: 'bookstore' }), false],
-    ['the lock container is not taken (its sub-label counts too)', 'fleetroll-*', c('fleetroll-lock-bookstore', { [`${LABELS.lock}.service`]: 'bookstore' }), false],
+    [
+      'the lock container is not taken (its sub-label counts too)',
+      'fleetroll-*',
+      c('fleetroll-lock-bookstore', { [`${LABELS.lock}.service`]: 'bookstore' }),
+      false,
+    ],
     ['an image label such as fleetroll.image does not count as managed', 'legacy-*', c('legacy-1', { [LABELS.image]: 'app' }), true],
     ['a label that only starts like one of ours does not count', 'legacy-*', c('legacy-1', { [`${LABELS.managed}by`]: 'x' }), true],
     ['a stopped container is not taken', 'legacy-*', c('legacy-1', {}, 'exited'), false],
@@ -48,7 +53,10 @@ describe('adopt --match', () => {
   ];
   for (const [name, match] of invalid) {
     it(`a name pattern with ${name} is invalid input naming --match`, () =>
-      assert.throws(() => parseAdoptMatch(match), (e: unknown) => e instanceof ValidationError && e.message.startsWith('--match: must be key=value or a name pattern')));
+      assert.throws(
+        () => parseAdoptMatch(match),
+        (e: unknown) => e instanceof ValidationError && e.message.startsWith('--match: must be key=value or a name pattern'),
+      ));
   }
 });
 
@@ -77,7 +85,14 @@ describe('findAdoptable', () => {
       { id: 'a2', name: 'legacy-db', labels: { role: 'db' }, state: 'running', image: 'postgres:16' },
     ]);
     const vm2 = fakeRuntime('vm2', [{ id: 'b1', name: 'legacy-b', labels: { role: 'api' }, state: 'running', image: 'legacy:1' }]);
-    const found = await findAdoptable(new Map([['vm1', vm1], ['vm2', vm2]]), parseAdoptMatch('role=api'), new Set());
+    const found = await findAdoptable(
+      new Map([
+        ['vm1', vm1],
+        ['vm2', vm2],
+      ]),
+      parseAdoptMatch('role=api'),
+      new Set(),
+    );
     assert.deepEqual(found, [
       { id: 'a1', name: 'legacy-a', host: 'vm1', image: 'legacy:1' },
       { id: 'b1', name: 'legacy-b', host: 'vm2', image: 'legacy:1' },
@@ -92,7 +107,10 @@ describe('findAdoptable', () => {
       { id: 'a3', name: 'legacy-nginx', labels: {}, state: 'running', image: 'nginx' },
     ]);
     const found = await findAdoptable(new Map([['vm1', vm1]]), parseAdoptMatch('legacy-*'), new Set(['legacy-nginx']));
-    assert.deepEqual(found.map((f) => f.name), ['legacy-a']);
+    assert.deepEqual(
+      found.map((f) => f.name),
+      ['legacy-a'],
+    );
     assert.deepEqual((vm1 as unknown as { asked: unknown[] }).asked, [{}]);
   });
 });

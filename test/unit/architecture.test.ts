@@ -45,7 +45,11 @@ async function lintDeps(base: string): Promise<{ code: number; violations: Viola
     const tsConfig = tsConfigFile ? extractTSConfig(tsConfigFile) : undefined;
     const r = await cruise(['src'], { ...options, knownViolations, outputType: 'err' }, {}, { tsConfig });
     const output = typeof r.output === 'string' ? r.output : JSON.stringify(r.output);
-    const violations = [...output.replace(/\u001b\[[0-9;]*m/g, '').matchAll(/^\s*error (\S+): (\S+) →[ \t]*(\S*)/gm)].map((m) => ({ rule: m[1] ?? '', from: m[2] ?? '', to: m[3] ?? '' }));
+    const violations = [...output.replace(/\u001b\[[0-9;]*m/g, '').matchAll(/^\s*error (\S+): (\S+) →[ \t]*(\S*)/gm)].map((m) => ({
+      rule: m[1] ?? '',
+      from: m[2] ?? '',
+      to: m[3] ?? '',
+    }));
     return { code: r.exitCode, violations, output };
   } finally {
     process.chdir(cwd);
@@ -85,15 +89,63 @@ describe('architecture rules (dependency-cruiser)', () => {
   });
 
   const rows: [string, string, Record<string, string>, string, string][] = [
-    ['core importing the Docker adapter', 'core', { 'probe.ts': "import { DockerRuntime } from '../../adapters/docker.js';\nexport const probe = DockerRuntime;\n" }, 'core-no-outer-layers', 'src/adapters/docker.ts'],
-    ['core reading files', 'core', { 'probe.ts': "import { readFileSync } from 'node:fs';\nexport const probe = readFileSync;\n" }, 'core-no-node-builtins', 'fs'],
+    [
+      'core importing the Docker adapter',
+      'core',
+      { 'probe.ts': "import { DockerRuntime } from '../../adapters/docker.js';\nexport const probe = DockerRuntime;\n" },
+      'core-no-outer-layers',
+      'src/adapters/docker.ts',
+    ],
+    [
+      'core reading files',
+      'core',
+      { 'probe.ts': "import { readFileSync } from 'node:fs';\nexport const probe = readFileSync;\n" },
+      'core-no-node-builtins',
+      'fs',
+    ],
     ['core using execa', 'core', { 'probe.ts': "import { execa } from 'execa';\nexport const probe = execa;\n" }, 'core-no-impure-packages', 'execa'],
-    ['the engine importing an adapter', 'engine', { 'probe.ts': "import { HttpProber } from '../../adapters/http.js';\nexport const probe = HttpProber;\n" }, 'engine-not-adapters', 'src/adapters/http.ts'],
-    ['an adapter importing the CLI', 'adapters', { 'probe.ts': "import { table } from '../../cli/output.js';\nexport const probe = table;\n" }, 'only-cli-imports-cli', 'src/cli/output.ts'],
-    ['an adapter importing the engine', 'adapters', { 'probe.ts': "import { revisionOf } from '../../engine/revision.js';\nexport const probe = revisionOf;\n" }, 'adapters-not-engine-or-cli', 'src/engine/revision.ts'],
-    ['the engine importing the default wiring', 'engine', { 'probe.ts': "import { buildDeps } from '../../wiring.js';\nexport const probe = buildDeps;\n" }, 'wiring-only-from-entry-points', 'src/wiring.ts'],
-    ['an adapter importing the default wiring', 'adapters', { 'probe.ts': "import { fleetHandles } from '../../wiring.js';\nexport const probe = fleetHandles;\n" }, 'wiring-only-from-entry-points', 'src/wiring.ts'],
-    ['a module inside importing the library index', 'engine', { 'probe.ts': "import { plan } from '../../index.js';\nexport const probe = plan;\n" }, 'nothing-imports-the-index', 'src/index.ts'],
+    [
+      'the engine importing an adapter',
+      'engine',
+      { 'probe.ts': "import { HttpProber } from '../../adapters/http.js';\nexport const probe = HttpProber;\n" },
+      'engine-not-adapters',
+      'src/adapters/http.ts',
+    ],
+    [
+      'an adapter importing the CLI',
+      'adapters',
+      { 'probe.ts': "import { table } from '../../cli/output.js';\nexport const probe = table;\n" },
+      'only-cli-imports-cli',
+      'src/cli/output.ts',
+    ],
+    [
+      'an adapter importing the engine',
+      'adapters',
+      { 'probe.ts': "import { revisionOf } from '../../engine/revision.js';\nexport const probe = revisionOf;\n" },
+      'adapters-not-engine-or-cli',
+      'src/engine/revision.ts',
+    ],
+    [
+      'the engine importing the default wiring',
+      'engine',
+      { 'probe.ts': "import { buildDeps } from '../../wiring.js';\nexport const probe = buildDeps;\n" },
+      'wiring-only-from-entry-points',
+      'src/wiring.ts',
+    ],
+    [
+      'an adapter importing the default wiring',
+      'adapters',
+      { 'probe.ts': "import { fleetHandles } from '../../wiring.js';\nexport const probe = fleetHandles;\n" },
+      'wiring-only-from-entry-points',
+      'src/wiring.ts',
+    ],
+    [
+      'a module inside importing the library index',
+      'engine',
+      { 'probe.ts': "import { plan } from '../../index.js';\nexport const probe = plan;\n" },
+      'nothing-imports-the-index',
+      'src/index.ts',
+    ],
     [
       'a cycle',
       'core',
@@ -111,7 +163,11 @@ describe('architecture rules (dependency-cruiser)', () => {
           mine.some((v) => v.rule === rule && v.to.includes(target)),
           `expected ${rule} from ${dir}, got:\n${r.output}`,
         );
-        assert.deepEqual(r.violations.filter((v) => !v.from.startsWith(`${dir}/`)), [], 'nothing else is reported');
+        assert.deepEqual(
+          r.violations.filter((v) => !v.from.startsWith(`${dir}/`)),
+          [],
+          'nothing else is reported',
+        );
       }));
   }
 });

@@ -31,12 +31,24 @@ describe('causeChain', () => {
   });
 
   const rows: [string, () => unknown, string[]][] = [
-    ['a cause that is not an Error (a JSON message)', () => new Error('load failed', { cause: { error: 'no space left on device' } }), ['Error: load failed', 'caused by: {"error":"no space left on device"}']],
+    [
+      'a cause that is not an Error (a JSON message)',
+      () => new Error('load failed', { cause: { error: 'no space left on device' } }),
+      ['Error: load failed', 'caused by: {"error":"no space left on device"}'],
+    ],
     ['a string cause', () => new Error('outer', { cause: 'inner reason' }), ['Error: outer', 'caused by: inner reason']],
     [
       'an AggregateError (e.g. every address of a host refused)',
-      () => new Error('cannot reach vm1', { cause: new AggregateError([new Error('connect ECONNREFUSED ::1:2375'), new Error('connect ECONNREFUSED 127.0.0.1:2375')], 'all failed') }),
-      ['Error: cannot reach vm1', 'caused by: AggregateError: all failed', 'caused by (1 of 2): Error: connect ECONNREFUSED ::1:2375', 'caused by (2 of 2): Error: connect ECONNREFUSED 127.0.0.1:2375'],
+      () =>
+        new Error('cannot reach vm1', {
+          cause: new AggregateError([new Error('connect ECONNREFUSED ::1:2375'), new Error('connect ECONNREFUSED 127.0.0.1:2375')], 'all failed'),
+        }),
+      [
+        'Error: cannot reach vm1',
+        'caused by: AggregateError: all failed',
+        'caused by (1 of 2): Error: connect ECONNREFUSED ::1:2375',
+        'caused by (2 of 2): Error: connect ECONNREFUSED 127.0.0.1:2375',
+      ],
     ],
     [
       'a cycle is printed once',

@@ -30,7 +30,10 @@ function project(compose: string, files: Record<string, string> = {}): string {
 
 /** The service `api` with these extra lines (indented under it), plus top-level text. */
 function svc(lines: string, top = ''): string {
-  const body = lines.split('\n').map((l) => (l ? `    ${l}` : l)).join('\n');
+  const body = lines
+    .split('\n')
+    .map((l) => (l ? `    ${l}` : l))
+    .join('\n');
   return `services:\n  api:\n    image: app:1.0\n${body}\n${top}`;
 }
 
@@ -68,7 +71,10 @@ describe('the field table', () => {
   it('pins the counts: 71 supported, 17 refused, 4 ignored', () => {
     const count = (s: string) => COMPOSE_SERVICE_FIELDS.filter((r) => r.status === s).length;
     assert.deepEqual([count('supported'), count('refused'), count('ignored')], [71, 17, 4]);
-    assert.deepEqual(COMPOSE_SERVICE_FIELDS.filter((r) => r.status === 'ignored').map((r) => r.field), ['attach', 'develop', 'platform', 'profiles']);
+    assert.deepEqual(
+      COMPOSE_SERVICE_FIELDS.filter((r) => r.status === 'ignored').map((r) => r.field),
+      ['attach', 'develop', 'platform', 'profiles'],
+    );
   });
 
   it('every supported field has a mapper and names its fleet field; every refusal and warning says why', () => {
@@ -103,22 +109,46 @@ describe('composeService: fields mapped', () => {
     ['shm_size in bytes', 'shm_size: 64m', { shmSize: 64 * 1024 ** 2 }],
     ['sysctls list', 'sysctls: ["net.core.somaxconn=1024"]', { sysctls: { 'net.core.somaxconn': '1024' } }],
     ['sysctls map', 'sysctls: { net.core.somaxconn: 1024 }', { sysctls: { 'net.core.somaxconn': '1024' } }],
-    ['devices', 'devices: ["/dev/fuse:/dev/fuse:rwm", { source: /dev/kvm, permissions: rw }]', { devices: ['/dev/fuse:/dev/fuse:rwm', '/dev/kvm:/dev/kvm:rw'] }],
+    [
+      'devices',
+      'devices: ["/dev/fuse:/dev/fuse:rwm", { source: /dev/kvm, permissions: rw }]',
+      { devices: ['/dev/fuse:/dev/fuse:rwm', '/dev/kvm:/dev/kvm:rw'] },
+    ],
     ['extra_hosts list', 'extra_hosts: ["db.internal:10.0.0.5"]', { extraHosts: ['db.internal:10.0.0.5'] }],
-    ['extra_hosts map (several addresses)', 'extra_hosts: { db.internal: 10.0.0.5, v6: ["::1", "10.0.0.6"] }', { extraHosts: ['db.internal=10.0.0.5', 'v6=::1', 'v6=10.0.0.6'] }],
+    [
+      'extra_hosts map (several addresses)',
+      'extra_hosts: { db.internal: 10.0.0.5, v6: ["::1", "10.0.0.6"] }',
+      { extraHosts: ['db.internal=10.0.0.5', 'v6=::1', 'v6=10.0.0.6'] },
+    ],
     ['labels map', 'labels: { team: books, tier: 2 }', { labels: { team: 'books', tier: '2' } }],
     ['labels list', 'labels: ["team=books"]', { labels: { team: 'books' } }],
-    ['logging', 'logging: { driver: json-file, options: { max-size: 10m, max-file: 3 } }', { logging: { driver: 'json-file', options: { 'max-size': '10m', 'max-file': '3' } } }],
+    [
+      'logging',
+      'logging: { driver: json-file, options: { max-size: 10m, max-file: 3 } }',
+      { logging: { driver: 'json-file', options: { 'max-size': '10m', 'max-file': '3' } } },
+    ],
     ['restart', 'restart: unless-stopped', { restart: 'unless-stopped' }],
     ['deploy.restart_policy on-failure with attempts', 'deploy: { restart_policy: { condition: on-failure, max_attempts: 5 } }', { restart: 'on-failure:5' }],
     ['deploy.restart_policy any', 'deploy: { restart_policy: { condition: any } }', { restart: 'always' }],
     ['deploy.restart_policy none', 'deploy: { restart_policy: { condition: none } }', { restart: 'no' }],
-    ['mem_limit, mem_reservation, cpus, pids_limit', 'mem_limit: 256m\nmem_reservation: 128m\ncpus: 0.5\npids_limit: 100', { resources: { memory: 256 * 1024 ** 2, memoryReservation: 128 * 1024 ** 2, cpus: 0.5, pidsLimit: 100 } }],
-    ['deploy.resources limits and reservations', 'deploy: { resources: { limits: { memory: 1g, cpus: "1.5", pids: 64 }, reservations: { memory: 512M } } }', { resources: { memory: 1024 ** 3, cpus: 1.5, pidsLimit: 64, memoryReservation: 512 * 1024 ** 2 } }],
+    [
+      'mem_limit, mem_reservation, cpus, pids_limit',
+      'mem_limit: 256m\nmem_reservation: 128m\ncpus: 0.5\npids_limit: 100',
+      { resources: { memory: 256 * 1024 ** 2, memoryReservation: 128 * 1024 ** 2, cpus: 0.5, pidsLimit: 100 } },
+    ],
+    [
+      'deploy.resources limits and reservations',
+      'deploy: { resources: { limits: { memory: 1g, cpus: "1.5", pids: 64 }, reservations: { memory: 512M } } }',
+      { resources: { memory: 1024 ** 3, cpus: 1.5, pidsLimit: 64, memoryReservation: 512 * 1024 ** 2 } },
+    ],
     ['the same limit in both places', 'mem_limit: 256m\ndeploy: { resources: { limits: { memory: 256m } } }', { resources: { memory: 256 * 1024 ** 2 } }],
     ['scale', 'scale: 3', { replicas: 3 }],
     ['deploy.replicas', 'deploy: { replicas: 4, mode: replicated }', { replicas: 4 }],
-    ['healthcheck with a string test is CMD-SHELL', 'healthcheck: { test: "curl -f http://localhost/", interval: 10s, timeout: 3s, retries: 3, start_period: 5s, start_interval: 1s }', { healthcheck: { test: ['CMD-SHELL', 'curl -f http://localhost/'], interval: '10s', timeout: '3s', retries: 3, startPeriod: '5s', startInterval: '1s' } }],
+    [
+      'healthcheck with a string test is CMD-SHELL',
+      'healthcheck: { test: "curl -f http://localhost/", interval: 10s, timeout: 3s, retries: 3, start_period: 5s, start_interval: 1s }',
+      { healthcheck: { test: ['CMD-SHELL', 'curl -f http://localhost/'], interval: '10s', timeout: '3s', retries: 3, startPeriod: '5s', startInterval: '1s' } },
+    ],
     ['healthcheck list', 'healthcheck: { test: [CMD, curl, -f, "http://localhost/"] }', { healthcheck: { test: ['CMD', 'curl', '-f', 'http://localhost/'] } }],
     ['healthcheck NONE disables', 'healthcheck: { test: [NONE] }', { healthcheck: { disable: true } }],
     ['healthcheck disable', 'healthcheck: { disable: true }', { healthcheck: { disable: true } }],
@@ -228,7 +258,10 @@ describe('composeService: fields mapped', () => {
   });
 
   it('configs: a file config becomes a read-only bind', async () => {
-    const { fields: f, dir } = await fields('configs: [nginx_conf, { source: app_conf, target: /etc/app.conf }]', 'configs:\n  nginx_conf: { file: ./nginx.conf }\n  app_conf: { file: ./app.conf }\n');
+    const { fields: f, dir } = await fields(
+      'configs: [nginx_conf, { source: app_conf, target: /etc/app.conf }]',
+      'configs:\n  nginx_conf: { file: ./nginx.conf }\n  app_conf: { file: ./app.conf }\n',
+    );
     assert.deepEqual(f.volumes, [
       { type: 'bind', source: join(dir, 'nginx.conf'), target: '/nginx_conf', readOnly: true },
       { type: 'bind', source: join(dir, 'app.conf'), target: '/etc/app.conf', readOnly: true },
@@ -236,10 +269,19 @@ describe('composeService: fields mapped', () => {
   });
 
   it('secrets and their top-level definitions -> secrets, secretFiles', async () => {
-    const { fields: f, dir, warnings } = await fields('secrets: [db_password, { source: api_key, target: api_key, mode: 0400 }]', 'secrets:\n  db_password: { file: ./secrets/db.txt }\n  api_key: { file: ./secrets/api.txt }\n');
+    const {
+      fields: f,
+      dir,
+      warnings,
+    } = await fields(
+      'secrets: [db_password, { source: api_key, target: api_key, mode: 0400 }]',
+      'secrets:\n  db_password: { file: ./secrets/db.txt }\n  api_key: { file: ./secrets/api.txt }\n',
+    );
     assert.deepEqual(f.secrets, ['db_password', { source: 'api_key', target: 'api_key' }]);
     assert.deepEqual(f.secretFiles, { db_password: { file: join(dir, 'secrets/db.txt') }, api_key: { file: join(dir, 'secrets/api.txt') } });
-    assert.deepEqual(warnings, ["services/api/secrets/1/mode: a file secret is a bind mount: it keeps the file's own owner and mode (compose ignores this too)"]);
+    assert.deepEqual(warnings, [
+      "services/api/secrets/1/mode: a file secret is a bind mount: it keeps the file's own owner and mode (compose ignores this too)",
+    ]);
   });
 
   it('a secret from an environment variable is refused, saying what to do instead', async () => {
@@ -261,7 +303,9 @@ describe('composeService: fields mapped', () => {
   it('several container ports: no port, and a warning that says to set it', async () => {
     const { fields: f, warnings } = await fields('ports: ["8080", "9090-9091"]');
     assert.equal(f.port, undefined);
-    assert.deepEqual(warnings, ['services/api/ports: fleetroll routes one container port and this service has 3 (8080, 9090, 9091); set port: in the fleet file']);
+    assert.deepEqual(warnings, [
+      'services/api/ports: fleetroll routes one container port and this service has 3 (8080, 9090, 9091); set port: in the fleet file',
+    ]);
   });
 
   const warned: [string, string, RegExp][] = [
@@ -273,7 +317,11 @@ describe('composeService: fields mapped', () => {
     ['deploy.endpoint_mode', 'deploy: { endpoint_mode: vip }', /^services\/api\/deploy\/endpoint_mode: a Swarm load-balancing mode/],
     ['deploy.resources.reservations.cpus', 'deploy: { resources: { reservations: { cpus: "0.5" } } }', /reservations\/cpus: a Swarm scheduling hint/],
     ['deploy.restart_policy.delay', 'deploy: { restart_policy: { delay: 5s } }', /restart_policy\/delay: Docker's restart policy has no delay/],
-    ['a long volume consistency', 'volumes: [{ type: bind, source: ., target: /x, consistency: cached }]', /volumes\/0\/consistency: only Docker Desktop for Mac/],
+    [
+      'a long volume consistency',
+      'volumes: [{ type: bind, source: ., target: /x, consistency: cached }]',
+      /volumes\/0\/consistency: only Docker Desktop for Mac/,
+    ],
   ];
   for (const [name, lines, re] of warned) {
     it(`${name} is ignored with a warning`, async () => {
@@ -308,13 +356,21 @@ describe('composeService: refusals', () => {
     it(`${rule.field} is refused, saying why`, async () => {
       const sample = SAMPLE[rule.field];
       assert.ok(sample, `a sample for ${rule.field}`);
-      const hint = ADOPT_IGNORABLE.has(rule.field) ? ` (for a compose file that also starts the service itself, as before adopt, leave it out with compose: { ignore: [${rule.field}] })` : '';
+      const hint = ADOPT_IGNORABLE.has(rule.field)
+        ? ` (for a compose file that also starts the service itself, as before adopt, leave it out with compose: { ignore: [${rule.field}] })`
+        : '';
       assert.deepEqual(await issues(svc(sample)), [{ path: `services/api/${rule.field}`, message: `${rule.why}${hint}` }]);
     });
   }
 
   const rows: [string, string, string, string, RegExp][] = [
-    ['a fixed host port', 'ports: ["8080:8080"]', '', 'services/api/ports/0', /^publishes the fixed host port 8080: fleetroll runs several instances per host .*write the container port alone \("8080"\)/],
+    [
+      'a fixed host port',
+      'ports: ["8080:8080"]',
+      '',
+      'services/api/ports/0',
+      /^publishes the fixed host port 8080: fleetroll runs several instances per host .*write the container port alone \("8080"\)/,
+    ],
     ['a fixed host port on one address', 'ports: ["127.0.0.1:18080:80"]', '', 'services/api/ports/0', /fixed host port 18080/],
     ['a long-form published port', 'ports: [{ target: 80, published: 8080 }]', '', 'services/api/ports/0/published', /fixed host port 8080/],
     ['a udp port', 'ports: ["53/udp"]', '', 'services/api/ports/0', /only TCP ports can be routed by nginx, got udp/],
@@ -322,11 +378,35 @@ describe('composeService: refusals', () => {
     ['a fleetroll.* label', 'labels: { fleetroll.service: x }', '', 'services/api/labels/fleetroll.service', /reserved/],
     ['a missing env_file', 'env_file: ./nope.env', '', 'services/api/env_file', /no such file .*nope\.env/],
     ['env_file format raw', 'env_file: [{ path: ./a.env, format: raw }]', '', 'services/api/env_file/0/format', /default format only/],
-    ['a volume not defined at the top level', 'volumes: [uploads:/u]', '', 'services/api/volumes/0', /refers to volume "uploads", which the top-level volumes: does not define/],
-    ['a volume with a non-local driver', 'volumes: [uploads:/u]', 'volumes: { uploads: { driver: rexray } }\n', 'volumes/uploads/driver', /local driver, got "rexray"/],
-    ['a volume with driver_opts', 'volumes: [uploads:/u]', 'volumes: { uploads: { driver_opts: { type: nfs } } }\n', 'volumes/uploads/driver_opts', /without driver options/],
+    [
+      'a volume not defined at the top level',
+      'volumes: [uploads:/u]',
+      '',
+      'services/api/volumes/0',
+      /refers to volume "uploads", which the top-level volumes: does not define/,
+    ],
+    [
+      'a volume with a non-local driver',
+      'volumes: [uploads:/u]',
+      'volumes: { uploads: { driver: rexray } }\n',
+      'volumes/uploads/driver',
+      /local driver, got "rexray"/,
+    ],
+    [
+      'a volume with driver_opts',
+      'volumes: [uploads:/u]',
+      'volumes: { uploads: { driver_opts: { type: nfs } } }\n',
+      'volumes/uploads/driver_opts',
+      /without driver options/,
+    ],
     ['an npipe mount', 'volumes: [{ type: npipe, source: x, target: y }]', '', 'services/api/volumes/0/type', /bind, volume and tmpfs, got "npipe"/],
-    ['bind propagation in the long form', 'volumes: [{ type: bind, source: ., target: /x, bind: { propagation: rshared } }]', '', 'services/api/volumes/0/bind/propagation', /long form carries/],
+    [
+      'bind propagation in the long form',
+      'volumes: [{ type: bind, source: ., target: /x, bind: { propagation: rshared } }]',
+      '',
+      'services/api/volumes/0/bind/propagation',
+      /long form carries/,
+    ],
     ['a bad short volume mode', 'volumes: ["./a:/a:bogus"]', '', 'services/api/volumes/0', /MODE such as ro/],
     ['a config with content', 'configs: [c]', 'configs: { c: { content: "x" } }\n', 'configs/c', /a content config would need a file written on every host/],
     ['an undefined config', 'configs: [c]', '', 'services/api/configs/0', /top-level configs: does not define/],
@@ -334,16 +414,58 @@ describe('composeService: refusals', () => {
     ['an external secret', 'secrets: [s]', 'secrets: { s: { external: true } }\n', 'secrets/s/external', /Swarm/],
     ['a secret driver', 'secrets: [s]', 'secrets: { s: { file: ./s, driver: vault } }\n', 'secrets/s/driver', /Swarm/],
     ['an undefined network', 'networks: [backend]', '', 'services/api/networks/backend', /top-level networks: does not define/],
-    ['a fixed network address', 'networks: { backend: { ipv4_address: 172.16.238.10 } }', 'networks: { backend: {} }\n', 'services/api/networks/backend/ipv4_address', /fixed address cannot be shared/],
-    ['a network interface_name', 'networks: { backend: { interface_name: eth1 } }', 'networks: { backend: {} }\n', 'services/api/networks/backend/interface_name', /name and aliases/],
+    [
+      'a fixed network address',
+      'networks: { backend: { ipv4_address: 172.16.238.10 } }',
+      'networks: { backend: {} }\n',
+      'services/api/networks/backend/ipv4_address',
+      /fixed address cannot be shared/,
+    ],
+    [
+      'a network interface_name',
+      'networks: { backend: { interface_name: eth1 } }',
+      'networks: { backend: {} }\n',
+      'services/api/networks/backend/interface_name',
+      /name and aliases/,
+    ],
     ['gpus device_ids', 'gpus: [{ device_ids: ["0"] }]', '', 'services/api/gpus/0/device_ids', /all or a count/],
     ['gpus from another driver', 'gpus: [{ driver: 3dfx, count: 2 }]', '', 'services/api/gpus/0/driver', /got "3dfx"/],
-    ['a device reservation that is not a GPU', 'deploy: { resources: { reservations: { devices: [{ capabilities: [tpu] }] } } }', '', 'services/api/deploy/resources/reservations/devices/0', /only GPU device requests/],
-    ['gpus and a GPU reservation that disagree', 'gpus: all\ndeploy: { resources: { reservations: { devices: [{ capabilities: [gpu], count: 1 }] } } }', '', 'services/api/deploy/resources/reservations/devices', /disagrees with gpus/],
-    ['generic_resources', 'deploy: { resources: { reservations: { generic_resources: [{ discrete_resource_spec: { kind: ssd, value: 1 } }] } } }', '', 'services/api/deploy/resources/reservations/generic_resources', /Swarm/],
-    ['mem_limit and deploy limits that disagree', 'mem_limit: 256m\ndeploy: { resources: { limits: { memory: 512m } } }', '', 'services/api/deploy/resources/limits/memory', /disagrees with services\/api\/mem_limit/],
+    [
+      'a device reservation that is not a GPU',
+      'deploy: { resources: { reservations: { devices: [{ capabilities: [tpu] }] } } }',
+      '',
+      'services/api/deploy/resources/reservations/devices/0',
+      /only GPU device requests/,
+    ],
+    [
+      'gpus and a GPU reservation that disagree',
+      'gpus: all\ndeploy: { resources: { reservations: { devices: [{ capabilities: [gpu], count: 1 }] } } }',
+      '',
+      'services/api/deploy/resources/reservations/devices',
+      /disagrees with gpus/,
+    ],
+    [
+      'generic_resources',
+      'deploy: { resources: { reservations: { generic_resources: [{ discrete_resource_spec: { kind: ssd, value: 1 } }] } } }',
+      '',
+      'services/api/deploy/resources/reservations/generic_resources',
+      /Swarm/,
+    ],
+    [
+      'mem_limit and deploy limits that disagree',
+      'mem_limit: 256m\ndeploy: { resources: { limits: { memory: 512m } } }',
+      '',
+      'services/api/deploy/resources/limits/memory',
+      /disagrees with services\/api\/mem_limit/,
+    ],
     ['a memory size that is not one', 'mem_limit: lots', '', 'services/api/mem_limit', /size like 256m/],
-    ['restart and restart_policy that disagree', 'restart: always\ndeploy: { restart_policy: { condition: none } }', '', 'services/api/deploy/restart_policy', /disagrees with restart/],
+    [
+      'restart and restart_policy that disagree',
+      'restart: always\ndeploy: { restart_policy: { condition: none } }',
+      '',
+      'services/api/deploy/restart_policy',
+      /disagrees with restart/,
+    ],
     ['scale and deploy.replicas that disagree', 'scale: 2\ndeploy: { replicas: 3 }', '', 'services/api/deploy/replicas', /disagrees with scale/],
     ['deploy mode global', 'deploy: { mode: global }', '', 'services/api/deploy/mode', /global means one per Swarm node/],
     ['deploy.update_config', 'deploy: { update_config: { parallelism: 2 } }', '', 'services/api/deploy/update_config', /strategy: in the fleet file/],
@@ -370,7 +492,9 @@ describe('composeService: refusals', () => {
   });
 
   it('names the services when the one asked for is missing', async () => {
-    assert.deepEqual(await issues('services:\n  web: { image: x }\n  db: { image: y }\n'), [{ path: 'services', message: 'has no service "api" (it has web, db)' }]);
+    assert.deepEqual(await issues('services:\n  web: { image: x }\n  db: { image: y }\n'), [
+      { path: 'services', message: 'has no service "api" (it has web, db)' },
+    ]);
   });
 });
 
@@ -379,11 +503,23 @@ describe('composeService: the compose-spec schema', () => {
     ['an unknown service field', svc('bogus: 1'), [{ path: 'services/api/bogus', message: 'is not a compose-spec field here' }]],
     ['a volume of the wrong type', svc('volumes: ["./a:/a", 3]'), [{ path: 'services/api/volumes/1', message: 'must be string or object' }]],
     ['a long volume without type', svc('volumes: ["./a:/a", { source: ./b, target: /b }]'), [{ path: 'services/api/volumes/1', message: 'needs "type"' }]],
-    ['a long volume with an unknown key', svc('volumes: [{ type: bind, source: ., target: /x, ro: true }]'), [{ path: 'services/api/volumes/0/ro', message: 'is not a compose-spec field here' }]],
+    [
+      'a long volume with an unknown key',
+      svc('volumes: [{ type: bind, source: ., target: /x, ro: true }]'),
+      [{ path: 'services/api/volumes/0/ro', message: 'is not a compose-spec field here' }],
+    ],
     ['read_only as a word', svc('read_only: yes please'), [{ path: 'services/api/read_only', message: 'must be boolean' }]],
-    ['a bad duration', svc('healthcheck: { interval: fast }'), [{ path: 'services/api/healthcheck/interval', message: 'must be a duration like "10s", "1m30s" or "500ms"' }]],
+    [
+      'a bad duration',
+      svc('healthcheck: { interval: fast }'),
+      [{ path: 'services/api/healthcheck/interval', message: 'must be a duration like "10s", "1m30s" or "500ms"' }],
+    ],
     ['an unknown top-level key', 'services:\n  api: { image: x }\nservice: oops\n', [{ path: 'service', message: 'is not a compose-spec field here' }]],
-    ['a restart policy enum of the wrong type', svc('depends_on: { db: { condition: started } }'), [{ path: 'services/api/depends_on/db/condition', message: 'must be one of "service_started", "service_healthy", "service_completed_successfully"' }]],
+    [
+      'a restart policy enum of the wrong type',
+      svc('depends_on: { db: { condition: started } }'),
+      [{ path: 'services/api/depends_on/db/condition', message: 'must be one of "service_started", "service_healthy", "service_completed_successfully"' }],
+    ],
   ];
   for (const [name, text, expected] of rows) {
     it(`reports ${name} with its path`, async () => {
@@ -392,19 +528,30 @@ describe('composeService: the compose-spec schema', () => {
   }
 
   it('takes the newer compose-spec fields the installed schema predates', async () => {
-    const { fields: f } = await fields('gpus: all\ndeploy: { resources: { limits: { pids: 10 } } }\nhealthcheck: { start_interval: 1s }', 'secrets: { k: { environment: K } }\n');
+    const { fields: f } = await fields(
+      'gpus: all\ndeploy: { resources: { limits: { pids: 10 } } }\nhealthcheck: { start_interval: 1s }',
+      'secrets: { k: { environment: K } }\n',
+    );
     assert.equal(f.gpus, 'all');
   });
 
   it('names the compose file in the message (exit 2)', async () => {
     const file = project(svc('bogus: 1'));
-    await assert.rejects(composeService(file, 'api', {}), (err: unknown) => err instanceof ValidationError && err.message === `${file}: services/api/bogus: is not a compose-spec field here`);
+    await assert.rejects(
+      composeService(file, 'api', {}),
+      (err: unknown) => err instanceof ValidationError && err.message === `${file}: services/api/bogus: is not a compose-spec field here`,
+    );
   });
 });
 
 describe('composeService: interpolation', () => {
   it('uses the environment first, then the .env beside the compose file, and casts interpolated booleans', async () => {
-    const { fields: f, variables } = await fields('environment: { DB_URL: "postgres://app:${DB_PASSWORD}@db/app", MODE: "${MODE:-prod}", COST: "$$5" }\nread_only: ${RO}', '', { DB_PASSWORD: 'from-shell' }, { '.env': 'DB_PASSWORD=from-dotenv\nRO=true\nMODE=\n' });
+    const { fields: f, variables } = await fields(
+      'environment: { DB_URL: "postgres://app:${DB_PASSWORD}@db/app", MODE: "${MODE:-prod}", COST: "$$5" }\nread_only: ${RO}',
+      '',
+      { DB_PASSWORD: 'from-shell' },
+      { '.env': 'DB_PASSWORD=from-dotenv\nRO=true\nMODE=\n' },
+    );
     assert.deepEqual(f.env, { DB_URL: 'postgres://app:from-shell@db/app', MODE: 'prod', COST: '$5' });
     assert.equal(f.readOnly, true);
     assert.deepEqual(variables.get('services/api/environment/DB_URL'), ['DB_PASSWORD']);
@@ -446,7 +593,13 @@ services:
   it('merges the top-level block, the service block and the compose service, the service block winning', async () => {
     const r = await fleetFromCompose(project(text), undefined, {});
     assert.equal(r.service, 'api');
-    assert.deepEqual(r.fleet, { service: 'bookstore-api', image: 'app:1.0', port: 8080, replicas: 3, hosts: [{ name: 'local', docker: 'unix:///var/run/docker.sock', network: 'shop-net' }] });
+    assert.deepEqual(r.fleet, {
+      service: 'bookstore-api',
+      image: 'app:1.0',
+      port: 8080,
+      replicas: 3,
+      hosts: [{ name: 'local', docker: 'unix:///var/run/docker.sock', network: 'shop-net' }],
+    });
   });
 
   it('--service picks another service; the fleet service name defaults to the compose one', async () => {
@@ -457,7 +610,10 @@ services:
 
   it('asks for --service when no single service is marked', async () => {
     const file = project('services:\n  a: { image: x }\n  b: { image: y }\n');
-    await assert.rejects(fleetFromCompose(file, undefined, {}), (err: unknown) => err instanceof ValidationError && err.issues[0]?.path === '--service' && /\(a, b\)/.test(err.message));
+    await assert.rejects(
+      fleetFromCompose(file, undefined, {}),
+      (err: unknown) => err instanceof ValidationError && err.issues[0]?.path === '--service' && /\(a, b\)/.test(err.message),
+    );
   });
 
   it('hooks in either x-fleetroll block are kept as written (the shell reads the variable, the printed argv never holds its value); the rest is interpolated', async () => {
@@ -473,7 +629,11 @@ services:
     const r = await fleetFromCompose(file, 'api', { TOKEN: 'tok-secret-1', TAG: '2.0' });
     // The service block wins over the top-level one as a whole key (hooks), as for every key.
     assert.deepEqual(r.fleet.hooks, { postDeploy: ['sh', '-c', 'echo $TOKEN'] });
-    const top = await fleetFromCompose(project(`x-fleetroll:\n  hooks: { preDeploy: [sh, -c, 'notify "$TOKEN" \${TOKEN} $$HOME'] }\nservices:\n  api: { image: app }\n`), 'api', { TOKEN: 'tok-secret-1' });
+    const top = await fleetFromCompose(
+      project(`x-fleetroll:\n  hooks: { preDeploy: [sh, -c, 'notify "$TOKEN" \${TOKEN} $$HOME'] }\nservices:\n  api: { image: app }\n`),
+      'api',
+      { TOKEN: 'tok-secret-1' },
+    );
     assert.deepEqual(top.fleet.hooks, { preDeploy: ['sh', '-c', 'notify "$TOKEN" \${TOKEN} $$HOME'] });
     assert.deepEqual([r.fleet.image, r.fleet.service], ['app:2.0', 'api-2.0']);
     assert.ok(!JSON.stringify(r.fleet).includes('tok-secret-1') && !JSON.stringify(top.fleet).includes('tok-secret-1'));
@@ -481,7 +641,11 @@ services:
 
   it('refuses compose: inside x-fleetroll and a block that is not a mapping', async () => {
     const file = project('x-fleetroll: [1]\nservices:\n  api:\n    image: x\n    x-fleetroll: { compose: { file: ./other.yml } }\n');
-    await assert.rejects(fleetFromCompose(file, 'api', {}), (err: unknown) => err instanceof ValidationError && JSON.stringify(err.issues.map((i) => i.path)) === '["x-fleetroll","services/api/x-fleetroll/compose"]');
+    await assert.rejects(
+      fleetFromCompose(file, 'api', {}),
+      (err: unknown) =>
+        err instanceof ValidationError && JSON.stringify(err.issues.map((i) => i.path)) === '["x-fleetroll","services/api/x-fleetroll/compose"]',
+    );
   });
 });
 
@@ -496,13 +660,38 @@ describe('helpers', () => {
   for (const [name, doc, expected] of docs) it(`isComposeDocument: ${name}`, () => assert.equal(isComposeDocument(doc), expected));
 
   it('applyMergeKeys: several sources, the first wins, own keys win over all', () => {
-    assert.deepEqual(applyMergeKeys({ '<<': [{ a: 1, b: 1 }, { b: 2, c: 2 }], c: 3 }), { a: 1, b: 1, c: 3 });
+    assert.deepEqual(
+      applyMergeKeys({
+        '<<': [
+          { a: 1, b: 1 },
+          { b: 2, c: 2 },
+        ],
+        c: 3,
+      }),
+      { a: 1, b: 1, c: 3 },
+    );
   });
 
-  const bytes: [unknown, number | undefined][] = [['256m', 268435456], ['1gb', 1073741824], ['512', 512], [1024, 1024], ['1.5k', 1536], ['lots', undefined], ['-5m', undefined]];
+  const bytes: [unknown, number | undefined][] = [
+    ['256m', 268435456],
+    ['1gb', 1073741824],
+    ['512', 512],
+    [1024, 1024],
+    ['1.5k', 1536],
+    ['lots', undefined],
+    ['-5m', undefined],
+  ];
   for (const [v, b] of bytes) it(`parseBytes(${JSON.stringify(v)})`, () => assert.equal(parseBytes(v), b));
 
-  const durations: [unknown, number | undefined][] = [['10s', 10000], ['1m30s', 90000], ['500ms', 500], ['1h', 3600000], ['1.5s', 1500], ['10', undefined], ['soon', undefined]];
+  const durations: [unknown, number | undefined][] = [
+    ['10s', 10000],
+    ['1m30s', 90000],
+    ['500ms', 500],
+    ['1h', 3600000],
+    ['1.5s', 1500],
+    ['10', undefined],
+    ['soon', undefined],
+  ];
   for (const [v, ms] of durations) it(`parseGoDurationMs(${JSON.stringify(v)})`, () => assert.equal(parseGoDurationMs(v), ms));
 });
 
@@ -523,7 +712,10 @@ describe('examples/compose-service', () => {
   });
 
   it('docker-compose.yml without DB_PASSWORD says which variable is missing', async () => {
-    await assert.rejects(composeService(join(dir, 'docker-compose.yml'), 'api', {}), /services\/api\/environment\/DATABASE_URL: variable DB_PASSWORD is required: set DB_PASSWORD/);
+    await assert.rejects(
+      composeService(join(dir, 'docker-compose.yml'), 'api', {}),
+      /services\/api\/environment\/DATABASE_URL: variable DB_PASSWORD is required: set DB_PASSWORD/,
+    );
   });
 
   it('docker-compose.fleetroll.yml is a whole fleet', async () => {

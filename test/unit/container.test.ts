@@ -42,7 +42,15 @@ async function refusal(fields: Record<string, unknown>, vars: Record<string, str
   return assert.fail(`expected ${JSON.stringify(fields)} to be refused`);
 }
 
-const CREATE: CreateBase = { name: 'api-abc123-1', image: 'api:1.0.0', env: { A: '1' }, labels: { 'fleetroll.service': 'api' }, port: 8080, network: 'bridge', stopTimeoutSeconds: 30 };
+const CREATE: CreateBase = {
+  name: 'api-abc123-1',
+  image: 'api:1.0.0',
+  env: { A: '1' },
+  labels: { 'fleetroll.service': 'api' },
+  port: 8080,
+  network: 'bridge',
+  stopTimeoutSeconds: 30,
+};
 
 function bodyOf(f: Fleet): Record<string, unknown> & { HostConfig: Record<string, unknown> } {
   return dockerCreateBody({ ...CREATE, secretSources: f.secretSources }, f.container) as Record<string, unknown> & { HostConfig: Record<string, unknown> };
@@ -72,8 +80,18 @@ interface Refused {
 
 const ACCEPTED: Accepted[] = [
   // command / entrypoint
-  { name: 'command: a string is split into words like compose (quotes, backslashes; no shell)', fields: { command: 'node "my server.mjs" --name a\\ b' }, config: { command: ['node', 'my server.mjs', '--name', 'a b'] }, body: { Cmd: ['node', 'my server.mjs', '--name', 'a b'] } },
-  { name: 'command: a list is taken as the argv', fields: { command: ['node', 'server.mjs'] }, config: { command: ['node', 'server.mjs'] }, body: { Cmd: ['node', 'server.mjs'] } },
+  {
+    name: 'command: a string is split into words like compose (quotes, backslashes; no shell)',
+    fields: { command: 'node "my server.mjs" --name a\\ b' },
+    config: { command: ['node', 'my server.mjs', '--name', 'a b'] },
+    body: { Cmd: ['node', 'my server.mjs', '--name', 'a b'] },
+  },
+  {
+    name: 'command: a list is taken as the argv',
+    fields: { command: ['node', 'server.mjs'] },
+    config: { command: ['node', 'server.mjs'] },
+    body: { Cmd: ['node', 'server.mjs'] },
+  },
   { name: 'entrypoint: a list', fields: { entrypoint: ['/bin/app'] }, config: { entrypoint: ['/bin/app'] }, body: { Entrypoint: ['/bin/app'] } },
   { name: 'entrypoint: a string', fields: { entrypoint: '/bin/app --flag' }, body: { Entrypoint: ['/bin/app', '--flag'] } },
   // workingDir / user
@@ -88,26 +106,71 @@ const ACCEPTED: Accepted[] = [
     host: { Mounts: [{ Type: 'bind', Source: '/srv/conf/app.conf', Target: '/etc/app/app.conf', ReadOnly: true }] },
     absent: ['HostConfig.Binds'],
   },
-  { name: 'volumes: short bind, rw by default', fields: { volumes: ['/srv/data:/data'] }, host: { Mounts: [{ Type: 'bind', Source: '/srv/data', Target: '/data', ReadOnly: false }] } },
-  { name: 'volumes: short named volume', fields: { volumes: ['uploads:/var/lib/app'] }, host: { Mounts: [{ Type: 'volume', Source: 'uploads', Target: '/var/lib/app', ReadOnly: false }] } },
-  { name: 'volumes: short named volume with nocopy', fields: { volumes: ['uploads:/data:ro,nocopy'] }, host: { Mounts: [{ Type: 'volume', Source: 'uploads', Target: '/data', ReadOnly: true, VolumeOptions: { NoCopy: true } }] } },
-  { name: 'volumes: long bind', fields: { volumes: [{ type: 'bind', source: '/srv/x', target: '/x', readOnly: true }] }, host: { Mounts: [{ Type: 'bind', Source: '/srv/x', Target: '/x', ReadOnly: true }] } },
-  { name: 'volumes: long volume with nocopy', fields: { volumes: [{ type: 'volume', source: 'uploads', target: '/data', volume: { nocopy: true } }] }, host: { Mounts: [{ Type: 'volume', Source: 'uploads', Target: '/data', ReadOnly: false, VolumeOptions: { NoCopy: true } }] } },
-  { name: 'volumes: long tmpfs with size and mode', fields: { volumes: [{ type: 'tmpfs', target: '/scratch', tmpfs: { size: '1m', mode: 0o1777 } }] }, host: { Mounts: [{ Type: 'tmpfs', Target: '/scratch', ReadOnly: false, TmpfsOptions: { SizeBytes: 1048576, Mode: 0o1777 } }] } },
-  { name: 'volumes: a relative short bind source is resolved against the fleet file directory', fields: { volumes: ['./conf:/etc/app:ro'] }, host: { Mounts: [{ Type: 'bind', Source: join(dir, 'conf'), Target: '/etc/app', ReadOnly: true }] } },
-  { name: 'volumes: a ../ short bind source too', fields: { volumes: ['../shared:/shared'] }, host: { Mounts: [{ Type: 'bind', Source: join(dir, '..', 'shared'), Target: '/shared', ReadOnly: false }] } },
-  { name: 'volumes: a relative long bind source is resolved', fields: { volumes: [{ type: 'bind', source: './conf', target: '/c' }] }, host: { Mounts: [{ Type: 'bind', Source: join(dir, 'conf'), Target: '/c', ReadOnly: false }] } },
+  {
+    name: 'volumes: short bind, rw by default',
+    fields: { volumes: ['/srv/data:/data'] },
+    host: { Mounts: [{ Type: 'bind', Source: '/srv/data', Target: '/data', ReadOnly: false }] },
+  },
+  {
+    name: 'volumes: short named volume',
+    fields: { volumes: ['uploads:/var/lib/app'] },
+    host: { Mounts: [{ Type: 'volume', Source: 'uploads', Target: '/var/lib/app', ReadOnly: false }] },
+  },
+  {
+    name: 'volumes: short named volume with nocopy',
+    fields: { volumes: ['uploads:/data:ro,nocopy'] },
+    host: { Mounts: [{ Type: 'volume', Source: 'uploads', Target: '/data', ReadOnly: true, VolumeOptions: { NoCopy: true } }] },
+  },
+  {
+    name: 'volumes: long bind',
+    fields: { volumes: [{ type: 'bind', source: '/srv/x', target: '/x', readOnly: true }] },
+    host: { Mounts: [{ Type: 'bind', Source: '/srv/x', Target: '/x', ReadOnly: true }] },
+  },
+  {
+    name: 'volumes: long volume with nocopy',
+    fields: { volumes: [{ type: 'volume', source: 'uploads', target: '/data', volume: { nocopy: true } }] },
+    host: { Mounts: [{ Type: 'volume', Source: 'uploads', Target: '/data', ReadOnly: false, VolumeOptions: { NoCopy: true } }] },
+  },
+  {
+    name: 'volumes: long tmpfs with size and mode',
+    fields: { volumes: [{ type: 'tmpfs', target: '/scratch', tmpfs: { size: '1m', mode: 0o1777 } }] },
+    host: { Mounts: [{ Type: 'tmpfs', Target: '/scratch', ReadOnly: false, TmpfsOptions: { SizeBytes: 1048576, Mode: 0o1777 } }] },
+  },
+  {
+    name: 'volumes: a relative short bind source is resolved against the fleet file directory',
+    fields: { volumes: ['./conf:/etc/app:ro'] },
+    host: { Mounts: [{ Type: 'bind', Source: join(dir, 'conf'), Target: '/etc/app', ReadOnly: true }] },
+  },
+  {
+    name: 'volumes: a ../ short bind source too',
+    fields: { volumes: ['../shared:/shared'] },
+    host: { Mounts: [{ Type: 'bind', Source: join(dir, '..', 'shared'), Target: '/shared', ReadOnly: false }] },
+  },
+  {
+    name: 'volumes: a relative long bind source is resolved',
+    fields: { volumes: [{ type: 'bind', source: './conf', target: '/c' }] },
+    host: { Mounts: [{ Type: 'bind', Source: join(dir, 'conf'), Target: '/c', ReadOnly: false }] },
+  },
   // tmpfs
   { name: 'tmpfs: one path as a string', fields: { tmpfs: '/scratch' }, config: { tmpfs: { '/scratch': '' } }, host: { Tmpfs: { '/scratch': '' } } },
-  { name: 'tmpfs: a list with options', fields: { tmpfs: ['/scratch:size=64m,mode=1777', '/run'] }, host: { Tmpfs: { '/scratch': 'size=64m,mode=1777', '/run': '' } } },
+  {
+    name: 'tmpfs: a list with options',
+    fields: { tmpfs: ['/scratch:size=64m,mode=1777', '/run'] },
+    host: { Tmpfs: { '/scratch': 'size=64m,mode=1777', '/run': '' } },
+  },
   // readOnly
   { name: 'readOnly: true is a read-only root filesystem', fields: { readOnly: true }, config: { readOnly: true }, host: { ReadonlyRootfs: true } },
-  { name: 'readOnly: false leaves Docker\'s default', fields: { readOnly: false }, config: { readOnly: false }, absent: ['HostConfig.ReadonlyRootfs'] },
+  { name: "readOnly: false leaves Docker's default", fields: { readOnly: false }, config: { readOnly: false }, absent: ['HostConfig.ReadonlyRootfs'] },
   // resources
   { name: 'resources.memory: "256m"', fields: { resources: { memory: '256m' } }, config: { memoryBytes: 268435456 }, host: { Memory: 268435456 } },
   { name: 'resources.memory: bytes', fields: { resources: { memory: 536870912 } }, host: { Memory: 536870912 } },
   { name: 'resources.memory: "1g"', fields: { resources: { memory: '1g' } }, host: { Memory: 1073741824 } },
-  { name: 'resources.memoryReservation', fields: { resources: { memoryReservation: '128m' } }, config: { memoryReservationBytes: 134217728 }, host: { MemoryReservation: 134217728 } },
+  {
+    name: 'resources.memoryReservation',
+    fields: { resources: { memoryReservation: '128m' } },
+    config: { memoryReservationBytes: 134217728 },
+    host: { MemoryReservation: 134217728 },
+  },
   { name: 'resources.cpus: 0.5', fields: { resources: { cpus: 0.5 } }, config: { nanoCpus: 500_000_000 }, host: { NanoCpus: 500_000_000 } },
   { name: 'resources.cpus: "1.5"', fields: { resources: { cpus: '1.5' } }, host: { NanoCpus: 1_500_000_000 } },
   { name: 'resources.pidsLimit', fields: { resources: { pidsLimit: 100 } }, config: { pidsLimit: 100 }, host: { PidsLimit: 100 } },
@@ -116,27 +179,68 @@ const ACCEPTED: Accepted[] = [
   { name: 'restart: no', fields: { restart: 'no' }, host: { RestartPolicy: { Name: 'no' } } },
   { name: 'restart: always', fields: { restart: 'always' }, host: { RestartPolicy: { Name: 'always' } } },
   { name: 'restart: on-failure', fields: { restart: 'on-failure' }, host: { RestartPolicy: { Name: 'on-failure' } } },
-  { name: 'restart: on-failure:5', fields: { restart: 'on-failure:5' }, config: { restart: { name: 'on-failure', maxRetries: 5 } }, host: { RestartPolicy: { Name: 'on-failure', MaximumRetryCount: 5 } } },
+  {
+    name: 'restart: on-failure:5',
+    fields: { restart: 'on-failure:5' },
+    config: { restart: { name: 'on-failure', maxRetries: 5 } },
+    host: { RestartPolicy: { Name: 'on-failure', MaximumRetryCount: 5 } },
+  },
   { name: 'restart: unless-stopped', fields: { restart: 'unless-stopped' }, host: { RestartPolicy: { Name: 'unless-stopped' } } },
   { name: 'restart: unset is unless-stopped (the default)', fields: {}, config: {}, host: { RestartPolicy: { Name: 'unless-stopped' } } },
   // labels
   { name: 'labels: a map (values as strings)', fields: { labels: { team: 'books', tier: 2 } }, config: { labels: { team: 'books', tier: '2' } } },
   { name: 'labels: a list of KEY=VALUE', fields: { labels: ['team=books', 'note=a=b'] }, config: { labels: { team: 'books', note: 'a=b' } } },
   // logging
-  { name: 'logging: driver and options', fields: { logging: { driver: 'local', options: { 'max-size': '10m', 'max-file': 3 } } }, config: { logging: { driver: 'local', options: { 'max-size': '10m', 'max-file': '3' } } }, host: { LogConfig: { Type: 'local', Config: { 'max-size': '10m', 'max-file': '3' } } } },
-  { name: 'logging: options alone keep the json-file driver', fields: { logging: { options: { 'max-size': '1m' } } }, host: { LogConfig: { Type: 'json-file', Config: { 'max-size': '1m' } } } },
-  { name: 'logging: unset is a capped json-file log (the default)', fields: {}, host: { LogConfig: { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '3' } } } },
+  {
+    name: 'logging: driver and options',
+    fields: { logging: { driver: 'local', options: { 'max-size': '10m', 'max-file': 3 } } },
+    config: { logging: { driver: 'local', options: { 'max-size': '10m', 'max-file': '3' } } },
+    host: { LogConfig: { Type: 'local', Config: { 'max-size': '10m', 'max-file': '3' } } },
+  },
+  {
+    name: 'logging: options alone keep the json-file driver',
+    fields: { logging: { options: { 'max-size': '1m' } } },
+    host: { LogConfig: { Type: 'json-file', Config: { 'max-size': '1m' } } },
+  },
+  {
+    name: 'logging: unset is a capped json-file log (the default)',
+    fields: {},
+    host: { LogConfig: { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '3' } } },
+  },
   // extraHosts
-  { name: 'extraHosts: a list of host:ip and host=ip', fields: { extraHosts: ['db.internal:10.0.0.5', 'cache=10.0.0.6'] }, config: { extraHosts: ['db.internal:10.0.0.5', 'cache:10.0.0.6'] }, host: { ExtraHosts: ['db.internal:10.0.0.5', 'cache:10.0.0.6'] } },
-  { name: 'extraHosts: a map, host-gateway and IPv6', fields: { extraHosts: { 'db.internal': '10.0.0.5', gw: 'host-gateway', v6: '::1' } }, host: { ExtraHosts: ['db.internal:10.0.0.5', 'gw:host-gateway', 'v6:::1'] } },
+  {
+    name: 'extraHosts: a list of host:ip and host=ip',
+    fields: { extraHosts: ['db.internal:10.0.0.5', 'cache=10.0.0.6'] },
+    config: { extraHosts: ['db.internal:10.0.0.5', 'cache:10.0.0.6'] },
+    host: { ExtraHosts: ['db.internal:10.0.0.5', 'cache:10.0.0.6'] },
+  },
+  {
+    name: 'extraHosts: a map, host-gateway and IPv6',
+    fields: { extraHosts: { 'db.internal': '10.0.0.5', gw: 'host-gateway', v6: '::1' } },
+    host: { ExtraHosts: ['db.internal:10.0.0.5', 'gw:host-gateway', 'v6:::1'] },
+  },
   // ulimits
   {
     name: 'ulimits: a number (soft = hard) and { soft, hard }',
     fields: { ulimits: { nofile: { soft: 1024, hard: 2048 }, nproc: 512 } },
-    config: { ulimits: [{ name: 'nofile', soft: 1024, hard: 2048 }, { name: 'nproc', soft: 512, hard: 512 }] },
-    host: { Ulimits: [{ Name: 'nofile', Soft: 1024, Hard: 2048 }, { Name: 'nproc', Soft: 512, Hard: 512 }] },
+    config: {
+      ulimits: [
+        { name: 'nofile', soft: 1024, hard: 2048 },
+        { name: 'nproc', soft: 512, hard: 512 },
+      ],
+    },
+    host: {
+      Ulimits: [
+        { Name: 'nofile', Soft: 1024, Hard: 2048 },
+        { Name: 'nproc', Soft: 512, Hard: 512 },
+      ],
+    },
   },
-  { name: 'ulimits: hard -1 is unlimited', fields: { ulimits: { memlock: { soft: 1024, hard: -1 } } }, host: { Ulimits: [{ Name: 'memlock', Soft: 1024, Hard: -1 }] } },
+  {
+    name: 'ulimits: hard -1 is unlimited',
+    fields: { ulimits: { memlock: { soft: 1024, hard: -1 } } },
+    host: { Ulimits: [{ Name: 'memlock', Soft: 1024, Hard: -1 }] },
+  },
   // capabilities, signal, sizes, sysctls, devices, gpus
   { name: 'capAdd', fields: { capAdd: ['NET_ADMIN', 'CAP_SYS_TIME'] }, host: { CapAdd: ['NET_ADMIN', 'CAP_SYS_TIME'] } },
   { name: 'capDrop', fields: { capDrop: ['ALL'] }, host: { CapDrop: ['ALL'] } },
@@ -162,14 +266,24 @@ const ACCEPTED: Accepted[] = [
   {
     name: 'networks: names and { name, aliases }',
     fields: { networks: ['fleet-net', { name: 'backend', aliases: ['api', 'api.backend'] }] },
-    config: { networks: [{ name: 'fleet-net', aliases: [] }, { name: 'backend', aliases: ['api', 'api.backend'] }] },
+    config: {
+      networks: [
+        { name: 'fleet-net', aliases: [] },
+        { name: 'backend', aliases: ['api', 'api.backend'] },
+      ],
+    },
     host: { NetworkMode: 'bridge' },
     absent: ['NetworkingConfig'],
   },
   {
     // A compose service's network is often the fleet's own (hosts[].network): the runtime skips joining it again, so its aliases go in at create.
     name: 'networks: hosts[].network itself with aliases: they are set on the endpoint at create',
-    fields: { networks: [{ name: 'bridge', aliases: ['api', 'api.internal'] }, { name: 'backend', aliases: ['api-b'] }] },
+    fields: {
+      networks: [
+        { name: 'bridge', aliases: ['api', 'api.internal'] },
+        { name: 'backend', aliases: ['api-b'] },
+      ],
+    },
     body: { NetworkingConfig: { EndpointsConfig: { bridge: { Aliases: ['api', 'api.internal'] } } } },
     host: { NetworkMode: 'bridge' },
   },
@@ -181,15 +295,33 @@ const ACCEPTED: Accepted[] = [
     config: { healthcheck: { test: ['CMD', 'curl', '-f', 'http://localhost/'], intervalMs: 10_000, timeoutMs: 3_000, retries: 3, startPeriodMs: 90_000 } },
     body: { Healthcheck: { Test: ['CMD', 'curl', '-f', 'http://localhost/'], Interval: 10e9, Timeout: 3e9, Retries: 3, StartPeriod: 90e9 } },
   },
-  { name: 'healthcheck: CMD-SHELL, 500ms', fields: { healthcheck: { test: ['CMD-SHELL', 'curl -f http://localhost/ || exit 1'], interval: '500ms' } }, body: { Healthcheck: { Test: ['CMD-SHELL', 'curl -f http://localhost/ || exit 1'], Interval: 5e8 } } },
-  { name: 'healthcheck: a string runs in the image\'s shell', fields: { healthcheck: { test: 'curl -f http://localhost/', interval: 5 } }, body: { Healthcheck: { Test: ['CMD-SHELL', 'curl -f http://localhost/'], Interval: 5e9 } } },
-  { name: 'healthcheck: disable', fields: { healthcheck: { disable: true } }, config: { healthcheck: { disable: true } }, body: { Healthcheck: { Test: ['NONE'] } } },
-  { name: 'healthcheck: unset leaves the image\'s own', fields: {}, absent: ['Healthcheck'] },
+  {
+    name: 'healthcheck: CMD-SHELL, 500ms',
+    fields: { healthcheck: { test: ['CMD-SHELL', 'curl -f http://localhost/ || exit 1'], interval: '500ms' } },
+    body: { Healthcheck: { Test: ['CMD-SHELL', 'curl -f http://localhost/ || exit 1'], Interval: 5e8 } },
+  },
+  {
+    name: "healthcheck: a string runs in the image's shell",
+    fields: { healthcheck: { test: 'curl -f http://localhost/', interval: 5 } },
+    body: { Healthcheck: { Test: ['CMD-SHELL', 'curl -f http://localhost/'], Interval: 5e9 } },
+  },
+  {
+    name: 'healthcheck: disable',
+    fields: { healthcheck: { disable: true } },
+    config: { healthcheck: { disable: true } },
+    body: { Healthcheck: { Test: ['NONE'] } },
+  },
+  { name: "healthcheck: unset leaves the image's own", fields: {}, absent: ['Healthcheck'] },
   // secrets
   {
     name: 'secrets + secretFiles: a read-only bind under /run/secrets, the file resolved against the fleet file',
     fields: { secrets: ['db_password', { source: 'db_password', target: 'pw' }], secretFiles: { db_password: { file: './secrets/db.txt' } } },
-    config: { secrets: [{ name: 'db_password', target: 'db_password' }, { name: 'db_password', target: 'pw' }] },
+    config: {
+      secrets: [
+        { name: 'db_password', target: 'db_password' },
+        { name: 'db_password', target: 'pw' },
+      ],
+    },
     host: {
       Mounts: [
         { Type: 'bind', Source: join(dir, 'secrets', 'db.txt'), Target: '/run/secrets/db_password', ReadOnly: true },
@@ -199,7 +331,7 @@ const ACCEPTED: Accepted[] = [
   },
   // dockerCreateOptions
   {
-    name: 'dockerCreateOptions: HostConfig keys merge into fleetroll\'s, top-level keys join the body',
+    name: "dockerCreateOptions: HostConfig keys merge into fleetroll's, top-level keys join the body",
     fields: { dockerCreateOptions: { HostConfig: { OomScoreAdj: 100 }, Hostname: 'api-host' } },
     config: { createOptions: { HostConfig: { OomScoreAdj: 100 }, Hostname: 'api-host' } },
     body: { Hostname: 'api-host', Image: 'api:1.0.0' },
@@ -215,48 +347,143 @@ const REFUSED: Refused[] = [
   { name: 'workingDir: relative', fields: { workingDir: 'app' }, path: 'workingDir', message: /absolute path.*got "app"/ },
   { name: 'workingDir: ..', fields: { workingDir: '/app/../etc' }, path: 'workingDir', message: /no "\.\."/ },
   { name: 'user: shell characters', fields: { user: 'root; rm -rf /' }, path: 'user', message: /must be a user: NAME, UID or UID:GID/ },
-  { name: 'volumes: an anonymous volume', fields: { volumes: ['/var/lib/app'] }, path: 'volumes/0', message: /anonymous volume \("\/var\/lib\/app"\) is deleted with its instance.*NAME:\/var\/lib\/app/ },
-  { name: 'volumes: the same target twice', fields: { volumes: ['/srv/a:/data', { type: 'volume', source: 'uploads', target: '/data' }] }, path: 'volumes/1/target', message: /target \/data is already mounted by volumes\/0/ },
+  {
+    name: 'volumes: an anonymous volume',
+    fields: { volumes: ['/var/lib/app'] },
+    path: 'volumes/0',
+    message: /anonymous volume \("\/var\/lib\/app"\) is deleted with its instance.*NAME:\/var\/lib\/app/,
+  },
+  {
+    name: 'volumes: the same target twice',
+    fields: { volumes: ['/srv/a:/data', { type: 'volume', source: 'uploads', target: '/data' }] },
+    path: 'volumes/1/target',
+    message: /target \/data is already mounted by volumes\/0/,
+  },
   { name: 'volumes: a bad mode', fields: { volumes: ['/srv/a:/a:rx'] }, path: 'volumes/0', message: /mode must be ro or rw/ },
   { name: 'volumes: a relative target', fields: { volumes: ['/srv/a:data'] }, path: 'volumes/0', message: /target must be an absolute path/ },
   { name: 'volumes: too many colons', fields: { volumes: ['/a:/b:ro:x'] }, path: 'volumes/0', message: /SOURCE:TARGET\[:ro\|rw\]/ },
   { name: 'volumes: a bad volume name', fields: { volumes: ['my volume:/data'] }, path: 'volumes/0', message: /a volume name must be letters/ },
-  { name: 'volumes: a long bind without source', fields: { volumes: [{ type: 'bind', target: '/x' }] }, path: 'volumes/0/source', message: /is required for a bind mount/ },
-  { name: 'volumes: a long bind with a bare relative source', fields: { volumes: [{ type: 'bind', source: 'conf', target: '/x' }] }, path: 'volumes/0/source', message: /absolute host path \(one starting with \.\/ or \.\.\/ is resolved/ },
-  { name: 'volumes: a tmpfs with a source', fields: { volumes: [{ type: 'tmpfs', source: 'x', target: '/x' }] }, path: 'volumes/0/source', message: /a tmpfs mount has no source/ },
-  { name: 'volumes: an unknown type', fields: { volumes: [{ type: 'nfs', target: '/x' }] }, path: 'volumes/0/type', message: /must be "bind", "volume" or "tmpfs", got "nfs"/ },
-  { name: 'volumes: readOnly not a boolean', fields: { volumes: [{ type: 'bind', source: '/x', target: '/x', readOnly: 'yes' }] }, path: 'volumes/0/readOnly', message: /must be true or false, got "yes"/ },
+  {
+    name: 'volumes: a long bind without source',
+    fields: { volumes: [{ type: 'bind', target: '/x' }] },
+    path: 'volumes/0/source',
+    message: /is required for a bind mount/,
+  },
+  {
+    name: 'volumes: a long bind with a bare relative source',
+    fields: { volumes: [{ type: 'bind', source: 'conf', target: '/x' }] },
+    path: 'volumes/0/source',
+    message: /absolute host path \(one starting with \.\/ or \.\.\/ is resolved/,
+  },
+  {
+    name: 'volumes: a tmpfs with a source',
+    fields: { volumes: [{ type: 'tmpfs', source: 'x', target: '/x' }] },
+    path: 'volumes/0/source',
+    message: /a tmpfs mount has no source/,
+  },
+  {
+    name: 'volumes: an unknown type',
+    fields: { volumes: [{ type: 'nfs', target: '/x' }] },
+    path: 'volumes/0/type',
+    message: /must be "bind", "volume" or "tmpfs", got "nfs"/,
+  },
+  {
+    name: 'volumes: readOnly not a boolean',
+    fields: { volumes: [{ type: 'bind', source: '/x', target: '/x', readOnly: 'yes' }] },
+    path: 'volumes/0/readOnly',
+    message: /must be true or false, got "yes"/,
+  },
   { name: 'volumes: a long form without target', fields: { volumes: [{ type: 'bind', source: '/x' }] }, path: 'volumes/0/target', message: /is required/ },
-  { name: 'volumes: a bad tmpfs size', fields: { volumes: [{ type: 'tmpfs', target: '/t', tmpfs: { size: 'huge' } }] }, path: 'volumes/0/tmpfs/size', message: /bytes or a size like "64m"/ },
-  { name: 'volumes: a bad tmpfs mode', fields: { volumes: [{ type: 'tmpfs', target: '/t', tmpfs: { mode: 99999 } }] }, path: 'volumes/0/tmpfs/mode', message: /file mode from 0 to 0o7777/ },
-  { name: 'volumes: createHostPath', fields: { volumes: [{ type: 'bind', source: '/x', target: '/x', bind: { createHostPath: true } }] }, path: 'volumes/0/bind/createHostPath', message: /never creates host paths/ },
-  { name: 'volumes: an unknown long-form field', fields: { volumes: [{ type: 'bind', source: '/x', target: '/x', consistency: 'cached' }] }, path: 'volumes/0', message: /unknown field "consistency"/ },
+  {
+    name: 'volumes: a bad tmpfs size',
+    fields: { volumes: [{ type: 'tmpfs', target: '/t', tmpfs: { size: 'huge' } }] },
+    path: 'volumes/0/tmpfs/size',
+    message: /bytes or a size like "64m"/,
+  },
+  {
+    name: 'volumes: a bad tmpfs mode',
+    fields: { volumes: [{ type: 'tmpfs', target: '/t', tmpfs: { mode: 99999 } }] },
+    path: 'volumes/0/tmpfs/mode',
+    message: /file mode from 0 to 0o7777/,
+  },
+  {
+    name: 'volumes: createHostPath',
+    fields: { volumes: [{ type: 'bind', source: '/x', target: '/x', bind: { createHostPath: true } }] },
+    path: 'volumes/0/bind/createHostPath',
+    message: /never creates host paths/,
+  },
+  {
+    name: 'volumes: an unknown long-form field',
+    fields: { volumes: [{ type: 'bind', source: '/x', target: '/x', consistency: 'cached' }] },
+    path: 'volumes/0',
+    message: /unknown field "consistency"/,
+  },
   { name: 'volumes: not a list', fields: { volumes: '/a:/b' }, path: 'volumes', message: /must be a list of volumes/ },
   { name: 'tmpfs: bad options', fields: { tmpfs: ['/scratch:size=lots'] }, path: 'tmpfs/0', message: /options must be size=N\[k\|m\|g\]/ },
   { name: 'tmpfs: a relative path', fields: { tmpfs: 'scratch' }, path: 'tmpfs/0', message: /absolute path in the container, got "scratch"/ },
   { name: 'tmpfs: not a path or list', fields: { tmpfs: 5 }, path: 'tmpfs', message: /must be a path or a list of paths .*got 5/ },
   { name: 'readOnly: not a boolean', fields: { readOnly: 'yes' }, path: 'readOnly', message: /must be true or false, got "yes"/ },
   { name: 'resources.memory: too small', fields: { resources: { memory: '1m' } }, path: 'resources/memory', message: /at least 6291456 bytes.*got "1m"/ },
-  { name: 'resources.memory: not a size', fields: { resources: { memory: 'lots' } }, path: 'resources/memory', message: /must be a memory limit: bytes or a size like "256m"/ },
-  { name: 'resources.memoryReservation: negative', fields: { resources: { memoryReservation: -1 } }, path: 'resources/memoryReservation', message: /must be a memory reservation/ },
+  {
+    name: 'resources.memory: not a size',
+    fields: { resources: { memory: 'lots' } },
+    path: 'resources/memory',
+    message: /must be a memory limit: bytes or a size like "256m"/,
+  },
+  {
+    name: 'resources.memoryReservation: negative',
+    fields: { resources: { memoryReservation: -1 } },
+    path: 'resources/memoryReservation',
+    message: /must be a memory reservation/,
+  },
   { name: 'resources.cpus: 0', fields: { resources: { cpus: 0 } }, path: 'resources/cpus', message: /above 0 and at most 1024.*got 0/ },
   { name: 'resources.cpus: not a number', fields: { resources: { cpus: 'two' } }, path: 'resources/cpus', message: /got "two"/ },
   { name: 'resources.pidsLimit: a fraction', fields: { resources: { pidsLimit: 1.5 } }, path: 'resources/pidsLimit', message: /integer from -1 to 4194304/ },
   { name: 'resources: an unknown field', fields: { resources: { cpu: 1 } }, path: 'resources', message: /unknown field "cpu"/ },
-  { name: 'restart: a bad value', fields: { restart: 'sometimes' }, path: 'restart', message: /"no", "always", "on-failure", "on-failure:N" or "unless-stopped", got "sometimes"/ },
+  {
+    name: 'restart: a bad value',
+    fields: { restart: 'sometimes' },
+    path: 'restart',
+    message: /"no", "always", "on-failure", "on-failure:N" or "unless-stopped", got "sometimes"/,
+  },
   { name: 'restart: a count on always', fields: { restart: 'always:3' }, path: 'restart', message: /got "always:3"/ },
-  { name: 'labels: fleetroll.* is reserved', fields: { labels: { 'fleetroll.revision': 'x' } }, path: 'labels/fleetroll.revision', message: /starting with "fleetroll\." are fleetroll's own/ },
+  {
+    name: 'labels: fleetroll.* is reserved',
+    fields: { labels: { 'fleetroll.revision': 'x' } },
+    path: 'labels/fleetroll.revision',
+    message: /starting with "fleetroll\." are fleetroll's own/,
+  },
   { name: 'labels: fleetroll.* in a list too', fields: { labels: ['fleetroll.service=other'] }, path: 'labels/fleetroll.service', message: /fleetroll's own/ },
   { name: 'labels: a list entry without =', fields: { labels: ['team'] }, path: 'labels/0', message: /must be "KEY=VALUE", got "team"/ },
   { name: 'logging: a bad driver name', fields: { logging: { driver: 'Json File' } }, path: 'logging/driver', message: /log driver name/ },
-  { name: 'logging: an option that is not a string or number', fields: { logging: { options: { compress: true } } }, path: 'logging/options/compress', message: /must be a string or a number, got true/ },
-  { name: 'extraHosts: a bad IP', fields: { extraHosts: ['db:999.0.0.1'] }, path: 'extraHosts/0', message: /must be an IP address \(or host-gateway\) for db, got "999\.0\.0\.1"/ },
+  {
+    name: 'logging: an option that is not a string or number',
+    fields: { logging: { options: { compress: true } } },
+    path: 'logging/options/compress',
+    message: /must be a string or a number, got true/,
+  },
+  {
+    name: 'extraHosts: a bad IP',
+    fields: { extraHosts: ['db:999.0.0.1'] },
+    path: 'extraHosts/0',
+    message: /must be an IP address \(or host-gateway\) for db, got "999\.0\.0\.1"/,
+  },
   { name: 'extraHosts: a bad IP in a map', fields: { extraHosts: { db: 'not-an-ip' } }, path: 'extraHosts/db', message: /must be an IP address/ },
   { name: 'extraHosts: a bad host name', fields: { extraHosts: ['-db:10.0.0.1'] }, path: 'extraHosts/0', message: /must be a host name/ },
   { name: 'ulimits: soft above hard', fields: { ulimits: { nofile: { soft: 4096, hard: 2048 } } }, path: 'ulimits/nofile', message: /soft at most hard/ },
-  { name: 'ulimits: soft unlimited under a hard limit', fields: { ulimits: { nofile: { soft: -1, hard: 2048 } } }, path: 'ulimits/nofile', message: /soft at most hard/ },
+  {
+    name: 'ulimits: soft unlimited under a hard limit',
+    fields: { ulimits: { nofile: { soft: -1, hard: 2048 } } },
+    path: 'ulimits/nofile',
+    message: /soft at most hard/,
+  },
   { name: 'ulimits: a bad name', fields: { ulimits: { NOFILE: 5 } }, path: 'ulimits/NOFILE', message: /ulimit name like nofile/ },
-  { name: 'ulimits: neither number nor { soft, hard }', fields: { ulimits: { nofile: { soft: 1 } } }, path: 'ulimits/nofile', message: /must be a number or \{ soft, hard \}/ },
+  {
+    name: 'ulimits: neither number nor { soft, hard }',
+    fields: { ulimits: { nofile: { soft: 1 } } },
+    path: 'ulimits/nofile',
+    message: /must be a number or \{ soft, hard \}/,
+  },
   { name: 'capAdd: lowercase', fields: { capAdd: ['net_admin'] }, path: 'capAdd/0', message: /capability name like NET_ADMIN/ },
   { name: 'capDrop: not a list', fields: { capDrop: 'ALL' }, path: 'capDrop', message: /list of capability names/ },
   { name: 'stopSignal: lowercase', fields: { stopSignal: 'int' }, path: 'stopSignal', message: /signal name like SIGINT/ },
@@ -267,26 +494,106 @@ const REFUSED: Refused[] = [
   { name: 'gpus: 0', fields: { gpus: 0 }, path: 'gpus', message: /must be "all" or a number of GPUs from 1 to 64, got 0/ },
   { name: 'gpus: some', fields: { gpus: 'some' }, path: 'gpus', message: /must be "all" or a number of GPUs from 1 to 64, got "some"/ },
   { name: 'networks: a bad name', fields: { networks: ['back end'] }, path: 'networks/0', message: /Docker network name/ },
-  { name: 'networks: a bad alias', fields: { networks: [{ name: 'backend', aliases: ['api!'] }] }, path: 'networks/0/aliases/0', message: /must be a DNS name, got "api!"/ },
+  {
+    name: 'networks: a bad alias',
+    fields: { networks: [{ name: 'backend', aliases: ['api!'] }] },
+    path: 'networks/0/aliases/0',
+    message: /must be a DNS name, got "api!"/,
+  },
   { name: 'healthcheck: CMD without a program', fields: { healthcheck: { test: ['CMD'] } }, path: 'healthcheck/test', message: /must start with "CMD"/ },
-  { name: 'healthcheck: an unknown first word', fields: { healthcheck: { test: ['curl', '-f', 'http://localhost/'] } }, path: 'healthcheck/test', message: /must start with "CMD"/ },
+  {
+    name: 'healthcheck: an unknown first word',
+    fields: { healthcheck: { test: ['curl', '-f', 'http://localhost/'] } },
+    path: 'healthcheck/test',
+    message: /must start with "CMD"/,
+  },
   { name: 'healthcheck: no test', fields: { healthcheck: { interval: '10s' } }, path: 'healthcheck/test', message: /is required \(or disable: true\)/ },
-  { name: 'healthcheck: a bad duration', fields: { healthcheck: { test: ['CMD', 'true'], interval: 'soon' } }, path: 'healthcheck/interval', message: /must be an interval: seconds or a duration like "10s"/ },
-  { name: 'healthcheck: negative retries', fields: { healthcheck: { test: ['CMD', 'true'], retries: -1 } }, path: 'healthcheck/retries', message: /number of retries from 0 to 1000, got -1/ },
+  {
+    name: 'healthcheck: a bad duration',
+    fields: { healthcheck: { test: ['CMD', 'true'], interval: 'soon' } },
+    path: 'healthcheck/interval',
+    message: /must be an interval: seconds or a duration like "10s"/,
+  },
+  {
+    name: 'healthcheck: negative retries',
+    fields: { healthcheck: { test: ['CMD', 'true'], retries: -1 } },
+    path: 'healthcheck/retries',
+    message: /number of retries from 0 to 1000, got -1/,
+  },
   { name: 'healthcheck: not a mapping', fields: { healthcheck: 'curl localhost' }, path: 'healthcheck', message: /must be a mapping \{ test, interval/ },
-  { name: 'secrets: names no secretFiles entry', fields: { secrets: ['api_key'] }, path: 'secrets/0', message: /names no entry of secretFiles \(none defined\)/ },
-  { name: 'secrets: names another entry than defined', fields: { secrets: ['api_key'], secretFiles: { db_password: { file: './secrets/db.txt' } } }, path: 'secrets/0', message: /names no entry of secretFiles \(db_password\)/ },
-  { name: 'secrets: two secrets at one target', fields: { secrets: ['db_password', { source: 'db_password', target: 'db_password' }], secretFiles: { db_password: { file: './secrets/db.txt' } } }, path: 'secrets/1/target', message: /\/run\/secrets\/db_password is already mounted by secrets\/0/ },
-  { name: 'secretFiles: a file that does not exist', fields: { secrets: ['db'], secretFiles: { db: { file: './secrets/missing.txt' } } }, path: 'secretFiles/db/file', message: /cannot read .*missing\.txt: no such file/ },
-  { name: 'secretFiles: a bad name', fields: { secretFiles: { 'db password': { file: './secrets/db.txt' } } }, path: 'secretFiles/db password', message: /secret names are letters, digits/ },
+  {
+    name: 'secrets: names no secretFiles entry',
+    fields: { secrets: ['api_key'] },
+    path: 'secrets/0',
+    message: /names no entry of secretFiles \(none defined\)/,
+  },
+  {
+    name: 'secrets: names another entry than defined',
+    fields: { secrets: ['api_key'], secretFiles: { db_password: { file: './secrets/db.txt' } } },
+    path: 'secrets/0',
+    message: /names no entry of secretFiles \(db_password\)/,
+  },
+  {
+    name: 'secrets: two secrets at one target',
+    fields: { secrets: ['db_password', { source: 'db_password', target: 'db_password' }], secretFiles: { db_password: { file: './secrets/db.txt' } } },
+    path: 'secrets/1/target',
+    message: /\/run\/secrets\/db_password is already mounted by secrets\/0/,
+  },
+  {
+    name: 'secretFiles: a file that does not exist',
+    fields: { secrets: ['db'], secretFiles: { db: { file: './secrets/missing.txt' } } },
+    path: 'secretFiles/db/file',
+    message: /cannot read .*missing\.txt: no such file/,
+  },
+  {
+    name: 'secretFiles: a bad name',
+    fields: { secretFiles: { 'db password': { file: './secrets/db.txt' } } },
+    path: 'secretFiles/db password',
+    message: /secret names are letters, digits/,
+  },
   { name: 'secretFiles: no file', fields: { secretFiles: { db: {} } }, path: 'secretFiles/db/file', message: /is required: the path of a file/ },
-  { name: 'dockerCreateOptions: Cmd is fleetroll\'s (command)', fields: { dockerCreateOptions: { Cmd: ['x'] } }, path: 'dockerCreateOptions/Cmd', message: /is set by fleetroll \(use the fleet file's own fields/ },
-  { name: 'dockerCreateOptions: Env is fleetroll\'s', fields: { dockerCreateOptions: { Env: ['A=1'] } }, path: 'dockerCreateOptions/Env', message: /is set by fleetroll/ },
-  { name: 'dockerCreateOptions: NetworkingConfig is fleetroll\'s', fields: { dockerCreateOptions: { NetworkingConfig: {} } }, path: 'dockerCreateOptions/NetworkingConfig', message: /is set by fleetroll/ },
-  { name: 'dockerCreateOptions: HostConfig.Binds is fleetroll\'s (volumes)', fields: { dockerCreateOptions: { HostConfig: { Binds: ['/:/host'] } } }, path: 'dockerCreateOptions/HostConfig/Binds', message: /is set by fleetroll \(use hosts\[\]\.network, volumes or networks\)/ },
-  { name: 'dockerCreateOptions: HostConfig.NetworkMode is fleetroll\'s', fields: { dockerCreateOptions: { HostConfig: { NetworkMode: 'host' } } }, path: 'dockerCreateOptions/HostConfig/NetworkMode', message: /is set by fleetroll/ },
-  { name: 'dockerCreateOptions: a key that is not PascalCase', fields: { dockerCreateOptions: { hostname: 'x' } }, path: 'dockerCreateOptions/hostname', message: /PascalCase/ },
-  { name: 'dockerCreateOptions: HostConfig not a mapping', fields: { dockerCreateOptions: { HostConfig: 5 } }, path: 'dockerCreateOptions/HostConfig', message: /must be a mapping/ },
+  {
+    name: "dockerCreateOptions: Cmd is fleetroll's (command)",
+    fields: { dockerCreateOptions: { Cmd: ['x'] } },
+    path: 'dockerCreateOptions/Cmd',
+    message: /is set by fleetroll \(use the fleet file's own fields/,
+  },
+  {
+    name: "dockerCreateOptions: Env is fleetroll's",
+    fields: { dockerCreateOptions: { Env: ['A=1'] } },
+    path: 'dockerCreateOptions/Env',
+    message: /is set by fleetroll/,
+  },
+  {
+    name: "dockerCreateOptions: NetworkingConfig is fleetroll's",
+    fields: { dockerCreateOptions: { NetworkingConfig: {} } },
+    path: 'dockerCreateOptions/NetworkingConfig',
+    message: /is set by fleetroll/,
+  },
+  {
+    name: "dockerCreateOptions: HostConfig.Binds is fleetroll's (volumes)",
+    fields: { dockerCreateOptions: { HostConfig: { Binds: ['/:/host'] } } },
+    path: 'dockerCreateOptions/HostConfig/Binds',
+    message: /is set by fleetroll \(use hosts\[\]\.network, volumes or networks\)/,
+  },
+  {
+    name: "dockerCreateOptions: HostConfig.NetworkMode is fleetroll's",
+    fields: { dockerCreateOptions: { HostConfig: { NetworkMode: 'host' } } },
+    path: 'dockerCreateOptions/HostConfig/NetworkMode',
+    message: /is set by fleetroll/,
+  },
+  {
+    name: 'dockerCreateOptions: a key that is not PascalCase',
+    fields: { dockerCreateOptions: { hostname: 'x' } },
+    path: 'dockerCreateOptions/hostname',
+    message: /PascalCase/,
+  },
+  {
+    name: 'dockerCreateOptions: HostConfig not a mapping',
+    fields: { dockerCreateOptions: { HostConfig: 5 } },
+    path: 'dockerCreateOptions/HostConfig',
+    message: /must be a mapping/,
+  },
 ];
 
 function get(body: Record<string, unknown>, key: string): unknown {
@@ -319,7 +626,7 @@ describe('container fields: refused with the field path and what is allowed (exi
 });
 
 describe('dockerCreateBody', () => {
-  it('with no container fields: fleetroll\'s base, the defaults, and nothing else', () => {
+  it("with no container fields: fleetroll's base, the defaults, and nothing else", () => {
     const body = dockerCreateBody(CREATE);
     assert.deepEqual(body, {
       name: 'api-abc123-1',
@@ -328,7 +635,12 @@ describe('dockerCreateBody', () => {
       Labels: { 'fleetroll.service': 'api' },
       ExposedPorts: { '8080/tcp': {} },
       StopTimeout: 30,
-      HostConfig: { Init: true, NetworkMode: 'bridge', RestartPolicy: { Name: 'unless-stopped' }, LogConfig: { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '3' } } },
+      HostConfig: {
+        Init: true,
+        NetworkMode: 'bridge',
+        RestartPolicy: { Name: 'unless-stopped' },
+        LogConfig: { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '3' } },
+      },
     });
   });
 
@@ -354,8 +666,11 @@ describe('dockerCreateBody', () => {
     assert.equal(host.Mounts, undefined);
   });
 
-  it('the escape hatch cannot drop fleetroll\'s HostConfig keys by replacing HostConfig', () => {
-    const host = dockerCreateBody(CREATE, { memoryBytes: 268435456, createOptions: { HostConfig: { OomScoreAdj: -500 } } }).HostConfig as Record<string, unknown>;
+  it("the escape hatch cannot drop fleetroll's HostConfig keys by replacing HostConfig", () => {
+    const host = dockerCreateBody(CREATE, { memoryBytes: 268435456, createOptions: { HostConfig: { OomScoreAdj: -500 } } }).HostConfig as Record<
+      string,
+      unknown
+    >;
     assert.deepEqual([host.Memory, host.OomScoreAdj, host.NetworkMode, host.Init], [268435456, -500, 'bridge', true]);
   });
 });
@@ -431,7 +746,8 @@ describe('composeDurationSeconds', () => {
 
 describe('containerConfigOf', () => {
   it('nothing set: an empty config (so the revision hash is the one before container fields)', () => assert.deepEqual(containerConfigOf({}), {}));
-  it('empty lists and maps are left out', () => assert.deepEqual(containerConfigOf({ volumes: [], labels: {}, capAdd: [], tmpfs: {}, dockerCreateOptions: {} }), {}));
+  it('empty lists and maps are left out', () =>
+    assert.deepEqual(containerConfigOf({ volumes: [], labels: {}, capAdd: [], tmpfs: {}, dockerCreateOptions: {} }), {}));
 });
 
 describe('fleetFromObject: interpolation, env files, relative paths', () => {

@@ -21,7 +21,14 @@ import { ANALYSIS, checkedRun, invariants, logsSaying, runningVersions, T } from
 async function rollout(s: ResolvedStrategy, t: Partial<SimulationTimings> = {}, setup: SimulationSetup = {}) {
   const timings = { ...T, ...t };
   const inv = invariants(s, timings, { readyChecks: !setup.faults?.crashAfterReadyMs });
-  const r = await simulateRollout(s, timings, { ...setup, ...inv.setup, world: (w, c) => { inv.setup.world?.(w, c); setup.world?.(w, c); } });
+  const r = await simulateRollout(s, timings, {
+    ...setup,
+    ...inv.setup,
+    world: (w, c) => {
+      inv.setup.world?.(w, c);
+      setup.world?.(w, c);
+    },
+  });
   return { ...r, checked: inv.checked };
 }
 
@@ -61,7 +68,10 @@ describe('controller: every strategy shape keeps the invariants and completes', 
     // o1 down; t=5050 o1 drained, stopped by 6050. t=6000 n2 ready: o2
     // terminated; t=6050 reload; t=8050 drained; t=9050 gone.
     const r = await rollout(strategy(2, 1, 0));
-    assert.deepEqual({ d: r.durationMs, reloads: r.reloads, peak: r.peakInstances, window: r.mixedVersionWindowMs, low: r.lowestCapacity }, { d: 9050, reloads: 2, peak: 4, window: 3000, low: 2 });
+    assert.deepEqual(
+      { d: r.durationMs, reloads: r.reloads, peak: r.peakInstances, window: r.mixedVersionWindowMs, low: r.lowestCapacity },
+      { d: 9050, reloads: 2, peak: 4, window: 3000, low: 2 },
+    );
   });
 
   it('TerminationComplete waits for the container to be gone, so the peak stays at replicas + maxSurge', async () => {
@@ -80,27 +90,32 @@ describe('controller: every strategy shape keeps the invariants and completes', 
     assert.deepEqual(perHost, { h1: 2, h2: 2, h3: 2 });
   });
 
-  for (const surge of [1, 2, 3]) it(`hosts at maxInstances, surge ${surge}: a replacement waits for its host to free up rather than crowd another (TerminationStarted)`, async () => {
-    let over: string | undefined;
-    const r = await rollout(strategy(6, surge, 0), { jitter: 0.3, seed: surge }, {
-      // As in the multi-host integration test: the first host has no limit, the others hold 3.
-      hosts: 3,
-      maxInstances: [undefined, 3, 3],
-      world: (w) => {
-        const prev = w.onEvent;
-        w.onEvent = (e) => {
-          prev?.(e);
-          const perHost = new Map<string, number>();
-          for (const c of w.containers.values()) if (c.state === 'running') perHost.set(c.host, (perHost.get(c.host) ?? 0) + 1);
-          for (const [h, n] of perHost) if (h !== 'h1' && n > 3 && !over) over = `${h} ran ${n} containers`;
-        };
-      },
+  for (const surge of [1, 2, 3])
+    it(`hosts at maxInstances, surge ${surge}: a replacement waits for its host to free up rather than crowd another (TerminationStarted)`, async () => {
+      let over: string | undefined;
+      const r = await rollout(
+        strategy(6, surge, 0),
+        { jitter: 0.3, seed: surge },
+        {
+          // As in the multi-host integration test: the first host has no limit, the others hold 3.
+          hosts: 3,
+          maxInstances: [undefined, 3, 3],
+          world: (w) => {
+            const prev = w.onEvent;
+            w.onEvent = (e) => {
+              prev?.(e);
+              const perHost = new Map<string, number>();
+              for (const c of w.containers.values()) if (c.state === 'running') perHost.set(c.host, (perHost.get(c.host) ?? 0) + 1);
+              for (const [h, n] of perHost) if (h !== 'h1' && n > 3 && !over) over = `${h} ran ${n} containers`;
+            };
+          },
+        },
+      );
+      assert.equal(over, undefined);
+      const perHost: Record<string, number> = {};
+      for (const i of r.deploy.instances) perHost[i.host] = (perHost[i.host] ?? 0) + 1;
+      assert.deepEqual(perHost, { h1: 2, h2: 2, h3: 2 });
     });
-    assert.equal(over, undefined);
-    const perHost: Record<string, number> = {};
-    for (const i of r.deploy.instances) perHost[i.host] = (perHost[i.host] ?? 0) + 1;
-    assert.deepEqual(perHost, { h1: 2, h2: 2, h3: 2 });
-  });
 
   it('a batch that becomes ready a probe or two apart goes into nginx with one reload, not one each', async () => {
     // 0/3 on 6, startup 3 s ± 5%: the three of a batch pass readiness up to two probes apart. Per batch
@@ -124,8 +139,20 @@ describe('controller: failures leave the fleet serving and say what happened', (
   const oldRevisionServing = async (faults: SimFaults, s = strategy(3, 1, 0), extra: SimulationSetup = {}) => {
     let world: SimWorld | undefined;
     const inv = invariants(s, T, { readyChecks: !faults.crashAfterReadyMs });
-    const p = simulateRollout(s, T, { faults, progressDeadlineSeconds: 20, ...extra, ...inv.setup, world: (w, c) => { world = w; inv.setup.world?.(w, c); } });
-    const err = await p.then(() => undefined, (e: unknown) => e);
+    const p = simulateRollout(s, T, {
+      faults,
+      progressDeadlineSeconds: 20,
+      ...extra,
+      ...inv.setup,
+      world: (w, c) => {
+        world = w;
+        inv.setup.world?.(w, c);
+      },
+    });
+    const err = await p.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     return { err, world: world!, checked: inv.checked };
   };
   const serving = (w: SimWorld) => [...w.routers[0]!.up].map((a) => w.byAddress(a)).filter((c) => c?.state === 'running').length;
@@ -146,7 +173,22 @@ describe('controller: failures leave the fleet serving and say what happened', (
     const s = strategy(3, 1, 0);
     const inv = invariants(s, { ...T, minReadyMs: 5000 }, { readyChecks: false });
     let world: SimWorld | undefined;
-    const err = await simulateRollout(s, { ...T, minReadyMs: 5000 }, { faults: { crashAfterReadyMs: { versions: new Set(['new']), ms: 1000 } }, progressDeadlineSeconds: 30, ...inv.setup, world: (w, c) => { world = w; inv.setup.world?.(w, c); } }).then(() => undefined, (e: unknown) => e);
+    const err = await simulateRollout(
+      s,
+      { ...T, minReadyMs: 5000 },
+      {
+        faults: { crashAfterReadyMs: { versions: new Set(['new']), ms: 1000 } },
+        progressDeadlineSeconds: 30,
+        ...inv.setup,
+        world: (w, c) => {
+          world = w;
+          inv.setup.world?.(w, c);
+        },
+      },
+    ).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(err instanceof RolloutFailedError, String(err));
     assert.equal(serving(world!), 3, 'all three old instances still serve');
     assert.equal([...world!.containers.values()].filter((c) => c.labels[LABELS.version] === 'old').length, 3);
@@ -181,7 +223,10 @@ describe('controller: failures leave the fleet serving and say what happened', (
       },
       world: (w) => (world = w),
     });
-    const err = await p.then(() => undefined, (e: unknown) => e);
+    const err = await p.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(err instanceof RolloutFailedError, String(err));
     assert.match(err.message, /host h2/);
     assert.ok(serving(world!) >= 2);
@@ -201,17 +246,24 @@ describe('controller: failures leave the fleet serving and say what happened', (
     // rollout waiting for a write that can never go out.
     let hung = false;
     const s = strategy(2, 1, 0);
-    const err = await simulateRollout(s, { ...T, testMs: 4000 }, {
-      loadBalancers: 2,
-      faults: { refuseTest: new Map([['nginx 2', 1]]) },
-      progressDeadlineSeconds: 3600,
-      world: (_w, c) => {
-        c.timer(600_000, () => {
-          hung = true;
-          throw new Error('still running after 10 virtual minutes');
-        });
+    const err = await simulateRollout(
+      s,
+      { ...T, testMs: 4000 },
+      {
+        loadBalancers: 2,
+        faults: { refuseTest: new Map([['nginx 2', 1]]) },
+        progressDeadlineSeconds: 3600,
+        world: (_w, c) => {
+          c.timer(600_000, () => {
+            hung = true;
+            throw new Error('still running after 10 virtual minutes');
+          });
+        },
       },
-    }).then(() => undefined, (e: unknown) => e);
+    ).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.equal(hung, false, String(err));
     assert.ok(err instanceof RolloutFailedError, String(err));
     assert.match(err.message, /nginx 2: the new upstream failed nginx -t/);
@@ -238,7 +290,10 @@ describe('controller: failures leave the fleet serving and say what happened', (
       events: (e) => {
         if (e.type === 'draining') ac.abort();
       },
-    }).then(() => undefined, (e: unknown) => e);
+    }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.equal(exitCode(err), ExitCode.interrupted, String(err));
     assert.deepEqual(downButRunning(world!), [], 'no running instance left marked down');
     assert.equal(serving(world!), 4);
@@ -254,7 +309,10 @@ describe('controller: failures leave the fleet serving and say what happened', (
       events: (e) => {
         if (e.type === 'ready') pause = true;
       },
-    }).then(() => undefined, (e: unknown) => e);
+    }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.equal(exitCode(err), ExitCode.paused, String(err));
     assert.deepEqual(downButRunning(world!), []);
     assert.ok(serving(world!) >= 4);
@@ -273,8 +331,18 @@ function randomTimings(seed: number, jitter: number): SimulationTimings {
  * (to abort or undo at a time); `watch` sees the world first. Returns the
  * outcome (the result, or what it threw), the world and the violations.
  */
-async function checkedRollout(s: ResolvedStrategy, seed: number, jitter: number, more: (now: () => number) => Partial<SimulationSetup> = () => ({}), watch?: (w: SimWorld, clock: { now(): number }) => void) {
-  const { outcome, world, violations } = await checkedRun(s, randomTimings(seed, jitter), (now) => ({ progressDeadlineSeconds: 120, ...more(now), ...(watch ? { world: watch } : {}) }));
+async function checkedRollout(
+  s: ResolvedStrategy,
+  seed: number,
+  jitter: number,
+  more: (now: () => number) => Partial<SimulationSetup> = () => ({}),
+  watch?: (w: SimWorld, clock: { now(): number }) => void,
+) {
+  const { outcome, world, violations } = await checkedRun(s, randomTimings(seed, jitter), (now) => ({
+    progressDeadlineSeconds: 120,
+    ...more(now),
+    ...(watch ? { world: watch } : {}),
+  }));
   return { outcome, world, violations };
 }
 
@@ -298,22 +366,31 @@ describe('controller: an old fleet found unready while nginx routes to it stays 
   const rows: { name: string; s: ResolvedStrategy; setup?: SimulationSetup; readyAtMs: number }[] = [
     { name: '1/0 on 3, the old set unready for the whole rollout', s: strategy(3, 1, 0), readyAtMs: 3_600_000 },
     { name: '0/1 on 3, the old set unready for the whole rollout', s: strategy(3, 0, 1), readyAtMs: 3_600_000 },
-    { name: '25%/25% on 4 behind two load balancers, the old set ready again after 2 s', s: strategy(4, '25%', '25%'), setup: { loadBalancers: 2 }, readyAtMs: 2000 },
+    {
+      name: '25%/25% on 4 behind two load balancers, the old set ready again after 2 s',
+      s: strategy(4, '25%', '25%'),
+      setup: { loadBalancers: 2 },
+      readyAtMs: 2000,
+    },
   ];
   for (const r of rows) {
     it(r.name, async () => {
       let fewestUp = Number.POSITIVE_INFINITY;
-      const res = await rollout(r.s, {}, {
-        ...r.setup,
-        faults: { oldUnreadyUntilMs: r.readyAtMs },
-        world: (w) => {
-          const user = w.onEvent;
-          w.onEvent = (e) => {
-            user?.(e);
-            if (e.kind === 'reloaded') fewestUp = Math.min(fewestUp, ...w.routers.map((lb) => lb.up.size));
-          };
+      const res = await rollout(
+        r.s,
+        {},
+        {
+          ...r.setup,
+          faults: { oldUnreadyUntilMs: r.readyAtMs },
+          world: (w) => {
+            const user = w.onEvent;
+            w.onEvent = (e) => {
+              user?.(e);
+              if (e.kind === 'reloaded') fewestUp = Math.min(fewestUp, ...w.routers.map((lb) => lb.up.size));
+            };
+          },
         },
-      });
+      );
       assert.deepEqual(res.checked.violations, []);
       assert.ok(fewestUp >= r.s.minAvailable, `nginx listed only ${fewestUp} server(s) up (minAvailable ${r.s.minAvailable})`);
       assert.equal(res.deploy.instances.length, r.s.replicas);
@@ -344,7 +421,8 @@ describe('controller: random timings and failures (property)', () => {
 });
 
 describe('controller: blue-green', () => {
-  const blueGreen = (replicas: number, scaleDownDelaySeconds = 30) => resolveStrategy({ replicas, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds } } });
+  const blueGreen = (replicas: number, scaleDownDelaySeconds = 30) =>
+    resolveStrategy({ replicas, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds } } });
   /** Per reload of nginx 1: how many old and new servers were up. */
   const watchReloads = () => {
     const seen: { at: number; old: number; new: number }[] = [];
@@ -381,7 +459,10 @@ describe('controller: blue-green', () => {
     assert.deepEqual(inv.checked.violations, []);
     // One reload per nginx: the switch, all new in and all old down at once.
     assert.equal(res.deploy.reloads, 2);
-    assert.deepEqual(r.seen.map((x) => [x.old, x.new]), [[0, 4]]);
+    assert.deepEqual(
+      r.seen.map((x) => [x.old, x.new]),
+      [[0, 4]],
+    );
     const switchAt = r.seen[0]!.at;
     assert.ok(switchAt >= T.startupMs, `switched at ${switchAt} ms, after the new set came up`);
     assert.ok(stoppedOldAt !== undefined && stoppedOldAt - switchAt >= 30_000, `old set stopped ${stoppedOldAt! - switchAt} ms after the switch (delay 30 s)`);
@@ -410,20 +491,33 @@ describe('controller: blue-green', () => {
         asked = true;
         return true;
       },
-    }).then(() => undefined, (e: unknown) => e);
+    }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(asked);
     assert.ok(err instanceof RolloutFailedError, String(err));
     assert.equal(err.details.switchedBack, true);
     assert.equal(err.details.switchedAt, new Date(r.seen[0]!.at).toISOString(), 'the switch time is kept with the switch back');
     assert.match(err.message, /rolled back \(undo\)/);
     // Two reloads: the switch, and the switch back (all old up, no new).
-    assert.deepEqual(r.seen.map((x) => [x.old, x.new]), [[0, 3], [3, 0]]);
+    assert.deepEqual(
+      r.seen.map((x) => [x.old, x.new]),
+      [
+        [0, 3],
+        [3, 0],
+      ],
+    );
     assert.ok(r.seen[1]!.at - r.seen[0]!.at < 5000 + 1000, 'back within a poll and a reload of the request');
     const alive = [...world!.containers.values()].filter((c) => c.state === 'running');
-    assert.deepEqual(alive.map((c) => c.labels[LABELS.version]), ['old', 'old', 'old'], 'the new set is gone');
+    assert.deepEqual(
+      alive.map((c) => c.labels[LABELS.version]),
+      ['old', 'old', 'old'],
+      'the new set is gone',
+    );
   });
 
-  it('undo told through the state\'s writes: the switch back starts at the request, not at the next poll', async () => {
+  it("undo told through the state's writes: the switch back starts at the request, not at the next poll", async () => {
     const s = blueGreen(3, 30);
     const r = watchReloads();
     let clock: { now(): number; timer(ms: number, fn: () => void): { cancel(): void } } | undefined;
@@ -449,9 +543,18 @@ describe('controller: blue-green', () => {
         return () => (listener = undefined);
       },
       switchBack: async () => requestedAt !== undefined && clock!.now() >= requestedAt,
-    }).then(() => undefined, (e: unknown) => e);
+    }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(err instanceof RolloutFailedError && err.details.switchedBack === true, String(err));
-    assert.deepEqual(r.seen.map((x) => [x.old, x.new]), [[0, 3], [3, 0]]);
+    assert.deepEqual(
+      r.seen.map((x) => [x.old, x.new]),
+      [
+        [0, 3],
+        [3, 0],
+      ],
+    );
     const lag = r.seen[1]!.at - requestedAt!;
     assert.ok(lag >= 0 && lag < 1000, `the switch back was in force ${lag} ms after the request (a poll would have taken up to 20 s)`);
   });
@@ -467,7 +570,10 @@ describe('controller: blue-green', () => {
         world = w;
         r.world(w, c);
       },
-    }).then(() => undefined, (e: unknown) => e);
+    }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(err instanceof RolloutFailedError, String(err));
     assert.match(err.message, /made no progress for 20 s/);
     assert.deepEqual(r.seen, [], 'no reload: traffic never moved');
@@ -475,7 +581,10 @@ describe('controller: blue-green', () => {
   });
 
   it('preview and autoPromote false: the new set is in the preview upstream, not the main one, until fleetroll promote; then one reload switches both', async () => {
-    const s = resolveStrategy({ replicas: 3, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 10, previewUpstream: 'preview_1', autoPromote: false } } });
+    const s = resolveStrategy({
+      replicas: 3,
+      strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 10, previewUpstream: 'preview_1', autoPromote: false } },
+    });
     const seen: { at: number; main: string[]; preview: string[] }[] = [];
     let clock: { now(): number } | undefined;
     await simulateRollout(s, T, {
@@ -486,17 +595,26 @@ describe('controller: blue-green', () => {
           user?.(e);
           if (e.kind !== 'reloaded') return;
           const version = (x: { address: string }) => w.byAddress(x.address)?.labels[LABELS.version] ?? '?';
-          const up = (name?: string) => parseUpstreamServers(e.lb.inForce ?? '', name).filter((x) => !x.down).map(version);
+          const up = (name?: string) =>
+            parseUpstreamServers(e.lb.inForce ?? '', name)
+              .filter((x) => !x.down)
+              .map(version);
           seen.push({ at: c.now(), main: up('simulated_1'), preview: up('preview_1') });
         };
       },
       promoted: async () => clock!.now() >= 20_000,
     });
     // First the preview gets the new set (main untouched), then, once promoted, the switch.
-    assert.deepEqual(seen.map((x) => [x.main, x.preview]), [
-      [['old', 'old', 'old'], ['new', 'new', 'new']],
-      [['new', 'new', 'new'], []],
-    ]);
+    assert.deepEqual(
+      seen.map((x) => [x.main, x.preview]),
+      [
+        [
+          ['old', 'old', 'old'],
+          ['new', 'new', 'new'],
+        ],
+        [['new', 'new', 'new'], []],
+      ],
+    );
     assert.ok(seen[1]!.at >= 20_000, `switched at ${seen[1]!.at} ms, before the promote at 20 s`);
   });
 });
@@ -504,7 +622,10 @@ describe('controller: blue-green', () => {
 describe('controller: canary', () => {
   type Step = { setWeight: number } | { pause: { duration?: number } } | { analysis: Record<string, unknown> };
   const canary = (replicas: number, steps: Step[], extra: Record<string, unknown> = {}) =>
-    resolveStrategy({ replicas, strategy: { type: 'Canary', canary: { steps, stickyKey: 'header:X-User', ...extra }, rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } as never });
+    resolveStrategy({
+      replicas,
+      strategy: { type: 'Canary', canary: { steps, stickyKey: 'header:X-User', ...extra }, rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } as never,
+    });
   /** Per reload of nginx 1: the hash line, and the canary's share of the weights (old servers are "stable"). */
   const watch = () => {
     const seen: { at: number; hash: boolean; stable: number; canary: number; share: number }[] = [];
@@ -518,7 +639,13 @@ describe('controller: canary', () => {
         const weight = (xs: typeof servers) => xs.reduce((n, x) => n + (x.weight ?? 1), 0);
         const c1 = servers.filter(isNew);
         const s1 = servers.filter((x) => !isNew(x));
-        seen.push({ at: c.now(), hash: /hash \$http_x_user consistent;/.test(e.lb.inForce ?? ''), stable: s1.length, canary: c1.length, share: Math.round((100 * weight(c1)) / Math.max(1, weight(c1) + weight(s1))) });
+        seen.push({
+          at: c.now(),
+          hash: /hash \$http_x_user consistent;/.test(e.lb.inForce ?? ''),
+          stable: s1.length,
+          canary: c1.length,
+          share: Math.round((100 * weight(c1)) / Math.max(1, weight(c1) + weight(s1))),
+        });
       };
     };
     return { seen, world };
@@ -528,38 +655,87 @@ describe('controller: canary', () => {
     const s = canary(4, [{ setWeight: 25 }, { pause: { duration: 10 } }, { setWeight: 50 }, { pause: { duration: 10 } }]);
     const r = watch();
     const inv = invariants(s, T);
-    const res = await simulateRollout(s, T, { ...inv.setup, world: (w, c) => { inv.setup.world?.(w, c); r.world(w, c); } });
+    const res = await simulateRollout(s, T, {
+      ...inv.setup,
+      world: (w, c) => {
+        inv.setup.world?.(w, c);
+        r.world(w, c);
+      },
+    });
     const steps = r.seen.filter((x) => x.hash);
-    assert.deepEqual(steps.map((x) => [x.stable, x.canary, x.share]), [[4, 1, 25], [4, 2, 50]]);
+    assert.deepEqual(
+      steps.map((x) => [x.stable, x.canary, x.share]),
+      [
+        [4, 1, 25],
+        [4, 2, 50],
+      ],
+    );
     assert.ok(steps[1]!.at - steps[0]!.at >= 10_000, 'the pause held the weight 10 s');
     const after = r.seen.slice(r.seen.indexOf(steps[1]!) + 1);
     assert.ok(after.length > 0 && after.every((x) => !x.hash), 'the rolling update after the steps drops the hash and the weights');
     assert.deepEqual(after.at(-1) && [after.at(-1)!.stable, after.at(-1)!.canary], [0, 4]);
     assert.equal(res.deploy.instances.length, 4);
-    assert.deepEqual(inv.checked.violations.filter((v) => !/counted > replicas/.test(v)), []);
+    assert.deepEqual(
+      inv.checked.violations.filter((v) => !/counted > replicas/.test(v)),
+      [],
+    );
   });
 
   it('ending the steps with setWeight 100 finishes with a switch: the whole new set starts, one reload sends it every request, the stable set is drained out', async () => {
     const s = canary(4, [{ setWeight: 25 }, { pause: { duration: 10 } }, { setWeight: 100 }]);
     const r = watch();
     const inv = invariants(s, T);
-    const res = await simulateRollout(s, T, { ...inv.setup, world: (w, c) => { inv.setup.world?.(w, c); r.world(w, c); } });
+    const res = await simulateRollout(s, T, {
+      ...inv.setup,
+      world: (w, c) => {
+        inv.setup.world?.(w, c);
+        r.world(w, c);
+      },
+    });
     const shares = r.seen.map((x) => [x.stable, x.canary, x.share]);
     // 25%: 1 canary beside 4 stable; then the switch: 4 new in, every stable server down, in one reload.
-    assert.deepEqual(shares.slice(0, 2), [[4, 1, 25], [0, 4, 100]], JSON.stringify(shares));
-    assert.ok(r.seen.slice(1).every((x) => x.stable === 0), 'no stable server takes traffic after the switch');
+    assert.deepEqual(
+      shares.slice(0, 2),
+      [
+        [4, 1, 25],
+        [0, 4, 100],
+      ],
+      JSON.stringify(shares),
+    );
+    assert.ok(
+      r.seen.slice(1).every((x) => x.stable === 0),
+      'no stable server takes traffic after the switch',
+    );
     assert.equal(res.deploy.instances.length, 4);
-    assert.deepEqual(inv.checked.violations.filter((v) => !/counted > replicas/.test(v)), []);
+    assert.deepEqual(
+      inv.checked.violations.filter((v) => !/counted > replicas/.test(v)),
+      [],
+    );
   });
 
   it('setWeight 0 after 50: the canaries that took traffic leave in one reload and are stopped only after a drain', async () => {
     const s = canary(4, [{ setWeight: 50 }, { pause: { duration: 10 } }, { setWeight: 0 }, { pause: { duration: 10 } }]);
     const r = watch();
     const inv = invariants(s, T);
-    const res = await simulateRollout(s, T, { ...inv.setup, world: (w, c) => { inv.setup.world?.(w, c); r.world(w, c); } });
-    assert.deepEqual(r.seen.slice(0, 2).map((x) => [x.stable, x.canary, x.share]), [[4, 2, 50], [4, 0, 0]]);
+    const res = await simulateRollout(s, T, {
+      ...inv.setup,
+      world: (w, c) => {
+        inv.setup.world?.(w, c);
+        r.world(w, c);
+      },
+    });
+    assert.deepEqual(
+      r.seen.slice(0, 2).map((x) => [x.stable, x.canary, x.share]),
+      [
+        [4, 2, 50],
+        [4, 0, 0],
+      ],
+    );
     assert.equal(res.deploy.instances.length, 4);
-    assert.deepEqual(inv.checked.violations.filter((v) => !/counted > replicas/.test(v)), []);
+    assert.deepEqual(
+      inv.checked.violations.filter((v) => !/counted > replicas/.test(v)),
+      [],
+    );
   });
 
   it('fleetroll abort during an open pause: one reload takes the canary out, it is removed, exit 1 saying so', async () => {
@@ -577,14 +753,26 @@ describe('controller: canary', () => {
         r.world(w, c);
       },
       aborted: async () => clock!.now() > 30_000,
-    }).then(() => undefined, (e: unknown) => e);
+    }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(err instanceof RolloutFailedError, String(err));
     assert.match(err.message, /canary aborted \(fleetroll abort\): all traffic is back on the stable revision/);
     assert.equal(err.details.stoppedBy, undefined, 'a user abort is not a stop by the analysis');
-    assert.deepEqual(r.seen.map((x) => [x.hash, x.stable, x.canary]), [[true, 3, 1], [false, 3, 0]]);
+    assert.deepEqual(
+      r.seen.map((x) => [x.hash, x.stable, x.canary]),
+      [
+        [true, 3, 1],
+        [false, 3, 0],
+      ],
+    );
     const alive = runningVersions(world!);
     assert.deepEqual(alive, ['old', 'old', 'old']);
-    assert.deepEqual(inv.checked.violations.filter((v) => !/counted > replicas/.test(v)), []);
+    assert.deepEqual(
+      inv.checked.violations.filter((v) => !/counted > replicas/.test(v)),
+      [],
+    );
   });
 
   it('fleetroll promote during an open pause skips the remaining steps', async () => {
@@ -602,7 +790,7 @@ describe('controller: canary', () => {
     assert.equal(res.deploy.instances.length, 3);
   });
 
-  it('canary.force: every file has the forced route; each side lists exactly its version\'s servers in service, and the map sends testers only to a side that has one', async () => {
+  it("canary.force: every file has the forced route; each side lists exactly its version's servers in service, and the map sends testers only to a side that has one", async () => {
     const s = canary(4, [{ setWeight: 25 }, { pause: { duration: 10 } }, { setWeight: 50 }, { pause: {} }], { force: 'header:X-Canary' });
     let clock: { now(): number } | undefined;
     const problems: string[] = [];
@@ -623,27 +811,43 @@ describe('controller: canary', () => {
           const up = (name: string) => parseUpstreamServers(file, name).filter((x) => !x.down);
           const main = up('simulated_1');
           const [cn, st] = [up('fleetroll_simulated_1_canary'), up('fleetroll_simulated_1_stable')];
-          const addresses = (xs: { address: string }[]) => xs.map((x) => x.address).sort().join(',');
+          const addresses = (xs: { address: string }[]) =>
+            xs
+              .map((x) => x.address)
+              .sort()
+              .join(',');
           const at = `${e.lb.name} at ${c.now()} ms`;
-          if (addresses(cn) !== addresses(main.filter((x) => version(x) === 'new'))) problems.push(`${at}: forced canary ${addresses(cn)} is not the new servers in service`);
-          if (addresses(st) !== addresses(main.filter((x) => version(x) === 'old'))) problems.push(`${at}: forced stable ${addresses(st)} is not the old servers in service`);
+          if (addresses(cn) !== addresses(main.filter((x) => version(x) === 'new')))
+            problems.push(`${at}: forced canary ${addresses(cn)} is not the new servers in service`);
+          if (addresses(st) !== addresses(main.filter((x) => version(x) === 'old')))
+            problems.push(`${at}: forced stable ${addresses(st)} is not the old servers in service`);
           const map = /^map \$http_x_canary \$fleetroll_simulated_1_route \{[^}]*\}/m.exec(file)?.[0];
           if (map === undefined) problems.push(`${at}: no forced-route map`);
-          else if (/always/.test(map) !== cn.length > 0 || /never/.test(map) !== st.length > 0) problems.push(`${at}: the map names a side without servers, or misses one: ${map}`);
+          else if (/always/.test(map) !== cn.length > 0 || /never/.test(map) !== st.length > 0)
+            problems.push(`${at}: the map names a side without servers, or misses one: ${map}`);
           if (e.lb.name === 'nginx 1') forcedCanary.push(cn.length);
         };
       },
       aborted: async () => (aborted = clock!.now() > 40_000),
-    }).then(() => undefined, (e: unknown) => e);
+    }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(err instanceof RolloutFailedError && aborted, String(err));
     assert.deepEqual(problems, []);
     assert.deepEqual(forcedCanary, [1, 2, 0], 'testers reach 1 canary at 25%, 2 at 50%, none once aborted');
-    assert.deepEqual(inv.checked.violations.filter((v) => !/counted > replicas/.test(v)), []);
+    assert.deepEqual(
+      inv.checked.violations.filter((v) => !/counted > replicas/.test(v)),
+      [],
+    );
   });
 
   it('an analysis step with no access log to read aborts the canary, saying what to configure', async () => {
     const s = canary(3, [{ setWeight: 30 }, { analysis: {} }]);
-    const err = await simulateRollout(s, T, { trafficWindow: null }).then(() => undefined, (e: unknown) => e);
+    const err = await simulateRollout(s, T, { trafficWindow: null }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(err instanceof RolloutFailedError, String(err));
     assert.match(err.message, /canary aborted \(analysis step\)/);
     assert.match(err.message, /no load balancer's access log can be read/);
@@ -660,13 +864,34 @@ describe('controller: random canaries (property)', () => {
    * the steps add to replicas on purpose), and the fleet ends all new, or, when
    * aborted, all old.
    */
-  async function canaryCase(replicas: number, steps: Step[], fixed: number | undefined, seed: number, jitter: number, abortAtMs: number | undefined, force = false) {
+  async function canaryCase(
+    replicas: number,
+    steps: Step[],
+    fixed: number | undefined,
+    seed: number,
+    jitter: number,
+    abortAtMs: number | undefined,
+    force = false,
+  ) {
     const s = resolveStrategy({
       replicas,
-      strategy: { type: 'Canary', canary: { steps, stickyKey: 'header:X-User', ...(fixed !== undefined && fixed <= replicas ? { canaryReplicas: fixed } : {}), ...(force ? { force: 'cookie:canary' } : {}) }, rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } as never,
+      strategy: {
+        type: 'Canary',
+        canary: {
+          steps,
+          stickyKey: 'header:X-User',
+          ...(fixed !== undefined && fixed <= replicas ? { canaryReplicas: fixed } : {}),
+          ...(force ? { force: 'cookie:canary' } : {}),
+        },
+        rollingUpdate: { maxSurge: 1, maxUnavailable: 0 },
+      } as never,
     });
     const forced: string[] = [];
-    const { outcome: r, world, violations } = await checkedRollout(
+    const {
+      outcome: r,
+      world,
+      violations,
+    } = await checkedRollout(
       s,
       seed,
       jitter,
@@ -679,16 +904,34 @@ describe('controller: random canaries (property)', () => {
           user?.(e);
           if (e.kind !== 'reloaded') return;
           const file = e.lb.inForce ?? '';
-          const up = (name: string) => parseUpstreamServers(file, name).filter((x) => !x.down).map((x) => x.address).sort().join(',');
+          const up = (name: string) =>
+            parseUpstreamServers(file, name)
+              .filter((x) => !x.down)
+              .map((x) => x.address)
+              .sort()
+              .join(',');
           const version = (a: string) => w.byAddress(a)?.labels[LABELS.version];
-          const main = parseUpstreamServers(file, 'simulated_1').filter((x) => !x.down).map((x) => x.address);
-          const side = (v: string) => main.filter((a) => version(a) === v).sort().join(',');
-          if (up('fleetroll_simulated_1_canary') !== side('new') || up('fleetroll_simulated_1_stable') !== side('old')) forced.push(`t=${c.now()}: forced blocks ${up('fleetroll_simulated_1_canary')} / ${up('fleetroll_simulated_1_stable')} vs main ${side('new')} / ${side('old')}`);
+          const main = parseUpstreamServers(file, 'simulated_1')
+            .filter((x) => !x.down)
+            .map((x) => x.address);
+          const side = (v: string) =>
+            main
+              .filter((a) => version(a) === v)
+              .sort()
+              .join(',');
+          if (up('fleetroll_simulated_1_canary') !== side('new') || up('fleetroll_simulated_1_stable') !== side('old'))
+            forced.push(
+              `t=${c.now()}: forced blocks ${up('fleetroll_simulated_1_canary')} / ${up('fleetroll_simulated_1_stable')} vs main ${side('new')} / ${side('old')}`,
+            );
         };
       },
     );
     const what = `replicas ${replicas}, steps ${JSON.stringify(steps)}, canaryReplicas ${fixed}, seed ${seed}, jitter ${jitter}, abort at ${abortAtMs}, force ${force}`;
-    assert.deepEqual(violations.filter((v) => !/counted > replicas/.test(v)), [], what);
+    assert.deepEqual(
+      violations.filter((v) => !/counted > replicas/.test(v)),
+      [],
+      what,
+    );
     assert.deepEqual(forced, [], what);
     const alive = runningVersions(world).sort();
     if (r instanceof Error) {
@@ -697,10 +940,13 @@ describe('controller: random canaries (property)', () => {
     } else assert.deepEqual(alive, Array(replicas).fill('new'), what);
   }
 
-  it('a first step of setWeight 0 (found by the property test: it waited for a reload that never came)', () => canaryCase(1, [{ setWeight: 0 }, { setWeight: 1 }], undefined, 1, 0, undefined));
+  it('a first step of setWeight 0 (found by the property test: it waited for a reload that never came)', () =>
+    canaryCase(1, [{ setWeight: 0 }, { setWeight: 1 }], undefined, 1, 0, undefined));
   it('setWeight 100, then down to 1 (found by the property test)', () => canaryCase(2, [{ setWeight: 100 }, { setWeight: 1 }], undefined, 1, 0, undefined));
-  it('setWeight 100, then 0 with canaryReplicas 1 (found by the property test)', () => canaryCase(2, [{ setWeight: 100 }, { setWeight: 0 }], 1, 1, 0, undefined));
-  it('aborted at 1 s on one replica (found by the property test)', () => canaryCase(1, [{ setWeight: 100 }, { setWeight: 0 }, { pause: { duration: 1 } }, { setWeight: 1 }], undefined, 1, 0, 1001));
+  it('setWeight 100, then 0 with canaryReplicas 1 (found by the property test)', () =>
+    canaryCase(2, [{ setWeight: 100 }, { setWeight: 0 }], 1, 1, 0, undefined));
+  it('aborted at 1 s on one replica (found by the property test)', () =>
+    canaryCase(1, [{ setWeight: 100 }, { setWeight: 0 }, { pause: { duration: 1 } }, { setWeight: 1 }], undefined, 1, 0, 1001));
 
   it('keeps every invariant and ends all new, or all old when aborted', async () => {
     const step = fc.oneof(
@@ -732,8 +978,15 @@ describe('controller: random blue-green rollouts (property)', () => {
    * and the fleet ends all new, or, when switched back, all old.
    */
   async function blueGreenCase(replicas: number, delaySeconds: number, preview: boolean, seed: number, jitter: number, undoAtMs: number | undefined) {
-    const s = resolveStrategy({ replicas, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: delaySeconds, ...(preview ? { previewUpstream: 'preview_1' } : {}) } } });
-    const { outcome: r, world, violations } = await checkedRollout(s, seed, jitter, (now) => (undoAtMs !== undefined ? { switchBack: async () => now() >= undoAtMs } : {}));
+    const s = resolveStrategy({
+      replicas,
+      strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: delaySeconds, ...(preview ? { previewUpstream: 'preview_1' } : {}) } },
+    });
+    const {
+      outcome: r,
+      world,
+      violations,
+    } = await checkedRollout(s, seed, jitter, (now) => (undoAtMs !== undefined ? { switchBack: async () => now() >= undoAtMs } : {}));
     const what = `replicas ${replicas}, delay ${delaySeconds} s, preview ${preview}, seed ${seed}, jitter ${jitter}, undo at ${undoAtMs}`;
     assert.deepEqual(violations, [], what);
     const alive = runningVersions(world).sort();
@@ -761,7 +1014,10 @@ describe('controller: random blue-green rollouts (property)', () => {
 
 describe('controller: the analysis gate', () => {
   const spec = ANALYSIS;
-  const canaryWithAnalysis = resolveStrategy({ replicas: 4, strategy: { type: 'Canary', canary: { steps: [{ setWeight: 25 }, { analysis: {} }, { setWeight: 50 }] } } as never });
+  const canaryWithAnalysis = resolveStrategy({
+    replicas: 4,
+    strategy: { type: 'Canary', canary: { steps: [{ setWeight: 25 }, { analysis: {} }, { setWeight: 50 }] } } as never,
+  });
   const stepSpec = () => {
     const s = canaryWithAnalysis;
     if (s.type === 'Canary') for (const st of s.canary.steps) if (st.kind === 'analysis') st.spec = spec;
@@ -771,7 +1027,16 @@ describe('controller: the analysis gate', () => {
   it('canary: an analysis that finds 10% errors (limit 5%) aborts the canary with the figures; the stable set serves alone', async () => {
     const logs = logsSaying(10);
     let world: SimWorld | undefined;
-    const err = await simulateRollout(stepSpec(), T, { trafficWindow: logs.trafficWindow, world: (w) => { world = w; logs.world(w); } }).then(() => undefined, (e: unknown) => e);
+    const err = await simulateRollout(stepSpec(), T, {
+      trafficWindow: logs.trafficWindow,
+      world: (w) => {
+        world = w;
+        logs.world(w);
+      },
+    }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(err instanceof RolloutFailedError, String(err));
     assert.match(err.message, /canary aborted \(the analysis failed\)/);
     assert.equal(err.details.stoppedBy, 'analysis', 'said the same way for every strategy');
@@ -795,9 +1060,17 @@ describe('controller: the analysis gate', () => {
     const err = await simulateRollout(strategy(4, 1, 0), T, {
       analysis: spec,
       trafficWindow: logs.trafficWindow,
-      world: (w) => { world = w; logs.world(w); },
-      events: (e) => { if (e.type === 'wave') events.push(`wave ${e.index}`); },
-    }).then(() => undefined, (e: unknown) => e);
+      world: (w) => {
+        world = w;
+        logs.world(w);
+      },
+      events: (e) => {
+        if (e.type === 'wave') events.push(`wave ${e.index}`);
+      },
+    }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(err instanceof RolloutFailedError, String(err));
     assert.match(err.message, /analysis after the first wave: analysis failed: 1 of 1 measurement failed/);
     assert.equal(err.details.stoppedBy, 'analysis');
@@ -826,7 +1099,17 @@ describe('controller: the analysis gate', () => {
           if (surge === 0 && unav === 0) surge = 1;
           const s = strategy(replicas, surge, unav);
           const logs = logsSaying(failing ? 10 : 0);
-          const { outcome: r, world, violations } = await checkedRollout(s, seed, jitter, () => ({ analysis: spec, trafficWindow: logs.trafficWindow }), (w) => logs.world(w));
+          const {
+            outcome: r,
+            world,
+            violations,
+          } = await checkedRollout(
+            s,
+            seed,
+            jitter,
+            () => ({ analysis: spec, trafficWindow: logs.trafficWindow }),
+            (w) => logs.world(w),
+          );
           const what = `replicas ${replicas}, ${surge}/${unav}, ${failing ? 'failing' : 'passing'}, seed ${seed}, jitter ${jitter}`;
           assert.deepEqual(violations, [], what);
           const fresh = runningVersions(world).filter((v) => v === 'new').length;
@@ -853,9 +1136,23 @@ describe('controller: the analysis gate', () => {
   describe('with reloads of 4 s, the first window starts when the routing it judges is in force', () => {
     const slow = { ...T, reloadMs: 4000 };
     const cases: { name: string; s: ResolvedStrategy; analysis?: typeof spec; what: RegExp }[] = [
-      { name: 'RollingUpdate: the first wave', s: strategy(4, 1, 0), analysis: spec, what: /analysis after the first wave: measuring from .* \(the reload that put the wave's 1 new instance\(s\) into every load balancer was in force, \d+ ms ago\)/ },
-      { name: 'Canary: an analysis step at 25%', s: stepSpec(), what: /canary analysis \(.*\): measuring from .* \(the reload that gave 1 canary instance\(s\) 25% was in force in every load balancer/ },
-      { name: 'BlueGreen: after the switch', s: resolveStrategy({ replicas: 3, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 60 } } }), analysis: spec, what: /analysis after the switch: measuring from .* \(the switch was in force in every load balancer/ },
+      {
+        name: 'RollingUpdate: the first wave',
+        s: strategy(4, 1, 0),
+        analysis: spec,
+        what: /analysis after the first wave: measuring from .* \(the reload that put the wave's 1 new instance\(s\) into every load balancer was in force, \d+ ms ago\)/,
+      },
+      {
+        name: 'Canary: an analysis step at 25%',
+        s: stepSpec(),
+        what: /canary analysis \(.*\): measuring from .* \(the reload that gave 1 canary instance\(s\) 25% was in force in every load balancer/,
+      },
+      {
+        name: 'BlueGreen: after the switch',
+        s: resolveStrategy({ replicas: 3, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 60 } } }),
+        analysis: spec,
+        what: /analysis after the switch: measuring from .* \(the switch was in force in every load balancer/,
+      },
     ];
     for (const c of cases) {
       it(c.name, async () => {
@@ -879,7 +1176,8 @@ describe('controller: the analysis gate', () => {
             clock = cl;
             logs.world(w);
             w.onEvent = (e) => {
-              if (e.kind === 'reloaded' && !firstNewInForce.has(e.lb.name) && [...e.lb.up].some((a) => w.byAddress(a)?.labels[LABELS.version] === 'new')) firstNewInForce.set(e.lb.name, clock!.now());
+              if (e.kind === 'reloaded' && !firstNewInForce.has(e.lb.name) && [...e.lb.up].some((a) => w.byAddress(a)?.labels[LABELS.version] === 'new'))
+                firstNewInForce.set(e.lb.name, clock!.now());
             };
           },
         });
@@ -887,7 +1185,10 @@ describe('controller: the analysis gate', () => {
         const inForce = Math.max(...firstNewInForce.values());
         assert.ok(froms.length > 0, 'the gate measured');
         assert.equal(froms[0], inForce, `the first window starts at ${froms[0]}, the routing was in force at ${inForce}`);
-        assert.ok(messages.some((m) => c.what.test(m)), messages.join('\n'));
+        assert.ok(
+          messages.some((m) => c.what.test(m)),
+          messages.join('\n'),
+        );
       });
     }
   });
@@ -895,7 +1196,13 @@ describe('controller: the analysis gate', () => {
   it('RollingUpdate, 1 replica, 1 s reloads (found by the property test): no window before the new instance is routed', async () => {
     const s = strategy(1, 1, 0);
     const logs = logsSaying(0);
-    const { outcome: r, violations } = await checkedRollout(s, 1, 0, () => ({ analysis: spec, trafficWindow: logs.trafficWindow }), (w) => logs.world(w));
+    const { outcome: r, violations } = await checkedRollout(
+      s,
+      1,
+      0,
+      () => ({ analysis: spec, trafficWindow: logs.trafficWindow }),
+      (w) => logs.world(w),
+    );
     assert.ok(!(r instanceof Error), String(r));
     assert.deepEqual(violations, []);
   });
@@ -905,7 +1212,10 @@ describe('controller: the analysis gate', () => {
     for (const delay of [0, 2]) {
       it(`delay ${delay} s (drain 2 s), failing: the rollout fails saying the old set was already being removed`, async () => {
         const logs = logsSaying(10);
-        const err = await simulateRollout(shortDelay(delay), T, { analysis: spec, trafficWindow: logs.trafficWindow, world: logs.world }).then(() => undefined, (e: unknown) => e);
+        const err = await simulateRollout(shortDelay(delay), T, { analysis: spec, trafficWindow: logs.trafficWindow, world: logs.world }).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
         assert.ok(err instanceof RolloutFailedError, String(err));
         assert.match(err.message, /analysis after the switch: analysis failed/);
         assert.match(err.message, /the old set was already being removed/);
@@ -924,7 +1234,17 @@ describe('controller: the analysis gate', () => {
     const logs = logsSaying(10);
     let world: SimWorld | undefined;
     const s = resolveStrategy({ replicas: 3, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 60 } } });
-    const err = await simulateRollout(s, T, { analysis: spec, trafficWindow: logs.trafficWindow, world: (w) => { world = w; logs.world(w); } }).then(() => undefined, (e: unknown) => e);
+    const err = await simulateRollout(s, T, {
+      analysis: spec,
+      trafficWindow: logs.trafficWindow,
+      world: (w) => {
+        world = w;
+        logs.world(w);
+      },
+    }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(err instanceof RolloutFailedError, String(err));
     assert.match(err.message, /rolled back \(the analysis failed\): traffic switched back to the old set in one reload/);
     assert.match(err.message, /analysis after the switch: analysis failed/);
@@ -941,17 +1261,37 @@ describe('controller: the analysis gate', () => {
    */
   describe('a first deploy: no canary steps, no gate, the fleet at full size', () => {
     const canarySteps = () => {
-      const s = resolveStrategy({ replicas: 4, strategy: { type: 'Canary', canary: { steps: [{ setWeight: 25 }, { analysis: {} }, { setWeight: 50 }] } } as never });
+      const s = resolveStrategy({
+        replicas: 4,
+        strategy: { type: 'Canary', canary: { steps: [{ setWeight: 25 }, { analysis: {} }, { setWeight: 50 }] } } as never,
+      });
       if (s.type === 'Canary') for (const st of s.canary.steps) if (st.kind === 'analysis') st.spec = spec;
       return s;
     };
     const blueGreen = () => resolveStrategy({ replicas: 3, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 60 } } });
     const rows: { name: string; s: ResolvedStrategy; analysis?: typeof spec; initialReplicas: number; said?: string }[] = [
-      { name: 'Canary [setWeight 25, analysis, setWeight 50], nothing running: the steps are skipped', s: canarySteps(), initialReplicas: 0, said: 'no stable revision is running (first deploy): the canary steps are skipped and the fleet is created at full size (4 instances), as Argo Rollouts does' },
+      {
+        name: 'Canary [setWeight 25, analysis, setWeight 50], nothing running: the steps are skipped',
+        s: canarySteps(),
+        initialReplicas: 0,
+        said: 'no stable revision is running (first deploy): the canary steps are skipped and the fleet is created at full size (4 instances), as Argo Rollouts does',
+      },
       { name: 'Canary, the same steps with a stable revision running: the steps run', s: canarySteps(), initialReplicas: 4 },
-      { name: 'RollingUpdate 1/0 with analysis, nothing running: no gate after the first wave', s: strategy(4, 1, 0), analysis: spec, initialReplicas: 0, said: 'no stable revision is running (first deploy): the analysis after the first wave is skipped (no stable revision to compare the new one with), as Argo Rollouts does, and the fleet is created at full size (4 instances)' },
+      {
+        name: 'RollingUpdate 1/0 with analysis, nothing running: no gate after the first wave',
+        s: strategy(4, 1, 0),
+        analysis: spec,
+        initialReplicas: 0,
+        said: 'no stable revision is running (first deploy): the analysis after the first wave is skipped (no stable revision to compare the new one with), as Argo Rollouts does, and the fleet is created at full size (4 instances)',
+      },
       { name: 'RollingUpdate 1/0 with analysis and a stable revision running: the gate runs', s: strategy(4, 1, 0), analysis: spec, initialReplicas: 4 },
-      { name: 'BlueGreen with analysis, nothing running: no gate after the switch, and it says so', s: blueGreen(), analysis: spec, initialReplicas: 0, said: 'no old set is running (first deploy): the new set takes all traffic at the switch and the analysis after the switch is skipped (no stable revision to compare it with, none to switch back to), as Argo Rollouts does' },
+      {
+        name: 'BlueGreen with analysis, nothing running: no gate after the switch, and it says so',
+        s: blueGreen(),
+        analysis: spec,
+        initialReplicas: 0,
+        said: 'no old set is running (first deploy): the new set takes all traffic at the switch and the analysis after the switch is skipped (no stable revision to compare it with, none to switch back to), as Argo Rollouts does',
+      },
       { name: 'BlueGreen with analysis and an old set running: the gate runs', s: blueGreen(), analysis: spec, initialReplicas: 3 },
     ];
     for (const row of rows) {
@@ -978,7 +1318,10 @@ describe('controller: the analysis gate', () => {
         });
         // Canary steps run beside the whole stable set, past the rolling update's maxTotal (as the canary tests allow); a first deploy keeps within it.
         const stepsRun = row.s.type === 'Canary' && row.said === undefined;
-        assert.deepEqual(inv.checked.violations.filter((v) => !stepsRun || !/counted > replicas/.test(v)), []);
+        assert.deepEqual(
+          inv.checked.violations.filter((v) => !stepsRun || !/counted > replicas/.test(v)),
+          [],
+        );
         assert.equal(res.deploy.instances.length, row.s.replicas);
         assert.deepEqual(runningVersions(world!), Array<string>(row.s.replicas).fill('new'));
         const first = messages.filter((m) => /first deploy/.test(m));

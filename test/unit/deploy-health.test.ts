@@ -14,7 +14,15 @@ import { after, describe, it } from 'node:test';
 import { healthLines, healthRows } from '../../src/cli/health.js';
 import { loadFleet, type Fleet } from '../../src/config/load.js';
 import type { AccessRecord } from '../../src/core/accessLog.js';
-import { ACCESS_LOG_HINT, healthReport, isHealthUnavailable, ownerAt, type AddressOwner, type DeployHealthNumbers, type DeployHealthReport } from '../../src/core/deployHealth.js';
+import {
+  ACCESS_LOG_HINT,
+  healthReport,
+  isHealthUnavailable,
+  ownerAt,
+  type AddressOwner,
+  type DeployHealthNumbers,
+  type DeployHealthReport,
+} from '../../src/core/deployHealth.js';
 import { HealthWatch } from '../../src/engine/health.js';
 import type { AccessLogOpener } from '../../src/engine/types.js';
 import { ValidationError } from '../../src/errors.js';
@@ -36,7 +44,11 @@ async function load(text: string): Promise<Fleet> {
 
 describe('loadBalancers[].nginx.accessLog', () => {
   const accepted: { name: string; fields: string; want: string | undefined }[] = [
-    { name: 'a file inside the nginx container', fields: 'container: web-nginx, accessLog: /var/log/nginx/fleetroll.log', want: '/var/log/nginx/fleetroll.log' },
+    {
+      name: 'a file inside the nginx container',
+      fields: 'container: web-nginx, accessLog: /var/log/nginx/fleetroll.log',
+      want: '/var/log/nginx/fleetroll.log',
+    },
     { name: "the container's log stream", fields: 'container: web-nginx, accessLog: stdout', want: 'stdout' },
     { name: 'a file on this machine (exec: true)', fields: 'exec: true, accessLog: /var/log/nginx/fleetroll.log', want: '/var/log/nginx/fleetroll.log' },
     { name: 'none: the numbers are reported unavailable, not an error', fields: 'container: web-nginx', want: undefined },
@@ -49,10 +61,22 @@ describe('loadBalancers[].nginx.accessLog', () => {
   }
 
   const rejected: { name: string; fields: string; message: RegExp }[] = [
-    { name: 'a relative path', fields: 'container: web-nginx, accessLog: logs/fleetroll.log', message: /must be the absolute path of the access log .*fleetroll_json.* or "stdout"/ },
-    { name: 'nginx syntax in the path', fields: 'container: web-nginx, accessLog: "/var/log/a.log; include /etc/passwd"', message: /absolute path .*got "\/var\/log\/a.log; include \/etc\/passwd"/ },
+    {
+      name: 'a relative path',
+      fields: 'container: web-nginx, accessLog: logs/fleetroll.log',
+      message: /must be the absolute path of the access log .*fleetroll_json.* or "stdout"/,
+    },
+    {
+      name: 'nginx syntax in the path',
+      fields: 'container: web-nginx, accessLog: "/var/log/a.log; include /etc/passwd"',
+      message: /absolute path .*got "\/var\/log\/a.log; include \/etc\/passwd"/,
+    },
     { name: 'not a string', fields: 'container: web-nginx, accessLog: true', message: /must be a string \(the absolute path/ },
-    { name: '"stdout" for nginx on this machine', fields: 'exec: true, accessLog: stdout', message: /"stdout" is a container's log stream: with exec: true .* absolute path/ },
+    {
+      name: '"stdout" for nginx on this machine',
+      fields: 'exec: true, accessLog: stdout',
+      message: /"stdout" is a container's log stream: with exec: true .* absolute path/,
+    },
     { name: '/dev/stdout: a stream, not a file', fields: 'container: web-nginx, accessLog: /dev/stdout', message: /regular file .*accessLog: stdout/ },
   ];
   for (const row of rejected) {
@@ -76,7 +100,13 @@ describe('loadBalancers[].nginx.accessLog', () => {
 const A = '10.0.0.2:8080';
 const B = '10.0.0.3:8080';
 const C = '10.0.0.4:8080';
-const owner = (address: string, name: string, revision: string, sinceMs: number): AddressOwner => ({ address, name, revision, sinceMs, startedInDeploy: sinceMs !== -Infinity });
+const owner = (address: string, name: string, revision: string, sinceMs: number): AddressOwner => ({
+  address,
+  name,
+  revision,
+  sinceMs,
+  startedInDeploy: sinceMs !== -Infinity,
+});
 /** old-1 on A and old-2 on B before the deploy; new-1 took C at 2000, new-2 took A (old-1's, reused) at 4000. */
 const OWNERS = [owner(A, 'old-1', 'old', -Infinity), owner(B, 'old-2', 'old', -Infinity), owner(C, 'new-1', 'new', 2000), owner(A, 'new-2', 'new', 4000)];
 
@@ -117,7 +147,14 @@ const ok = (t: number, address: string) => rec(t, 200, [`${address} 200`]);
 const iso = (ms: number) => new Date(ms).toISOString();
 
 describe('healthReport: the numbers over the deploy window', () => {
-  const input = { startMs: 1000, endMs: 9000, owners: OWNERS, newRevision: 'new', sources: ['access log /var/log/nginx/fleetroll.log in container web-nginx'], garbage: 0 };
+  const input = {
+    startMs: 1000,
+    endMs: 9000,
+    owners: OWNERS,
+    newRevision: 'new',
+    sources: ['access log /var/log/nginx/fleetroll.log in container web-nginx'],
+    garbage: 0,
+  };
   type Want = Partial<DeployHealthNumbers>;
   const rows: { name: string; records: AccessRecord[]; owners?: AddressOwner[]; want: Want }[] = [
     {
@@ -151,7 +188,16 @@ describe('healthReport: the numbers over the deploy window', () => {
     {
       name: 'dropped: nginx answered 502/504 itself; unattributed: no fleet address',
       records: [rec(2000, 502, [`${B} 502!`]), rec(2100, 502, ['bookstore_api 502!']), rec(2200, 504, ['10.9.9.9:8080 504!']), rec(2300, 499, [`${B} -`])],
-      want: { requests: 4, failed5xx: 3, dropped: 3, clientClosed: 1, unattributed: 2, firstNewInstance: null, firstNewResponseAt: null, mixedVersionWindowMs: 0 },
+      want: {
+        requests: 4,
+        failed5xx: 3,
+        dropped: 3,
+        clientClosed: 1,
+        unattributed: 2,
+        firstNewInstance: null,
+        firstNewResponseAt: null,
+        mixedVersionWindowMs: 0,
+      },
     },
     {
       name: 'only the window counts: before the start and after the end are left out',
@@ -242,15 +288,29 @@ class ScriptedLog implements AccessLogSource {
   }
 }
 
-const info = (name: string, address: string, revision: string): InstanceInfo => ({ id: name, name, host: 'local', labels: { [LABELS.revision]: revision }, state: 'running', running: true, address });
-const fleetWith = (accessLogs: (string | undefined)[]) => ({ loadBalancers: accessLogs.map((accessLog) => ({ nginx: { container: 'web', upstreamFile: '/u', upstream: 'u', accessLog } })) }) as unknown as Fleet;
+const info = (name: string, address: string, revision: string): InstanceInfo => ({
+  id: name,
+  name,
+  host: 'local',
+  labels: { [LABELS.revision]: revision },
+  state: 'running',
+  running: true,
+  address,
+});
+const fleetWith = (accessLogs: (string | undefined)[]) =>
+  ({ loadBalancers: accessLogs.map((accessLog) => ({ nginx: { container: 'web', upstreamFile: '/u', upstream: 'u', accessLog } })) }) as unknown as Fleet;
 const opener = (source: AccessLogSource): AccessLogOpener => ({ name: source.name, open: async () => source });
 
 /**
  * A rolling deploy from 1000 to 12000 ms: new-1 starts at 2000 on C, new-2 at
  * 4000 on A (old-1's address). `lines` are written at their times.
  */
-async function watchDeploy(clock: VirtualClock, fleet: Fleet, openers: AccessLogOpener[], observe = async () => [info('old-1', A, 'old'), info('old-2', B, 'old')]): Promise<DeployHealthReport> {
+async function watchDeploy(
+  clock: VirtualClock,
+  fleet: Fleet,
+  openers: AccessLogOpener[],
+  observe = async () => [info('old-1', A, 'old'), info('old-2', B, 'old')],
+): Promise<DeployHealthReport> {
   const run = (async () => {
     const w = await HealthWatch.start(fleet, 'new', clock, openers, observe);
     const seen: string[] = [];
@@ -261,7 +321,7 @@ async function watchDeploy(clock: VirtualClock, fleet: Fleet, openers: AccessLog
     await clock.sleep(2000);
     emit({ type: 'started', name: 'new-2', host: 'local', address: A });
     await clock.sleep(8000);
-    assert.deepEqual(seen, ['observed', 'started', 'started'], 'the events still reach the deploy\'s own sink');
+    assert.deepEqual(seen, ['observed', 'started', 'started'], "the events still reach the deploy's own sink");
     return w.finish();
   })();
   return clock.run(run);
@@ -281,12 +341,36 @@ const LINES: [number, string][] = [
 describe('HealthWatch: the logs read around a rollout', () => {
   it('reads from the start, every few seconds and at the end; maps addresses through the events; closes the logs', async () => {
     const clock = new VirtualClock(1000);
-    const log = new ScriptedLog('access log /var/log/nginx/fleetroll.log in container web', clock, LINES.filter(([t]) => t >= 1000));
+    const log = new ScriptedLog(
+      'access log /var/log/nginx/fleetroll.log in container web',
+      clock,
+      LINES.filter(([t]) => t >= 1000),
+    );
     const h = await watchDeploy(clock, fleetWith(['/var/log/nginx/fleetroll.log']), [opener(log)]);
     assert.ok(!isHealthUnavailable(h), JSON.stringify(h));
     assert.deepEqual(
-      { requests: h.requests, failed5xx: h.failed5xx, dropped: h.dropped, mixed: h.mixedVersionWindowMs, first: h.firstNewInstance?.name, garbage: h.garbage, window: h.window, sources: h.sources, incomplete: h.incomplete },
-      { requests: 6, failed5xx: 1, dropped: 0, mixed: 1000 + 2500 /* old-2 answered (a 502 with a header) at 6000 */, first: 'new-1', garbage: 1, window: { start: iso(1000), end: iso(12000), durationMs: 11000 }, sources: [log.name], incomplete: undefined },
+      {
+        requests: h.requests,
+        failed5xx: h.failed5xx,
+        dropped: h.dropped,
+        mixed: h.mixedVersionWindowMs,
+        first: h.firstNewInstance?.name,
+        garbage: h.garbage,
+        window: h.window,
+        sources: h.sources,
+        incomplete: h.incomplete,
+      },
+      {
+        requests: 6,
+        failed5xx: 1,
+        dropped: 0,
+        mixed: 1000 + 2500 /* old-2 answered (a 502 with a header) at 6000 */,
+        first: 'new-1',
+        garbage: 1,
+        window: { start: iso(1000), end: iso(12000), durationMs: 11000 },
+        sources: [log.name],
+        incomplete: undefined,
+      },
     );
     assert.ok(log.reads >= 4, `first read, polls at 6000 and 11000, last read (${log.reads})`);
     assert.ok(log.closed);
@@ -294,7 +378,11 @@ describe('HealthWatch: the logs read around a rollout', () => {
 
   it('a rollback: instances started after the rollback\'s "observed" count as old', async () => {
     const clock = new VirtualClock(1000);
-    const log = new ScriptedLog('log', clock, [[2500, line(2500, C)], [3500, line(3500, C)], [5000, line(5000, '10.0.0.9:8080')]]);
+    const log = new ScriptedLog('log', clock, [
+      [2500, line(2500, C)],
+      [3500, line(3500, C)],
+      [5000, line(5000, '10.0.0.9:8080')],
+    ]);
     const run = (async () => {
       const w = await HealthWatch.start(fleetWith(['stdout']), 'new', clock, [opener(log)], async () => []);
       const emit = w.events(undefined);
@@ -312,12 +400,27 @@ describe('HealthWatch: the logs read around a rollout', () => {
     assert.deepEqual([h.firstNewResponseAt, h.lastNewResponseAt, h.lastOldResponseAt, h.mixedVersionWindowMs], [iso(2500), iso(3500), iso(5000), 1000]);
   });
 
-  const unavailable: { name: string; fleet: (string | undefined)[]; openers: (clock: VirtualClock) => AccessLogOpener[]; want: { unavailable: RegExp; hint?: string } }[] = [
-    { name: 'no load balancer names its access log: unavailable, with how to enable it', fleet: [undefined], openers: () => [], want: { unavailable: /^no load balancer names its access log$/, hint: ACCESS_LOG_HINT } },
+  const unavailable: {
+    name: string;
+    fleet: (string | undefined)[];
+    openers: (clock: VirtualClock) => AccessLogOpener[];
+    want: { unavailable: RegExp; hint?: string };
+  }[] = [
+    {
+      name: 'no load balancer names its access log: unavailable, with how to enable it',
+      fleet: [undefined],
+      openers: () => [],
+      want: { unavailable: /^no load balancer names its access log$/, hint: ACCESS_LOG_HINT },
+    },
     {
       name: 'the only log cannot be opened: unavailable with the reason, the deploy goes on',
       fleet: ['stdout'],
-      openers: () => [{ name: 'log stream of container web on local', open: async () => Promise.reject(new Error('following the log stream of container web: it does not exist')) }],
+      openers: () => [
+        {
+          name: 'log stream of container web on local',
+          open: async () => Promise.reject(new Error('following the log stream of container web: it does not exist')),
+        },
+      ],
       want: { unavailable: /^log stream of container web on local: following the log stream of container web: it does not exist$/ },
     },
     {
@@ -337,12 +440,16 @@ describe('HealthWatch: the logs read around a rollout', () => {
     });
   }
 
-  it('the fleet cannot be listed at the start: the old instances\' requests are unattributed, and the numbers say so', async () => {
+  it("the fleet cannot be listed at the start: the old instances' requests are unattributed, and the numbers say so", async () => {
     const clock = new VirtualClock(1000);
-    const h = await watchDeploy(clock, fleetWith(['stdout']), [opener(new ScriptedLog('log', clock, LINES))], async () => Promise.reject(new Error('Docker host local does not answer')));
+    const h = await watchDeploy(clock, fleetWith(['stdout']), [opener(new ScriptedLog('log', clock, LINES))], async () =>
+      Promise.reject(new Error('Docker host local does not answer')),
+    );
     assert.ok(!isHealthUnavailable(h));
     assert.deepEqual([h.requests, h.unattributed, h.firstNewInstance?.name], [6, 3, 'new-1']);
-    assert.deepEqual(h.incomplete, ["the fleet could not be listed when the deploy started (Docker host local does not answer): the old instances' requests count as unattributed"]);
+    assert.deepEqual(h.incomplete, [
+      "the fleet could not be listed when the deploy started (Docker host local does not answer): the old instances' requests count as unattributed",
+    ]);
   });
 
   it('two load balancers, one log good, one failing, one with none: the numbers of the good one, and why they are incomplete', async () => {
@@ -353,7 +460,10 @@ describe('HealthWatch: the logs read around a rollout', () => {
     assert.ok(!isHealthUnavailable(h));
     assert.equal(h.requests, 6);
     assert.deepEqual(h.sources, ['good log']);
-    assert.deepEqual(h.incomplete, ['bad log: the container is gone (its requests are not counted)', 'loadBalancers/2/nginx has no accessLog: its requests are not counted']);
+    assert.deepEqual(h.incomplete, [
+      'bad log: the container is gone (its requests are not counted)',
+      'loadBalancers/2/nginx has no accessLog: its requests are not counted',
+    ]);
   });
 });
 
@@ -388,7 +498,16 @@ describe('the lines deploy prints and the rows history shows', () => {
     },
     {
       name: 'failures, 499s, strangers and garbage are named; incomplete numbers say why',
-      health: { ...numbers, failed5xx: 3, dropped: 2, clientClosed: 1, unattributed: 2, garbage: 1, firstNewInstance: { ...numbers.firstNewInstance!, errors: 1, requests: 1, errorRate: 0.5 }, incomplete: ['loadBalancers/1/nginx has no accessLog: its requests are not counted'] },
+      health: {
+        ...numbers,
+        failed5xx: 3,
+        dropped: 2,
+        clientClosed: 1,
+        unattributed: 2,
+        garbage: 1,
+        firstNewInstance: { ...numbers.firstNewInstance!, errors: 1, requests: 1, errorRate: 0.5 },
+        incomplete: ['loadBalancers/1/nginx has no accessLog: its requests are not counted'],
+      },
       lines: [
         'health: 1423 requests in the deploy window (14.2 s): 3 failed (5xx), 2 dropped; 1 closed by the client (499), 2 not from a fleet instance, 1 log line not in the fleetroll_json format, skipped',
         '  mixed-version window: 9.3 s, from the first new response (12:00:02.120) to the last old one (12:00:11.430)',
@@ -415,7 +534,7 @@ describe('the lines deploy prints and the rows history shows', () => {
       ],
     },
     {
-      name: 'stopped (rolled back): the window ends with the new revision\'s last answer, and says the old one served on',
+      name: "stopped (rolled back): the window ends with the new revision's last answer, and says the old one served on",
       health: { ...numbers, mixedVersionWindowMs: 4_000, lastNewResponseAt: '2024-04-05T12:00:06.120Z' },
       lines: [
         'health: 1423 requests in the deploy window (14.2 s): 0 failed (5xx), 0 dropped',

@@ -22,7 +22,10 @@ describe('a Docker engine that does not answer', () => {
     assert.ok(existsSync(join(root, 'scripts/setup-host.sh')), 'this checkout has the script');
     assert.equal(repoSetupScript(root), 'scripts/setup-host.sh');
     assert.equal(repoSetupScript(join(root, '..', 'not-the-checkout')), join(root, 'scripts/setup-host.sh'), 'outside the checkout: the absolute path');
-    assert.equal(unreachableHint(LOCAL, { setupScript: 'scripts/setup-host.sh', asRoot: true }), 'is dockerd running? start it (installing it if missing) with: bash scripts/setup-host.sh');
+    assert.equal(
+      unreachableHint(LOCAL, { setupScript: 'scripts/setup-host.sh', asRoot: true }),
+      'is dockerd running? start it (installing it if missing) with: bash scripts/setup-host.sh',
+    );
     assert.match(unreachableHint(LOCAL, { setupScript: 'scripts/setup-host.sh', asRoot: false }), /with: sudo bash scripts\/setup-host\.sh$/);
   });
 
@@ -49,7 +52,14 @@ describe('a Docker engine that does not answer', () => {
     assert.equal(err.exitCode, 1);
     assert.ok(err.hint);
     assert.equal(err.message, `cannot reach Docker host local (unix:///var/run/docker.sock): ENOENT; ${err.hint}`);
-    const timedOut = unreachableError('Docker host local (unix:///var/run/docker.sock)', LOCAL, false, Object.assign(new Error('aborted'), { name: 'TimeoutError' }), 5000, undefined);
+    const timedOut = unreachableError(
+      'Docker host local (unix:///var/run/docker.sock)',
+      LOCAL,
+      false,
+      Object.assign(new Error('aborted'), { name: 'TimeoutError' }),
+      5000,
+      undefined,
+    );
     assert.match(timedOut.message, /: no answer within 5000 ms; /);
   });
 });

@@ -31,8 +31,16 @@ describe('isTransientDockerError', () => {
     ['503 from an engine that is starting', http(503, 'Service Unavailable'), true],
     ['409 removal already in progress', http(409, 'removal of container abc is already in progress'), true],
     ['409 name already in use', http(409, 'Conflict. The container name "/web-1" is already in use by container "abc"'), false],
-    ['409 cannot remove a running container', http(409, 'You cannot remove a running container abc. Stop the container before attempting removal or force remove'), false],
-    ['500 port is already allocated', http(500, 'driver failed programming external connectivity: Bind for 0.0.0.0:80 failed: port is already allocated'), false],
+    [
+      '409 cannot remove a running container',
+      http(409, 'You cannot remove a running container abc. Stop the container before attempting removal or force remove'),
+      false,
+    ],
+    [
+      '500 port is already allocated',
+      http(500, 'driver failed programming external connectivity: Bind for 0.0.0.0:80 failed: port is already allocated'),
+      false,
+    ],
     ['500 OCI runtime failure', http(500, 'OCI runtime create failed: exec: "nope": executable file not found in $PATH'), false],
     ['404 no such container', http(404, 'No such container: abc'), false],
     ['304 already stopped', http(304, ''), false],
@@ -87,10 +95,14 @@ describe('retryTransient', () => {
     let calls = 0;
     const notFound = http(404, 'No such image: nope:1');
     await assert.rejects(
-      retryTransient('creating container web-1', async () => {
-        calls++;
-        throw notFound;
-      }, fast),
+      retryTransient(
+        'creating container web-1',
+        async () => {
+          calls++;
+          throw notFound;
+        },
+        fast,
+      ),
       (e: unknown) => e === notFound,
     );
     assert.equal(calls, 1);
@@ -150,7 +162,11 @@ describe('DockerRuntime retries', () => {
     assert.equal(calls, 3);
   });
 
-  const clash = () => http(500, 'driver failed programming external connectivity on endpoint web-1: Error starting userland proxy: listen tcp4 127.0.0.1:32783: bind: address already in use');
+  const clash = () =>
+    http(
+      500,
+      'driver failed programming external connectivity on endpoint web-1: Error starting userland proxy: listen tcp4 127.0.0.1:32783: bind: address already in use',
+    );
   /** A fake engine whose first `failures` starts hit a port clash; counts starts and removals. */
   function clashingEngine(failures: number) {
     const calls = { start: 0, remove: 0 };
@@ -162,7 +178,13 @@ describe('DockerRuntime retries', () => {
       remove: async () => {
         calls.remove++;
       },
-      inspect: async () => ({ Id: 'c1', Name: '/web-1', State: { Running: true }, Config: { Labels: {} }, NetworkSettings: { Ports: { '8080/tcp': [{ HostPort: '32790' }] }, Networks: {} } }),
+      inspect: async () => ({
+        Id: 'c1',
+        Name: '/web-1',
+        State: { Running: true },
+        Config: { Labels: {} },
+        NetworkSettings: { Ports: { '8080/tcp': [{ HostPort: '32790' }] }, Networks: {} },
+      }),
     };
     const fake = { createContainer: async () => container, getContainer: () => container } as unknown as Partial<Dockerode>;
     return { calls, rt: runtimeWith(fake) };
@@ -195,7 +217,10 @@ describe('DockerRuntime retries', () => {
     await assert.rejects(rt.stop('web-1', 5), (e: unknown) => {
       assert.ok(e instanceof FleetrollError);
       assert.equal(e.code, 'E_DOCKER');
-      assert.match(e.message, /^stopping container web-1 on Docker host vm1 \(unix:\/\/\/nonexistent\/docker\.sock\): HTTP 500: Internal Server Error; gave up after 4 attempts$/);
+      assert.match(
+        e.message,
+        /^stopping container web-1 on Docker host vm1 \(unix:\/\/\/nonexistent\/docker\.sock\): HTTP 500: Internal Server Error; gave up after 4 attempts$/,
+      );
       assert.ok(e.cause instanceof RetriesExhaustedError);
       return true;
     });

@@ -73,7 +73,10 @@ describe('parseDocumentText: aliases and anchors are refused (issue 23 item 1)',
   for (const [name, text, path] of rows) {
     it(name, () => {
       const err = refused(text);
-      assert.ok(paths(err).some((p) => path.test(p)), `a path like ${path}, got ${JSON.stringify(err.issues)}`);
+      assert.ok(
+        paths(err).some((p) => path.test(p)),
+        `a path like ${path}, got ${JSON.stringify(err.issues)}`,
+      );
       assert.ok(err.issues.length <= MAX_ISSUES + 1, 'the list is capped');
     });
   }
@@ -173,7 +176,13 @@ describe('parseDocumentText: only the core tags (issue 23 item 3)', () => {
 
   it('the core tags are allowed and resolve as YAML 1.2 says', () => {
     assert.deepEqual(parse('a: !!str 5\nb: !!int "7"\nc: !!float 1.5\nd: !!bool true\ne: !!null ""\nf: !!map {x: 1}\ng: !!seq [1]\n'), {
-      a: '5', b: 7, c: 1.5, d: true, e: null, f: { x: 1 }, g: [1],
+      a: '5',
+      b: 7,
+      c: 1.5,
+      d: true,
+      e: null,
+      f: { x: 1 },
+      g: [1],
     });
   });
 });
@@ -183,7 +192,11 @@ describe('parseDocumentText: only plain mappings and lists (issue 23 item 4)', (
     ['!!omap (was a Map the schema dropped)', `${BASE}env: !!omap\n  - A: b\n`, 'env'],
     ['!!set (was a Set the schema dropped)', `${BASE}env: !!set\n  ? A\n`, 'env'],
     ['!!pairs', `${BASE}env: !!pairs\n  - A: b\n`, 'env'],
-    ['!!omap where an object schema would take its defaults (was valid, the custom path lost)', `${BASE}probes: !!omap\n  - readiness:\n      path: /custom\n`, 'probes'],
+    [
+      '!!omap where an object schema would take its defaults (was valid, the custom path lost)',
+      `${BASE}probes: !!omap\n  - readiness:\n      path: /custom\n`,
+      'probes',
+    ],
     ['!!set where an object schema would take its defaults (was valid)', `${BASE}hooks: !!set\n  ? preDeploy\n`, 'hooks'],
     ['a mapping as a key', `${BASE}env:\n  ? {a: b}\n  : c\n`, 'env'],
     ['a list as a key', `${BASE}env:\n  ? [a]\n  : c\n`, 'env'],
@@ -251,7 +264,16 @@ describe('readTextFile: only regular files of bounded size (issue 23 item 7)', (
   const rows: [string, () => string, string, string][] = [
     ['no such file', () => join(dir, 'nope.yaml'), 'no such file', 'E_NO_FILE'],
     ['a path through a file', () => join(file('x: 1\n'), 'below.yaml'), 'no such file', 'E_NO_FILE'],
-    ['a directory', () => { const d = join(dir, `sub-${n++}`); mkdirSync(d); return d; }, 'is a directory', 'E_NO_FILE'],
+    [
+      'a directory',
+      () => {
+        const d = join(dir, `sub-${n++}`);
+        mkdirSync(d);
+        return d;
+      },
+      'is a directory',
+      'E_NO_FILE',
+    ],
     ['bytes that are not UTF-8', () => file(Buffer.from([0x61, 0x3a, 0x20, 0xff, 0xfe, 0x0a])), 'is not UTF-8 text', 'E_INVALID'],
   ];
   for (const [name, path, why, code] of rows) {
@@ -287,7 +309,10 @@ describe('parseDocumentText: duplicate keys in linear time (issue 23 item 8)', (
 
   // One-line flow style (minified JSON) caught a per-key scan back to the line start.
   const flow = (count: number): string => `${BASE}env: {${Array.from({ length: count }, (_, i) => `K${i}: v`).join(', ')}}\n`;
-  for (const [style, make] of [['block', env], ['one-line flow', flow]] as const) {
+  for (const [style, make] of [
+    ['block', env],
+    ['one-line flow', flow],
+  ] as const) {
     it(`${style}: 100k keys take less than 40 times as long as 10k (quadratic would be 100; was 251 s)`, () => {
       const small = make(10_000);
       const large = make(100_000);
@@ -300,7 +325,8 @@ describe('parseDocumentText: duplicate keys in linear time (issue 23 item 8)', (
 
 describe('parseDocumentText: nesting depth is capped (issue 23 item 11)', () => {
   const flow = (depth: number): string => `${BASE}extra: ${'['.repeat(depth)}${']'.repeat(depth)}\n`;
-  const block = (depth: number): string => `${BASE}extra:\n${Array.from({ length: depth }, (_, i) => `${' '.repeat(i + 1)}k${i}:\n`).join('')}${' '.repeat(depth + 1)}v: 1\n`;
+  const block = (depth: number): string =>
+    `${BASE}extra:\n${Array.from({ length: depth }, (_, i) => `${' '.repeat(i + 1)}k${i}:\n`).join('')}${' '.repeat(depth + 1)}v: 1\n`;
   const rows: [string, string][] = [
     ['2000 flow lists (was "Maximum call stack size exceeded")', flow(2000)],
     ['900 block mappings (was "Maximum call stack size exceeded")', block(900)],
@@ -330,7 +356,15 @@ describe('parseDocumentText: what still loads, and the top level', () => {
 
   it('YAML 1.2 core scalars and keys come out as yaml.toJS made them', () => {
     assert.deepEqual(parse('a: 0x10\nb: 1e3\nc: ~\nd: "07"\ne: yes\n1: one\ntrue: t\nf: [a: b]\ng: |\n  text\n'), {
-      a: 16, b: 1000, c: null, d: '07', e: 'yes', 1: 'one', true: 't', f: [{ a: 'b' }], g: 'text\n',
+      a: 16,
+      b: 1000,
+      c: null,
+      d: '07',
+      e: 'yes',
+      1: 'one',
+      true: 't',
+      f: [{ a: 'b' }],
+      g: 'text\n',
     });
   });
 
@@ -347,7 +381,9 @@ describe('parseDocumentText: what still loads, and the top level', () => {
   }
 
   it('a second document is refused', () => {
-    assert.deepEqual(refused('a: 1\n---\nb: 2\n').issues, [{ path: 'line 2, column 1', message: 'the file holds more than one YAML document (a second ---): keep one' }]);
+    assert.deepEqual(refused('a: 1\n---\nb: 2\n').issues, [
+      { path: 'line 2, column 1', message: 'the file holds more than one YAML document (a second ---): keep one' },
+    ]);
   });
 
   it('a syntax error gives line and column, and the source in the message', () => {
@@ -358,6 +394,9 @@ describe('parseDocumentText: what still loads, and the top level', () => {
 
   it('readDocument reads then parses', async () => {
     assert.deepEqual(await readDocument(file('a: 1\n'), 'fleet file'), { a: 1 });
-    await assert.rejects(readDocument(file('a: *b\n'), 'fleet file'), (e: unknown) => e instanceof ValidationError && e.exitCode === 2 && e.issues[0]?.path === 'a');
+    await assert.rejects(
+      readDocument(file('a: *b\n'), 'fleet file'),
+      (e: unknown) => e instanceof ValidationError && e.exitCode === 2 && e.issues[0]?.path === 'a',
+    );
   });
 });

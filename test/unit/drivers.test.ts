@@ -14,7 +14,17 @@ import { resolveStrategy, type ResolvedStrategy } from '../../src/core/strategy.
 import { ExitCode, FleetrollError } from '../../src/errors.js';
 import { LABELS } from '../../src/ports.js';
 import type { SimulationSetup, SimulationTimings } from '../../src/sim/simulate.js';
-import { ANALYSIS, blueGreenChecks, canaryChecks, checkedRun, logsSaying, rollingChecks, runningVersions, T, type DriverChecks } from '../support/sim-invariants.js';
+import {
+  ANALYSIS,
+  blueGreenChecks,
+  canaryChecks,
+  checkedRun,
+  logsSaying,
+  rollingChecks,
+  runningVersions,
+  T,
+  type DriverChecks,
+} from '../support/sim-invariants.js';
 
 interface Scenario {
   name: string;
@@ -40,12 +50,17 @@ const crashes = { crashAfterReadyMs: { versions: never, ms: 1000 } };
 async function play(row: Scenario, checks: DriverChecks): Promise<void> {
   const logs = row.analysis ? logsSaying(row.analysis === 'fails' ? 10 : 0) : undefined;
   const initial = row.setup?.(() => 0).initialReplicas ?? row.s.replicas;
-  const { outcome, world, violations, events } = await checkedRun(row.s, { ...T, ...row.t }, (now) => ({
-    progressDeadlineSeconds: 60,
-    ...(logs ? { trafficWindow: logs.trafficWindow, ...(row.s.type !== 'Canary' ? { analysis: ANALYSIS } : {}) } : {}),
-    ...row.setup?.(now),
-    ...(logs ? { world: logs.world } : {}),
-  }), checks);
+  const { outcome, world, violations, events } = await checkedRun(
+    row.s,
+    { ...T, ...row.t },
+    (now) => ({
+      progressDeadlineSeconds: 60,
+      ...(logs ? { trafficWindow: logs.trafficWindow, ...(row.s.type !== 'Canary' ? { analysis: ANALYSIS } : {}) } : {}),
+      ...row.setup?.(now),
+      ...(logs ? { world: logs.world } : {}),
+    }),
+    checks,
+  );
   assert.deepEqual(violations, []);
   assert.ok(events > 0, 'the checks saw events');
   if (!row.fails) {
@@ -54,7 +69,11 @@ async function play(row: Scenario, checks: DriverChecks): Promise<void> {
     // Done means served: every nginx routes to the whole new set, and nothing else.
     for (const r of world.routers) {
       const up = [...r.up].map((a) => world.byAddress(a));
-      assert.deepEqual(up.map((c) => `${c?.labels[LABELS.version]} ${c?.state}`), Array<string>(row.s.replicas).fill('new running'), `${r.name} serves the whole new set at the end`);
+      assert.deepEqual(
+        up.map((c) => `${c?.labels[LABELS.version]} ${c?.state}`),
+        Array<string>(row.s.replicas).fill('new running'),
+        `${r.name} serves the whole new set at the end`,
+      );
     }
     return;
   }
@@ -63,9 +82,17 @@ async function play(row: Scenario, checks: DriverChecks): Promise<void> {
   assert.match(outcome.message, row.fails.message);
   for (const r of world.routers) {
     const up = [...r.up].map((a) => world.byAddress(a));
-    assert.ok(up.every((c) => c?.state === 'running'), `${r.name} routes only to running instances`);
+    assert.ok(
+      up.every((c) => c?.state === 'running'),
+      `${r.name} routes only to running instances`,
+    );
     if (row.serving === 'available') assert.ok(up.length >= row.s.minAvailable, `${r.name} routes to ${up.length} >= minAvailable ${row.s.minAvailable}`);
-    else if (row.serving) assert.deepEqual(up.map((c) => c?.labels[LABELS.version]), Array<string>(initial).fill('old'), `${r.name} routes to the whole old set alone`);
+    else if (row.serving)
+      assert.deepEqual(
+        up.map((c) => c?.labels[LABELS.version]),
+        Array<string>(initial).fill('old'),
+        `${r.name} routes to the whole old set alone`,
+      );
   }
   if (row.serving === 'alone') assert.deepEqual(runningVersions(world).sort(), Array<string>(initial).fill('old'), 'the new set is gone');
 }
@@ -92,14 +119,51 @@ describe('RollingUpdate and Recreate (RollingDriver)', () => {
     { name: 'minReadySeconds 5, 1/0 on 3', s: rolling(3, 1, 0), t: { minReadyMs: 5000 } },
     { name: 'scale up 3 → 6, 1/0', s: rolling(6, 1, 0), setup: () => ({ initialReplicas: 3 }) },
     { name: 'scale down 6 → 3, 1/1', s: rolling(3, 1, 1), setup: () => ({ initialReplicas: 6 }) },
-    { name: 'never ready, 1/0 on 3: fails at the deadline, the old set serving', s: rolling(3, 1, 0), setup: () => ({ faults: { neverReady: never } }), fails: { message: /made no progress for 60 s/ }, serving: 'old' },
-    { name: 'never ready, 0/1 on 4: fails at the deadline, minAvailable serving', s: rolling(4, 0, 1), setup: () => ({ faults: { neverReady: never } }), fails: { message: /made no progress for 60 s/ }, serving: 'available' },
-    { name: 'new instances crash before minReadySeconds, 1/0 on 3: fails, the old set serving', s: rolling(3, 1, 0), t: { minReadyMs: 5000 }, setup: () => ({ faults: crashes }), fails: { message: /made no progress/ }, serving: 'old' },
+    {
+      name: 'never ready, 1/0 on 3: fails at the deadline, the old set serving',
+      s: rolling(3, 1, 0),
+      setup: () => ({ faults: { neverReady: never } }),
+      fails: { message: /made no progress for 60 s/ },
+      serving: 'old',
+    },
+    {
+      name: 'never ready, 0/1 on 4: fails at the deadline, minAvailable serving',
+      s: rolling(4, 0, 1),
+      setup: () => ({ faults: { neverReady: never } }),
+      fails: { message: /made no progress for 60 s/ },
+      serving: 'available',
+    },
+    {
+      name: 'new instances crash before minReadySeconds, 1/0 on 3: fails, the old set serving',
+      s: rolling(3, 1, 0),
+      t: { minReadyMs: 5000 },
+      setup: () => ({ faults: crashes }),
+      fails: { message: /made no progress/ },
+      serving: 'old',
+    },
     { name: 'old instances exit as soon as they are drained, 0/1 on 3', s: rolling(3, 0, 1), setup: () => ({ faults: { exitWhenMarkedDown: true } }) },
-    { name: 'interrupted at the first drain, 0/1 on 4: exit 130, the fleet serving', s: rolling(4, 0, 1), setup: interruptAtFirstDrain, fails: { exit: ExitCode.interrupted, message: /interrupted/ }, serving: 'available' },
+    {
+      name: 'interrupted at the first drain, 0/1 on 4: exit 130, the fleet serving',
+      s: rolling(4, 0, 1),
+      setup: interruptAtFirstDrain,
+      fails: { exit: ExitCode.interrupted, message: /interrupted/ },
+      serving: 'available',
+    },
     { name: 'analysis after the first wave passes, 1/0 on 4', s: rolling(4, 1, 0), analysis: 'passes' },
-    { name: 'analysis after the first wave passes, slow reloads (4 s), 2/0 on 6, two load balancers', s: rolling(6, 2, 0), t: { reloadMs: 4000 }, setup: () => ({ loadBalancers: 2 }), analysis: 'passes' },
-    { name: 'analysis after the first wave fails, 1/0 on 4: stops at the first wave', s: rolling(4, 1, 0), analysis: 'fails', fails: { message: /analysis after the first wave: analysis failed/ }, serving: 'available' },
+    {
+      name: 'analysis after the first wave passes, slow reloads (4 s), 2/0 on 6, two load balancers',
+      s: rolling(6, 2, 0),
+      t: { reloadMs: 4000 },
+      setup: () => ({ loadBalancers: 2 }),
+      analysis: 'passes',
+    },
+    {
+      name: 'analysis after the first wave fails, 1/0 on 4: stops at the first wave',
+      s: rolling(4, 1, 0),
+      analysis: 'fails',
+      fails: { message: /analysis after the first wave: analysis failed/ },
+      serving: 'available',
+    },
     {
       name: 'a rollback whose target is already in service: the failed instance stops slower (20 s) than the deadline (5 s); completes, scaling down is progress',
       s: rolling(3, 1, 0),
@@ -108,9 +172,19 @@ describe('RollingUpdate and Recreate (RollingDriver)', () => {
     },
     { name: 'Recreate on 1', s: recreate(1) },
     { name: 'Recreate on 4, two hosts', s: recreate(4), setup: () => ({ hosts: 2 }) },
-    { name: 'Recreate on 5, slow reloads (4 s), two load balancers, jitter', s: recreate(5), t: { reloadMs: 4000, jitter: 0.3, seed: 3 }, setup: () => ({ loadBalancers: 2 }) },
+    {
+      name: 'Recreate on 5, slow reloads (4 s), two load balancers, jitter',
+      s: recreate(5),
+      t: { reloadMs: 4000, jitter: 0.3, seed: 3 },
+      setup: () => ({ loadBalancers: 2 }),
+    },
     { name: 'Recreate on 3, slow readiness (20 s)', s: recreate(3), t: { startupMs: 20_000 } },
-    { name: 'Recreate on 3, never ready: fails at the deadline', s: recreate(3), setup: () => ({ faults: { neverReady: never } }), fails: { message: /made no progress for 60 s/ } },
+    {
+      name: 'Recreate on 3, never ready: fails at the deadline',
+      s: recreate(3),
+      setup: () => ({ faults: { neverReady: never } }),
+      fails: { message: /made no progress for 60 s/ },
+    },
   ];
   for (const row of rows) {
     it(row.name, () => play(row, rollingChecks(row.s, row.analysis ? (planRollout(row.s).waves[1]?.[1] ?? row.s.replicas) : undefined)));
@@ -118,7 +192,8 @@ describe('RollingUpdate and Recreate (RollingDriver)', () => {
 });
 
 describe('BlueGreen (BlueGreenDriver)', () => {
-  const blueGreen = (replicas: number, scaleDownDelaySeconds = 30, more: Record<string, unknown> = {}) => resolveStrategy({ replicas, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds, ...more } } });
+  const blueGreen = (replicas: number, scaleDownDelaySeconds = 30, more: Record<string, unknown> = {}) =>
+    resolveStrategy({ replicas, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds, ...more } } });
   const undoAt = (ms: number) => (now: () => number) => ({ switchBack: async () => now() >= ms });
   const rows: Scenario[] = [
     { name: '1 replica', s: blueGreen(1) },
@@ -128,19 +203,71 @@ describe('BlueGreen (BlueGreenDriver)', () => {
     { name: 'slow reloads (4 s), two load balancers', s: blueGreen(4), t: { reloadMs: 4000 }, setup: () => ({ loadBalancers: 2 }) },
     { name: 'slow readiness (20 s), 5 replicas', s: blueGreen(5), t: { startupMs: 20_000 } },
     { name: 'scale up 2 → 4', s: blueGreen(4), setup: () => ({ initialReplicas: 2 }) },
-    { name: 'never ready: fails at the deadline, the old set serving', s: blueGreen(3), setup: () => ({ faults: { neverReady: never } }), fails: { message: /made no progress for 60 s/ }, serving: 'old' },
-    { name: 'new instances crash before minReadySeconds: fails, the old set serving', s: blueGreen(3), t: { minReadyMs: 5000 }, setup: () => ({ faults: crashes }), fails: { message: /made no progress/ }, serving: 'old' },
+    {
+      name: 'never ready: fails at the deadline, the old set serving',
+      s: blueGreen(3),
+      setup: () => ({ faults: { neverReady: never } }),
+      fails: { message: /made no progress for 60 s/ },
+      serving: 'old',
+    },
+    {
+      name: 'new instances crash before minReadySeconds: fails, the old set serving',
+      s: blueGreen(3),
+      t: { minReadyMs: 5000 },
+      setup: () => ({ faults: crashes }),
+      fails: { message: /made no progress/ },
+      serving: 'old',
+    },
     { name: 'old instances exit as soon as they are switched out', s: blueGreen(3), setup: () => ({ faults: { exitWhenMarkedDown: true } }) },
     { name: 'preview upstream, autoPromote', s: blueGreen(3, 30, { previewUpstream: 'preview_1' }) },
-    { name: 'first deploy (nothing running) with a preview upstream', s: blueGreen(3, 2, { previewUpstream: 'preview_1' }), setup: () => ({ initialReplicas: 0 }) },
+    {
+      name: 'first deploy (nothing running) with a preview upstream',
+      s: blueGreen(3, 2, { previewUpstream: 'preview_1' }),
+      setup: () => ({ initialReplicas: 0 }),
+    },
     { name: 'first deploy (nothing running)', s: blueGreen(3), setup: () => ({ initialReplicas: 0 }) },
-    { name: 'preview upstream, autoPromote false: promoted at 20 s', s: blueGreen(3, 10, { previewUpstream: 'preview_1', autoPromote: false }), setup: (now) => ({ promoted: async () => now() >= 20_000 }) },
-    { name: 'switch back (undo) 7 s after the switch: the old set back in one reload, the new set removed', s: blueGreen(3), setup: undoAt(10_000), fails: { message: /rolled back \(undo\)/ }, serving: 'alone' },
-    { name: 'switch back with slow reloads (4 s) and two load balancers', s: blueGreen(4), t: { reloadMs: 4000 }, setup: (now) => ({ loadBalancers: 2, ...undoAt(20_000)(now) }), fails: { message: /rolled back \(undo\)/ }, serving: 'alone' },
-    { name: 'switch back asked before the switch: ignored, the rollout completes', s: blueGreen(3, 5), setup: (now) => ({ switchBack: async () => now() < 2000 }) },
+    {
+      name: 'preview upstream, autoPromote false: promoted at 20 s',
+      s: blueGreen(3, 10, { previewUpstream: 'preview_1', autoPromote: false }),
+      setup: (now) => ({ promoted: async () => now() >= 20_000 }),
+    },
+    {
+      name: 'switch back (undo) 7 s after the switch: the old set back in one reload, the new set removed',
+      s: blueGreen(3),
+      setup: undoAt(10_000),
+      fails: { message: /rolled back \(undo\)/ },
+      serving: 'alone',
+    },
+    {
+      name: 'switch back with slow reloads (4 s) and two load balancers',
+      s: blueGreen(4),
+      t: { reloadMs: 4000 },
+      setup: (now) => ({ loadBalancers: 2, ...undoAt(20_000)(now) }),
+      fails: { message: /rolled back \(undo\)/ },
+      serving: 'alone',
+    },
+    {
+      name: 'switch back asked before the switch: ignored, the rollout completes',
+      s: blueGreen(3, 5),
+      setup: (now) => ({ switchBack: async () => now() < 2000 }),
+    },
     { name: 'analysis after the switch passes', s: blueGreen(3, 60), analysis: 'passes' },
-    { name: 'analysis after the switch fails: switched back while the old set waits', s: blueGreen(3, 60), analysis: 'fails', fails: { message: /rolled back \(the analysis failed\)/ }, serving: 'alone' },
-    { name: 'analysis fails with slow reloads (4 s) and two load balancers', s: blueGreen(4, 60), t: { reloadMs: 4000 }, setup: () => ({ loadBalancers: 2 }), analysis: 'fails', fails: { message: /rolled back \(the analysis failed\)/ }, serving: 'alone' },
+    {
+      name: 'analysis after the switch fails: switched back while the old set waits',
+      s: blueGreen(3, 60),
+      analysis: 'fails',
+      fails: { message: /rolled back \(the analysis failed\)/ },
+      serving: 'alone',
+    },
+    {
+      name: 'analysis fails with slow reloads (4 s) and two load balancers',
+      s: blueGreen(4, 60),
+      t: { reloadMs: 4000 },
+      setup: () => ({ loadBalancers: 2 }),
+      analysis: 'fails',
+      fails: { message: /rolled back \(the analysis failed\)/ },
+      serving: 'alone',
+    },
   ];
   for (const row of rows) it(row.name, () => play(row, blueGreenChecks(row.s, row.setup?.(() => 0).initialReplicas)));
 });
@@ -148,7 +275,10 @@ describe('BlueGreen (BlueGreenDriver)', () => {
 describe('Canary (CanaryDriver)', () => {
   type Step = { setWeight: number } | { pause: { duration?: number } } | { analysis: Record<string, unknown> };
   const canary = (replicas: number, steps: Step[], extra: Record<string, unknown> = {}) => {
-    const s = resolveStrategy({ replicas, strategy: { type: 'Canary', canary: { steps, stickyKey: 'header:X-User', ...extra }, rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } as never });
+    const s = resolveStrategy({
+      replicas,
+      strategy: { type: 'Canary', canary: { steps, stickyKey: 'header:X-User', ...extra }, rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } as never,
+    });
     if (s.type === 'Canary') for (const st of s.canary.steps) if (st.kind === 'analysis') st.spec = ANALYSIS;
     return s;
   };
@@ -159,24 +289,82 @@ describe('Canary (CanaryDriver)', () => {
   const rows: Scenario[] = [
     { name: '1 replica: setWeight 10, pause 5 s', s: canary(1, [w(10), pause(5)]) },
     { name: '4 replicas: setWeight 25, pause 10 s, setWeight 50, pause 10 s', s: canary(4, [w(25), pause(10), w(50), pause(10)]) },
-    { name: '5 replicas, two load balancers: 20, 40, 60, 80 with pauses', s: canary(5, [w(20), pause(5), w(40), pause(5), w(60), pause(5), w(80)]), setup: () => ({ loadBalancers: 2 }) },
+    {
+      name: '5 replicas, two load balancers: 20, 40, 60, 80 with pauses',
+      s: canary(5, [w(20), pause(5), w(40), pause(5), w(60), pause(5), w(80)]),
+      setup: () => ({ loadBalancers: 2 }),
+    },
     { name: 'back to 0: setWeight 50, pause, setWeight 0, pause', s: canary(4, [w(50), pause(10), w(0), pause(10)]) },
     { name: 'ends with setWeight 100 (a switch)', s: canary(4, [w(25), pause(10), w(100)]) },
     { name: 'setWeight 100 mid-steps, then down to 10', s: canary(3, [w(100), pause(5), w(10), pause(5)]) },
     { name: 'canaryReplicas 2 on 6: 10%, 30%', s: canary(6, [w(10), pause(5), w(30)], { canaryReplicas: 2 }) },
     { name: 'canary.force: a header sends testers to the canary', s: canary(4, [w(25), pause(10), w(50)], { force: 'header:X-Canary' }) },
     { name: 'jitter on three hosts', s: canary(6, [w(33), pause(5), w(66), pause(5)]), t: { jitter: 0.4, seed: 11 }, setup: () => ({ hosts: 3 }) },
-    { name: 'slow reloads (4 s), two load balancers: 25, pause, 50', s: canary(4, [w(25), pause(5), w(50)]), t: { reloadMs: 4000 }, setup: () => ({ loadBalancers: 2 }) },
+    {
+      name: 'slow reloads (4 s), two load balancers: 25, pause, 50',
+      s: canary(4, [w(25), pause(5), w(50)]),
+      t: { reloadMs: 4000 },
+      setup: () => ({ loadBalancers: 2 }),
+    },
     { name: 'slow readiness (20 s): 25, pause', s: canary(4, [w(25), pause(5)]), t: { startupMs: 20_000 } },
-    { name: 'never ready: fails at the deadline, the stable set serving', s: canary(3, [w(30), pause(5)]), setup: () => ({ faults: { neverReady: never } }), fails: { message: /made no progress for 60 s/ }, serving: 'old' },
-    { name: 'canaries crash before minReadySeconds: fails, the stable set serving', s: canary(3, [w(30), pause(5)]), t: { minReadyMs: 5000 }, setup: () => ({ faults: crashes }), fails: { message: /made no progress/ }, serving: 'old' },
-    { name: 'abort during an open pause: the canary out in one reload, removed', s: canary(3, [w(30), pause()]), setup: abortAt(30_000), fails: { message: /canary aborted \(fleetroll abort\)/ }, serving: 'alone' },
-    { name: 'abort at 50% with slow reloads (4 s) and two load balancers', s: canary(4, [w(25), pause(5), w(50), pause()]), t: { reloadMs: 4000 }, setup: (now) => ({ loadBalancers: 2, ...abortAt(60_000)(now) }), fails: { message: /canary aborted \(fleetroll abort\)/ }, serving: 'alone' },
-    { name: 'promote during an open pause skips the rest', s: canary(3, [w(30), pause(), w(60), pause()]), setup: (now) => ({ promoted: async () => now() >= 30_000 }) },
+    {
+      name: 'never ready: fails at the deadline, the stable set serving',
+      s: canary(3, [w(30), pause(5)]),
+      setup: () => ({ faults: { neverReady: never } }),
+      fails: { message: /made no progress for 60 s/ },
+      serving: 'old',
+    },
+    {
+      name: 'canaries crash before minReadySeconds: fails, the stable set serving',
+      s: canary(3, [w(30), pause(5)]),
+      t: { minReadyMs: 5000 },
+      setup: () => ({ faults: crashes }),
+      fails: { message: /made no progress/ },
+      serving: 'old',
+    },
+    {
+      name: 'abort during an open pause: the canary out in one reload, removed',
+      s: canary(3, [w(30), pause()]),
+      setup: abortAt(30_000),
+      fails: { message: /canary aborted \(fleetroll abort\)/ },
+      serving: 'alone',
+    },
+    {
+      name: 'abort at 50% with slow reloads (4 s) and two load balancers',
+      s: canary(4, [w(25), pause(5), w(50), pause()]),
+      t: { reloadMs: 4000 },
+      setup: (now) => ({ loadBalancers: 2, ...abortAt(60_000)(now) }),
+      fails: { message: /canary aborted \(fleetroll abort\)/ },
+      serving: 'alone',
+    },
+    {
+      name: 'promote during an open pause skips the rest',
+      s: canary(3, [w(30), pause(), w(60), pause()]),
+      setup: (now) => ({ promoted: async () => now() >= 30_000 }),
+    },
     { name: 'an analysis step passes: 25, analysis, 50', s: canary(4, [w(25), analysis, w(50)]), analysis: 'passes' },
-    { name: 'an analysis step passes with slow reloads (4 s) and two load balancers', s: canary(4, [w(25), analysis, w(50), analysis]), t: { reloadMs: 4000 }, setup: () => ({ loadBalancers: 2 }), analysis: 'passes' },
-    { name: 'an analysis step fails: the canary aborted, the stable set serving', s: canary(4, [w(25), analysis, w(50)]), analysis: 'fails', fails: { message: /canary aborted \(the analysis failed\)/ }, serving: 'alone' },
-    { name: 'an analysis step at 50% fails with slow reloads (4 s)', s: canary(4, [w(25), pause(5), w(50), analysis]), t: { reloadMs: 4000 }, analysis: 'fails', fails: { message: /canary aborted \(the analysis failed\)/ }, serving: 'alone' },
+    {
+      name: 'an analysis step passes with slow reloads (4 s) and two load balancers',
+      s: canary(4, [w(25), analysis, w(50), analysis]),
+      t: { reloadMs: 4000 },
+      setup: () => ({ loadBalancers: 2 }),
+      analysis: 'passes',
+    },
+    {
+      name: 'an analysis step fails: the canary aborted, the stable set serving',
+      s: canary(4, [w(25), analysis, w(50)]),
+      analysis: 'fails',
+      fails: { message: /canary aborted \(the analysis failed\)/ },
+      serving: 'alone',
+    },
+    {
+      name: 'an analysis step at 50% fails with slow reloads (4 s)',
+      s: canary(4, [w(25), pause(5), w(50), analysis]),
+      t: { reloadMs: 4000 },
+      analysis: 'fails',
+      fails: { message: /canary aborted \(the analysis failed\)/ },
+      serving: 'alone',
+    },
   ];
   for (const row of rows) it(row.name, () => play(row, canaryChecks(row.s)));
 });

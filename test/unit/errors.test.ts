@@ -71,13 +71,19 @@ describe('docs/errors.md and ERROR_CODES', () => {
 
   it('every code the page names is catalogued', () => {
     const named = new Set([...doc.matchAll(/\bE_[A-Z][A-Z_]*\b/g)].map((m) => m[0]));
-    assert.deepEqual([...named].filter((c) => !(c in ERROR_CODES)), []);
+    assert.deepEqual(
+      [...named].filter((c) => !(c in ERROR_CODES)),
+      [],
+    );
     assert.deepEqual([...docCodes().keys()].sort(), [...CODES].sort());
   });
 
   it('the exit code table lists every ExitCode, with its value and name', () => {
     const rows = [...doc.matchAll(/^\| (\d+) \| `(\w+)` \|/gm)].map((m) => [Number(m[1]), m[2]]);
-    assert.deepEqual(rows, Object.entries(ExitCode).map(([name, value]) => [value, name]));
+    assert.deepEqual(
+      rows,
+      Object.entries(ExitCode).map(([name, value]) => [value, name]),
+    );
   });
 
   it("the page's runnable example prints what the CLI prints", async () => {
@@ -94,7 +100,10 @@ describe('docs/errors.md and ERROR_CODES', () => {
       process.stderr.write = write;
     }
     assert.equal(code, Number(block[1]));
-    assert.deepEqual(printed.map((v) => JSON.stringify(v)), [block[3]]);
+    assert.deepEqual(
+      printed.map((v) => JSON.stringify(v)),
+      [block[3]],
+    );
   });
 });
 
@@ -103,13 +112,19 @@ describe('codes in src/', () => {
 
   it('every E_* string literal in src/ is a catalogued code', () => {
     assert.ok(literals.length > 50, `found only ${literals.length} literals: is the scan reading src/?`);
-    assert.deepEqual(literals.filter((l) => !(l.code in ERROR_CODES)).map((l) => `${l.file}: ${l.code}`), []);
+    assert.deepEqual(
+      literals.filter((l) => !(l.code in ERROR_CODES)).map((l) => `${l.file}: ${l.code}`),
+      [],
+    );
   });
 
   it('every catalogued code is thrown somewhere in src/ (no dead entries)', () => {
     // The catalogue names every code; the error classes in src/errors.ts, which throw E_INVALID, E_REPORTED, ..., count as uses.
     const used = new Set(literals.filter((l) => l.file !== 'src/errorCodes.ts').map((l) => l.code));
-    assert.deepEqual(CODES.filter((c) => !used.has(c)), []);
+    assert.deepEqual(
+      CODES.filter((c) => !used.has(c)),
+      [],
+    );
   });
 
   it('an exit code passed at a call site is one the catalogue allows for that code', () => {
@@ -132,7 +147,8 @@ describe('codes in src/', () => {
   it('no literal exit code: ExitCode.x', () => {
     const bad: string[] = [];
     for (const { file, text } of sources) {
-      for (const m of text.matchAll(/FleetrollError\(\s*'E_[A-Z_]+',\s*\d+,|ReportedFailure\(\d+\)|process\.exit(?:Code\s*=\s*|\()\d+/g)) bad.push(`${file}: ${m[0]}`);
+      for (const m of text.matchAll(/FleetrollError\(\s*'E_[A-Z_]+',\s*\d+,|ReportedFailure\(\d+\)|process\.exit(?:Code\s*=\s*|\()\d+/g))
+        bad.push(`${file}: ${m[0]}`);
     }
     assert.deepEqual(bad, []);
   });
@@ -147,23 +163,106 @@ describe('each error class ends with its code and exit code', () => {
     }
     assert.fail('expected a throw');
   };
-  const lock = { holder: 'ci@runner-7', pid: 4242, command: 'fleetroll deploy -f fleet.yaml', started: '2026-01-01T00:00:00.000Z', lease: '2026-01-01T00:00:10.000Z', stale: false };
-  const rows: { name: string; make: () => unknown | Promise<unknown>; cls: abstract new (...args: never[]) => Error; code: ErrorCode; exitCode: ExitCodeValue }[] = [
-    { name: 'ValidationError', make: () => new ValidationError([{ path: 'replicas', message: 'must be a whole number' }]), cls: ValidationError, code: 'E_INVALID', exitCode: ExitCode.invalidInput },
+  const lock = {
+    holder: 'ci@runner-7',
+    pid: 4242,
+    command: 'fleetroll deploy -f fleet.yaml',
+    started: '2026-01-01T00:00:00.000Z',
+    lease: '2026-01-01T00:00:10.000Z',
+    stale: false,
+  };
+  const rows: {
+    name: string;
+    make: () => unknown | Promise<unknown>;
+    cls: abstract new (...args: never[]) => Error;
+    code: ErrorCode;
+    exitCode: ExitCodeValue;
+  }[] = [
+    {
+      name: 'ValidationError',
+      make: () => new ValidationError([{ path: 'replicas', message: 'must be a whole number' }]),
+      cls: ValidationError,
+      code: 'E_INVALID',
+      exitCode: ExitCode.invalidInput,
+    },
     { name: 'fieldError', make: () => fieldError('--max-surge', 'must be a number'), cls: ValidationError, code: 'E_INVALID', exitCode: ExitCode.invalidInput },
     { name: 'ReportedFailure (default)', make: () => new ReportedFailure(), cls: ReportedFailure, code: 'E_REPORTED', exitCode: ExitCode.rolloutFailed },
-    { name: 'ReportedFailure (interrupted)', make: () => new ReportedFailure(ExitCode.interrupted), cls: ReportedFailure, code: 'E_REPORTED', exitCode: ExitCode.interrupted },
-    { name: 'RolloutFailedError', make: () => new RolloutFailedError('made no progress', 'deploy again'), cls: RolloutFailedError, code: 'E_ROLLOUT_FAILED', exitCode: ExitCode.rolloutFailed },
+    {
+      name: 'ReportedFailure (interrupted)',
+      make: () => new ReportedFailure(ExitCode.interrupted),
+      cls: ReportedFailure,
+      code: 'E_REPORTED',
+      exitCode: ExitCode.interrupted,
+    },
+    {
+      name: 'RolloutFailedError',
+      make: () => new RolloutFailedError('made no progress', 'deploy again'),
+      cls: RolloutFailedError,
+      code: 'E_ROLLOUT_FAILED',
+      exitCode: ExitCode.rolloutFailed,
+    },
     { name: 'PausedError', make: () => new PausedError('paused after 1 wave(s)'), cls: PausedError, code: 'E_PAUSED', exitCode: ExitCode.paused },
-    { name: 'InterruptedError', make: () => new InterruptedError('interrupted after 1 wave(s)', 'run again'), cls: InterruptedError, code: 'E_INTERRUPTED', exitCode: ExitCode.interrupted },
+    {
+      name: 'InterruptedError',
+      make: () => new InterruptedError('interrupted after 1 wave(s)', 'run again'),
+      cls: InterruptedError,
+      code: 'E_INTERRUPTED',
+      exitCode: ExitCode.interrupted,
+    },
     { name: 'LockHeldError', make: () => new LockHeldError(lock, 'api'), cls: LockHeldError, code: 'E_LOCK_HELD', exitCode: ExitCode.lockHeld },
-    { name: 'StalledError (a simulation with nothing scheduled)', make: () => new VirtualClock().run(new Promise(() => {})).then(() => assert.fail('expected a rejection'), (err: unknown) => err), cls: FleetrollError, code: 'E_INTERNAL', exitCode: ExitCode.rolloutFailed },
-    { name: 'UnsafeStickyKeyError', make: () => caught(() => stickyKeyVariable('cookie:a b')), cls: UnsafeStickyKeyError, code: 'E_UNSAFE_VALUE', exitCode: ExitCode.rolloutFailed },
-    { name: 'UnsafeUpstreamValueError', make: () => caught(() => forceRoute('api; include /etc/passwd')), cls: UnsafeUpstreamValueError, code: 'E_UNSAFE_VALUE', exitCode: ExitCode.rolloutFailed },
-    { name: 'TemplateError (internal) reaches callers as a ValidationError', make: () => caught(() => interpolateString('${', () => undefined, 'env/A')), cls: ValidationError, code: 'E_INVALID', exitCode: ExitCode.invalidInput },
-    { name: 'FleetrollError: exit code from the catalogue', make: () => new FleetrollError('E_DOCKER', 'stopping container web-1 on vm1: 500'), cls: FleetrollError, code: 'E_DOCKER', exitCode: ExitCode.rolloutFailed },
-    { name: 'FleetrollError: another exit code the catalogue allows', make: () => new FleetrollError('E_ADOPT', 'port: is required', { exitCode: ExitCode.invalidInput }), cls: FleetrollError, code: 'E_ADOPT', exitCode: ExitCode.invalidInput },
-    { name: 'FleetrollError: the positional form of older callers', make: () => new FleetrollError('E_INTERNAL', 1, 'no runtime for host vm9'), cls: FleetrollError, code: 'E_INTERNAL', exitCode: ExitCode.rolloutFailed },
+    {
+      name: 'StalledError (a simulation with nothing scheduled)',
+      make: () =>
+        new VirtualClock().run(new Promise(() => {})).then(
+          () => assert.fail('expected a rejection'),
+          (err: unknown) => err,
+        ),
+      cls: FleetrollError,
+      code: 'E_INTERNAL',
+      exitCode: ExitCode.rolloutFailed,
+    },
+    {
+      name: 'UnsafeStickyKeyError',
+      make: () => caught(() => stickyKeyVariable('cookie:a b')),
+      cls: UnsafeStickyKeyError,
+      code: 'E_UNSAFE_VALUE',
+      exitCode: ExitCode.rolloutFailed,
+    },
+    {
+      name: 'UnsafeUpstreamValueError',
+      make: () => caught(() => forceRoute('api; include /etc/passwd')),
+      cls: UnsafeUpstreamValueError,
+      code: 'E_UNSAFE_VALUE',
+      exitCode: ExitCode.rolloutFailed,
+    },
+    {
+      name: 'TemplateError (internal) reaches callers as a ValidationError',
+      make: () => caught(() => interpolateString('${', () => undefined, 'env/A')),
+      cls: ValidationError,
+      code: 'E_INVALID',
+      exitCode: ExitCode.invalidInput,
+    },
+    {
+      name: 'FleetrollError: exit code from the catalogue',
+      make: () => new FleetrollError('E_DOCKER', 'stopping container web-1 on vm1: 500'),
+      cls: FleetrollError,
+      code: 'E_DOCKER',
+      exitCode: ExitCode.rolloutFailed,
+    },
+    {
+      name: 'FleetrollError: another exit code the catalogue allows',
+      make: () => new FleetrollError('E_ADOPT', 'port: is required', { exitCode: ExitCode.invalidInput }),
+      cls: FleetrollError,
+      code: 'E_ADOPT',
+      exitCode: ExitCode.invalidInput,
+    },
+    {
+      name: 'FleetrollError: the positional form of older callers',
+      make: () => new FleetrollError('E_INTERNAL', 1, 'no runtime for host vm9'),
+      cls: FleetrollError,
+      code: 'E_INTERNAL',
+      exitCode: ExitCode.rolloutFailed,
+    },
   ];
   for (const row of rows) {
     it(`${row.name}: ${row.code}, exit ${row.exitCode}`, async () => {
@@ -196,13 +295,21 @@ describe('--json failures', () => {
     return { printed, out: { line: () => {}, json: (v: unknown) => printed.push(v), warn: () => {} } satisfies Out };
   };
 
-  it('carry code, exitCode and details; once per error, the command\'s own fields kept', () => {
+  it("carry code, exitCode and details; once per error, the command's own fields kept", () => {
     const { printed, out } = capture();
     const err = new RolloutFailedError('canary aborted', 'fix it', { aborted: 'the analysis failed', stoppedBy: 'analysis' });
     printFailureJson(out, err, { stoppedBy: 'analysis' });
     printFailureJson(out, err);
     assert.deepEqual(printed, [
-      { outcome: 'failed', code: 'E_ROLLOUT_FAILED', exitCode: 1, message: 'canary aborted', hint: 'fix it', details: { aborted: 'the analysis failed', stoppedBy: 'analysis' }, stoppedBy: 'analysis' },
+      {
+        outcome: 'failed',
+        code: 'E_ROLLOUT_FAILED',
+        exitCode: 1,
+        message: 'canary aborted',
+        hint: 'fix it',
+        details: { aborted: 'the analysis failed', stoppedBy: 'analysis' },
+        stoppedBy: 'analysis',
+      },
     ]);
   });
 

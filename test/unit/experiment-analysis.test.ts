@@ -177,7 +177,7 @@ describe('derivePhases', () => {
       ],
     },
     {
-      name: 'script control: the engine\'s phases per batch, then re-enabling once the whole batch is ready',
+      name: "script control: the engine's phases per batch, then re-enabling once the whole batch is ready",
       events: SCRIPT_RUN,
       o: { deployStartMs: 1000, deployEndMs: 10800, startMs: 0, endMs: 11800, mode: 'script' },
       want: [
@@ -414,7 +414,11 @@ describe('capacityTimeline', () => {
     },
     {
       name: 'changes at the same instant collapse into one point',
-      events: [engine(100, { type: 'stopped', name: 'o1', host: 'local' }), engine(100, { type: 'started', name: 'n1', host: 'local' }), runner(100, { type: 'reload', lb: 0, up: ['n1', 'o2'], down: [], count: 1 })],
+      events: [
+        engine(100, { type: 'stopped', name: 'o1', host: 'local' }),
+        engine(100, { type: 'started', name: 'n1', host: 'local' }),
+        runner(100, { type: 'reload', lb: 0, up: ['n1', 'o2'], down: [], count: 1 }),
+      ],
       initial: ['o1', 'o2'],
       want: [
         { t: 0, up: 2, alive: 2 },
@@ -463,10 +467,22 @@ describe('stat (median, min, max)', () => {
 describe('measuredTimings', () => {
   it('start-to-ready, end-of-drain-to-stopped, decision to mark-down in force, ready to in nginx, removed to next start', () => {
     // o1 decided at 2400, marked down in force at 2700; n1 ready at 2400, in at 2700; o1 gone at 5700, n2 started at 6000.
-    assert.deepEqual(measuredTimings(ENGINE_RUN), { startToReadyMs: [1000, 1000], stopMs: [1000, 1000], decisionToReloadMs: [300, 300], readyToInNginxMs: [300, 300], removedToStartedMs: [300] });
+    assert.deepEqual(measuredTimings(ENGINE_RUN), {
+      startToReadyMs: [1000, 1000],
+      stopMs: [1000, 1000],
+      decisionToReloadMs: [300, 300],
+      readyToInNginxMs: [300, 300],
+      removedToStartedMs: [300],
+    });
   });
   it('without a drain pause the stop is timed from the wave; naive has no readiness and never marks down', () => {
-    assert.deepEqual(measuredTimings(NAIVE_RUN), { startToReadyMs: [], stopMs: [200, 200], decisionToReloadMs: [], readyToInNginxMs: [], removedToStartedMs: [400, 400] });
+    assert.deepEqual(measuredTimings(NAIVE_RUN), {
+      startToReadyMs: [],
+      stopMs: [200, 200],
+      decisionToReloadMs: [],
+      readyToInNginxMs: [],
+      removedToStartedMs: [400, 400],
+    });
   });
 });
 
@@ -522,20 +538,56 @@ describe('runMetrics', () => {
     assert.equal(m.calibratedRatio, null);
   });
   it('a calibrated prediction given is kept with its ratio, 9.5 / 9.1', () => {
-    const c = runMetrics({ predicted, calibrated: { ...predicted, durationMs: 9100, fromRuns: 2 }, records, events: ENGINE_RUN, deployStartMs: 1000, deployEndMs: 10500, loadEndMs: 11500, initial: ['o1', 'o2'], from: '1.0.0', to: '1.1.0', mode: 'engine', strategy, timings: { startupMs: 1000, drainMs: 2000, stopMs: 1000, minReadyMs: 0 } });
+    const c = runMetrics({
+      predicted,
+      calibrated: { ...predicted, durationMs: 9100, fromRuns: 2 },
+      records,
+      events: ENGINE_RUN,
+      deployStartMs: 1000,
+      deployEndMs: 10500,
+      loadEndMs: 11500,
+      initial: ['o1', 'o2'],
+      from: '1.0.0',
+      to: '1.1.0',
+      mode: 'engine',
+      strategy,
+      timings: { startupMs: 1000, drainMs: 2000, stopMs: 1000, minReadyMs: 0 },
+    });
     assert.equal(c.calibrated?.fromRuns, 2);
     assert.equal(c.calibratedRatio, 1.044);
   });
   it('the naive control gets no prediction and no overhead ratio', () => {
-    const n = runMetrics({ records, events: NAIVE_RUN, deployStartMs: 1000, deployEndMs: 4800, loadEndMs: 5800, initial: ['o1', 'o2'], from: '1.0.0', to: '1.1.0', mode: 'naive', timings: { startupMs: 1000, drainMs: 0, stopMs: 0, minReadyMs: 0 } });
+    const n = runMetrics({
+      records,
+      events: NAIVE_RUN,
+      deployStartMs: 1000,
+      deployEndMs: 4800,
+      loadEndMs: 5800,
+      initial: ['o1', 'o2'],
+      from: '1.0.0',
+      to: '1.1.0',
+      mode: 'naive',
+      timings: { startupMs: 1000, drainMs: 0, stopMs: 0, minReadyMs: 0 },
+    });
     assert.equal(n.predicted, null);
     assert.equal(n.overheadRatio, null);
     assert.equal(n.reloads, 2);
     assert.equal(n.waves, 2);
     assert.equal(n.minCapacity, 1);
   });
-  it('the script control: no prediction, but reloads, waves, capacity and timings counted like the engine\'s', () => {
-    const sc = runMetrics({ records, events: SCRIPT_RUN, deployStartMs: 1000, deployEndMs: 10800, loadEndMs: 11800, initial: ['o1', 'o2'], from: '1.0.0', to: '1.1.0', mode: 'script', timings: { startupMs: 1000, drainMs: 2000, stopMs: 1000, minReadyMs: 0 } });
+  it("the script control: no prediction, but reloads, waves, capacity and timings counted like the engine's", () => {
+    const sc = runMetrics({
+      records,
+      events: SCRIPT_RUN,
+      deployStartMs: 1000,
+      deployEndMs: 10800,
+      loadEndMs: 11800,
+      initial: ['o1', 'o2'],
+      from: '1.0.0',
+      to: '1.1.0',
+      mode: 'script',
+      timings: { startupMs: 1000, drainMs: 2000, stopMs: 1000, minReadyMs: 0 },
+    });
     assert.equal(sc.predicted, null);
     assert.equal(sc.overheadRatio, null);
     assert.deepEqual([sc.reloads, sc.waves, sc.minCapacity, sc.peakInstances], [4, 2, 1, 2]);
@@ -545,31 +597,46 @@ describe('runMetrics', () => {
   });
 });
 
-describe('runMetrics against a bad version: outcome, the new version\'s figures, the time to roll back', () => {
+describe("runMetrics against a bad version: outcome, the new version's figures, the time to roll back", () => {
   // A canary answers from 2005 to 5605 (two of its answers 500s, the first at 3005), stable throughout; one 502 nobody answered.
   const records: RequestRecord[] = [
     ...Array.from({ length: 40 }, (_, i) => req(500 + i * 200, 200, '1.0.0')),
     ...Array.from({ length: 10 }, (_, i) => req(2000 + i * 400, i === 2 || i === 6 ? 500 : 200, '1.1.0')),
     req(6500, 502),
   ];
-  const base = { records, deployStartMs: 1000, deployEndMs: 7000, loadEndMs: 8500, initial: ['o1', 'o2'], from: '1.0.0', to: '1.1.0', mode: 'engine' as const, timings: { startupMs: 1000, drainMs: 1000, stopMs: 1000, minReadyMs: 0 } };
+  const base = {
+    records,
+    deployStartMs: 1000,
+    deployEndMs: 7000,
+    loadEndMs: 8500,
+    initial: ['o1', 'o2'],
+    from: '1.0.0',
+    to: '1.1.0',
+    mode: 'engine' as const,
+    timings: { startupMs: 1000, drainMs: 1000, stopMs: 1000, minReadyMs: 0 },
+  };
   const end = (outcome: 'complete' | 'failed' | 'stopped') => [runner(1000, { type: 'deploy-start' }), runner(7000, { type: 'deploy-end', outcome })];
   const predicted = { durationMs: 5000, waves: 2, peakInstances: 3, lowestCapacity: 2, mixedVersionWindowMs: 0, reloads: 2 };
   const stopped = runMetrics({ ...base, events: end('stopped'), predicted, health: { unavailable: 'no access log' } });
 
-  it('outcome from the runner\'s deploy-end event', () => {
+  it("outcome from the runner's deploy-end event", () => {
     assert.equal(stopped.outcome, 'stopped');
     assert.equal(runMetrics({ ...base, events: end('complete') }).outcome, 'completed');
     assert.equal(runMetrics({ ...base, events: end('failed') }).outcome, 'failed');
     assert.equal(runMetrics({ ...base, events: [] }).outcome, 'completed', 'no deploy-end: completed');
   });
-  it('failed split: the bad version\'s own 500s and the 502', () => {
+  it("failed split: the bad version's own 500s and the 502", () => {
     assert.deepEqual([stopped.requests.failed, stopped.newVersion.ownFailures, stopped.newVersion.otherFailures], [3, 2, 1]);
     assert.deepEqual([stopped.newVersion.answered, stopped.newVersion.answeredInDeploy, stopped.newVersion.sentInDeploy], [10, 10, 41]);
   });
   it('stopped: to its last answer (5605) from the deploy start (1000), from its first 500 (2805), from its first answer (2005)', () => {
     assert.deepEqual(
-      { stopped: stopped.newVersion.stopped, stopMs: stopped.newVersion.stopMs, afterFirstFailure: stopped.newVersion.stopAfterFirstFailureMs, exposure: stopped.newVersion.exposureMs },
+      {
+        stopped: stopped.newVersion.stopped,
+        stopMs: stopped.newVersion.stopMs,
+        afterFirstFailure: stopped.newVersion.stopAfterFirstFailureMs,
+        exposure: stopped.newVersion.exposureMs,
+      },
       { stopped: true, stopMs: 4605, afterFirstFailure: 2800, exposure: 3600 },
     );
   });
@@ -585,7 +652,10 @@ describe('runMetrics against a bad version: outcome, the new version\'s figures,
   });
   it('completed: no time to roll back', () => {
     const done = runMetrics({ ...base, events: end('complete') });
-    assert.deepEqual([done.newVersion.stopped, done.newVersion.stopMs, done.newVersion.stopAfterFirstFailureMs, done.newVersion.exposureMs, done.health], [false, null, null, null, null]);
+    assert.deepEqual(
+      [done.newVersion.stopped, done.newVersion.stopMs, done.newVersion.stopAfterFirstFailureMs, done.newVersion.exposureMs, done.health],
+      [false, null, null, null, null],
+    );
   });
 });
 
@@ -607,10 +677,19 @@ describe('aggregateRuns', () => {
     calibratedMs?: number;
   }): RunMetrics {
     const total = Object.values(o.outcomes).reduce((a, b) => a + b, 0);
-    const failed = Object.entries(o.outcomes).filter(([k]) => !/^2/.test(k)).reduce((a, [, n]) => a + n, 0);
+    const failed = Object.entries(o.outcomes)
+      .filter(([k]) => !/^2/.test(k))
+      .reduce((a, [, n]) => a + n, 0);
     return {
       outcome: o.outcome ?? 'completed',
-      requests: { total, ok: total - failed, failed, retried: o.retried ?? 0, byMethod: { GET: { total, ok: total - failed, failed, retried: o.retried ?? 0, byStatus: o.outcomes } }, latencyMs: { p50: 3, p95: 9, p99: total, max: 99 } },
+      requests: {
+        total,
+        ok: total - failed,
+        failed,
+        retried: o.retried ?? 0,
+        byMethod: { GET: { total, ok: total - failed, failed, retried: o.retried ?? 0, byStatus: o.outcomes } },
+        latencyMs: { p50: 3, p95: 9, p99: total, max: 99 },
+      },
       failuresByPhase: o.byPhase ?? [],
       phases: o.phases.map((name, i) => ({ name, startMs: i * 1000, endMs: (i + 1) * 1000 })),
       mixedVersionWindow: null,
@@ -640,14 +719,40 @@ describe('aggregateRuns', () => {
       measured: { startToReadyMs: null, stopMs: null, decisionToReloadMs: null, readyToInNginxMs: null, removedToStartedMs: null },
       predicted: { durationMs: 8000, waves: 3, peakInstances: 3, lowestCapacity: 2, mixedVersionWindowMs: 6000, reloads: 3 },
       overheadRatio: o.ratio === undefined ? o.durationMs / 8000 : o.ratio,
-      calibrated: o.calibratedMs === undefined ? null : { durationMs: o.calibratedMs, waves: 3, peakInstances: 3, lowestCapacity: 2, mixedVersionWindowMs: 6000, reloads: 3, fromRuns: 1 },
+      calibrated:
+        o.calibratedMs === undefined
+          ? null
+          : { durationMs: o.calibratedMs, waves: 3, peakInstances: 3, lowestCapacity: 2, mixedVersionWindowMs: 6000, reloads: 3, fromRuns: 1 },
       calibratedRatio: o.calibratedMs === undefined ? null : o.durationMs / o.calibratedMs,
     };
   }
   const runs = [
-    fake({ outcomes: { '200': 10, '502': 2 }, windowMs: 3000, durationMs: 9000, phases: ['before deploy', 'wave 1: draining', 'wave 2: stopping'], byPhase: [{ phase: 'wave 2: stopping', failed: 2, byStatus: { '502': 2 }, retried: 0 }], minCapacity: 1 }),
-    fake({ outcomes: { '200': 12 }, retried: 3, windowMs: 2000, durationMs: 10_000, calibratedMs: 9000, phases: ['before deploy', 'wave 1: draining', 'wave 2: stopping'], byPhase: [{ phase: 'wave 1: draining', failed: 0, byStatus: {}, retried: 3 }] }),
-    fake({ outcomes: { '200': 11, 'error:ECONNRESET': 1 }, retried: 1, windowMs: 2500, durationMs: 8000, calibratedMs: 8400, phases: ['before deploy', 'wave 1: draining', 'wave 2: stopping'], byPhase: [{ phase: 'wave 1: draining', failed: 1, byStatus: { 'error:ECONNRESET': 1 }, retried: 1 }] }),
+    fake({
+      outcomes: { '200': 10, '502': 2 },
+      windowMs: 3000,
+      durationMs: 9000,
+      phases: ['before deploy', 'wave 1: draining', 'wave 2: stopping'],
+      byPhase: [{ phase: 'wave 2: stopping', failed: 2, byStatus: { '502': 2 }, retried: 0 }],
+      minCapacity: 1,
+    }),
+    fake({
+      outcomes: { '200': 12 },
+      retried: 3,
+      windowMs: 2000,
+      durationMs: 10_000,
+      calibratedMs: 9000,
+      phases: ['before deploy', 'wave 1: draining', 'wave 2: stopping'],
+      byPhase: [{ phase: 'wave 1: draining', failed: 0, byStatus: {}, retried: 3 }],
+    }),
+    fake({
+      outcomes: { '200': 11, 'error:ECONNRESET': 1 },
+      retried: 1,
+      windowMs: 2500,
+      durationMs: 8000,
+      calibratedMs: 8400,
+      phases: ['before deploy', 'wave 1: draining', 'wave 2: stopping'],
+      byPhase: [{ phase: 'wave 1: draining', failed: 1, byStatus: { 'error:ECONNRESET': 1 }, retried: 1 }],
+    }),
   ];
   const a = aggregateRuns(runs, 1);
 
@@ -677,16 +782,47 @@ describe('aggregateRuns', () => {
   });
   it('failures by phase: every phase that had a failure or retry in any run, in phase order, 0 where absent', () => {
     assert.deepEqual(a.failuresByPhase, [
-      { phase: 'wave 1: draining', failed: { median: 0, min: 0, max: 1, n: 3 }, retried: { median: 1, min: 0, max: 3, n: 3 }, byStatus: { 'error:ECONNRESET': { median: 0, min: 0, max: 1, n: 3 } } },
-      { phase: 'wave 2: stopping', failed: { median: 0, min: 0, max: 2, n: 3 }, retried: { median: 0, min: 0, max: 0, n: 3 }, byStatus: { '502': { median: 0, min: 0, max: 2, n: 3 } } },
+      {
+        phase: 'wave 1: draining',
+        failed: { median: 0, min: 0, max: 1, n: 3 },
+        retried: { median: 1, min: 0, max: 3, n: 3 },
+        byStatus: { 'error:ECONNRESET': { median: 0, min: 0, max: 1, n: 3 } },
+      },
+      {
+        phase: 'wave 2: stopping',
+        failed: { median: 0, min: 0, max: 2, n: 3 },
+        retried: { median: 0, min: 0, max: 0, n: 3 },
+        byStatus: { '502': { median: 0, min: 0, max: 2, n: 3 } },
+      },
     ]);
   });
-  it('outcomes counted; the new version\'s figures over all runs, the times to roll back over the runs that stopped it', () => {
-    const health = (failed5xx: number): RunMetrics['health'] => ({ sources: ['x'], window: { start: 'a', end: 'b', durationMs: 1 }, requests: 100, failed5xx, dropped: 0, clientClosed: 0, mixedVersionWindowMs: 50, firstNewResponseAt: null, lastOldResponseAt: null, firstNewInstance: null, unattributed: 0, garbage: 0 });
+  it("outcomes counted; the new version's figures over all runs, the times to roll back over the runs that stopped it", () => {
+    const health = (failed5xx: number): RunMetrics['health'] => ({
+      sources: ['x'],
+      window: { start: 'a', end: 'b', durationMs: 1 },
+      requests: 100,
+      failed5xx,
+      dropped: 0,
+      clientClosed: 0,
+      mixedVersionWindowMs: 50,
+      firstNewResponseAt: null,
+      lastOldResponseAt: null,
+      firstNewInstance: null,
+      unattributed: 0,
+      garbage: 0,
+    });
     const b = aggregateRuns([
       fake({ outcomes: { '200': 10, '500': 2 }, windowMs: 1, durationMs: 1, phases: [], outcome: 'stopped', own: 2, stopMs: 4000, health: health(2) }),
       fake({ outcomes: { '200': 10, '500': 4 }, windowMs: 1, durationMs: 1, phases: [], outcome: 'stopped', own: 3, stopMs: 5000, health: health(4) }),
-      fake({ outcomes: { '200': 10, '500': 9 }, windowMs: 1, durationMs: 1, phases: [], outcome: 'completed', own: 9, health: { unavailable: 'no access log' } }),
+      fake({
+        outcomes: { '200': 10, '500': 9 },
+        windowMs: 1,
+        durationMs: 1,
+        phases: [],
+        outcome: 'completed',
+        own: 9,
+        health: { unavailable: 'no access log' },
+      }),
     ]);
     assert.deepEqual(b.outcomes, { completed: 1, stopped: 2, failed: 0 });
     assert.deepEqual(b.newVersion.ownFailures, { median: 3, min: 2, max: 9, n: 3 });

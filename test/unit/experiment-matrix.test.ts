@@ -26,7 +26,13 @@ function spec(lists: number, strategies: number, repetitions: number): Record<st
     [load, 'postConcurrency', LISTS.load!.postConcurrency],
   ];
   for (const [into, key, values] of order.slice(0, lists)) into[key] = values;
-  return { name: 'big', repetitions, fleet, load, strategies: Array.from({ length: strategies }, (_, i) => ({ name: `s${i}`, maxSurge: 1, maxUnavailable: 0 })) };
+  return {
+    name: 'big',
+    repetitions,
+    fleet,
+    load,
+    strategies: Array.from({ length: strategies }, (_, i) => ({ name: `s${i}`, maxSurge: 1, maxUnavailable: 0 })),
+  };
 }
 
 /**
@@ -90,11 +96,13 @@ describe('experiment matrix: refused above MAX_PLANNED_RUNS before it is expande
       const ms = Math.min(...tries.map((t) => t.ms));
       assert.equal(issue, row.issue);
       // The same validation work, accepted: 20 strategies resolved at 12 replica counts (240 runs). Best of 3 against noise.
-      const accepted = Math.min(...[1, 2, 3].map(() => {
-        const t0 = cpuMs();
-        parseExperimentSpec(spec(1, 20, 1), 'spec.yaml');
-        return cpuMs() - t0;
-      }));
+      const accepted = Math.min(
+        ...[1, 2, 3].map(() => {
+          const t0 = cpuMs();
+          parseExperimentSpec(spec(1, 20, 1), 'spec.yaml');
+          return cpuMs() - t0;
+        }),
+      );
       // Generous guards only: refusing costs what validating the strategies costs, never the product.
       assert.ok(ms < 2000, `refused in ${ms.toFixed(0)} ms of CPU`);
       // Expanding 1,728,000 runs takes seconds and gigabytes: 50 × a small spec's time is far below that.
@@ -110,8 +118,28 @@ describe('experiment matrix: refused above MAX_PLANNED_RUNS before it is expande
   });
 
   it('matrixSize counts only the lists of more than one value (a one-value list is a single value)', () => {
-    const s = parseExperimentSpec({ name: 'x', strategies: [{}, { type: 'naive' }], fleet: { replicas: [3, 6], drainSeconds: [2] }, load: { keepAlive: [false, true] }, badVersion: { errorRate: ['2%', '10%', '30%'] }, repetitions: 2 }, 'spec.yaml');
-    assert.deepEqual(matrixSize(s), { runs: 2 * 2 * 2 * 3 * 2, cells: 24, lists: [{ path: 'fleet/replicas', values: 2 }, { path: 'load/keepAlive', values: 2 }, { path: 'badVersion/errorRate', values: 3 }], strategies: 2, repetitions: 2 });
+    const s = parseExperimentSpec(
+      {
+        name: 'x',
+        strategies: [{}, { type: 'naive' }],
+        fleet: { replicas: [3, 6], drainSeconds: [2] },
+        load: { keepAlive: [false, true] },
+        badVersion: { errorRate: ['2%', '10%', '30%'] },
+        repetitions: 2,
+      },
+      'spec.yaml',
+    );
+    assert.deepEqual(matrixSize(s), {
+      runs: 2 * 2 * 2 * 3 * 2,
+      cells: 24,
+      lists: [
+        { path: 'fleet/replicas', values: 2 },
+        { path: 'load/keepAlive', values: 2 },
+        { path: 'badVersion/errorRate', values: 3 },
+      ],
+      strategies: 2,
+      repetitions: 2,
+    });
     assert.equal(expandCells(s).length, 24);
   });
 
@@ -120,7 +148,11 @@ describe('experiment matrix: refused above MAX_PLANNED_RUNS before it is expande
     s.repetitions = 50;
     assert.throws(
       () => assertPlannable(s, 'spec.yaml', '--repetitions'),
-      (err: unknown) => err instanceof ValidationError && err.exitCode === 2 && err.message === 'spec.yaml: matrix: 12,000 runs planned (12 values × 20 strategies × 50 repetitions (--repetitions)), more than the 1,000 an experiment may plan; the lists: fleet/replicas (12): list fewer values, strategies or repetitions, or split the spec',
+      (err: unknown) =>
+        err instanceof ValidationError &&
+        err.exitCode === 2 &&
+        err.message ===
+          'spec.yaml: matrix: 12,000 runs planned (12 values × 20 strategies × 50 repetitions (--repetitions)), more than the 1,000 an experiment may plan; the lists: fleet/replicas (12): list fewer values, strategies or repetitions, or split the spec',
     );
     assert.throws(() => expandCells(s), ValidationError);
   });
@@ -136,7 +168,13 @@ describe('experiment matrix: refused above MAX_PLANNED_RUNS before it is expande
 
   it('lists that are not multiplied are capped too: canary steps, record formats', () => {
     const steps = Array.from({ length: 51 }, () => ({ setWeight: 10 }));
-    assert.throws(() => parseExperimentSpec({ name: 'x', strategies: [{ type: 'Canary', canary: { steps } }] }, 'spec.yaml'), (err: unknown) => err instanceof ValidationError && err.issues.some((i) => i.path === 'strategies/0/canary/steps' && /at most 50 steps/.test(i.message)));
-    assert.throws(() => parseExperimentSpec({ name: 'x', strategies: [{}], records: ['csv', 'csv', 'ndjson'] }, 'spec.yaml'), (err: unknown) => err instanceof ValidationError && err.issues.some((i) => i.path === 'records' && /at most 2/.test(i.message)));
+    assert.throws(
+      () => parseExperimentSpec({ name: 'x', strategies: [{ type: 'Canary', canary: { steps } }] }, 'spec.yaml'),
+      (err: unknown) => err instanceof ValidationError && err.issues.some((i) => i.path === 'strategies/0/canary/steps' && /at most 50 steps/.test(i.message)),
+    );
+    assert.throws(
+      () => parseExperimentSpec({ name: 'x', strategies: [{}], records: ['csv', 'csv', 'ndjson'] }, 'spec.yaml'),
+      (err: unknown) => err instanceof ValidationError && err.issues.some((i) => i.path === 'records' && /at most 2/.test(i.message)),
+    );
   });
 });

@@ -83,7 +83,9 @@ describe('recordings', () => {
   it('NDJSON: one JSON object per line; events flattened with their time and source', () => {
     assert.equal(toNdjson([]), '');
     assert.equal(toNdjson(records.slice(0, 1)), '{"t":0.5,"method":"GET","path":"/api/books","latencyMs":3.2,"status":200,"version":"1.0.0"}\n');
-    assert.deepEqual(eventLines([{ t: 1.23456, source: 'engine', event: { type: 'ready', name: 'n1' } }]), [{ t: 1.235, source: 'engine', type: 'ready', name: 'n1' }]);
+    assert.deepEqual(eventLines([{ t: 1.23456, source: 'engine', event: { type: 'ready', name: 'n1' } }]), [
+      { t: 1.235, source: 'engine', type: 'ready', name: 'n1' },
+    ]);
   });
 });
 
@@ -94,7 +96,9 @@ describe('charts render to SVG with Vega-Lite + Vega, headless', () => {
       { t: 1100, method: 'GET', path: '/', latencyMs: 1, status: 200, version: '1.1.0' },
       { t: 1200, method: 'GET', path: '/', latencyMs: 1, status: 502 },
     ];
-    const svg = await renderSvg(versionsPerSecondSpec({ title: 'run 1', from: '1.0.0', to: '1.1.0', buckets: perSecond(records), deployStartMs: 500, deployEndMs: 1500 }));
+    const svg = await renderSvg(
+      versionsPerSecondSpec({ title: 'run 1', from: '1.0.0', to: '1.1.0', buckets: perSecond(records), deployStartMs: 500, deployEndMs: 1500 }),
+    );
     assert.match(svg, /^<svg/);
     for (const text of ['run 1', '1.0.0', '1.1.0', 'failed', 'deploy starts', 'seconds since the probes started']) assert.ok(svg.includes(text), text);
   });
@@ -116,7 +120,20 @@ describe('charts render to SVG with Vega-Lite + Vega, headless', () => {
 
 describe('scriptComparison: the script control beside fleetroll with the same batch', () => {
   const st = (median: number, min = median, max = median): Stat => ({ median, min, max, n: 1 });
-  const PARAMS: CellParams = { replicas: 6, drainSeconds: 2, warmupSeconds: 3, minReadySeconds: 0, prestopSeconds: 2, getPerSecond: 20, postConcurrency: 2, postDurationMs: 200, keepAlive: false, dynamicNginx: false, badErrorRate: 0, badLatencyMs: 0 };
+  const PARAMS: CellParams = {
+    replicas: 6,
+    drainSeconds: 2,
+    warmupSeconds: 3,
+    minReadySeconds: 0,
+    prestopSeconds: 2,
+    getPerSecond: 20,
+    postConcurrency: 2,
+    postDurationMs: 200,
+    keepAlive: false,
+    dynamicNginx: false,
+    badErrorRate: 0,
+    badLatencyMs: 0,
+  };
   function cell(
     label: string,
     strategy: CellSummary['strategy'],
@@ -144,14 +161,47 @@ describe('scriptComparison: the script control beside fleetroll with the same ba
       calibratedRatio: null,
       calibratedDurationMs: null,
       outcomes: { completed: 1, stopped: 0, failed: 0 },
-      newVersion: { answeredInDeploy: zero, sentInDeploy: zero, ownFailures: zero, otherFailures: zero, stopMs: null, stopAfterFirstFailureMs: null, exposureMs: null },
+      newVersion: {
+        answeredInDeploy: zero,
+        sentInDeploy: zero,
+        ownFailures: zero,
+        otherFailures: zero,
+        stopMs: null,
+        stopAfterFirstFailureMs: null,
+        exposureMs: null,
+      },
       health: null,
     };
-    return { id: label, label, strategy, resolved, params: { ...PARAMS, ...params }, varying: {}, runs: [], aggregate, expectZeroFailures: true, expectationMet: null };
+    return {
+      id: label,
+      label,
+      strategy,
+      resolved,
+      params: { ...PARAMS, ...params },
+      varying: {},
+      runs: [],
+      aggregate,
+      expectZeroFailures: true,
+      expectationMet: null,
+    };
   }
-  const script = (b: number, m: Parameters<typeof cell>[3], params?: Partial<CellParams>) => cell(`script b=${b}`, { name: `script b=${b}`, type: 'script', batch: b }, null, m, params);
-  const rolling = (label: string, surge: number, unavailable: number, m: Parameters<typeof cell>[3], policy?: 'TerminationStarted' | 'TerminationComplete', params?: Partial<CellParams>) =>
-    cell(label, { name: label, type: 'RollingUpdate', maxSurge: surge, maxUnavailable: unavailable, replacementPolicy: policy }, { maxSurge: surge, maxUnavailable: unavailable }, m, params);
+  const script = (b: number, m: Parameters<typeof cell>[3], params?: Partial<CellParams>) =>
+    cell(`script b=${b}`, { name: `script b=${b}`, type: 'script', batch: b }, null, m, params);
+  const rolling = (
+    label: string,
+    surge: number,
+    unavailable: number,
+    m: Parameters<typeof cell>[3],
+    policy?: 'TerminationStarted' | 'TerminationComplete',
+    params?: Partial<CellParams>,
+  ) =>
+    cell(
+      label,
+      { name: label, type: 'RollingUpdate', maxSurge: surge, maxUnavailable: unavailable, replacementPolicy: policy },
+      { maxSurge: surge, maxUnavailable: unavailable },
+      m,
+      params,
+    );
 
   const rows: { name: string; cells: CellSummary[]; want: [number, string, string, number | null][] }[] = [
     {
@@ -190,7 +240,10 @@ describe('scriptComparison: the script control beside fleetroll with the same ba
   ];
   for (const row of rows) {
     it(row.name, () => {
-      assert.deepEqual(scriptComparison(row.cells).map((r) => [r.batch, r.script, r.fleetroll, r.durationRatio]), row.want);
+      assert.deepEqual(
+        scriptComparison(row.cells).map((r) => [r.batch, r.script, r.fleetroll, r.durationRatio]),
+        row.want,
+      );
     });
   }
 
@@ -225,13 +278,33 @@ describe('scriptComparison: the script control beside fleetroll with the same ba
     deployErrors: { fleetroll: 0, script: 0 },
   };
   const targets: { name: string; row: ScriptComparisonRow; want: TargetCheck }[] = [
-    { name: 'every target met at its bound (ratio 0.6, window + 1 s, equal reloads)', row: base, want: { duration: true, window: true, reloads: true, zeroFailures: true } },
+    {
+      name: 'every target met at its bound (ratio 0.6, window + 1 s, equal reloads)',
+      row: base,
+      want: { duration: true, window: true, reloads: true, zeroFailures: true },
+    },
     { name: 'slower than 0.6×', row: { ...base, durationRatio: 0.61 }, want: { duration: false, window: true, reloads: true, zeroFailures: true } },
     { name: 'no ratio is no success', row: { ...base, durationRatio: null }, want: { duration: false, window: true, reloads: true, zeroFailures: true } },
-    { name: 'window more than 1 s longer', row: { ...base, windowMs: { fleetroll: 15_001, script: 14_000 } }, want: { duration: true, window: false, reloads: true, zeroFailures: true } },
-    { name: 'more reloads', row: { ...base, reloads: { fleetroll: 7, script: 6 } }, want: { duration: true, window: true, reloads: false, zeroFailures: true } },
-    { name: 'a failed request on the script side', row: { ...base, failed: { fleetroll: 0, script: 1 } }, want: { duration: true, window: true, reloads: true, zeroFailures: false } },
-    { name: 'a failed deploy', row: { ...base, deployErrors: { fleetroll: 1, script: 0 } }, want: { duration: true, window: true, reloads: true, zeroFailures: false } },
+    {
+      name: 'window more than 1 s longer',
+      row: { ...base, windowMs: { fleetroll: 15_001, script: 14_000 } },
+      want: { duration: true, window: false, reloads: true, zeroFailures: true },
+    },
+    {
+      name: 'more reloads',
+      row: { ...base, reloads: { fleetroll: 7, script: 6 } },
+      want: { duration: true, window: true, reloads: false, zeroFailures: true },
+    },
+    {
+      name: 'a failed request on the script side',
+      row: { ...base, failed: { fleetroll: 0, script: 1 } },
+      want: { duration: true, window: true, reloads: true, zeroFailures: false },
+    },
+    {
+      name: 'a failed deploy',
+      row: { ...base, deployErrors: { fleetroll: 1, script: 0 } },
+      want: { duration: true, window: true, reloads: true, zeroFailures: false },
+    },
   ];
   for (const t of targets) it(`checkTargets: ${t.name}`, () => assert.deepEqual(checkTargets(t.row), t.want));
 
@@ -260,26 +333,104 @@ describe('strategies against a bad version: what counts as a problem, and the ta
   const cell = (strategy: Partial<Cell['strategy']>) => ({ label: 'c', strategy: { type: 'RollingUpdate', name: 'c', ...strategy } as Cell['strategy'] });
   const rows: { name: string; cell: ReturnType<typeof cell>; runs: RunOutcome[]; bad: typeof GOOD; want: string[] }[] = [
     { name: 'a good version, every deploy completed: none', cell: cell({}), runs: [run('completed')], bad: GOOD, want: [] },
-    { name: 'a good version stopped by the analysis: a false alarm', cell: cell({}), runs: [run('stopped', { expected: '1.0.0' })], bad: GOOD, want: ['c: the analysis stopped 1 deploy(s) of a good version'] },
-    { name: 'a bad version stopped, and expected to be: none', cell: cell({ expectStopped: true }), runs: [run('stopped', { expected: '1.0.0', failed: 5, own: 5 })], bad: BAD, want: [] },
-    { name: 'a bad version completed where it should have been stopped', cell: cell({ expectStopped: true }), runs: [run('completed'), run('stopped')], bad: BAD, want: ['c: 1 deploy(s) completed; the analysis was expected to stop the new version'] },
-    { name: 'expectStopped false, but the analysis stopped it', cell: cell({ expectStopped: false }), runs: [run('stopped')], bad: BAD, want: ['c: the analysis stopped 1 deploy(s) of the new version'] },
+    {
+      name: 'a good version stopped by the analysis: a false alarm',
+      cell: cell({}),
+      runs: [run('stopped', { expected: '1.0.0' })],
+      bad: GOOD,
+      want: ['c: the analysis stopped 1 deploy(s) of a good version'],
+    },
+    {
+      name: 'a bad version stopped, and expected to be: none',
+      cell: cell({ expectStopped: true }),
+      runs: [run('stopped', { expected: '1.0.0', failed: 5, own: 5 })],
+      bad: BAD,
+      want: [],
+    },
+    {
+      name: 'a bad version completed where it should have been stopped',
+      cell: cell({ expectStopped: true }),
+      runs: [run('completed'), run('stopped')],
+      bad: BAD,
+      want: ['c: 1 deploy(s) completed; the analysis was expected to stop the new version'],
+    },
+    {
+      name: 'expectStopped false, but the analysis stopped it',
+      cell: cell({ expectStopped: false }),
+      runs: [run('stopped')],
+      bad: BAD,
+      want: ['c: the analysis stopped 1 deploy(s) of the new version'],
+    },
     { name: 'a deploy that failed for another reason', cell: cell({}), runs: [run('failed')], bad: BAD, want: ['c: 1 deploy(s) failed'] },
-    { name: 'instances left on the wrong version, named by what was expected', cell: cell({}), runs: [run('stopped', { wrong: true, expected: '1.0.0' })], bad: BAD, want: ['c: 1 run(s) ended with instances not serving 1.0.0'] },
-    { name: 'expectZeroFailures with a bad version: its own 500s do not count', cell: cell({ expectZeroFailures: true }), runs: [run('completed', { failed: 30, own: 30 })], bad: BAD, want: [] },
-    { name: 'expectZeroFailures with a bad version: any other failure does', cell: cell({ expectZeroFailures: true }), runs: [run('completed', { failed: 31, own: 30 })], bad: BAD, want: ["c: expected zero failed requests other than the bad version's own, got 1 in the worst run"] },
-    { name: 'expectZeroFailures with a good version: every failure counts', cell: cell({ expectZeroFailures: true }), runs: [run('completed', { failed: 2, own: 2 })], bad: GOOD, want: ['c: expected zero failed requests, got 2 in the worst run'] },
+    {
+      name: 'instances left on the wrong version, named by what was expected',
+      cell: cell({}),
+      runs: [run('stopped', { wrong: true, expected: '1.0.0' })],
+      bad: BAD,
+      want: ['c: 1 run(s) ended with instances not serving 1.0.0'],
+    },
+    {
+      name: 'expectZeroFailures with a bad version: its own 500s do not count',
+      cell: cell({ expectZeroFailures: true }),
+      runs: [run('completed', { failed: 30, own: 30 })],
+      bad: BAD,
+      want: [],
+    },
+    {
+      name: 'expectZeroFailures with a bad version: any other failure does',
+      cell: cell({ expectZeroFailures: true }),
+      runs: [run('completed', { failed: 31, own: 30 })],
+      bad: BAD,
+      want: ["c: expected zero failed requests other than the bad version's own, got 1 in the worst run"],
+    },
+    {
+      name: 'expectZeroFailures with a good version: every failure counts',
+      cell: cell({ expectZeroFailures: true }),
+      runs: [run('completed', { failed: 2, own: 2 })],
+      bad: GOOD,
+      want: ['c: expected zero failed requests, got 2 in the worst run'],
+    },
     { name: 'a bad version that is only slower: a stop is no false alarm', cell: cell({}), runs: [run('stopped', { expected: '1.0.0' })], bad: SLOW, want: [] },
-    { name: 'a bad version that is only slower: expectZeroFailures counts what it did not answer itself', cell: cell({ expectZeroFailures: true }), runs: [run('completed', { failed: 3, own: 1 })], bad: SLOW, want: ["c: expected zero failed requests other than the bad version's own, got 2 in the worst run"] },
+    {
+      name: 'a bad version that is only slower: expectZeroFailures counts what it did not answer itself',
+      cell: cell({ expectZeroFailures: true }),
+      runs: [run('completed', { failed: 3, own: 1 })],
+      bad: SLOW,
+      want: ["c: expected zero failed requests other than the bad version's own, got 2 in the worst run"],
+    },
   ];
   for (const row of rows) it(`cellProblems: ${row.name}`, () => assert.deepEqual(cellProblems({ ...row.cell, params: row.bad }, row.runs), row.want));
 
-  it('stoppedByAnalysisGate reads the engine\'s stoppedBy (every strategy sets it: test/unit/controller.test.ts), never the message', () => {
-    assert.equal(stoppedByAnalysisGate(new RolloutFailedError('analysis after the first wave: analysis failed\nrolled back', '', { analysisFailed: true, stoppedBy: 'analysis', rolledBackTo: 'abc' })), true);
-    assert.equal(stoppedByAnalysisGate(new RolloutFailedError('canary aborted (the analysis failed): ...', '', { aborted: 'the analysis failed', stoppedBy: 'analysis' })), true);
-    assert.equal(stoppedByAnalysisGate(new RolloutFailedError('rolled back (the analysis failed): traffic switched back ...', '', { switchedBack: true, stoppedBy: 'analysis' })), true);
-    assert.equal(stoppedByAnalysisGate(new RolloutFailedError('rolled back (the analysis failed): a message alone says nothing', '', { switchedBack: true })), false);
-    assert.equal(stoppedByAnalysisGate(new RolloutFailedError('rolled back (undo): traffic switched back ...', '', { switchedBack: true })), false, 'fleetroll undo');
+  it("stoppedByAnalysisGate reads the engine's stoppedBy (every strategy sets it: test/unit/controller.test.ts), never the message", () => {
+    assert.equal(
+      stoppedByAnalysisGate(
+        new RolloutFailedError('analysis after the first wave: analysis failed\nrolled back', '', {
+          analysisFailed: true,
+          stoppedBy: 'analysis',
+          rolledBackTo: 'abc',
+        }),
+      ),
+      true,
+    );
+    assert.equal(
+      stoppedByAnalysisGate(new RolloutFailedError('canary aborted (the analysis failed): ...', '', { aborted: 'the analysis failed', stoppedBy: 'analysis' })),
+      true,
+    );
+    assert.equal(
+      stoppedByAnalysisGate(
+        new RolloutFailedError('rolled back (the analysis failed): traffic switched back ...', '', { switchedBack: true, stoppedBy: 'analysis' }),
+      ),
+      true,
+    );
+    assert.equal(
+      stoppedByAnalysisGate(new RolloutFailedError('rolled back (the analysis failed): a message alone says nothing', '', { switchedBack: true })),
+      false,
+    );
+    assert.equal(
+      stoppedByAnalysisGate(new RolloutFailedError('rolled back (undo): traffic switched back ...', '', { switchedBack: true })),
+      false,
+      'fleetroll undo',
+    );
     assert.equal(stoppedByAnalysisGate(new RolloutFailedError('canary aborted (fleetroll abort): ...', '', { aborted: 'fleetroll abort' })), false);
     assert.equal(stoppedByAnalysisGate(new RolloutFailedError('progress deadline exceeded', '', { stuck: [] })), false);
     assert.equal(stoppedByAnalysisGate(new Error('boom')), false);
@@ -289,18 +440,78 @@ describe('strategies against a bad version: what counts as a problem, and the ta
     const st = (median: number, min = median, max = median): Stat => ({ median, min, max, n: 2 });
     const zero = st(0);
     const agg = (o: Partial<CellAggregate>): CellAggregate => ({
-      runs: 2, deployErrors: 0, requests: { total: st(350), ok: zero, failed: zero, retried: zero }, byOutcome: {}, failuresByPhase: [], windowMs: st(3900, 3800, 4000), deployDurationMs: zero, minCapacity: zero, peakInstances: zero,
-      reloads: zero, waves: zero, latencyP99Ms: zero, overheadRatio: null, predicted: null, calibratedRatio: null, calibratedDurationMs: null, outcomes: { completed: 0, stopped: 2, failed: 0 },
-      newVersion: { answeredInDeploy: st(25), sentInDeploy: st(250), ownFailures: st(5), otherFailures: zero, stopMs: st(6100), stopAfterFirstFailureMs: st(3300), exposureMs: st(4000) },
-      health: { requests: st(245), failed5xx: st(5), dropped: zero, mixedVersionWindowMs: zero }, ...o,
+      runs: 2,
+      deployErrors: 0,
+      requests: { total: st(350), ok: zero, failed: zero, retried: zero },
+      byOutcome: {},
+      failuresByPhase: [],
+      windowMs: st(3900, 3800, 4000),
+      deployDurationMs: zero,
+      minCapacity: zero,
+      peakInstances: zero,
+      reloads: zero,
+      waves: zero,
+      latencyP99Ms: zero,
+      overheadRatio: null,
+      predicted: null,
+      calibratedRatio: null,
+      calibratedDurationMs: null,
+      outcomes: { completed: 0, stopped: 2, failed: 0 },
+      newVersion: {
+        answeredInDeploy: st(25),
+        sentInDeploy: st(250),
+        ownFailures: st(5),
+        otherFailures: zero,
+        stopMs: st(6100),
+        stopAfterFirstFailureMs: st(3300),
+        exposureMs: st(4000),
+      },
+      health: { requests: st(245), failed5xx: st(5), dropped: zero, mixedVersionWindowMs: zero },
+      ...o,
     });
     const cells = [
-      { label: 'rolling + gate', strategy: { name: 'rolling + gate', type: 'RollingUpdate', gate: 'after the first wave', analysis: { interval: '4s', minRequests: 10, maxErrorRate: '5%' } }, aggregate: agg({}) },
-      { label: 'rolling, no gate', strategy: { name: 'rolling, no gate', type: 'RollingUpdate', gate: null }, aggregate: agg({ outcomes: { completed: 2, stopped: 0, failed: 0 }, newVersion: { answeredInDeploy: st(137), sentInDeploy: st(259), ownFailures: st(32), otherFailures: zero, stopMs: null, stopAfterFirstFailureMs: null, exposureMs: null }, health: null }) },
+      {
+        label: 'rolling + gate',
+        strategy: {
+          name: 'rolling + gate',
+          type: 'RollingUpdate',
+          gate: 'after the first wave',
+          analysis: { interval: '4s', minRequests: 10, maxErrorRate: '5%' },
+        },
+        aggregate: agg({}),
+      },
+      {
+        label: 'rolling, no gate',
+        strategy: { name: 'rolling, no gate', type: 'RollingUpdate', gate: null },
+        aggregate: agg({
+          outcomes: { completed: 2, stopped: 0, failed: 0 },
+          newVersion: {
+            answeredInDeploy: st(137),
+            sentInDeploy: st(259),
+            ownFailures: st(32),
+            otherFailures: zero,
+            stopMs: null,
+            stopAfterFirstFailureMs: null,
+            exposureMs: null,
+          },
+          health: null,
+        }),
+      },
     ] as unknown as CellSummary[];
     const table = badVersionTable({ cells } as unknown as ExperimentSummary);
     assert.deepEqual(table.kind === 'table' ? table.rows : [], [
-      ['rolling + gate', 'after the first wave: error rate ≤ 5%, measured every 4s, at least 10 requests', 'stopped by the analysis', '350', '5 / 0', '3.90 (3.80–4.00)', '25 of 250 (10%)', '6.1 / 3.3', '4.0', '5 / 0'],
+      [
+        'rolling + gate',
+        'after the first wave: error rate ≤ 5%, measured every 4s, at least 10 requests',
+        'stopped by the analysis',
+        '350',
+        '5 / 0',
+        '3.90 (3.80–4.00)',
+        '25 of 250 (10%)',
+        '6.1 / 3.3',
+        '4.0',
+        '5 / 0',
+      ],
       ['rolling, no gate', 'none', 'completed', '350', '32 / 0', '3.90 (3.80–4.00)', '137 of 259 (53%), then all', 'not stopped', 'not stopped', 'n/a'],
     ]);
   });
@@ -311,28 +522,48 @@ describe('a swept bad version in the report', () => {
     { name: 'one error rate', badVersion: { errorRate: 0.2, latencyMs: 0 }, want: '20% of its API answers are 500s' },
     { name: 'an error rate and latency', badVersion: { errorRate: 0.05, latencyMs: 300 }, want: '5% of its API answers are 500s, 300 ms added to each' },
     { name: 'latency only', badVersion: { errorRate: 0, latencyMs: 250 }, want: '250 ms added to each' },
-    { name: 'a list of error rates', badVersion: { errorRate: [0.02, 0.1, 0.3], latencyMs: 0 }, want: '2%, 10% or 30% of its API answers are 500s, one configuration per value' },
-    { name: 'a list of latencies with 0', badVersion: { errorRate: 0.05, latencyMs: [0, 300] }, want: '5% of its API answers are 500s, 0 or 300 ms added to each, one configuration per value' },
+    {
+      name: 'a list of error rates',
+      badVersion: { errorRate: [0.02, 0.1, 0.3], latencyMs: 0 },
+      want: '2%, 10% or 30% of its API answers are 500s, one configuration per value',
+    },
+    {
+      name: 'a list of latencies with 0',
+      badVersion: { errorRate: 0.05, latencyMs: [0, 300] },
+      want: '5% of its API answers are 500s, 0 or 300 ms added to each, one configuration per value',
+    },
   ];
   for (const t of texts) it(`badVersionText: ${t.name}`, () => assert.equal(badVersionText(t.badVersion), t.want));
 
   /** The configurations table of a spec, from its cells as the runner summarises them. */
   function configurations(raw: Record<string, unknown>): { head: string[]; rows: string[][] } {
     const spec = parseExperimentSpec(raw, 'spec.yaml');
-    const cells = expandCells(spec).map((c) => ({ label: c.label, strategy: { ...c.strategy, gate: c.gate ?? null }, resolved: c.resolved ?? null, params: c.params }));
+    const cells = expandCells(spec).map((c) => ({
+      label: c.label,
+      strategy: { ...c.strategy, gate: c.gate ?? null },
+      resolved: c.resolved ?? null,
+      params: c.params,
+    }));
     const badVersion = spec.badVersion ? { errorRate: spec.badVersion.errorRate ?? 0, latencyMs: spec.badVersion.latencyMs ?? 0 } : null;
     const table = configurationsTable({ experiment: { badVersion }, cells } as unknown as ExperimentSummary);
     assert.equal(table.kind, 'table');
     return table.kind === 'table' ? { head: table.head, rows: table.rows } : { head: [], rows: [] };
   }
 
-  it('configurations: each cell\'s bad version in two columns, the share as a percent', () => {
-    const t = configurations({ name: 'x', strategies: [{ name: 'r', maxSurge: 1, maxUnavailable: 0 }], badVersion: { errorRate: ['2%', '12.5%'], latencyMs: 300 } });
+  it("configurations: each cell's bad version in two columns, the share as a percent", () => {
+    const t = configurations({
+      name: 'x',
+      strategies: [{ name: 'r', maxSurge: 1, maxUnavailable: 0 }],
+      badVersion: { errorRate: ['2%', '12.5%'], latencyMs: 300 },
+    });
     assert.deepEqual(t.head.slice(-2), ['bad version: 500s', 'bad version: added (ms)']);
-    assert.deepEqual(t.rows.map((r) => [r[0], ...r.slice(-2)]), [
-      ['r, bad 2% 5xx', '2%', '300'],
-      ['r, bad 12.5% 5xx', '12.5%', '300'],
-    ]);
+    assert.deepEqual(
+      t.rows.map((r) => [r[0], ...r.slice(-2)]),
+      [
+        ['r, bad 2% 5xx', '2%', '300'],
+        ['r, bad 12.5% 5xx', '12.5%', '300'],
+      ],
+    );
   });
 
   it('configurations: no bad version columns for a good version', () => {

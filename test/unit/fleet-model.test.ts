@@ -119,7 +119,13 @@ describe('fleet model: events → instances per phase, reloads, outcome', () => 
       outcome: 'rolled_back',
     },
     { name: 'paused', events: [...FIRST_WAVE, { type: 'failed', reason: 'paused' }], want: {}, reloads: 1, outcome: 'paused' },
-    { name: 'a canary aborted', events: [...FIRST_WAVE, { type: 'failed', reason: 'canary aborted: analysis failed' }], want: {}, reloads: 1, outcome: 'rolled_back' },
+    {
+      name: 'a canary aborted',
+      events: [...FIRST_WAVE, { type: 'failed', reason: 'canary aborted: analysis failed' }],
+      want: {},
+      reloads: 1,
+      outcome: 'rolled_back',
+    },
   ];
   for (const r of rows) {
     it(r.name, () => {
@@ -131,7 +137,11 @@ describe('fleet model: events → instances per phase, reloads, outcome', () => 
   }
 
   it('the load balancer follows the upstream events; a stopped instance leaves it', () => {
-    const m = fold(fleetAtOld(), [...FIRST_WAVE, { type: 'upstream', action: 'enable', down: [], up: ['shop-new-1'], reloads: 2, balancers: { [LB]: 1 } }, { type: 'stopped', name: 'shop-old-1', host: 'local' }]);
+    const m = fold(fleetAtOld(), [
+      ...FIRST_WAVE,
+      { type: 'upstream', action: 'enable', down: [], up: ['shop-new-1'], reloads: 2, balancers: { [LB]: 1 } },
+      { type: 'stopped', name: 'shop-old-1', host: 'local' },
+    ]);
     assert.deepEqual(m.balancers[LB], { 'shop-old-2': 'up', 'shop-old-3': 'up', 'shop-new-1': 'up' });
   });
 
@@ -145,7 +155,7 @@ describe('fleet model: events → instances per phase, reloads, outcome', () => 
     assert.equal(instanceCounts(fleetAtOld()).length, 7, 'one (host, revision): seven phases');
   });
 
-  it('endRollout: the caller\'s outcome wins; the version named at the start labels the new revision', () => {
+  it("endRollout: the caller's outcome wins; the version named at the start labels the new revision", () => {
     const m = fold(fleetAtOld(), [...FIRST_WAVE, { type: 'failed', reason: 'hook postWave failed' }]);
     assert.equal(m.versions[NEW], '1.1.0');
     const ended = endRollout(m, T0 + 5000, 'interrupted');
@@ -161,10 +171,20 @@ describe('fleet model: events → instances per phase, reloads, outcome', () => 
   });
 });
 
-const record = (o: Partial<AccessRecord> & { timeMs: number }): AccessRecord => ({ status: 200, method: 'GET', uri: '/', requestTimeMs: 1, upstreamAddr: [], upstreamStatus: [], upstreamTimeMs: [], upstreamHeaderTimeMs: [], ...o });
+const record = (o: Partial<AccessRecord> & { timeMs: number }): AccessRecord => ({
+  status: 200,
+  method: 'GET',
+  uri: '/',
+  requestTimeMs: 1,
+  upstreamAddr: [],
+  upstreamStatus: [],
+  upstreamTimeMs: [],
+  upstreamHeaderTimeMs: [],
+  ...o,
+});
 
 describe('fleet model: traffic from the access log', () => {
-  it('per revision by the final attempt\'s address, per second by answering version; a stopped instance keeps its requests', () => {
+  it("per revision by the final attempt's address, per second by answering version; a stopped instance keeps its requests", () => {
     const m = fold(fleetAtOld(), FIRST_WAVE);
     addTraffic(m, [
       record({ timeMs: T0 + 1100, upstreamAddr: ['10.0.0.1:8080'], appVersion: '1.0.0' }),
@@ -175,7 +195,13 @@ describe('fleet model: traffic from the access log', () => {
     applyEvent(m, ev({ type: 'stopped', name: 'shop-old-1', host: 'local' }), T0 + 2500);
     addTraffic(m, [record({ timeMs: T0 + 2300, upstreamAddr: ['10.0.0.1:8080'], appVersion: '1.0.0' })]);
     assert.deepEqual(m.totals, { [OLD]: { requests: 2, errors5xx: 0 }, [NEW]: { requests: 2, errors5xx: 1 }, '': { requests: 1, errors5xx: 1 } });
-    assert.deepEqual(m.traffic.map((t) => t.byVersion), [{ '1.0.0': 1, '1.1.0': 1 }, { '1.1.0': 1, '1.0.0': 1 }]);
+    assert.deepEqual(
+      m.traffic.map((t) => t.byVersion),
+      [
+        { '1.0.0': 1, '1.1.0': 1 },
+        { '1.1.0': 1, '1.0.0': 1 },
+      ],
+    );
     const rates = trafficRates(m, T0 + 3000, 2);
     assert.deepEqual(rates[NEW], { requests: 1, errors5xx: 0.5 });
   });
@@ -185,14 +211,30 @@ describe('Prometheus series (scraped from the registry)', () => {
   it('instances, heals, reloads, rollouts, durations, health and traffic, with their labels', async () => {
     const m = fold(fleetAtOld(), [...FIRST_WAVE, { type: 'complete', revision: NEW, version: '1.1.0' }]);
     addTraffic(m, [record({ timeMs: T0 + 1100, upstreamAddr: ['10.0.0.9:8080'], status: 503 })]);
-    const metrics = fleetMetrics(() => m, () => T0 + 2500);
+    const metrics = fleetMetrics(
+      () => m,
+      () => T0 + 2500,
+    );
     const before = await metrics.registry.metrics();
     assert.match(before, /^fleetroll_heals_total\{service="shop",reason="exited"\} 0$/m, 'the heals series exists before any heal');
     metrics.heal('unready');
     const ended = endRollout(m, T0 + 12_000);
     assert.ok(ended);
     metrics.rolloutEnded(ended);
-    metrics.deployHealth({ sources: ['x'], window: { start: '', end: '', durationMs: 12_000 }, requests: 120, failed5xx: 1, dropped: 0, clientClosed: 0, mixedVersionWindowMs: 4500, firstNewResponseAt: null, lastOldResponseAt: null, firstNewInstance: { name: 'shop-new-1', address: '10.0.0.9:8080', requests: 40, errors: 1, errorRate: 0.025 } as never, unattributed: 0, garbage: 0 });
+    metrics.deployHealth({
+      sources: ['x'],
+      window: { start: '', end: '', durationMs: 12_000 },
+      requests: 120,
+      failed5xx: 1,
+      dropped: 0,
+      clientClosed: 0,
+      mixedVersionWindowMs: 4500,
+      firstNewResponseAt: null,
+      lastOldResponseAt: null,
+      firstNewInstance: { name: 'shop-new-1', address: '10.0.0.9:8080', requests: 40, errors: 1, errorRate: 0.025 } as never,
+      unattributed: 0,
+      garbage: 0,
+    });
     const text = await metrics.registry.metrics();
     const want = [
       `fleetroll_instances{service="shop",host="local",revision="${OLD}",phase="available"} 2`,
@@ -223,7 +265,9 @@ describe('live page', () => {
   it('escapes every name and version that comes from users', () => {
     assert.equal(escapeHtml(EVIL), '&lt;img src=x onerror=&quot;alert(1)&quot;&gt;&amp;&#39;');
     const m = newFleetModel(`svc${EVIL}`, { balancers: [`lb${EVIL}`] });
-    observeFleet(m, [{ name: `inst${EVIL}`, host: `host${EVIL}`, revision: `rev${EVIL}`, version: `v${EVIL}`, address: '10.0.0.1:80', running: true }], T0, { [`lb${EVIL}`]: [{ name: `inst${EVIL}`, down: false }] });
+    observeFleet(m, [{ name: `inst${EVIL}`, host: `host${EVIL}`, revision: `rev${EVIL}`, version: `v${EVIL}`, address: '10.0.0.1:80', running: true }], T0, {
+      [`lb${EVIL}`]: [{ name: `inst${EVIL}`, down: false }],
+    });
     beginRollout(m, `strategy${EVIL}`, T0, `ver${EVIL}`);
     applyEvent(m, ev({ type: 'canaryAborted', reason: `why${EVIL}` }), T0);
     addTraffic(m, [record({ timeMs: T0 - 1500, upstreamAddr: ['10.0.0.1:80'], appVersion: `app${EVIL}` })]);
@@ -233,11 +277,14 @@ describe('live page', () => {
     for (const what of ['svc', 'inst', 'host', 'lb', 'strategy', 'why', 'app']) assert.ok(html.includes(`${what}&lt;img`), `${what} is shown, escaped`);
   });
 
-  it('shows each host\'s instances with revision, phase and address, the load balancer\'s servers and the rollout', () => {
+  it("shows each host's instances with revision, phase and address, the load balancer's servers and the rollout", () => {
     const m = fold(fleetAtOld(), [...FIRST_WAVE, { type: 'canaryStep', index: 1, kind: 'setWeight', weight: 25, instances: 1 }]);
     const s = renderSections(m, T0 + 5000);
     assert.match(s.hosts, /host local/);
-    assert.match(s.hosts, /shop-new-1<\/td><td><span class="rev"[^>]*>1\.1\.0 · bbbbbbb<\/span><\/td><td><span class="phase starting">starting<\/span><\/td><td class="addr">10\.0\.0\.9:8080/);
+    assert.match(
+      s.hosts,
+      /shop-new-1<\/td><td><span class="rev"[^>]*>1\.1\.0 · bbbbbbb<\/span><\/td><td><span class="phase starting">starting<\/span><\/td><td class="addr">10\.0\.0\.9:8080/,
+    );
     assert.match(s.balancers, /shop-old-1<\/span> <span class="state">down/);
     assert.match(s.rollout, /RollingUpdate/);
     assert.match(s.rollout, /25% to the new revision/);
@@ -260,7 +307,11 @@ describe('--metrics HOST:PORT', () => {
   for (const r of rows) {
     it(`${r.value} → ${r.want ? `${r.want.host} port ${r.want.port}` : 'refused'}`, () => {
       if (r.want) assert.deepEqual(parseListen('--metrics')(r.value), r.want);
-      else assert.throws(() => parseListen('--metrics')(r.value), (e: unknown) => e instanceof ValidationError && /--metrics/.test(e.message) && /HOST:PORT/.test(e.message));
+      else
+        assert.throws(
+          () => parseListen('--metrics')(r.value),
+          (e: unknown) => e instanceof ValidationError && /--metrics/.test(e.message) && /HOST:PORT/.test(e.message),
+        );
     });
   }
 });

@@ -21,7 +21,14 @@ function churned(seed: number, churn: number, each?: (v: FleetView<InstanceView>
   const v = new FleetView<InstanceView>();
   const all: InstanceView[] = [];
   for (let k = 0; k < 80; k++) {
-    const i: InstanceView = { id: `i${k}`, host: 'h1', revision: k % 2 === 0 ? 'new' : 'old', created: k, phase: PHASES[Math.floor(rand() * PHASES.length)]!, routed: rand() < 0.5 };
+    const i: InstanceView = {
+      id: `i${k}`,
+      host: 'h1',
+      revision: k % 2 === 0 ? 'new' : 'old',
+      created: k,
+      phase: PHASES[Math.floor(rand() * PHASES.length)]!,
+      routed: rand() < 0.5,
+    };
     all.push(i);
     v.add(i);
   }

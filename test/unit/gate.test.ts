@@ -199,7 +199,11 @@ describe('evaluate: one measurement', () => {
   }
 
   it('reasons carry value and threshold for every check, passing ones too', () => {
-    const m = evaluate(side('1.1.0', { requests: 562, errors5xx: 41, p99: 150 }), side('1.0.0', { requests: 1000, p99: 100 }), spec({ maxErrorRate: 0.1, maxLatencyRatio: 2 }));
+    const m = evaluate(
+      side('1.1.0', { requests: 562, errors5xx: 41, p99: 150 }),
+      side('1.0.0', { requests: 1000, p99: 100 }),
+      spec({ maxErrorRate: 0.1, maxLatencyRatio: 2 }),
+    );
     assert.deepEqual(
       m.reasons.map((r) => [r.metric, r.revision, Number(r.value.toFixed(4)), r.threshold, r.ok]),
       [
@@ -223,24 +227,128 @@ describe('evaluate: one measurement', () => {
 });
 
 describe('gateStatus: successive measurements', () => {
-  const m = (verdict: Verdict, i: number): Measurement => ({ verdict, startMs: i * 10_000, endMs: (i + 1) * 10_000, reasons: [], message: `${verdict} #${i + 1}` });
+  const m = (verdict: Verdict, i: number): Measurement => ({
+    verdict,
+    startMs: i * 10_000,
+    endMs: (i + 1) * 10_000,
+    reasons: [],
+    message: `${verdict} #${i + 1}`,
+  });
   const seq = (...v: Verdict[]) => v.map(m);
   const rows: { name: string; spec: AnalysisSpec; verdicts: Verdict[]; state: GateState; counts: [number, number, number]; message: string | RegExp }[] = [
     { name: 'no measurement yet: running', spec: spec(), verdicts: [], state: 'running', counts: [0, 0, 0], message: 'analysis running: no measurement yet' },
-    { name: 'one pass: passed', spec: spec(), verdicts: ['pass'], state: 'passed', counts: [1, 0, 0], message: 'analysis passed: 1 of 1 measurement passed; last: pass #1' },
-    { name: 'failureLimit 0: the first failure fails the gate', spec: spec(), verdicts: ['fail'], state: 'failed', counts: [0, 1, 0], message: 'analysis failed: 1 of 1 measurement failed (failureLimit 0); last: fail #1' },
-    { name: 'failureLimit 1: one failure is tolerated', spec: spec({ failureLimit: 1 }), verdicts: ['fail'], state: 'running', counts: [0, 1, 0], message: /^analysis running: 0 passed, 1 failed, 0 inconclusive of 1 measurement; last: fail #1$/ },
-    { name: 'failureLimit 1: the second failure fails it', spec: spec({ failureLimit: 1 }), verdicts: ['fail', 'fail'], state: 'failed', counts: [0, 2, 0], message: /^analysis failed: 2 of 2 measurements failed \(failureLimit 1\); last: fail #2$/ },
-    { name: 'failureLimit 1: a failure then a pass passes', spec: spec({ failureLimit: 1 }), verdicts: ['fail', 'pass'], state: 'passed', counts: [1, 1, 0], message: /^analysis passed: 1 of 2 measurements passed/ },
-    { name: 'failureLimit 2 (DESIGN example): three failures fail it', spec: spec({ failureLimit: 2 }), verdicts: ['fail', 'fail', 'fail'], state: 'failed', counts: [0, 3, 0], message: /failureLimit 2/ },
-    { name: 'inconclusiveLimit 0, onInconclusive pause: the first inconclusive pauses', spec: spec(), verdicts: ['inconclusive'], state: 'inconclusive', counts: [0, 0, 1], message: /^analysis inconclusive, pausing: 1 of 1 measurement without enough traffic \(inconclusiveLimit 0\); last: inconclusive #1$/ },
-    { name: 'onInconclusive fail: inconclusive fails the gate', spec: spec({ onInconclusive: 'fail' }), verdicts: ['inconclusive'], state: 'failed', counts: [0, 0, 1], message: /^analysis failed, inconclusive: 1 of 1 measurement/ },
-    { name: 'inconclusiveLimit 1: a quiet interval, then a pass, passes', spec: spec({ inconclusiveLimit: 1 }), verdicts: ['inconclusive', 'pass'], state: 'passed', counts: [1, 0, 1], message: /^analysis passed/ },
-    { name: 'inconclusiveLimit 1: two quiet intervals pause', spec: spec({ inconclusiveLimit: 1 }), verdicts: ['inconclusive', 'inconclusive'], state: 'inconclusive', counts: [0, 0, 2], message: /inconclusiveLimit 1/ },
-    { name: 'successCount 3: two passes keep it running', spec: spec({ successCount: 3 }), verdicts: ['pass', 'pass'], state: 'running', counts: [2, 0, 0], message: /^analysis running: 2 passed/ },
-    { name: 'successCount 3, failureLimit 1: pass, fail, pass, pass → passed', spec: spec({ successCount: 3, failureLimit: 1 }), verdicts: ['pass', 'fail', 'pass', 'pass'], state: 'passed', counts: [3, 1, 0], message: /^analysis passed: 3 of 4 measurements passed/ },
-    { name: 'failures win over passes in the same count (checked first)', spec: spec({ successCount: 2, failureLimit: 0 }), verdicts: ['pass', 'fail'], state: 'failed', counts: [1, 1, 0], message: /^analysis failed/ },
-    { name: 'measurements after the deciding one are ignored', spec: spec(), verdicts: ['fail', 'pass', 'pass'], state: 'failed', counts: [0, 1, 0], message: /last: fail #1$/ },
+    {
+      name: 'one pass: passed',
+      spec: spec(),
+      verdicts: ['pass'],
+      state: 'passed',
+      counts: [1, 0, 0],
+      message: 'analysis passed: 1 of 1 measurement passed; last: pass #1',
+    },
+    {
+      name: 'failureLimit 0: the first failure fails the gate',
+      spec: spec(),
+      verdicts: ['fail'],
+      state: 'failed',
+      counts: [0, 1, 0],
+      message: 'analysis failed: 1 of 1 measurement failed (failureLimit 0); last: fail #1',
+    },
+    {
+      name: 'failureLimit 1: one failure is tolerated',
+      spec: spec({ failureLimit: 1 }),
+      verdicts: ['fail'],
+      state: 'running',
+      counts: [0, 1, 0],
+      message: /^analysis running: 0 passed, 1 failed, 0 inconclusive of 1 measurement; last: fail #1$/,
+    },
+    {
+      name: 'failureLimit 1: the second failure fails it',
+      spec: spec({ failureLimit: 1 }),
+      verdicts: ['fail', 'fail'],
+      state: 'failed',
+      counts: [0, 2, 0],
+      message: /^analysis failed: 2 of 2 measurements failed \(failureLimit 1\); last: fail #2$/,
+    },
+    {
+      name: 'failureLimit 1: a failure then a pass passes',
+      spec: spec({ failureLimit: 1 }),
+      verdicts: ['fail', 'pass'],
+      state: 'passed',
+      counts: [1, 1, 0],
+      message: /^analysis passed: 1 of 2 measurements passed/,
+    },
+    {
+      name: 'failureLimit 2 (DESIGN example): three failures fail it',
+      spec: spec({ failureLimit: 2 }),
+      verdicts: ['fail', 'fail', 'fail'],
+      state: 'failed',
+      counts: [0, 3, 0],
+      message: /failureLimit 2/,
+    },
+    {
+      name: 'inconclusiveLimit 0, onInconclusive pause: the first inconclusive pauses',
+      spec: spec(),
+      verdicts: ['inconclusive'],
+      state: 'inconclusive',
+      counts: [0, 0, 1],
+      message: /^analysis inconclusive, pausing: 1 of 1 measurement without enough traffic \(inconclusiveLimit 0\); last: inconclusive #1$/,
+    },
+    {
+      name: 'onInconclusive fail: inconclusive fails the gate',
+      spec: spec({ onInconclusive: 'fail' }),
+      verdicts: ['inconclusive'],
+      state: 'failed',
+      counts: [0, 0, 1],
+      message: /^analysis failed, inconclusive: 1 of 1 measurement/,
+    },
+    {
+      name: 'inconclusiveLimit 1: a quiet interval, then a pass, passes',
+      spec: spec({ inconclusiveLimit: 1 }),
+      verdicts: ['inconclusive', 'pass'],
+      state: 'passed',
+      counts: [1, 0, 1],
+      message: /^analysis passed/,
+    },
+    {
+      name: 'inconclusiveLimit 1: two quiet intervals pause',
+      spec: spec({ inconclusiveLimit: 1 }),
+      verdicts: ['inconclusive', 'inconclusive'],
+      state: 'inconclusive',
+      counts: [0, 0, 2],
+      message: /inconclusiveLimit 1/,
+    },
+    {
+      name: 'successCount 3: two passes keep it running',
+      spec: spec({ successCount: 3 }),
+      verdicts: ['pass', 'pass'],
+      state: 'running',
+      counts: [2, 0, 0],
+      message: /^analysis running: 2 passed/,
+    },
+    {
+      name: 'successCount 3, failureLimit 1: pass, fail, pass, pass → passed',
+      spec: spec({ successCount: 3, failureLimit: 1 }),
+      verdicts: ['pass', 'fail', 'pass', 'pass'],
+      state: 'passed',
+      counts: [3, 1, 0],
+      message: /^analysis passed: 3 of 4 measurements passed/,
+    },
+    {
+      name: 'failures win over passes in the same count (checked first)',
+      spec: spec({ successCount: 2, failureLimit: 0 }),
+      verdicts: ['pass', 'fail'],
+      state: 'failed',
+      counts: [1, 1, 0],
+      message: /^analysis failed/,
+    },
+    {
+      name: 'measurements after the deciding one are ignored',
+      spec: spec(),
+      verdicts: ['fail', 'pass', 'pass'],
+      state: 'failed',
+      counts: [0, 1, 0],
+      message: /last: fail #1$/,
+    },
   ];
   for (const row of rows) {
     it(row.name, () => {
@@ -258,7 +366,10 @@ describe('gateStatus: successive measurements', () => {
     const s = gateStatus([bad, bad], sp);
     assert.equal(s.state, 'failed');
     assert.equal(s.last, bad);
-    assert.equal(s.message, 'analysis failed: 2 of 2 measurements failed (failureLimit 1); last: error rate 7.3% on 1.1.0 over 10 s (41 of 562 requests), limit 5%');
+    assert.equal(
+      s.message,
+      'analysis failed: 2 of 2 measurements failed (failureLimit 1); last: error rate 7.3% on 1.1.0 over 10 s (41 of 562 requests), limit 5%',
+    );
   });
 });
 
@@ -272,12 +383,30 @@ describe('the analysis: block', () => {
     {
       name: 'the DESIGN example, defaults filled in',
       input: { interval: '10s', minRequests: 50, maxErrorRate: '1%', maxLatencyRatio: 1.5, failureLimit: 2 },
-      want: { interval: 10, minRequests: 50, maxErrorRate: 0.01, maxLatencyRatio: 1.5, failureLimit: 2, inconclusiveLimit: 0, successCount: 1, latencyFloorMs: 10, onInconclusive: 'pause' },
+      want: {
+        interval: 10,
+        minRequests: 50,
+        maxErrorRate: 0.01,
+        maxLatencyRatio: 1.5,
+        failureLimit: 2,
+        inconclusiveLimit: 0,
+        successCount: 1,
+        latencyFloorMs: 10,
+        onInconclusive: 'pause',
+      },
     },
     { name: 'a bare number interval is seconds', input: { interval: 30, maxErrorRate: 0.02 }, want: { interval: 30, maxErrorRate: 0.02 } },
     { name: 'a minute interval', input: { interval: '1m', maxErrorRate: '0.5%' }, want: { interval: 60, maxErrorRate: 0.005 } },
-    { name: 'milliseconds, at least a second', input: { interval: '1500ms', maxErrorRateIncrease: '0.5%' }, want: { interval: 1.5, maxErrorRateIncrease: 0.005 } },
-    { name: 'onInconclusive fail', input: { maxErrorRate: '1%', onInconclusive: 'fail', inconclusiveLimit: 3 }, want: { onInconclusive: 'fail', inconclusiveLimit: 3 } },
+    {
+      name: 'milliseconds, at least a second',
+      input: { interval: '1500ms', maxErrorRateIncrease: '0.5%' },
+      want: { interval: 1.5, maxErrorRateIncrease: 0.005 },
+    },
+    {
+      name: 'onInconclusive fail',
+      input: { maxErrorRate: '1%', onInconclusive: 'fail', inconclusiveLimit: 3 },
+      want: { onInconclusive: 'fail', inconclusiveLimit: 3 },
+    },
   ];
   for (const row of valid) {
     it(`accepts ${row.name}`, () => {
@@ -288,19 +417,49 @@ describe('the analysis: block', () => {
   }
 
   const invalid: { name: string; input: unknown; path: string; message: RegExp }[] = [
-    { name: 'no threshold at all', input: { interval: '10s' }, path: 'analysis', message: /at least one threshold: maxErrorRate .*maxErrorRateIncrease .*maxLatencyRatio/ },
+    {
+      name: 'no threshold at all',
+      input: { interval: '10s' },
+      path: 'analysis',
+      message: /at least one threshold: maxErrorRate .*maxErrorRateIncrease .*maxLatencyRatio/,
+    },
     { name: 'not a mapping', input: 'strict', path: 'analysis', message: /must be a mapping of analysis settings/ },
     { name: 'an unknown field', input: { maxErrorRate: '1%', maxErrors: 3 }, path: 'analysis', message: /unknown field "maxErrors"/ },
-    { name: 'an interval in words', input: { maxErrorRate: '1%', interval: '10 sec' }, path: 'analysis/interval', message: /duration .*"10s", "500ms", "1m", got "10 sec"/ },
+    {
+      name: 'an interval in words',
+      input: { maxErrorRate: '1%', interval: '10 sec' },
+      path: 'analysis/interval',
+      message: /duration .*"10s", "500ms", "1m", got "10 sec"/,
+    },
     { name: 'an interval under a second', input: { maxErrorRate: '1%', interval: '200ms' }, path: 'analysis/interval', message: /from 1 s to 3600 s/ },
-    { name: 'a rate over 100%', input: { maxErrorRate: '150%' }, path: 'analysis/maxErrorRate', message: /percentage like "1%" or a fraction below 1 like 0\.01, got "150%"/ },
+    {
+      name: 'a rate over 100%',
+      input: { maxErrorRate: '150%' },
+      path: 'analysis/maxErrorRate',
+      message: /percentage like "1%" or a fraction below 1 like 0\.01, got "150%"/,
+    },
     { name: 'a bare 1 as a rate (meant 1%?)', input: { maxErrorRate: 1 }, path: 'analysis/maxErrorRate', message: /fraction below 1/ },
     { name: 'a rate in words', input: { maxErrorRateIncrease: 'one percent' }, path: 'analysis/maxErrorRateIncrease', message: /percentage points/ },
     { name: 'a latency ratio under 1', input: { maxLatencyRatio: 0.8 }, path: 'analysis/maxLatencyRatio', message: /from 1 to 1000, got 0\.8/ },
-    { name: 'a fractional minRequests', input: { maxErrorRate: '1%', minRequests: 2.5 }, path: 'analysis/minRequests', message: /number of requests from 0 to 1000000, got 2\.5/ },
-    { name: 'a negative failureLimit', input: { maxErrorRate: '1%', failureLimit: -1 }, path: 'analysis/failureLimit', message: /number of measurements from 0 to 1000, got -1/ },
+    {
+      name: 'a fractional minRequests',
+      input: { maxErrorRate: '1%', minRequests: 2.5 },
+      path: 'analysis/minRequests',
+      message: /number of requests from 0 to 1000000, got 2\.5/,
+    },
+    {
+      name: 'a negative failureLimit',
+      input: { maxErrorRate: '1%', failureLimit: -1 },
+      path: 'analysis/failureLimit',
+      message: /number of measurements from 0 to 1000, got -1/,
+    },
     { name: 'successCount 0', input: { maxErrorRate: '1%', successCount: 0 }, path: 'analysis/successCount', message: /from 1 to 1000/ },
-    { name: 'an unknown onInconclusive', input: { maxErrorRate: '1%', onInconclusive: 'retry' }, path: 'analysis/onInconclusive', message: /must be "pause" or "fail", got "retry"/ },
+    {
+      name: 'an unknown onInconclusive',
+      input: { maxErrorRate: '1%', onInconclusive: 'retry' },
+      path: 'analysis/onInconclusive',
+      message: /must be "pause" or "fail", got "retry"/,
+    },
   ];
   for (const row of invalid) {
     it(`refuses ${row.name}`, () => {

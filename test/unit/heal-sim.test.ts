@@ -50,23 +50,28 @@ async function play(row: Scenario): Promise<void> {
   // A heal that waits for something that never comes would run forever on the virtual clock: 10 minutes end it.
   const guard = new AbortController();
   let started = 0;
-  const { outcome, world, violations, events } = await checkedRun(row.s, { ...T, ...row.t }, () => ({
-    heal: true,
-    start: row.start,
-    progressDeadlineSeconds: 60,
-    signal: guard.signal,
-    ...(logs ? { analysis: ANALYSIS, trafficWindow: logs.trafficWindow } : {}),
-    ...row.setup,
-    world: (w, clock) => {
-      logs?.world(w);
-      clock.timer(600_000, () => guard.abort());
-      const before = w.onEvent;
-      w.onEvent = (e) => {
-        before?.(e);
-        if (e.kind === 'started') started++;
-      };
-    },
-  }), checks);
+  const { outcome, world, violations, events } = await checkedRun(
+    row.s,
+    { ...T, ...row.t },
+    () => ({
+      heal: true,
+      start: row.start,
+      progressDeadlineSeconds: 60,
+      signal: guard.signal,
+      ...(logs ? { analysis: ANALYSIS, trafficWindow: logs.trafficWindow } : {}),
+      ...row.setup,
+      world: (w, clock) => {
+        logs?.world(w);
+        clock.timer(600_000, () => guard.abort());
+        const before = w.onEvent;
+        w.onEvent = (e) => {
+          before?.(e);
+          if (e.kind === 'started') started++;
+        };
+      },
+    }),
+    checks,
+  );
   assert.deepEqual(violations, []);
   assert.ok(events > 0, 'the checks saw events');
   assert.deepEqual(logs?.asked ?? [], [], 'a heal reads no analysis window: its revision was judged when it was deployed');
@@ -79,7 +84,10 @@ async function play(row: Scenario): Promise<void> {
     assert.doesNotMatch(outcome.message, /rollback|rolled back/, 'a heal fails as it is: it keeps the revision it heals');
     for (const r of world.routers) {
       const up = [...r.up].map((a) => world.byAddress(a));
-      assert.ok(up.every((c) => c && isReady(world, c)), `${r.name} routes only to ready instances`);
+      assert.ok(
+        up.every((c) => c && isReady(world, c)),
+        `${r.name} routes only to ready instances`,
+      );
       assert.equal(up.length, row.fails.serving, `${r.name} serves the rest`);
     }
     return;
@@ -92,18 +100,37 @@ async function play(row: Scenario): Promise<void> {
   }
   const left = (row.leftOut ?? []).map((name) => [...world.containers.values()].find((c) => c.name === name));
   for (const [k, c] of left.entries()) assert.ok(c && c.state === 'running' && !isReady(world, c), `${row.leftOut![k]} left running, unready`);
-  assertWhole(world, revision, row.s.replicas, checks, left.map((c) => c!.address));
+  assertWhole(
+    world,
+    revision,
+    row.s.replicas,
+    checks,
+    left.map((c) => c!.address),
+  );
   if (row.perHost) {
     const perHost: Record<string, number> = {};
-    for (const c of world.containers.values()) if (c.state === 'running' && c.labels[LABELS.revision] === revision) perHost[c.host] = (perHost[c.host] ?? 0) + 1;
+    for (const c of world.containers.values())
+      if (c.state === 'running' && c.labels[LABELS.revision] === revision) perHost[c.host] = (perHost[c.host] ?? 0) + 1;
     assert.deepEqual(perHost, row.perHost, 'instances per host');
   }
 }
 
 describe('heal mode on the simulated world', () => {
   const rows: Scenario[] = [
-    { name: 'an exited instance: removed and replaced; its address out of nginx at the first change, the replacement in once ready', s: rolling(3), start: { instances: fleet(2, { state: 'exited' }) }, started: 1, reloads: 2 },
-    { name: 'a removed instance that nginx still routes to: replaced', s: rolling(3), start: { instances: fleet(2, { state: 'removed' }) }, started: 1, reloads: 2 },
+    {
+      name: 'an exited instance: removed and replaced; its address out of nginx at the first change, the replacement in once ready',
+      s: rolling(3),
+      start: { instances: fleet(2, { state: 'exited' }) },
+      started: 1,
+      reloads: 2,
+    },
+    {
+      name: 'a removed instance that nginx still routes to: replaced',
+      s: rolling(3),
+      start: { instances: fleet(2, { state: 'removed' }) },
+      started: 1,
+      reloads: 2,
+    },
     {
       name: 'an unready instance nginx routes to, two load balancers: out of both in one change, and the heal ends there without waiting for it to answer (8 s: the watch puts it back)',
       s: rolling(3),
@@ -160,7 +187,11 @@ describe('heal mode on the simulated world', () => {
     },
     {
       name: 'a stuck instance, maxSurge 0 and TerminationComplete: its replacement starts once it is gone',
-      s: resolveStrategy({ replicas: 3, replacementPolicy: 'TerminationComplete', strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 0, maxUnavailable: 1 } } } as never),
+      s: resolveStrategy({
+        replicas: 3,
+        replacementPolicy: 'TerminationComplete',
+        strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 0, maxUnavailable: 1 } },
+      } as never),
       start: { instances: fleet(2, { state: 'unready', inNginx: false }) },
       setup: { replace: ['new-3'] },
       started: 1,
@@ -182,10 +213,33 @@ describe('heal mode on the simulated world', () => {
       started: 0,
       reloads: 1,
     },
-    { name: 'an instance back at a new address: nginx gets the new address in one change, nothing restarted', s: rolling(3), start: { instances: fleet(2, { state: 'moved' }) }, started: 0, reloads: 1 },
-    { name: 'a server nginx routes to that no container has: out in one change', s: rolling(3), start: { instances: fleet(3), strays: 2 }, started: 0, reloads: 1 },
-    { name: 'a ready instance out of nginx: put back in one change', s: rolling(3), start: { instances: fleet(2, { inNginx: false }) }, started: 0, reloads: 1 },
-    { name: 'an instance of the old revision: replaced as a deploy would, drained before it stops', s: rolling(3), start: { instances: fleet(2, { revision: 'old' }) }, started: 1 },
+    {
+      name: 'an instance back at a new address: nginx gets the new address in one change, nothing restarted',
+      s: rolling(3),
+      start: { instances: fleet(2, { state: 'moved' }) },
+      started: 0,
+      reloads: 1,
+    },
+    {
+      name: 'a server nginx routes to that no container has: out in one change',
+      s: rolling(3),
+      start: { instances: fleet(3), strays: 2 },
+      started: 0,
+      reloads: 1,
+    },
+    {
+      name: 'a ready instance out of nginx: put back in one change',
+      s: rolling(3),
+      start: { instances: fleet(2, { inNginx: false }) },
+      started: 0,
+      reloads: 1,
+    },
+    {
+      name: 'an instance of the old revision: replaced as a deploy would, drained before it stops',
+      s: rolling(3),
+      start: { instances: fleet(2, { revision: 'old' }) },
+      started: 1,
+    },
     {
       name: 'several faults at once behind two load balancers (exited, moved, unready for 5 s, a stray): one change per load balancer for all that is wrong, then one per step',
       s: rolling(4),
@@ -244,9 +298,11 @@ describe('heal mode on the simulated world', () => {
       perHost: { h1: 1, h2: 2 },
     },
     {
-      name: "maxInstances counts a container of an unknown revision on the host: the replacement goes to the host with room",
+      name: 'maxInstances counts a container of an unknown revision on the host: the replacement goes to the host with room',
       s: rolling(4),
-      start: { instances: [{ host: 'h1' }, { host: 'h2' }, { host: 'h2' }, { host: 'h1', state: 'removed' }, { host: 'h1', revision: 'unknown', inNginx: false }] },
+      start: {
+        instances: [{ host: 'h1' }, { host: 'h2' }, { host: 'h2' }, { host: 'h1', state: 'removed' }, { host: 'h1', revision: 'unknown', inNginx: false }],
+      },
       setup: { hosts: 2, maxInstances: [2, 3] },
       started: 1,
       perHost: { h1: 1, h2: 3 },
@@ -263,11 +319,30 @@ describe('heal mode on the simulated world', () => {
  * fleet's lock until an operator comes.
  */
 describe('heal mode runs no strategy steps', () => {
-  const canary = resolveStrategy({ replicas: 3, strategy: { type: 'Canary', canary: { steps: [{ setWeight: 30 }, { pause: { duration: 5 } }] }, rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } as never });
-  const blueGreen = (more: Record<string, unknown> = {}) => resolveStrategy({ replicas: 3, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 30, ...more } } });
+  const canary = resolveStrategy({
+    replicas: 3,
+    strategy: {
+      type: 'Canary',
+      canary: { steps: [{ setWeight: 30 }, { pause: { duration: 5 } }] },
+      rollingUpdate: { maxSurge: 1, maxUnavailable: 0 },
+    } as never,
+  });
+  const blueGreen = (more: Record<string, unknown> = {}) =>
+    resolveStrategy({ replicas: 3, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 30, ...more } } });
   const rows: Scenario[] = [
-    { name: 'Canary, an instance of the old revision: replaced as a rolling update, no current instance stopped for a canary weight', s: canary, start: { instances: fleet(2, { revision: 'old' }) }, started: 1 },
-    { name: 'BlueGreen whose analysis would fail, an instance of the old revision: replaced, no analysis, no switch back to it', s: blueGreen(), start: { instances: fleet(2, { revision: 'old' }) }, failingAnalysis: true, started: 1 },
+    {
+      name: 'Canary, an instance of the old revision: replaced as a rolling update, no current instance stopped for a canary weight',
+      s: canary,
+      start: { instances: fleet(2, { revision: 'old' }) },
+      started: 1,
+    },
+    {
+      name: 'BlueGreen whose analysis would fail, an instance of the old revision: replaced, no analysis, no switch back to it',
+      s: blueGreen(),
+      start: { instances: fleet(2, { revision: 'old' }) },
+      failingAnalysis: true,
+      started: 1,
+    },
     {
       name: 'BlueGreen with autoPromote false, an exited instance: the replacement goes in without waiting for fleetroll promote',
       s: blueGreen({ autoPromote: false }),

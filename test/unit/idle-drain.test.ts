@@ -44,11 +44,14 @@ describe('drains that end when no request is in flight (every nginx counts them)
   it('a request that never ends: every drain lasts drainSeconds, and the log says so', async () => {
     const { drained, violations } = await run(rolling(3, 0, 1), { inFlight: () => 1 }, 3000);
     assert.deepEqual(violations, []);
-    assert.deepEqual(drained.map((d) => d.reason), ['drainSeconds', 'drainSeconds', 'drainSeconds']);
+    assert.deepEqual(
+      drained.map((d) => d.reason),
+      ['drainSeconds', 'drainSeconds', 'drainSeconds'],
+    );
     for (const d of drained) assert.ok(d.ms >= 3000, `${d.ms} ms`);
   });
 
-  it("blue-green keeps its old set for scaleDownDelaySeconds however idle it is (undo needs it)", async () => {
+  it('blue-green keeps its old set for scaleDownDelaySeconds however idle it is (undo needs it)', async () => {
     const s = resolveStrategy({ replicas: 3, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 20 } } });
     const timings = { ...T, drainMs: 3000 };
     const stops: number[] = [];
@@ -65,7 +68,7 @@ describe('drains that end when no request is in flight (every nginx counts them)
   });
 });
 
-describe("simulate and plan of a dynamic-mode fleet (withNginxMode)", () => {
+describe('simulate and plan of a dynamic-mode fleet (withNginxMode)', () => {
   const lbs = (...modes: string[]) => ({ loadBalancers: modes.map((mode) => ({ nginx: { mode } })) }) as unknown as Pick<Fleet, 'loadBalancers'>;
   const rows: { name: string; fleet: Pick<Fleet, 'loadBalancers'> | undefined; want: number | undefined }[] = [
     { name: 'no fleet file: reload mode', fleet: undefined, want: undefined },
@@ -84,7 +87,10 @@ describe("simulate and plan of a dynamic-mode fleet (withNginxMode)", () => {
     const timings = { ...T, drainMs: 3000 };
     const inv = invariants(s, timings, { minDrainMs: 200 });
     const drained: string[] = [];
-    const dynamic = await simulateRollout(s, withNginxMode(timings, lbs('dynamic')), { ...inv.setup, events: (e) => void (e.type === 'drained' && drained.push(e.reason)) });
+    const dynamic = await simulateRollout(s, withNginxMode(timings, lbs('dynamic')), {
+      ...inv.setup,
+      events: (e) => void (e.type === 'drained' && drained.push(e.reason)),
+    });
     const reload = await simulateRollout(s, withNginxMode(timings, lbs('reload')));
     assert.deepEqual(inv.checked.violations, []);
     assert.equal(dynamic.reloads, 0);
@@ -109,7 +115,10 @@ describe('reload-free membership across several load balancers: all or nothing',
           if (e.kind === 'reloaded' && e.lb.name === 'nginx 1') inForce.push(e.lb.inForce ?? '');
         };
       },
-    }).then(() => undefined, (e: unknown) => e);
+    }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(err instanceof Error, String(err));
     assert.match(err.message, /nginx 2: reload failed \(simulated\); nginx 1 put back on the previous servers/);
     // nginx 1 took the change, then the servers from before it, before anything else happened.

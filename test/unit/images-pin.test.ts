@@ -133,7 +133,15 @@ class ImageHost implements Runtime {
 
 async function fleetOf(extra: Record<string, unknown> = {}, hosts = ['a', 'b']): Promise<Fleet> {
   return fleetFromObject(
-    { service: 'api', image: TAG, replicas: 2, port: 8080, hosts: hosts.map((name) => ({ name })), registry: { server: SERVER, username: 'ci', password: PASSWORD }, ...extra },
+    {
+      service: 'api',
+      image: TAG,
+      replicas: 2,
+      port: 8080,
+      hosts: hosts.map((name) => ({ name })),
+      registry: { server: SERVER, username: 'ci', password: PASSWORD },
+      ...extra,
+    },
     'fleet.yaml',
   );
 }
@@ -191,7 +199,11 @@ describe('pull policies', () => {
     const fleet = await fleetOf({ pull: 'always', registry: { server: SERVER, username: 'ci', password: wrong } });
     const err = await failure(prepare(fleet, w.s));
     assert.match(err.message, /^preflight failed, nothing was changed:/);
-    for (const h of ['a', 'b']) assert.match(err.message, new RegExp(`could not pull image ${TAG.replace(/[.:/]/g, '\\$&')} on host ${h}: .*no basic auth credentials \\(registry reg\\.test:5000 as user ci\\)`));
+    for (const h of ['a', 'b'])
+      assert.match(
+        err.message,
+        new RegExp(`could not pull image ${TAG.replace(/[.:/]/g, '\\$&')} on host ${h}: .*no basic auth credentials \\(registry reg\\.test:5000 as user ci\\)`),
+      );
     for (const text of [err.message, err.hint ?? '', JSON.stringify(err.details), ...w.events]) {
       assert.doesNotMatch(text, /MARKER/, 'no password in any message or event');
     }
@@ -221,7 +233,10 @@ describe('pull policies', () => {
   it('credentials are sent only to their own registry', async () => {
     const w = world();
     const err = await failure(prepare(await fleetOf({ pull: 'always', image: 'other.example/api:1.0' }), w.s));
-    assert.match(err.message, /image other\.example\/api:1\.0 is on registry other\.example, but registry\/server is reg\.test:5000: fleetroll sends the credentials only to their own registry/);
+    assert.match(
+      err.message,
+      /image other\.example\/api:1\.0 is on registry other\.example, but registry\/server is reg\.test:5000: fleetroll sends the credentials only to their own registry/,
+    );
     assert.deepEqual(w.registry.pulls, []);
   });
 });
@@ -272,7 +287,12 @@ describe('pinning the tag to one build', () => {
     w.a.has(TAG, id('1'));
     w.b.has(TAG, id('2'));
     const err = await failure(prepare(await fleetOf({ pull: 'never' }), w.s));
-    assert.match(err.message, new RegExp(`image ${TAG.replace(/[.:/]/g, '\\$&')} is build sha256:222222222222 on host b, but the deploy pinned it to sha256:111111111111 \\(found on host a\\): the tag moved, and pull: never`));
+    assert.match(
+      err.message,
+      new RegExp(
+        `image ${TAG.replace(/[.:/]/g, '\\$&')} is build sha256:222222222222 on host b, but the deploy pinned it to sha256:111111111111 \\(found on host a\\): the tag moved, and pull: never`,
+      ),
+    );
     assert.deepEqual(w.b.calls, []);
   });
 
@@ -281,7 +301,10 @@ describe('pinning the tag to one build', () => {
     w.a.has(TAG, id('1'));
     w.b.has(TAG, id('2'));
     const err = await failure(prepare(await fleetOf(), { ...w.s, copyImages: false }));
-    assert.match(err.message, /on host b, but the deploy pinned it to sha256:111111111111 \(found on host a\): the tag moved; could not give host b the pinned build \(image copies are off\)/);
+    assert.match(
+      err.message,
+      /on host b, but the deploy pinned it to sha256:111111111111 \(found on host a\): the tag moved; could not give host b the pinned build \(image copies are off\)/,
+    );
   });
 
   it('a recorded digest (undo, resume) is what the hosts must have, whatever the tag names now', async () => {
@@ -289,7 +312,19 @@ describe('pinning the tag to one build', () => {
     w.registry.publish(`${REPO}:next`, id('2'), dig('e'));
     w.a.has(TAG, id('2'), [`${REPO}@${dig('e')}`]).has('old', id('1'), [`${REPO}@${dig('d')}`]);
     w.b.has(TAG, id('2'), [`${REPO}@${dig('e')}`]);
-    const record = { number: 1, hash: 'x', image: TAG, digest: `${REPO}@${dig('d')}`, version: '1.0', port: 8080, env: {}, changeCause: '', who: '', when: '', outcome: 'complete' as const };
+    const record = {
+      number: 1,
+      hash: 'x',
+      image: TAG,
+      digest: `${REPO}@${dig('d')}`,
+      version: '1.0',
+      port: 8080,
+      env: {},
+      changeCause: '',
+      who: '',
+      when: '',
+      outcome: 'complete' as const,
+    };
     const f = await prepare(fleetForRecord(await fleetOf(), record), w.s);
     assert.equal(f.digest, record.digest);
     // pull: missing copies first: b gets the recorded build (by ID) from a, whatever its tag names.
@@ -308,7 +343,13 @@ describe('pinning the tag to one build', () => {
     w.a.has(TAG, id('1'));
     w.b.has(TAG, id('1'));
     const bare = Object.assign(Object.create(Object.getPrototypeOf(w.b) as object) as ImageHost, w.b, { imageInfo: undefined });
-    const f = await pinImage(await fleetOf(), new HostWork(2), { ...w.s, runtimes: new Map<string, Runtime>([['a', w.a], ['b', bare]]) });
+    const f = await pinImage(await fleetOf(), new HostWork(2), {
+      ...w.s,
+      runtimes: new Map<string, Runtime>([
+        ['a', w.a],
+        ['b', bare],
+      ]),
+    });
     assert.equal(f.digest, undefined);
     assert.equal(instanceSpec(f, 'r', 'x', undefined, 0).image, TAG);
   });
@@ -343,7 +384,10 @@ describe('image references', () => {
   for (const r of rows) {
     it(`parses ${r.ref}`, () => {
       const p = parseImageRef(r.ref);
-      assert.deepEqual({ registry: p.registry, path: p.path, tag: p.tag, digest: p.digest }, { registry: r.registry, path: r.path, tag: r.tag, digest: r.digest });
+      assert.deepEqual(
+        { registry: p.registry, path: p.path, tag: p.tag, digest: p.digest },
+        { registry: r.registry, path: r.path, tag: r.tag, digest: r.digest },
+      );
     });
   }
   it('picks the registry digest of the fleet repository only', () => {
@@ -376,10 +420,30 @@ describe('registry credentials', () => {
   const file = '/home/u/.docker/config.json';
   const b64 = (s: string) => Buffer.from(s).toString('base64');
   const rows: { name: string; config: Record<string, unknown>; server: string; want: RegistryAuth | undefined }[] = [
-    { name: 'auths with base64 auth', config: { auths: { [SERVER]: { auth: b64(`ci:${PASSWORD}`) } } }, server: SERVER, want: { serveraddress: SERVER, username: 'ci', password: PASSWORD } },
-    { name: 'a key with a scheme', config: { auths: { [`https://${SERVER}`]: { auth: b64('ci:p:w') } } }, server: SERVER, want: { serveraddress: SERVER, username: 'ci', password: 'p:w' } },
-    { name: 'username and password', config: { auths: { [SERVER]: { username: 'ci', password: 'x' } } }, server: SERVER, want: { serveraddress: SERVER, username: 'ci', password: 'x' } },
-    { name: 'Docker Hub under its v1 key', config: { auths: { 'https://index.docker.io/v1/': { auth: b64('me:x') } } }, server: 'docker.io', want: { serveraddress: 'docker.io', username: 'me', password: 'x' } },
+    {
+      name: 'auths with base64 auth',
+      config: { auths: { [SERVER]: { auth: b64(`ci:${PASSWORD}`) } } },
+      server: SERVER,
+      want: { serveraddress: SERVER, username: 'ci', password: PASSWORD },
+    },
+    {
+      name: 'a key with a scheme',
+      config: { auths: { [`https://${SERVER}`]: { auth: b64('ci:p:w') } } },
+      server: SERVER,
+      want: { serveraddress: SERVER, username: 'ci', password: 'p:w' },
+    },
+    {
+      name: 'username and password',
+      config: { auths: { [SERVER]: { username: 'ci', password: 'x' } } },
+      server: SERVER,
+      want: { serveraddress: SERVER, username: 'ci', password: 'x' },
+    },
+    {
+      name: 'Docker Hub under its v1 key',
+      config: { auths: { 'https://index.docker.io/v1/': { auth: b64('me:x') } } },
+      server: 'docker.io',
+      want: { serveraddress: 'docker.io', username: 'me', password: 'x' },
+    },
     { name: 'another registry: none', config: { auths: { 'other.example': { auth: b64('me:x') } } }, server: SERVER, want: undefined },
   ];
   for (const r of rows) {

@@ -92,18 +92,27 @@ describe('interpolateString: errors', () => {
 
 describe('interpolateTree', () => {
   it('interpolates values, not keys, and maps each path to its variables', () => {
-    const r = interpolateTree({ services: { api: { image: 'app:${TAG:-1.0}', labels: { '$KEY': '$FOO' }, ports: ['${PORT:-8080}', 80], read_only: true } } }, lookup);
-    assert.deepEqual(r.value, { services: { api: { image: 'app:1.0', labels: { '$KEY': 'foo' }, ports: ['8080', 80], read_only: true } } });
-    assert.deepEqual([...r.variables], [
-      ['services/api/image', ['TAG']],
-      ['services/api/labels/$KEY', ['FOO']],
-      ['services/api/ports/0', ['PORT']],
-    ]);
+    const r = interpolateTree(
+      { services: { api: { image: 'app:${TAG:-1.0}', labels: { $KEY: '$FOO' }, ports: ['${PORT:-8080}', 80], read_only: true } } },
+      lookup,
+    );
+    assert.deepEqual(r.value, { services: { api: { image: 'app:1.0', labels: { $KEY: 'foo' }, ports: ['8080', 80], read_only: true } } });
+    assert.deepEqual(
+      [...r.variables],
+      [
+        ['services/api/image', ['TAG']],
+        ['services/api/labels/$KEY', ['FOO']],
+        ['services/api/ports/0', ['PORT']],
+      ],
+    );
   });
 
   it('collects every problem into one ValidationError', () => {
     const issues = issuesOf(() => interpolateTree({ a: '${X:?one}', b: ['ok', '${'], c: { d: '${Y?two}' } }, lookup, 'root'));
-    assert.deepEqual(issues.map((i) => i.path), ['root/a', 'root/b/1', 'root/c/d']);
+    assert.deepEqual(
+      issues.map((i) => i.path),
+      ['root/a', 'root/b/1', 'root/c/d'],
+    );
   });
 
   it('leaves non-strings alone', () => {
@@ -131,7 +140,11 @@ describe('parseDotenv: compose-spec "Env_file format" cases', () => {
     ['empty value', 'VAR=', { VAR: '' }],
     ['bare VAR is unset', 'VAR', {}],
     ['export prefix', 'export VAR=VAL', { VAR: 'VAL' }],
-    ['comments and blank lines', '# Set Rails/Rack environment\n\nRACK_ENV=development\n  # indented comment\nVAR="quoted"\n', { RACK_ENV: 'development', VAR: 'quoted' }],
+    [
+      'comments and blank lines',
+      '# Set Rails/Rack environment\n\nRACK_ENV=development\n  # indented comment\nVAR="quoted"\n',
+      { RACK_ENV: 'development', VAR: 'quoted' },
+    ],
     ['yaml-style KEY: value', 'KEY: value', { KEY: 'value' }],
     ['spaces around =', 'KEY = value  ', { KEY: 'value' }],
     ['= inside the value', 'URL=postgres://u@h/db?sslmode=require', { URL: 'postgres://u@h/db?sslmode=require' }],

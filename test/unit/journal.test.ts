@@ -26,10 +26,16 @@ describe('journal writer', () => {
     write('start', 'begin', { name: 'b' });
     write('start', 'begin', { name: 'c' });
     // The first entry went out at once; the other two wait for it, together.
-    assert.deepEqual(store.writes.map((w) => w.map((e) => e.detail?.name)), [['a']]);
+    assert.deepEqual(
+      store.writes.map((w) => w.map((e) => e.detail?.name)),
+      [['a']],
+    );
     store.release();
     await new Promise((r) => setImmediate(r));
-    assert.deepEqual(store.writes.map((w) => w.map((e) => e.detail?.name)), [['a'], ['b', 'c']]);
+    assert.deepEqual(
+      store.writes.map((w) => w.map((e) => e.detail?.name)),
+      [['a'], ['b', 'c']],
+    );
     const flushed = write.flush();
     store.release();
     await flushed;

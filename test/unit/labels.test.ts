@@ -35,7 +35,7 @@ describe('Docker labels', () => {
     });
   });
 
-  it('are all distinct and in the fleetroll. namespace (the switch-back\'s nest under fleetroll.switchback)', () => {
+  it("are all distinct and in the fleetroll. namespace (the switch-back's nest under fleetroll.switchback)", () => {
     const values = Object.values(LABELS);
     assert.equal(new Set(values).size, values.length);
     for (const v of values) assert.match(v, /^fleetroll(\.[a-z][a-z-]*)+$/);

@@ -56,7 +56,16 @@ const ok = (t: number, addr: string, ms = 5) => rec(t, 200, [`${addr} 200`], ms)
 /** The counting fields of TrafficStats, for compact expectations. */
 type Counts = Pick<TrafficStats, 'requests' | 'errors5xx' | 'clientClosed' | 'connectionFailures' | 'retriedFailures' | 'attempts' | 'errors' | 'errorRate'>;
 const counts = (s: TrafficStats | undefined): Counts | undefined =>
-  s && { requests: s.requests, errors5xx: s.errors5xx, clientClosed: s.clientClosed, connectionFailures: s.connectionFailures, retriedFailures: s.retriedFailures, attempts: s.attempts, errors: s.errors, errorRate: s.errorRate };
+  s && {
+    requests: s.requests,
+    errors5xx: s.errors5xx,
+    clientClosed: s.clientClosed,
+    connectionFailures: s.connectionFailures,
+    retriedFailures: s.retriedFailures,
+    attempts: s.attempts,
+    errors: s.errors,
+    errorRate: s.errorRate,
+  };
 const zero: Counts = { requests: 0, errors5xx: 0, clientClosed: 0, connectionFailures: 0, retriedFailures: 0, attempts: 0, errors: 0, errorRate: 0 };
 
 describe('percentile (nearest rank)', () => {
@@ -101,7 +110,7 @@ describe('revisionStats', () => {
       want: { '1.1.0': { ...zero, requests: 1, errors5xx: 1, attempts: 1, errors: 1, errorRate: 1 } },
     },
     {
-      name: 'retried request: counts for the revision that answered; the failed attempt is a connection failure of the first server\'s revision',
+      name: "retried request: counts for the revision that answered; the failed attempt is a connection failure of the first server's revision",
       records: [rec(0, 200, [`${NEW_A} 502!`, `${OLD_A} 200`])],
       want: {
         '1.0.0': { ...zero, requests: 1, attempts: 1 },
@@ -117,7 +126,7 @@ describe('revisionStats', () => {
       },
     },
     {
-      name: 'every attempt failed: the last server\'s revision gets the request, its 5xx and a connection failure',
+      name: "every attempt failed: the last server's revision gets the request, its 5xx and a connection failure",
       records: [rec(0, 502, [`${OLD_A} 502!`, `${NEW_A} 502!`])],
       want: {
         '1.0.0': { ...zero, connectionFailures: 1, retriedFailures: 1, attempts: 1, errors: 1, errorRate: 1 },
@@ -145,10 +154,7 @@ describe('revisionStats', () => {
     it(row.name, () => {
       const start = row.name.startsWith('the window') ? 1000 : 0;
       const s = revisionStats(row.records, revisionOf, start, start + 1000);
-      assert.deepEqual(
-        Object.fromEntries(Object.entries(s.byRevision).map(([k, v]) => [k, counts(v)])),
-        row.want,
-      );
+      assert.deepEqual(Object.fromEntries(Object.entries(s.byRevision).map(([k, v]) => [k, counts(v)])), row.want);
       assert.deepEqual(counts(s.unattributed), row.unattributed ?? zero);
     });
   }
@@ -174,7 +180,11 @@ describe('revisionStats', () => {
 
 describe('statsByInterval', () => {
   const records = [ok(100, OLD_A), ok(9_999, NEW_A), ok(10_000, NEW_A), rec(25_000, 500, [`${NEW_A} 500`])];
-  const rows: { name: string; opts: { startMs: number; intervalMs: number; endMs?: number }; want: { startMs: number; endMs: number; requests: Record<string, number> }[] }[] = [
+  const rows: {
+    name: string;
+    opts: { startMs: number; intervalMs: number; endMs?: number };
+    want: { startMs: number; endMs: number; requests: Record<string, number> }[];
+  }[] = [
     {
       name: 'consecutive intervals; a record on a boundary goes to the later one; a quiet interval is kept',
       opts: { startMs: 0, intervalMs: 10_000, endMs: 40_000 },
@@ -210,7 +220,8 @@ describe('statsByInterval', () => {
           requests: Object.fromEntries(Object.entries(w.byRevision).map(([k, v]) => [k, v.requests])),
         })),
         row.want,
-      ));
+      ),
+    );
   }
 
   it('refuses a zero interval', () => assert.throws(() => statsByInterval(records, revisionOf, { startMs: 0, intervalMs: 0 }), RangeError));
@@ -250,7 +261,7 @@ describe('deployHealth', () => {
       },
     },
     {
-      name: 'dropped = nginx\'s own 502/504 after the last attempt failed, or no live upstreams; app 5xx and 499 are not dropped',
+      name: "dropped = nginx's own 502/504 after the last attempt failed, or no live upstreams; app 5xx and 499 are not dropped",
       records: [
         rec(100, 502, [`${OLD_A} 502!`]), // refused, nothing left to try: dropped
         rec(110, 504, [`${OLD_B} 504!`]), // timed out: dropped
@@ -272,29 +283,69 @@ describe('deployHealth', () => {
       },
     },
     {
-      name: 'stopped (rolled back, canary aborted, switched back): the window ends with the new revision\'s last answer, not the old one\'s',
+      name: "stopped (rolled back, canary aborted, switched back): the window ends with the new revision's last answer, not the old one's",
       records: [ok(100, OLD_A), ok(300, NEW_A), ok(350, OLD_B), ok(450, NEW_A), ok(900, OLD_A), ok(1200, OLD_B)],
-      want: { requests: 6, errors5xx: 0, dropped: 0, clientClosed: 0, unattributed: 0, mixedVersion: { firstNewMs: 300, lastOldMs: 1200, lastNewMs: 450, windowMs: 150 }, firstNew: null },
+      want: {
+        requests: 6,
+        errors5xx: 0,
+        dropped: 0,
+        clientClosed: 0,
+        unattributed: 0,
+        mixedVersion: { firstNewMs: 300, lastOldMs: 1200, lastNewMs: 450, windowMs: 150 },
+        firstNew: null,
+      },
     },
     {
       name: 'no overlap (recreate): old ends before new begins → 0',
       records: [ok(100, OLD_A), ok(200, OLD_A), ok(900, NEW_A)],
-      want: { requests: 3, errors5xx: 0, dropped: 0, clientClosed: 0, unattributed: 0, mixedVersion: { firstNewMs: 900, lastOldMs: 200, lastNewMs: 900, windowMs: 0 }, firstNew: null },
+      want: {
+        requests: 3,
+        errors5xx: 0,
+        dropped: 0,
+        clientClosed: 0,
+        unattributed: 0,
+        mixedVersion: { firstNewMs: 900, lastOldMs: 200, lastNewMs: 900, windowMs: 0 },
+        firstNew: null,
+      },
     },
     {
       name: 'only the old revision answered → 0, firstNewMs null',
       records: [ok(100, OLD_A)],
-      want: { requests: 1, errors5xx: 0, dropped: 0, clientClosed: 0, unattributed: 0, mixedVersion: { firstNewMs: null, lastOldMs: 100, lastNewMs: null, windowMs: 0 }, firstNew: null },
+      want: {
+        requests: 1,
+        errors5xx: 0,
+        dropped: 0,
+        clientClosed: 0,
+        unattributed: 0,
+        mixedVersion: { firstNewMs: null, lastOldMs: 100, lastNewMs: null, windowMs: 0 },
+        firstNew: null,
+      },
     },
     {
-      name: 'an old server\'s failed attempt or 499 is not an old response (the user saw no old version)',
+      name: "an old server's failed attempt or 499 is not an old response (the user saw no old version)",
       records: [ok(100, NEW_A), rec(300, 502, [`${OLD_A} 502!`]), rec(400, 499, [`${OLD_A} -`]), rec(500, 200, [`${OLD_B} 502!`, `${NEW_A} 200`])],
-      want: { requests: 4, errors5xx: 1, dropped: 1, clientClosed: 1, unattributed: 0, mixedVersion: { firstNewMs: 100, lastOldMs: null, lastNewMs: 500, windowMs: 0 }, firstNew: null },
+      want: {
+        requests: 4,
+        errors5xx: 1,
+        dropped: 1,
+        clientClosed: 1,
+        unattributed: 0,
+        mixedVersion: { firstNewMs: 100, lastOldMs: null, lastNewMs: 500, windowMs: 0 },
+        firstNew: null,
+      },
     },
     {
-      name: 'an old version\'s 404 is still the old version',
+      name: "an old version's 404 is still the old version",
       records: [ok(100, NEW_A), rec(250, 404, [`${OLD_A} 404`]), ok(300, NEW_A)],
-      want: { requests: 3, errors5xx: 0, dropped: 0, clientClosed: 0, unattributed: 0, mixedVersion: { firstNewMs: 100, lastOldMs: 250, lastNewMs: 300, windowMs: 150 }, firstNew: null },
+      want: {
+        requests: 3,
+        errors5xx: 0,
+        dropped: 0,
+        clientClosed: 0,
+        unattributed: 0,
+        mixedVersion: { firstNewMs: 100, lastOldMs: 250, lastNewMs: 300, windowMs: 150 },
+        firstNew: null,
+      },
     },
     {
       name: 'the window is closed: records at startMs and endMs count, outside do not',
@@ -335,7 +386,8 @@ describe('deployHealth', () => {
       const { firstNew, ...want } = row.want;
       assert.deepEqual(rest, want);
       assert.deepEqual(counts(firstNewInstance ?? undefined) ?? null, firstNew ?? null);
-      if (firstNewInstance) assert.deepEqual([firstNewInstance.label, firstNewInstance.startMs, firstNewInstance.endMs], [row.firstNewAddress, window.startMs, window.endMs]);
+      if (firstNewInstance)
+        assert.deepEqual([firstNewInstance.label, firstNewInstance.startMs, firstNewInstance.endMs], [row.firstNewAddress, window.startMs, window.endMs]);
     });
   }
 });

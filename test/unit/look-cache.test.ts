@@ -25,7 +25,12 @@ function world() {
   const lock = (key: 'lock' | 'watchLock') => ({ info: async () => (reads[key]++, undefined) });
   const router = { name: 'nginx a', read: async () => (reads.nginx++, 'upstream api { server 10.0.0.2:8080; }'), check: async () => void reads.checks++ };
   let t = 0;
-  const cache = lookCache({ store, lock: lock('lock'), watchLock: lock('watchLock'), who: 't' } as unknown as FleetHandles & { watchLock: FleetHandles['lock'] }, [{ router, upstream: 'api' } as unknown as LoadBalancer], 30_000, () => t);
+  const cache = lookCache(
+    { store, lock: lock('lock'), watchLock: lock('watchLock'), who: 't' } as unknown as FleetHandles & { watchLock: FleetHandles['lock'] },
+    [{ router, upstream: 'api' } as unknown as LoadBalancer],
+    30_000,
+    () => t,
+  );
   const look = async () => {
     await cache.h.store.read();
     await cache.h.lock.info();
@@ -63,7 +68,22 @@ describe('lookCache: what the watch reads again, and when', () => {
 
   it('a read that failed is not kept: the next look tries again', async () => {
     let fail = true;
-    const flaky = lookCache({ store: { read: async () => { if (fail) throw new Error('engine gone'); return undefined; } }, lock: { info: async () => undefined }, watchLock: { info: async () => undefined }, who: 't' } as unknown as FleetHandles & { watchLock: FleetHandles['lock'] }, [], 30_000, () => 0);
+    const flaky = lookCache(
+      {
+        store: {
+          read: async () => {
+            if (fail) throw new Error('engine gone');
+            return undefined;
+          },
+        },
+        lock: { info: async () => undefined },
+        watchLock: { info: async () => undefined },
+        who: 't',
+      } as unknown as FleetHandles & { watchLock: FleetHandles['lock'] },
+      [],
+      30_000,
+      () => 0,
+    );
     await assert.rejects(flaky.h.store.read(), /engine gone/);
     fail = false;
     assert.equal(await flaky.h.store.read(), undefined);

@@ -285,14 +285,15 @@ describe('perSecond', () => {
 });
 
 /** `n` GETs every `everyMs` from `from`, answered by `version` (5 ms each). */
-const series = (from: number, n: number, everyMs: number, version: string, status = 200) => Array.from({ length: n }, (_, i) => get(from + i * everyMs, status, version));
+const series = (from: number, n: number, everyMs: number, version: string, status = 200) =>
+  Array.from({ length: n }, (_, i) => get(from + i * everyMs, status, version));
 
 describe('answeredBy', () => {
   const rows: { name: string; r: RequestRecord; want: string | undefined }[] = [
     { name: 'a 200 with its header', r: get(0, 200, '1.1.0'), want: '1.1.0' },
-    { name: 'the app\'s own 500 is its answer', r: get(0, 500, '1.1.0'), want: '1.1.0' },
-    { name: 'nginx\'s 502 carries no version', r: get(0, 502), want: undefined },
-    { name: 'a body cut off is nobody\'s answer', r: get(0, 200, '1.0.0', 5, 'ECONNRESET'), want: undefined },
+    { name: "the app's own 500 is its answer", r: get(0, 500, '1.1.0'), want: '1.1.0' },
+    { name: "nginx's 502 carries no version", r: get(0, 502), want: undefined },
+    { name: "a body cut off is nobody's answer", r: get(0, 200, '1.0.0', 5, 'ECONNRESET'), want: undefined },
     { name: 'a timeout', r: get(0, undefined, undefined, 5000, 'timeout'), want: undefined },
   ];
   for (const row of rows) it(row.name, () => assert.equal(answeredBy(row.r), row.want));
@@ -306,14 +307,21 @@ describe('versionSpans', () => {
     {
       name: 'a gap above max(1 s, 5 × the median gap) ends a span (a switch and a switch back)',
       records: [...series(0, 10, 100, '1.1.0'), ...series(3000, 10, 100, '1.1.0')],
-      want: [{ startMs: 5, endMs: 905 }, { startMs: 3005, endMs: 3905 }],
+      want: [
+        { startMs: 5, endMs: 905 },
+        { startMs: 3005, endMs: 3905 },
+      ],
     },
     {
       name: 'a sparse version (an answer every 400 ms) is not cut at 1.5 s gaps: the threshold is 5 × its median gap',
       records: [...series(0, 5, 400, '1.1.0'), ...series(3100, 5, 400, '1.1.0')],
       want: [{ startMs: 5, endMs: 4705 }],
     },
-    { name: 'its 500s count as answers; others\' answers and failures do not', records: [get(0, 500, '1.1.0'), get(50, 502), get(100, 200, '1.0.0'), get(200, 200, '1.1.0')], want: [{ startMs: 5, endMs: 205 }] },
+    {
+      name: "its 500s count as answers; others' answers and failures do not",
+      records: [get(0, 500, '1.1.0'), get(50, 502), get(100, 200, '1.0.0'), get(200, 200, '1.1.0')],
+      want: [{ startMs: 5, endMs: 205 }],
+    },
   ];
   for (const row of rows) it(row.name, () => assert.deepEqual(versionSpans(row.records, '1.1.0'), row.want));
 });
@@ -332,8 +340,20 @@ describe('mixedVersionSpans: the time both versions were answering', () => {
     },
     {
       name: 'blue-green switched and switched back: the two switches, not the time only the new set answered',
-      records: [...series(0, 20, 50, '1.0.0'), get(1000, 201, '1.0.0', 40), ...series(1010, 60, 50, '1.1.0'), get(3990, 200, '1.1.0', 30), ...series(4000, 20, 50, '1.0.0')],
-      want: { spans: [{ startMs: 1015, endMs: 1040 }, { startMs: 4005, endMs: 4020 }], windowMs: 40 },
+      records: [
+        ...series(0, 20, 50, '1.0.0'),
+        get(1000, 201, '1.0.0', 40),
+        ...series(1010, 60, 50, '1.1.0'),
+        get(3990, 200, '1.1.0', 30),
+        ...series(4000, 20, 50, '1.0.0'),
+      ],
+      want: {
+        spans: [
+          { startMs: 1015, endMs: 1040 },
+          { startMs: 4005, endMs: 4020 },
+        ],
+        windowMs: 40,
+      },
     },
     { name: 'recreate: no overlap, 0', records: [...series(0, 10, 100, '1.0.0'), ...series(2000, 10, 100, '1.1.0')], want: { spans: [], windowMs: 0 } },
     { name: 'the new version never answered: undefined', records: series(0, 10, 100, '1.0.0'), want: undefined },
@@ -356,7 +376,7 @@ describe('newVersionFigures: its traffic, its own failures and the rest', () => 
   it('answered: over the whole recording; in the deploy: by send time', () => {
     assert.deepEqual([f.answered, f.answeredInDeploy, f.sentInDeploy], [4, 3, 6]);
   });
-  it('its own failures (the 500s with its header) apart from every other (502, a reset, the old version\'s 503)', () => {
+  it("its own failures (the 500s with its header) apart from every other (502, a reset, the old version's 503)", () => {
     assert.deepEqual([f.ownFailures, f.otherFailures], [2, 3]);
   });
   it('first and last answer, first own failure, at arrival', () => {

@@ -27,7 +27,7 @@ describe('templates/nginx.conf.example', () => {
     assert.equal(dedent(m[0]), dedent(LOG_FORMAT));
   });
 
-  it('the compose demo\'s nginx.conf carries the same format and log', () => {
+  it("the compose demo's nginx.conf carries the same format and log", () => {
     const compose = readFileSync(new URL('../../examples/compose/nginx.conf', import.meta.url), 'utf8');
     assert.equal(dedent(/^\s*log_format fleetroll_json[\s\S]*?;\s*$/m.exec(compose)?.[0] ?? ''), dedent(LOG_FORMAT));
     assert.match(compose, /^\s*access_log \/var\/log\/nginx\/fleetroll\.log fleetroll_json;$/m);

@@ -27,7 +27,10 @@ describe('the peers file', () => {
   ];
 
   it('renders every server with its state and weight between a header and a trailer of the same version', () => {
-    assert.equal(renderPeers(servers, 42), 'fleetroll-peers 1\nversion 42\npeer 10.0.0.5:8080 up 1 api-1\npeer 10.0.0.6:8080 down 1 api-2\npeer 10.0.0.7:8080 up 25 api-3\nend 42\n');
+    assert.equal(
+      renderPeers(servers, 42),
+      'fleetroll-peers 1\nversion 42\npeer 10.0.0.5:8080 up 1 api-1\npeer 10.0.0.6:8080 down 1 api-2\npeer 10.0.0.7:8080 up 25 api-3\nend 42\n',
+    );
   });
 
   it('parses back what it renders', () => {
@@ -35,21 +38,32 @@ describe('the peers file', () => {
   });
 
   it("carries a canary's sticky key and the epoch of its assignments for the Lua split", () => {
-    assert.equal(renderPeers(servers.slice(0, 1), 3, { split: { key: 'header:X-User', epoch: 2 } }), 'fleetroll-peers 1\nversion 3\nsplit header X-User 2\npeer 10.0.0.5:8080 up 1 api-1\nend 3\n');
+    assert.equal(
+      renderPeers(servers.slice(0, 1), 3, { split: { key: 'header:X-User', epoch: 2 } }),
+      'fleetroll-peers 1\nversion 3\nsplit header X-User 2\npeer 10.0.0.5:8080 up 1 api-1\nend 3\n',
+    );
     assert.match(renderPeers([], 3, { split: { key: 'remote_addr', epoch: 2 } }), /\nsplit remote_addr - 2\n/);
     assert.match(renderPeers([], 3, { split: { key: 'cookie:canary-user', epoch: 2 } }), /\nsplit cookie canary-user 2\n/);
     assert.deepEqual(parsePeers(renderPeers(servers, 4, { split: { key: 'header:X-User', epoch: 4 } }))?.servers, servers);
   });
 
   it("carries a second upstream's peers as a group (blue-green's preview), after the main upstream's, and parses them back", () => {
-    const text = renderPeers(servers.slice(0, 1), 5, { groups: [{ name: 'bookstore_preview', servers: [servers[2]!] }, { name: 'empty_group', servers: [] }] });
+    const text = renderPeers(servers.slice(0, 1), 5, {
+      groups: [
+        { name: 'bookstore_preview', servers: [servers[2]!] },
+        { name: 'empty_group', servers: [] },
+      ],
+    });
     assert.equal(text, 'fleetroll-peers 1\nversion 5\npeer 10.0.0.5:8080 up 1 api-1\nmember bookstore_preview 10.0.0.7:8080 up 25 api-3\nend 5\n');
     assert.deepEqual(parsePeers(text), { version: 5, servers: servers.slice(0, 1), groups: [{ name: 'bookstore_preview', servers: [servers[2]] }] });
   });
 
-  it("carries canary.force: the header or cookie and the groups of each side", () => {
+  it('carries canary.force: the header or cookie and the groups of each side', () => {
     const r = forceRoute('bookstore_api');
-    assert.match(renderPeers([], 2, { force: { key: 'header:X-Canary', canary: r.canary, stable: r.stable } }), /\nforce header X-Canary fleetroll_bookstore_api_canary fleetroll_bookstore_api_stable\n/);
+    assert.match(
+      renderPeers([], 2, { force: { key: 'header:X-Canary', canary: r.canary, stable: r.stable } }),
+      /\nforce header X-Canary fleetroll_bookstore_api_canary fleetroll_bookstore_api_stable\n/,
+    );
     assert.match(renderPeers([], 2, { force: { key: 'cookie:canary_opt-in', canary: r.canary, stable: r.stable } }), /\nforce cookie canary_opt-in /);
   });
 
@@ -96,7 +110,16 @@ describe('the peers file', () => {
 describe('the status file', () => {
   it('gives the version in force, the start time and the requests in flight on the peers marked down', () => {
     const s = parseStatus('fleetroll-status 1\nversion 9\nstarted 1796307841.147\ninflight 10.0.0.6:8080 2\ninflight 10.0.0.8:8080 -1\nend 9\n');
-    assert.deepEqual(s && { ...s, inflight: [...s.inflight] }, { version: 9, started: 1796307841.147, lua: 1, since: undefined, inflight: [['10.0.0.6:8080', 2], ['10.0.0.8:8080', 0]] });
+    assert.deepEqual(s && { ...s, inflight: [...s.inflight] }, {
+      version: 9,
+      started: 1796307841.147,
+      lua: 1,
+      since: undefined,
+      inflight: [
+        ['10.0.0.6:8080', 2],
+        ['10.0.0.8:8080', 0],
+      ],
+    });
   });
 
   it("gives the Lua's own version and when the set went in force (a status from this fleetroll's Lua)", () => {
@@ -117,18 +140,24 @@ describe('the nginx side: templates/nginx-dynamic.conf.example and templates/fle
 
   it('the check names each missing piece', () => {
     const without = example.replace(/^\s*log_by_lua_block.*$/m, '').replace(/^\s*lua_shared_dict.*$/m, '');
-    assert.deepEqual(dynamicConfigProblems(without, 'bookstore_api', defaultPeersFile('bookstore_api')), ['lua_shared_dict fleetroll 1m;', 'log_by_lua_block { require("fleetroll").done() } where it proxies']);
+    assert.deepEqual(dynamicConfigProblems(without, 'bookstore_api', defaultPeersFile('bookstore_api')), [
+      'lua_shared_dict fleetroll 1m;',
+      'log_by_lua_block { require("fleetroll").done() } where it proxies',
+    ]);
   });
 
   it("with blue-green's preview, the check wants the preview upstream balanced by the Lua too", () => {
     assert.deepEqual(dynamicConfigProblems(example, 'bookstore_api', defaultPeersFile('bookstore_api'), 'bookstore_preview'), [
       'upstream bookstore_preview { server 0.0.0.1; balancer_by_lua_block { require("fleetroll").balance("bookstore_preview") } } (blue-green\'s preview)',
     ]);
-    const withPreview = example.replace(/(\n\s*server \{)/, '\n    upstream bookstore_preview { server 0.0.0.1; balancer_by_lua_block { require("fleetroll").balance("bookstore_preview") } }$1');
+    const withPreview = example.replace(
+      /(\n\s*server \{)/,
+      '\n    upstream bookstore_preview { server 0.0.0.1; balancer_by_lua_block { require("fleetroll").balance("bookstore_preview") } }$1',
+    );
     assert.deepEqual(dynamicConfigProblems(withPreview, 'bookstore_api', defaultPeersFile('bookstore_api'), 'bookstore_preview'), []);
   });
 
-  it('the check wants this fleet\'s upstream and peers file, not another\'s', () => {
+  it("the check wants this fleet's upstream and peers file, not another's", () => {
     const problems = dynamicConfigProblems(example, 'orders', '/tmp/fleetroll-orders.peers');
     assert.equal(problems.length, 2);
     assert.match(problems.join('\n'), /upstream = "orders", peers = "\/tmp\/fleetroll-orders\.peers"/);
@@ -141,7 +170,7 @@ describe('the nginx side: templates/nginx-dynamic.conf.example and templates/fle
     assert.match(lua, /"\\nsplit \(%S\+\) \(%S\+\) \(%d\+\)"/);
     assert.match(lua, /"fleetroll-status 1", "version " \.\. version, "started "/);
     assert.match(lua, /"inflight " \.\. p\.addr/);
-    assert.match(lua, /^local TICK = 0\.01$/m, "the tick fleetroll waits for before its first look (LUA_TICK_MS)");
+    assert.match(lua, /^local TICK = 0\.01$/m, 'the tick fleetroll waits for before its first look (LUA_TICK_MS)');
     assert.match(lua, /"\\nmember \(%S\+\) \(\[\^\\n\]\*\)"/, 'a group line');
     assert.match(lua, /"\\nforce \(%S\+\) \(%S\+\) \(%S\+\) \(%S\+\)"/, 'the force line');
     assert.match(lua, /"lua " \.\. _M\.VERSION, "since "/, 'the Lua version and the in-force time in the status');
@@ -190,7 +219,10 @@ describe("the peers file in a bind mount of a container on this machine's engine
 describe('containerPlace: a file in a bind mount on this machine is read and written as a plain file', () => {
   /** A runtime whose engine knows only inspect: the archive API (putArchive, getArchive) is not there to be called. */
   const runtime = (endpoint: string, source: string) =>
-    ({ endpoint, docker: { getContainer: () => ({ inspect: () => Promise.resolve({ Mounts: [{ Type: 'bind', Source: source, Destination: '/run/fleetroll' }] }) }) } }) as unknown as DockerRuntime;
+    ({
+      endpoint,
+      docker: { getContainer: () => ({ inspect: () => Promise.resolve({ Mounts: [{ Type: 'bind', Source: source, Destination: '/run/fleetroll' }] }) }) },
+    }) as unknown as DockerRuntime;
 
   it('on the local engine: written aside and renamed in the host directory, read back, never through Docker', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'fleetroll-place-'));
@@ -257,7 +289,8 @@ describe('DynamicNginxRouter', () => {
   it("a canary's hash line turns the Lua split on, with one epoch for the whole canary; without it the split is off", async () => {
     const place = memoryPlace((text) => `fleetroll-status 1\nversion ${parsePeers(text)?.version}\nstarted 1\nend ${parsePeers(text)?.version}\n`);
     const r = new DynamicNginxRouter({ place, upstream: 'bookstore_api', peersFile, stickyKey: 'header:X-User' });
-    const canary = (w: number) => `upstream bookstore_api {\n    hash $http_x_user consistent;\n    server 10.0.0.5:8080 weight=${100 - w}; # api-1\n    server 10.0.0.9:8080 weight=${w}; # api-9\n}\n`;
+    const canary = (w: number) =>
+      `upstream bookstore_api {\n    hash $http_x_user consistent;\n    server 10.0.0.5:8080 weight=${100 - w}; # api-1\n    server 10.0.0.9:8080 weight=${w}; # api-9\n}\n`;
     const epochs: (string | undefined)[] = [];
     for (const text of [canary(25), canary(50), upstream]) {
       await r.writeAndTest(text);
@@ -269,7 +302,9 @@ describe('DynamicNginxRouter', () => {
   });
 
   it("stages blue-green's preview and canary.force's sides from the upstream file reload mode would write, and reads them back as upstream blocks", async () => {
-    const place = memoryPlace((text) => `fleetroll-status 1\nversion ${parsePeers(text)?.version}\nstarted 1\nlua 2\nsince ${Date.now() / 1000}\nend ${parsePeers(text)?.version}\n`);
+    const place = memoryPlace(
+      (text) => `fleetroll-status 1\nversion ${parsePeers(text)?.version}\nstarted 1\nlua 2\nsince ${Date.now() / 1000}\nend ${parsePeers(text)?.version}\n`,
+    );
     const preview = new DynamicNginxRouter({ place, upstream: 'bookstore_api', peersFile, preview: 'bookstore_preview' });
     const file = renderUpstream('upstream {{upstream}} {\n{{servers}}\n}\n{{blocks}}', {
       service: 'bookstore-api',
@@ -279,7 +314,9 @@ describe('DynamicNginxRouter', () => {
     });
     await preview.writeAndTest(file);
     await preview.reload();
-    assert.deepEqual(parsePeers(place.files.get(peersFile))?.groups, [{ name: 'bookstore_preview', servers: [{ address: '10.0.0.9:8080', down: false, name: 'api-9' }] }]);
+    assert.deepEqual(parsePeers(place.files.get(peersFile))?.groups, [
+      { name: 'bookstore_preview', servers: [{ address: '10.0.0.9:8080', down: false, name: 'api-9' }] },
+    ]);
     assert.match((await preview.read()) ?? '', /upstream bookstore_preview \{\n {4}server 10\.0\.0\.9:8080; # api-9\n\}/);
     assert.ok((preview.lastChange()?.inForce ?? -1) >= 0, 'the in-force time from the status');
 
@@ -293,20 +330,33 @@ describe('DynamicNginxRouter', () => {
         { address: '10.0.0.5:8080', down: false, name: 'api-1', weight: 75 },
         { address: '10.0.0.9:8080', down: false, name: 'api-9', weight: 25 },
       ],
-      force: { key: 'header:X-Canary', canary: [{ address: '10.0.0.9:8080', down: false, name: 'api-9' }], stable: [{ address: '10.0.0.5:8080', down: false, name: 'api-1' }] },
+      force: {
+        key: 'header:X-Canary',
+        canary: [{ address: '10.0.0.9:8080', down: false, name: 'api-9' }],
+        stable: [{ address: '10.0.0.5:8080', down: false, name: 'api-1' }],
+      },
     });
     await forced.writeAndTest(canary);
     await forced.reload();
     const written = place.files.get(peersFile) ?? '';
     assert.match(written, new RegExp(`\\nforce header X-Canary ${r.canary} ${r.stable}\\n`));
-    assert.deepEqual(parsePeers(written)?.groups.map((g) => [g.name, g.servers.map((x) => x.name)]), [[r.canary, ['api-9']], [r.stable, ['api-1']]]);
+    assert.deepEqual(
+      parsePeers(written)?.groups.map((g) => [g.name, g.servers.map((x) => x.name)]),
+      [
+        [r.canary, ['api-9']],
+        [r.stable, ['api-1']],
+      ],
+    );
     assert.match(written, /\nsplit header X-User \d+\n/, 'the weighted split for everyone else');
   });
 
-  it("check: a fleet with a preview or canary.force and nginx running an older fleetroll.lua is told to copy it again", async () => {
+  it('check: a fleet with a preview or canary.force and nginx running an older fleetroll.lua is told to copy it again', async () => {
     const place = memoryPlace(() => undefined);
     place.files.set(`${peersFile}.status`, 'fleetroll-status 1\nversion 0\nstarted 1\nend 0\n');
-    await assert.rejects(new DynamicNginxRouter({ place, upstream: 'bookstore_api', peersFile, force: 'header:X-Canary' }).check(), /fleetroll\.lua nginx runs is version 1, too old for canary\.force: copy templates\/fleetroll\.lua/);
+    await assert.rejects(
+      new DynamicNginxRouter({ place, upstream: 'bookstore_api', peersFile, force: 'header:X-Canary' }).check(),
+      /fleetroll\.lua nginx runs is version 1, too old for canary\.force: copy templates\/fleetroll\.lua/,
+    );
     await new DynamicNginxRouter({ place, upstream: 'bookstore_api', peersFile }).check();
   });
 
@@ -331,13 +381,23 @@ describe('DynamicNginxRouter', () => {
   it('check: a config without the Lua pieces is refused, naming them', async () => {
     const place = { ...memoryPlace(() => undefined), nginx: () => Promise.resolve({ ok: true, output: '', stdout: 'events {}\nhttp {}\n' }) };
     const r = new DynamicNginxRouter({ place, upstream: 'bookstore_api', peersFile });
-    await assert.rejects(r.check(), /lacks what the dynamic mode needs for upstream bookstore_api \(templates\/nginx-dynamic\.conf\.example has every piece; or set mode: reload\):[\s\S]*lua_shared_dict fleetroll 1m;[\s\S]*balancer_by_lua_block/);
+    await assert.rejects(
+      r.check(),
+      /lacks what the dynamic mode needs for upstream bookstore_api \(templates\/nginx-dynamic\.conf\.example has every piece; or set mode: reload\):[\s\S]*lua_shared_dict fleetroll 1m;[\s\S]*balancer_by_lua_block/,
+    );
   });
 
   it('check: nginx without the Lua module is told the Debian packages', async () => {
-    const place = { ...memoryPlace(() => undefined), nginx: () => Promise.resolve({ ok: false, output: 'nginx: [emerg] unknown directive "balancer_by_lua_block" in /etc/nginx/nginx.conf:40', stdout: '' }) };
+    const place = {
+      ...memoryPlace(() => undefined),
+      nginx: () => Promise.resolve({ ok: false, output: 'nginx: [emerg] unknown directive "balancer_by_lua_block" in /etc/nginx/nginx.conf:40', stdout: '' }),
+    };
     const r = new DynamicNginxRouter({ place, upstream: 'bookstore_api', peersFile });
-    await assert.rejects(r.check(), (err: Error & { hint?: string }) => /libnginx-mod-http-lua/.test(err.hint ?? '') && /fails `nginx -t`[\s\S]*install libnginx-mod-http-lua/.test(err.message));
+    await assert.rejects(
+      r.check(),
+      (err: Error & { hint?: string }) =>
+        /libnginx-mod-http-lua/.test(err.hint ?? '') && /fails `nginx -t`[\s\S]*install libnginx-mod-http-lua/.test(err.message),
+    );
   });
 
   it('check: the pieces there but no status file (the timer does not run) is refused', async () => {

@@ -7,20 +7,31 @@ describe('nginx workers: what a process listing says about a reload', () => {
   const rows: { name: string; processes: string[][]; workers: string[]; master: string | undefined }[] = [
     {
       name: 'a master and two workers of one generation',
-      processes: [['10', 'nginx: master process nginx -g daemon off;'], ['11', 'nginx: worker process'], ['12', 'nginx: worker process']],
+      processes: [
+        ['10', 'nginx: master process nginx -g daemon off;'],
+        ['11', 'nginx: worker process'],
+        ['12', 'nginx: worker process'],
+      ],
       workers: ['11', '12'],
       master: '10',
     },
     {
       name: 'mid-reload: the old workers shutting down are not serving',
-      processes: [['10', 'nginx: master process nginx'], ['11', 'nginx: worker process is shutting down'], ['13', 'nginx: worker process']],
+      processes: [
+        ['10', 'nginx: master process nginx'],
+        ['11', 'nginx: worker process is shutting down'],
+        ['13', 'nginx: worker process'],
+      ],
       workers: ['13'],
       master: '10',
     },
     { name: 'no master listed: none named', processes: [['11', 'nginx: worker process']], workers: ['11'], master: undefined },
     {
       name: 'two masters (two nginx in one listing): none named, so nobody signals the wrong one',
-      processes: [['10', 'nginx: master process a'], ['20', 'nginx: master process b']],
+      processes: [
+        ['10', 'nginx: master process a'],
+        ['20', 'nginx: master process b'],
+      ],
       workers: [],
       master: undefined,
     },
@@ -34,7 +45,14 @@ describe('nginx workers: what a process listing says about a reload', () => {
   }
 
   it('a parent filter keeps only the children of the master asked about', () => {
-    const s = workerSnapshot(['PID', 'PPID', 'ARGS'], [['11', '10', 'nginx: worker process'], ['21', '20', 'nginx: worker process']], (p) => p[1] === '20');
+    const s = workerSnapshot(
+      ['PID', 'PPID', 'ARGS'],
+      [
+        ['11', '10', 'nginx: worker process'],
+        ['21', '20', 'nginx: worker process'],
+      ],
+      (p) => p[1] === '20',
+    );
     assert.deepEqual([...s.workers], ['21']);
   });
 });
@@ -69,7 +87,7 @@ describe('nginx workers: when to look again', () => {
     { name: 'right after the signal, no new worker yet: 10 ms', sinceStart: 0, sinceFirstNew: undefined, pause: 10 },
     { name: 'a reload still not started after 1 s: a longer pause', sinceStart: 1_000, sinceFirstNew: undefined, pause: 60 },
     { name: 'a reload that hangs: never more than 100 ms', sinceStart: 20_000, sinceFirstNew: undefined, pause: 100 },
-    { name: 'a new worker just seen: wait out most of nginx\'s 100 ms hold', sinceStart: 50, sinceFirstNew: 0, pause: 80 },
+    { name: "a new worker just seen: wait out most of nginx's 100 ms hold", sinceStart: 50, sinceFirstNew: 0, pause: 80 },
     { name: 'half the hold gone: look near its end', sinceStart: 100, sinceFirstNew: 50, pause: 30 },
     { name: 'the hold should be over: every 10 ms', sinceStart: 200, sinceFirstNew: 95, pause: 10 },
     { name: 'long after the hold: still every 10 ms', sinceStart: 5_000, sinceFirstNew: 4_000, pause: 10 },

@@ -3,7 +3,18 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { buildPayload, hostOf, redact, retryableStatus, wants, webhookLabel, type NotifyEvent, type PayloadInput, type Webhook, type WebhookPost } from '../../src/core/notify.js';
+import {
+  buildPayload,
+  hostOf,
+  redact,
+  retryableStatus,
+  wants,
+  webhookLabel,
+  type NotifyEvent,
+  type PayloadInput,
+  type Webhook,
+  type WebhookPost,
+} from '../../src/core/notify.js';
 import { Notifier, notifyHeal, type NotifyFailure } from '../../src/engine/notify.js';
 import { runOnFailure } from '../../src/engine/hooks.js';
 import type { RolloutEvent } from '../../src/engine/events.js';
@@ -17,18 +28,66 @@ const SECRET_URL = 'https://hooks.example/services/T0/B0/s3cr3t-path?token=q53cr
 const TOKEN = 'Bearer tok-9f8e7d';
 const hook = (o: Partial<Webhook> = {}): Webhook => ({ url: SECRET_URL, timeoutSeconds: 5, headers: { Authorization: TOKEN }, ...o });
 
-const INPUT: PayloadInput = { event: 'success', service: 'api', revision: 4, revisionHash: 'abc1234567', version: '1.1.0', image: 'api:1.1.0', kind: 'deploy', outcome: 'complete', atMs: Date.UTC(2026, 0, 2, 3, 4, 5) };
+const INPUT: PayloadInput = {
+  event: 'success',
+  service: 'api',
+  revision: 4,
+  revisionHash: 'abc1234567',
+  version: '1.1.0',
+  image: 'api:1.1.0',
+  kind: 'deploy',
+  outcome: 'complete',
+  atMs: Date.UTC(2026, 0, 2, 3, 4, 5),
+};
 
 describe('buildPayload', () => {
   const rows: { name: string; input: Partial<PayloadInput>; expect: Record<string, unknown> }[] = [
-    { name: 'the fields every event has', input: {}, expect: { fleetroll: 1, event: 'success', service: 'api', revision: 4, revisionHash: 'abc1234567', version: '1.1.0', image: 'api:1.1.0', kind: 'deploy', outcome: 'complete', at: '2026-01-02T03:04:05.000Z' } },
-    { name: 'no revision yet (a preflight failure): null, not absent', input: { revision: undefined, revisionHash: undefined }, expect: { revision: null, revisionHash: null } },
+    {
+      name: 'the fields every event has',
+      input: {},
+      expect: {
+        fleetroll: 1,
+        event: 'success',
+        service: 'api',
+        revision: 4,
+        revisionHash: 'abc1234567',
+        version: '1.1.0',
+        image: 'api:1.1.0',
+        kind: 'deploy',
+        outcome: 'complete',
+        at: '2026-01-02T03:04:05.000Z',
+      },
+    },
+    {
+      name: 'no revision yet (a preflight failure): null, not absent',
+      input: { revision: undefined, revisionHash: undefined },
+      expect: { revision: null, revisionHash: null },
+    },
     { name: 'duration in seconds, one decimal', input: { durationMs: 12_345 }, expect: { durationSeconds: 12.3 } },
     { name: 'a change cause when there is one', input: { changeCause: 'ci #42' }, expect: { changeCause: 'ci #42' } },
-    { name: 'the error with its stable code', input: { event: 'failure', outcome: 'failed', error: { code: 'E_ROLLOUT_FAILED', message: 'progress deadline' } }, expect: { error: { code: 'E_ROLLOUT_FAILED', message: 'progress deadline' } } },
+    {
+      name: 'the error with its stable code',
+      input: { event: 'failure', outcome: 'failed', error: { code: 'E_ROLLOUT_FAILED', message: 'progress deadline' } },
+      expect: { error: { code: 'E_ROLLOUT_FAILED', message: 'progress deadline' } },
+    },
     {
       name: 'the health numbers a receiver acts on',
-      input: { health: { sources: ['a'], window: { start: '', end: '', durationMs: 1 }, requests: 100, failed5xx: 2, dropped: 1, clientClosed: 0, mixedVersionWindowMs: 1500, firstNewResponseAt: null, lastOldResponseAt: null, firstNewInstance: { name: 'x', address: 'y', requests: 10, errors: 1, errorRate: 0.1 }, unattributed: 0, garbage: 0 } },
+      input: {
+        health: {
+          sources: ['a'],
+          window: { start: '', end: '', durationMs: 1 },
+          requests: 100,
+          failed5xx: 2,
+          dropped: 1,
+          clientClosed: 0,
+          mixedVersionWindowMs: 1500,
+          firstNewResponseAt: null,
+          lastOldResponseAt: null,
+          firstNewInstance: { name: 'x', address: 'y', requests: 10, errors: 1, errorRate: 0.1 },
+          unattributed: 0,
+          garbage: 0,
+        },
+      },
       expect: { health: { requests: 100, failed5xx: 2, dropped: 1, mixedVersionWindowMs: 1500, firstNewInstanceErrorRate: 0.1 } },
     },
     { name: 'no health when the access logs gave none', input: { health: { unavailable: 'no access log' } }, expect: { health: undefined } },
@@ -61,7 +120,14 @@ describe('event filtering, labels, retryable answers', () => {
     assert.equal(hostOf('https://user:pw@h.example:8443/x?y'), 'h.example:8443');
     assert.equal(hostOf('not a url'), '?');
   });
-  for (const [status, retry] of [[500, true], [503, true], [429, true], [404, false], [400, false], [301, false]] as const) {
+  for (const [status, retry] of [
+    [500, true],
+    [503, true],
+    [429, true],
+    [404, false],
+    [400, false],
+    [301, false],
+  ] as const) {
     it(`HTTP ${status} is ${retry ? '' : 'not '}tried again`, () => assert.equal(retryableStatus(status), retry));
   }
   it('redact cuts URLs, their paths and queries, and header values', () => {
@@ -91,7 +157,8 @@ function fakePost(answers: (number | Error)[]): { post: WebhookPost; calls: Call
   return { post, calls };
 }
 
-const econnrefused = () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1 https://hooks.example/services/T0/B0/s3cr3t-path'), { code: 'ECONNREFUSED' });
+const econnrefused = () =>
+  Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1 https://hooks.example/services/T0/B0/s3cr3t-path'), { code: 'ECONNREFUSED' });
 const send = (n: Notifier, event: NotifyEvent, extra: Partial<PayloadInput> = {}) => n.send({ ...INPUT, event, ...extra });
 
 describe('Notifier: delivery and retries (fake sender)', () => {
@@ -125,14 +192,25 @@ describe('Notifier: delivery and retries (fake sender)', () => {
   it('sends the URL and headers as configured, the events in order, only those wanted', async () => {
     const a = fakePost([200]);
     const b = fakePost([200]);
-    const n = new Notifier([hook(), hook({ url: 'http://other.example/x', events: ['failure'], headers: undefined })], async (url, ...rest) => (url === SECRET_URL ? a.post(url, ...rest) : b.post(url, ...rest)), () => {}, fast);
+    const n = new Notifier(
+      [hook(), hook({ url: 'http://other.example/x', events: ['failure'], headers: undefined })],
+      async (url, ...rest) => (url === SECRET_URL ? a.post(url, ...rest) : b.post(url, ...rest)),
+      () => {},
+      fast,
+    );
     send(n, 'start');
     send(n, 'success');
     send(n, 'failure');
     await n.flush(5000);
-    assert.deepEqual(a.calls.map((c) => c.body.event), ['start', 'success', 'failure']);
+    assert.deepEqual(
+      a.calls.map((c) => c.body.event),
+      ['start', 'success', 'failure'],
+    );
     assert.equal(a.calls[0]!.headers.Authorization, TOKEN);
-    assert.deepEqual(b.calls.map((c) => c.body.event), ['failure']);
+    assert.deepEqual(
+      b.calls.map((c) => c.body.event),
+      ['failure'],
+    );
   });
 
   it('a later event waits for the earlier one to be retried: start always comes before success', async () => {
@@ -141,11 +219,15 @@ describe('Notifier: delivery and retries (fake sender)', () => {
     send(n, 'start');
     send(n, 'success');
     await n.flush(5000);
-    assert.deepEqual(calls.map((c) => c.body.event), ['start', 'start', 'success']);
+    assert.deepEqual(
+      calls.map((c) => c.body.event),
+      ['start', 'start', 'success'],
+    );
   });
 
   it('a receiver that never answers costs flush its bound, then a warning', async () => {
-    const hang: WebhookPost = (_u, _h, _b, o) => new Promise((_, reject) => o.signal?.addEventListener('abort', () => reject(Object.assign(new Error('aborted'), { name: 'AbortError' }))));
+    const hang: WebhookPost = (_u, _h, _b, o) =>
+      new Promise((_, reject) => o.signal?.addEventListener('abort', () => reject(Object.assign(new Error('aborted'), { name: 'AbortError' }))));
     const failures: NotifyFailure[] = [];
     const n = new Notifier([hook()], hang, (f) => failures.push(f));
     send(n, 'success');
@@ -158,7 +240,8 @@ describe('Notifier: delivery and retries (fake sender)', () => {
   });
 
   it('the delivery budget ends the tries of a slow receiver', async () => {
-    const slow: WebhookPost = (_u, _h, _b, o) => new Promise((_, reject) => setTimeout(() => reject(Object.assign(new Error('t'), { name: 'TimeoutError' })), o.timeoutMs));
+    const slow: WebhookPost = (_u, _h, _b, o) =>
+      new Promise((_, reject) => setTimeout(() => reject(Object.assign(new Error('t'), { name: 'TimeoutError' })), o.timeoutMs));
     const failures: NotifyFailure[] = [];
     const n = new Notifier([hook({ timeoutSeconds: 1 })], slow, (f) => failures.push(f), { minBackoffMs: 1, deliveryBudgetMs: 150 });
     send(n, 'start');
@@ -172,23 +255,54 @@ describe('Notifier: delivery and retries (fake sender)', () => {
     const { post, calls } = fakePost([econnrefused()]);
     const failures: NotifyFailure[] = [];
     const other = fakePost([200]);
-    const n = new Notifier([hook(), hook({ url: 'http://other.example/' , headers: undefined })], async (url, ...rest) => (url === SECRET_URL ? post(url, ...rest) : other.post(url, ...rest)), (f) => failures.push(f), fast);
+    const n = new Notifier(
+      [hook(), hook({ url: 'http://other.example/', headers: undefined })],
+      async (url, ...rest) => (url === SECRET_URL ? post(url, ...rest) : other.post(url, ...rest)),
+      (f) => failures.push(f),
+      fast,
+    );
     send(n, 'failure', { error: { code: 'E_ROLLOUT_FAILED', message: `hook said ${SECRET_URL} with ${TOKEN}` }, changeCause: `curl ${SECRET_URL}` });
     await n.flush(5000);
     assert.ok(calls.length > 0);
-    const seen = JSON.stringify([failures, other.calls.map((c) => c.body)]) + failures.map((f) => describeEvent({ type: 'notifyFailed', ...f } as RolloutEvent)).join('\n');
+    const seen =
+      JSON.stringify([failures, other.calls.map((c) => c.body)]) +
+      failures.map((f) => describeEvent({ type: 'notifyFailed', ...f } as RolloutEvent)).join('\n');
     for (const s of ['s3cr3t', 'q53cr3t', 'tok-9f8e7d']) assert.ok(!seen.includes(s), `${s} in ${seen}`);
-    assert.match(describeEvent({ type: 'notifyFailed', ...failures[0]! }), /^warning: webhook 1 \(hooks\.example\): failure not delivered after 3 tries \(ECONNREFUSED\)/);
+    assert.match(
+      describeEvent({ type: 'notifyFailed', ...failures[0]! }),
+      /^warning: webhook 1 \(hooks\.example\): failure not delivered after 3 tries \(ECONNREFUSED\)/,
+    );
   });
 });
 
 describe('notifyHeal (for fleetroll watch)', () => {
   it('sends heal to the webhooks that want it, and waits for them', async () => {
     const a = fakePost([200]);
-    await notifyHeal([hook(), hook({ url: 'http://b.example/', events: ['failure'] })], a.post, { service: 'api', revision: 3, revisionHash: 'h', version: '1', image: 'api:1', reason: 'api-x on local exited (code 137)' }, () => {}, { minBackoffMs: 1 });
+    await notifyHeal(
+      [hook(), hook({ url: 'http://b.example/', events: ['failure'] })],
+      a.post,
+      { service: 'api', revision: 3, revisionHash: 'h', version: '1', image: 'api:1', reason: 'api-x on local exited (code 137)' },
+      () => {},
+      { minBackoffMs: 1 },
+    );
     assert.equal(a.calls.length, 1);
     assert.equal(a.calls[0]!.url, SECRET_URL);
-    assert.deepEqual({ ...a.calls[0]!.body, at: undefined }, { fleetroll: 1, event: 'heal', service: 'api', revision: 3, revisionHash: 'h', version: '1', image: 'api:1', kind: 'watch', outcome: 'healed', changeCause: 'api-x on local exited (code 137)', at: undefined });
+    assert.deepEqual(
+      { ...a.calls[0]!.body, at: undefined },
+      {
+        fleetroll: 1,
+        event: 'heal',
+        service: 'api',
+        revision: 3,
+        revisionHash: 'h',
+        version: '1',
+        image: 'api:1',
+        kind: 'watch',
+        outcome: 'healed',
+        changeCause: 'api-x on local exited (code 137)',
+        at: undefined,
+      },
+    );
   });
   it('calls nobody when no webhook wants heal', async () => {
     const a = fakePost([200]);
@@ -236,12 +350,17 @@ async function issues(text: string, env: Record<string, string> = {}): Promise<s
 
 describe('notify: in the fleet file', () => {
   it('interpolates url and header values, fills the defaults', async () => {
-    const f = await load('notify:\n  webhooks:\n    - url: https://hooks.example/${HOOK_PATH}\n      headers: { Authorization: "Bearer ${HOOK_TOKEN}" }\n', { HOOK_PATH: 'p/s3cr3t', HOOK_TOKEN: 'tok-9f8e7d' });
+    const f = await load('notify:\n  webhooks:\n    - url: https://hooks.example/${HOOK_PATH}\n      headers: { Authorization: "Bearer ${HOOK_TOKEN}" }\n', {
+      HOOK_PATH: 'p/s3cr3t',
+      HOOK_TOKEN: 'tok-9f8e7d',
+    });
     assert.deepEqual(f.notify?.webhooks, [{ url: 'https://hooks.example/p/s3cr3t', headers: { Authorization: 'Bearer tok-9f8e7d' }, timeoutSeconds: 5 }]);
     // What validate prints, text and JSON: hosts and header names, no secret.
     const shown = JSON.stringify(publicFleet(f)) + notifyLines(f.notify!.webhooks).join('\n');
     for (const s of ['s3cr3t', 'tok-9f8e7d']) assert.ok(!shown.includes(s), shown);
-    assert.deepEqual(publicNotify(f.notify!.webhooks), { webhooks: [{ host: 'hooks.example', events: ['start', 'success', 'failure', 'rollback', 'heal'], headers: ['Authorization'], timeoutSeconds: 5 }] });
+    assert.deepEqual(publicNotify(f.notify!.webhooks), {
+      webhooks: [{ host: 'hooks.example', events: ['start', 'success', 'failure', 'rollback', 'heal'], headers: ['Authorization'], timeoutSeconds: 5 }],
+    });
     assert.deepEqual(notifyLines(f.notify!.webhooks), ['notify: webhook 1 (hooks.example): every event; timeout 5 s; headers Authorization (values secret)']);
   });
 
@@ -251,19 +370,71 @@ describe('notify: in the fleet file', () => {
   });
 
   const rows: { name: string; text: string; env?: Record<string, string>; expect: string; hidden?: string }[] = [
-    { name: 'an ftp URL', text: 'notify:\n  webhooks:\n    - url: ftp://x\n', expect: 'notify/webhooks/0/url: must be an http:// or https:// URL, got "ftp://x"' },
-    { name: 'a URL shown by scheme and host only', text: 'notify:\n  webhooks:\n    - url: file://h.example/etc/s3cr3t\n', expect: 'notify/webhooks/0/url: must be an http:// or https:// URL, got "file://h.example"', hidden: 's3cr3t' },
-    { name: 'not a URL: not shown at all', text: 'notify:\n  webhooks:\n    - url: "${HOOK}"\n', env: { HOOK: 's3cr3t' }, expect: 'notify/webhooks/0/url: must be an http:// or https:// URL, got a value that is not a URL (not shown: it may hold a secret)', hidden: 's3cr3t' },
+    {
+      name: 'an ftp URL',
+      text: 'notify:\n  webhooks:\n    - url: ftp://x\n',
+      expect: 'notify/webhooks/0/url: must be an http:// or https:// URL, got "ftp://x"',
+    },
+    {
+      name: 'a URL shown by scheme and host only',
+      text: 'notify:\n  webhooks:\n    - url: file://h.example/etc/s3cr3t\n',
+      expect: 'notify/webhooks/0/url: must be an http:// or https:// URL, got "file://h.example"',
+      hidden: 's3cr3t',
+    },
+    {
+      name: 'not a URL: not shown at all',
+      text: 'notify:\n  webhooks:\n    - url: "${HOOK}"\n',
+      env: { HOOK: 's3cr3t' },
+      expect: 'notify/webhooks/0/url: must be an http:// or https:// URL, got a value that is not a URL (not shown: it may hold a secret)',
+      hidden: 's3cr3t',
+    },
     { name: 'a missing url', text: 'notify:\n  webhooks:\n    - events: [start]\n', expect: 'notify/webhooks/0/url: is required' },
-    { name: 'an unknown event', text: 'notify:\n  webhooks:\n    - url: https://h.example/\n      events: [start, deployed]\n', expect: 'notify/webhooks/0/events/1: must be one of start, success, failure, rollback, heal, got "deployed"' },
-    { name: 'an empty events list', text: 'notify:\n  webhooks:\n    - url: https://h.example/\n      events: []\n', expect: 'notify/webhooks/0/events: must name at least one event (leave events out for all of them)' },
-    { name: 'a header value on two lines, not shown', text: 'notify:\n  webhooks:\n    - url: https://h.example/\n      headers: { X-Token: "a\\ns3cr3t" }\n', expect: 'notify/webhooks/0/headers/X-Token: header values must be one line (no CR, LF or NUL; the value is not shown: it may be a secret)', hidden: 's3cr3t' },
-    { name: 'a bad header name', text: 'notify:\n  webhooks:\n    - url: https://h.example/\n      headers: { "Bad Name": x }\n', expect: 'notify/webhooks/0/headers/Bad Name: header names are letters, digits and !#$%&\'*+.^_`|~-, got "Bad Name"' },
-    { name: 'a timeout out of range', text: 'notify:\n  webhooks:\n    - url: https://h.example/\n      timeoutSeconds: 0\n', expect: 'notify/webhooks/0/timeoutSeconds: must be a number of seconds from 1 to 60, got 0' },
-    { name: 'an unknown field', text: 'notify:\n  webhooks:\n    - url: https://h.example/\n      retries: 9\n', expect: 'notify/webhooks/0: unknown field "retries"' },
-    { name: 'a required variable missing', text: 'notify:\n  webhooks:\n    - url: "https://h.example/${HOOK_PATH:?set HOOK_PATH}"\n', expect: 'notify/webhooks/0/url: variable HOOK_PATH is required: set HOOK_PATH' },
-    { name: 'an onFailure argument with a NUL byte', text: 'hooks:\n  onFailure: ["./page.sh", "a\\u0000b"]\n', expect: 'hooks/onFailure/1: has a NUL byte (U+0000) at character 2: a program\'s arguments cannot hold one' },
-    { name: 'onFailure as a shell string', text: 'hooks:\n  onFailure: "./page.sh --all"\n', expect: 'hooks/onFailure: must be an argument array like ["./check.sh", "--max-errors", "0"] (no shell string)' },
+    {
+      name: 'an unknown event',
+      text: 'notify:\n  webhooks:\n    - url: https://h.example/\n      events: [start, deployed]\n',
+      expect: 'notify/webhooks/0/events/1: must be one of start, success, failure, rollback, heal, got "deployed"',
+    },
+    {
+      name: 'an empty events list',
+      text: 'notify:\n  webhooks:\n    - url: https://h.example/\n      events: []\n',
+      expect: 'notify/webhooks/0/events: must name at least one event (leave events out for all of them)',
+    },
+    {
+      name: 'a header value on two lines, not shown',
+      text: 'notify:\n  webhooks:\n    - url: https://h.example/\n      headers: { X-Token: "a\\ns3cr3t" }\n',
+      expect: 'notify/webhooks/0/headers/X-Token: header values must be one line (no CR, LF or NUL; the value is not shown: it may be a secret)',
+      hidden: 's3cr3t',
+    },
+    {
+      name: 'a bad header name',
+      text: 'notify:\n  webhooks:\n    - url: https://h.example/\n      headers: { "Bad Name": x }\n',
+      expect: 'notify/webhooks/0/headers/Bad Name: header names are letters, digits and !#$%&\'*+.^_`|~-, got "Bad Name"',
+    },
+    {
+      name: 'a timeout out of range',
+      text: 'notify:\n  webhooks:\n    - url: https://h.example/\n      timeoutSeconds: 0\n',
+      expect: 'notify/webhooks/0/timeoutSeconds: must be a number of seconds from 1 to 60, got 0',
+    },
+    {
+      name: 'an unknown field',
+      text: 'notify:\n  webhooks:\n    - url: https://h.example/\n      retries: 9\n',
+      expect: 'notify/webhooks/0: unknown field "retries"',
+    },
+    {
+      name: 'a required variable missing',
+      text: 'notify:\n  webhooks:\n    - url: "https://h.example/${HOOK_PATH:?set HOOK_PATH}"\n',
+      expect: 'notify/webhooks/0/url: variable HOOK_PATH is required: set HOOK_PATH',
+    },
+    {
+      name: 'an onFailure argument with a NUL byte',
+      text: 'hooks:\n  onFailure: ["./page.sh", "a\\u0000b"]\n',
+      expect: "hooks/onFailure/1: has a NUL byte (U+0000) at character 2: a program's arguments cannot hold one",
+    },
+    {
+      name: 'onFailure as a shell string',
+      text: 'hooks:\n  onFailure: "./page.sh --all"\n',
+      expect: 'hooks/onFailure: must be an argument array like ["./check.sh", "--max-errors", "0"] (no shell string)',
+    },
   ];
   for (const r of rows) {
     it(`rejects ${r.name}, naming the field`, async () => {

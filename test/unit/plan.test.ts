@@ -54,20 +54,33 @@ describe('plan: BlueGreen', () => {
   ];
   for (const r of rows) {
     it(r.name, () => {
-      const p = planStrategy(resolveStrategy({ replicas: r.replicas, strategy: { type: 'BlueGreen', blueGreen: r.blueGreen } }), { prePromotion: r.prePromotion });
+      const p = planStrategy(resolveStrategy({ replicas: r.replicas, strategy: { type: 'BlueGreen', blueGreen: r.blueGreen } }), {
+        prePromotion: r.prePromotion,
+      });
       assert.equal(p.type, 'BlueGreen');
       assert.ok(p.type === 'BlueGreen');
       assert.deepEqual(rowsOf(p.steps), r.steps);
-      assert.deepEqual(p.steps.map((s) => s.index), r.steps.map((_, i) => i + 1));
+      assert.deepEqual(
+        p.steps.map((s) => s.index),
+        r.steps.map((_, i) => i + 1),
+      );
       assert.equal(p.peakAlive, 2 * r.replicas);
-      if (r.replicas > 0) assert.deepEqual(p.waves, [[r.replicas, 0], [r.replicas, r.replicas], [0, r.replicas]]);
+      if (r.replicas > 0)
+        assert.deepEqual(p.waves, [
+          [r.replicas, 0],
+          [r.replicas, r.replicas],
+          [0, r.replicas],
+        ]);
     });
   }
 
   it('the steps carry what they need: the preview upstream, the delay', () => {
     const p = planStrategy(resolveStrategy({ replicas: 2, strategy: { type: 'BlueGreen', blueGreen: { previewUpstream: 'pv', scaleDownDelaySeconds: 90 } } }));
     assert.ok(p.type === 'BlueGreen');
-    assert.deepEqual(p.steps.find((s) => s.kind === 'preview'), { index: 2, kind: 'preview', upstream: 'pv', old: 2, new: 2, started: 0, stopped: 0, alive: 4, trafficNewPercent: 0 });
+    assert.deepEqual(
+      p.steps.find((s) => s.kind === 'preview'),
+      { index: 2, kind: 'preview', upstream: 'pv', old: 2, new: 2, started: 0, stopped: 0, alive: 4, trafficNewPercent: 0 },
+    );
     assert.equal(p.steps.find((s) => s.kind === 'scaleDownDelay' && s.seconds === 90)?.index, 4);
   });
 });
@@ -97,7 +110,11 @@ describe('plan: Canary', () => {
         ['setWeight', 10, 5, 50, 15, 4, 0],
         ['pause', 10, 5, 50, 15, 0, 0],
       ],
-      waves: [[10, 5], [3, 10], [0, 10]],
+      waves: [
+        [10, 5],
+        [3, 10],
+        [0, 10],
+      ],
       peak: 20,
     },
     {
@@ -105,13 +122,20 @@ describe('plan: Canary', () => {
       // min available 4, 8 available: all 4 old stop at once → [0, 4].
       name: '4 replicas up to 100%: the rolling update only removes the stable set',
       replicas: 4,
-      strategy: { type: 'Canary', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 }, canary: { steps: [{ setWeight: 25 }, { pause: {} }, { setWeight: 100 }] } },
+      strategy: {
+        type: 'Canary',
+        rollingUpdate: { maxSurge: 1, maxUnavailable: 0 },
+        canary: { steps: [{ setWeight: 25 }, { pause: {} }, { setWeight: 100 }] },
+      },
       steps: [
         ['setWeight', 4, 1, 25, 5, 1, 0],
         ['pause', 4, 1, 25, 5, 0, 0],
         ['setWeight', 4, 4, 100, 8, 3, 0],
       ],
-      waves: [[4, 4], [0, 4]],
+      waves: [
+        [4, 4],
+        [0, 4],
+      ],
       peak: 8,
     },
     {
@@ -123,7 +147,11 @@ describe('plan: Canary', () => {
         ['setWeight', 3, 2, 34, 5, 1, 0],
       ],
       // From [3, 2] at 1/0: total 5 > 4, may stop 5 - 3 = 2 old → [1, 2]; start 1 → [1, 3]; then the last old.
-      waves: [[3, 2], [1, 3], [0, 3]],
+      waves: [
+        [3, 2],
+        [1, 3],
+        [0, 3],
+      ],
       peak: 6,
     },
     {
@@ -136,13 +164,21 @@ describe('plan: Canary', () => {
       ],
       // From [10, 1] at 0/5: total 11 > 10: may stop 11 - 5 = 6 → [4, 1], then start up to 10: [4, 6]; then stop 4, start 4: [0, 10].
       // Peak (TerminationStarted, plan's worst case): wave 2's 10 + 4 starting while its 4 and wave 1's 6 may still drain = 20.
-      waves: [[10, 1], [4, 6], [0, 10]],
+      waves: [
+        [10, 1],
+        [4, 6],
+        [0, 10],
+      ],
       peak: 20,
     },
     {
       name: 'a fixed canaryReplicas holds whatever the weight',
       replicas: 10,
-      strategy: { type: 'Canary', rollingUpdate: { maxSurge: 2, maxUnavailable: 0 }, canary: { canaryReplicas: 2, steps: [{ setWeight: 5 }, { analysis: { interval: '1m' } }, { setWeight: 20 }] } },
+      strategy: {
+        type: 'Canary',
+        rollingUpdate: { maxSurge: 2, maxUnavailable: 0 },
+        canary: { canaryReplicas: 2, steps: [{ setWeight: 5 }, { analysis: { interval: '1m' } }, { setWeight: 20 }] },
+      },
       steps: [
         ['setWeight', 10, 2, 5, 12, 2, 0],
         ['analysis', 10, 2, 5, 12, 0, 0],
@@ -150,7 +186,14 @@ describe('plan: Canary', () => {
       ],
       // From [10, 2] at 2/0: 12 alive = replicas + surge, so each wave stops 2 old and starts 2 new.
       // Peak: 12 + 2 starting while this wave's and the previous wave's 2 drain = 16 (14 in the first wave).
-      waves: [[10, 2], [8, 4], [6, 6], [4, 8], [2, 10], [0, 10]],
+      waves: [
+        [10, 2],
+        [8, 4],
+        [6, 6],
+        [4, 8],
+        [2, 10],
+        [0, 10],
+      ],
       peak: 16,
     },
   ];
@@ -166,7 +209,10 @@ describe('plan: Canary', () => {
   }
 
   it('the final rolling update is planRollout itself, from where the last step left the fleet', () => {
-    const s = resolveStrategy({ replicas: 6, strategy: { type: 'Canary', rollingUpdate: { maxSurge: 1, maxUnavailable: 1 }, canary: { steps: [{ setWeight: 30 }] } } });
+    const s = resolveStrategy({
+      replicas: 6,
+      strategy: { type: 'Canary', rollingUpdate: { maxSurge: 1, maxUnavailable: 1 }, canary: { steps: [{ setWeight: 30 }] } },
+    });
     assert.ok(s.type === 'Canary');
     const p = planStrategy(s);
     assert.ok(p.type === 'Canary');
@@ -174,16 +220,21 @@ describe('plan: Canary', () => {
   });
 
   it('steps keep their kind-specific fields: the weight, a pause in seconds or null (until resumed), analysis overrides, their path', () => {
-    const p = planStrategy(resolveStrategy({ replicas: 10, strategy: { type: 'Canary', canary: { steps: [...DESIGN, { analysis: { maxErrorRate: '1%' } }] } } }));
+    const p = planStrategy(
+      resolveStrategy({ replicas: 10, strategy: { type: 'Canary', canary: { steps: [...DESIGN, { analysis: { maxErrorRate: '1%' } }] } } }),
+    );
     assert.ok(p.type === 'Canary');
-    assert.deepEqual(p.steps.map(({ old: _o, new: _n, started: _s, stopped: _t, trafficNewPercent: _w, alive: _a, ...rest }) => rest), [
-      { index: 1, kind: 'setWeight', weight: 10, path: 'strategy/canary/steps/0' },
-      { index: 2, kind: 'pause', seconds: 30, path: 'strategy/canary/steps/1' },
-      { index: 3, kind: 'analysis', overrides: {}, path: 'strategy/canary/steps/2' },
-      { index: 4, kind: 'setWeight', weight: 50, path: 'strategy/canary/steps/3' },
-      { index: 5, kind: 'pause', seconds: null, path: 'strategy/canary/steps/4' },
-      { index: 6, kind: 'analysis', overrides: { maxErrorRate: '1%' }, path: 'strategy/canary/steps/5' },
-    ]);
+    assert.deepEqual(
+      p.steps.map(({ old: _o, new: _n, started: _s, stopped: _t, trafficNewPercent: _w, alive: _a, ...rest }) => rest),
+      [
+        { index: 1, kind: 'setWeight', weight: 10, path: 'strategy/canary/steps/0' },
+        { index: 2, kind: 'pause', seconds: 30, path: 'strategy/canary/steps/1' },
+        { index: 3, kind: 'analysis', overrides: {}, path: 'strategy/canary/steps/2' },
+        { index: 4, kind: 'setWeight', weight: 50, path: 'strategy/canary/steps/3' },
+        { index: 5, kind: 'pause', seconds: null, path: 'strategy/canary/steps/4' },
+        { index: 6, kind: 'analysis', overrides: { maxErrorRate: '1%' }, path: 'strategy/canary/steps/5' },
+      ],
+    );
   });
 });
 

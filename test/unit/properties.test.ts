@@ -13,7 +13,10 @@ import { resolveStrategy, type IntOrPercent, type ResolvedStrategy } from '../..
 import { ValidationError } from '../../src/errors.js';
 
 const intOrPercent = (maxInt: number, maxPercent: number) =>
-  fc.oneof(fc.integer({ min: 0, max: maxInt }), fc.integer({ min: 0, max: maxPercent }).map((p) => `${p}%`));
+  fc.oneof(
+    fc.integer({ min: 0, max: maxInt }),
+    fc.integer({ min: 0, max: maxPercent }).map((p) => `${p}%`),
+  );
 
 const isZeroValue = (v: IntOrPercent) => v === 0 || v === '0%';
 
@@ -73,7 +76,8 @@ function drive(s: ResolvedStrategy, start: InstanceView[], seed: number): RunRes
 }
 
 const HOST = 'local';
-const oldFleet = (n: number): InstanceView[] => Array.from({ length: n }, (_, k) => ({ id: `old-${k}`, host: HOST, revision: 'old', phase: 'available', routed: true, created: k }));
+const oldFleet = (n: number): InstanceView[] =>
+  Array.from({ length: n }, (_, k) => ({ id: `old-${k}`, host: HOST, revision: 'old', phase: 'available', routed: true, created: k }));
 
 describe('properties of the rolling algorithm', () => {
   it('from an all-old fleet: bounds hold at every step and every valid rollout completes', () => {
@@ -101,21 +105,28 @@ describe('properties of the rolling algorithm', () => {
       state: fc.constantFrom('available', 'unready', 'exited'),
     });
     fc.assert(
-      fc.property(fc.integer({ min: 0, max: 20 }), intOrPercent(6, 150), intOrPercent(6, 100), fc.array(instance, { maxLength: 30 }), fc.integer(), (replicas, surge, unav, raw, seed) => {
-        if (isZeroValue(surge) && isZeroValue(unav)) return;
-        const s = resolveStrategy({ replicas, cli: { maxSurge: surge, maxUnavailable: unav } });
-        const start: InstanceView[] = raw.map((r, k) => ({
-          id: `i-${k}`,
-          host: HOST,
-          revision: r.revision,
-          phase: r.state === 'exited' ? 'failed' : r.state,
-          routed: r.state === 'available',
-          created: r.revision === 'old-a' ? k : r.revision === 'old-b' ? 100 + k : 200 + k,
-        }));
-        const r = drive(s, start, seed);
-        assert.deepEqual(r.violations, []);
-        assert.equal(r.complete, true);
-      }),
+      fc.property(
+        fc.integer({ min: 0, max: 20 }),
+        intOrPercent(6, 150),
+        intOrPercent(6, 100),
+        fc.array(instance, { maxLength: 30 }),
+        fc.integer(),
+        (replicas, surge, unav, raw, seed) => {
+          if (isZeroValue(surge) && isZeroValue(unav)) return;
+          const s = resolveStrategy({ replicas, cli: { maxSurge: surge, maxUnavailable: unav } });
+          const start: InstanceView[] = raw.map((r, k) => ({
+            id: `i-${k}`,
+            host: HOST,
+            revision: r.revision,
+            phase: r.state === 'exited' ? 'failed' : r.state,
+            routed: r.state === 'available',
+            created: r.revision === 'old-a' ? k : r.revision === 'old-b' ? 100 + k : 200 + k,
+          }));
+          const r = drive(s, start, seed);
+          assert.deepEqual(r.violations, []);
+          assert.equal(r.complete, true);
+        },
+      ),
       { numRuns: 400 },
     );
   });

@@ -34,14 +34,20 @@ const load = (fields: Record<string, unknown>, vars: Record<string, string> = {}
 describe('revisionOf: a fleet with nothing secret keeps the hash it always had', () => {
   it('pinned: sha256(JSON.stringify({ image, env: [], port, version })).slice(0, 10), as before container fields', () => {
     assert.equal(revisionOf(SPEC), '9d33c6efec');
-    assert.equal(revisionOf(SPEC), createHash('sha256').update(JSON.stringify({ image: SPEC.image, env: [], port: SPEC.port, version: SPEC.version })).digest('hex').slice(0, 10));
+    assert.equal(
+      revisionOf(SPEC),
+      createHash('sha256')
+        .update(JSON.stringify({ image: SPEC.image, env: [], port: SPEC.port, version: SPEC.version }))
+        .digest('hex')
+        .slice(0, 10),
+    );
   });
 
   it('pinned: with restartedAt, as before', () => assert.equal(revisionOf({ ...SPEC, env: {}, restartedAt: '2026-01-01T00:00:00.000Z' }), '895c87337e'));
 
   it('the same fleet loaded from a file, with no container field set', async () => assert.equal(revisionOf(await load({})), '9d33c6efec'));
 
-  it('the fleet\'s key does not change an unkeyed hash (no secret to protect)', () => assert.equal(revisionOf({ ...SPEC, revisionKey: KEY }), '9d33c6efec'));
+  it("the fleet's key does not change an unkeyed hash (no secret to protect)", () => assert.equal(revisionOf({ ...SPEC, revisionKey: KEY }), '9d33c6efec'));
 
   it('an empty container config is no container field', () => assert.equal(revisionOf({ ...SPEC, container: {}, secretDigests: {} }), '9d33c6efec'));
 });
@@ -73,8 +79,11 @@ describe('revisionOf: keyed when the spec holds env or secret files', () => {
     assert.notEqual(revisionOf({ ...withEnv, revisionKey: KEY }), revisionOf({ ...withEnv, env: { DB_PASSWORD: '123457' }, revisionKey: KEY }));
   });
 
-  it('a secret file\'s content change changes the hash', () => {
-    assert.notEqual(revisionOf({ ...SPEC, secretDigests: { db: 'a'.repeat(64) }, revisionKey: KEY }), revisionOf({ ...SPEC, secretDigests: { db: 'b'.repeat(64) }, revisionKey: KEY }));
+  it("a secret file's content change changes the hash", () => {
+    assert.notEqual(
+      revisionOf({ ...SPEC, secretDigests: { db: 'a'.repeat(64) }, revisionKey: KEY }),
+      revisionOf({ ...SPEC, secretDigests: { db: 'b'.repeat(64) }, revisionKey: KEY }),
+    );
   });
 
   it('a rotated secret file is a new revision, loaded from the fleet file', async () => {
@@ -90,7 +99,10 @@ describe('revisionOf: keyed when the spec holds env or secret files', () => {
 
 /** Two different values of every ContainerConfig field (the type makes a new field fail to compile until it has a row). */
 const FIELD_VALUES: { [K in keyof ContainerConfig]-?: [NonNullable<ContainerConfig[K]>, NonNullable<ContainerConfig[K]>] } = {
-  command: [['node', 'server.mjs'], ['node', 'worker.mjs']],
+  command: [
+    ['node', 'server.mjs'],
+    ['node', 'worker.mjs'],
+  ],
   entrypoint: [['/bin/app'], ['/bin/other']],
   workingDir: ['/app', '/srv'],
   user: ['1000', '1000:1000'],
@@ -101,9 +113,15 @@ const FIELD_VALUES: { [K in keyof ContainerConfig]-?: [NonNullable<ContainerConf
   memoryReservationBytes: [134217728, 67108864],
   nanoCpus: [500_000_000, 1_000_000_000],
   pidsLimit: [100, 200],
-  restart: [{ name: 'on-failure', maxRetries: 3 }, { name: 'on-failure', maxRetries: 4 }],
+  restart: [
+    { name: 'on-failure', maxRetries: 3 },
+    { name: 'on-failure', maxRetries: 4 },
+  ],
   labels: [{ team: 'books' }, { team: 'music' }],
-  logging: [{ driver: 'json-file', options: { 'max-size': '10m' } }, { driver: 'json-file', options: { 'max-size': '20m' } }],
+  logging: [
+    { driver: 'json-file', options: { 'max-size': '10m' } },
+    { driver: 'json-file', options: { 'max-size': '20m' } },
+  ],
   extraHosts: [['db:10.0.0.5'], ['db:10.0.0.6']],
   ulimits: [[{ name: 'nofile', soft: 1024, hard: 2048 }], [{ name: 'nofile', soft: 1024, hard: 4096 }]],
   capAdd: [['NET_ADMIN'], ['SYS_TIME']],
@@ -128,15 +146,22 @@ describe('revisionOf: every container field changes the hash', () => {
       assert.notEqual(ha, base, 'setting it');
       assert.notEqual(ha, hb, 'changing it');
       // Keyed too (the fleet has env): the field still counts.
-      assert.notEqual(revisionOf({ ...SPEC, env: { A: '1' }, revisionKey: KEY, container: { [field]: a } }), revisionOf({ ...SPEC, env: { A: '1' }, revisionKey: KEY, container: { [field]: b } }));
+      assert.notEqual(
+        revisionOf({ ...SPEC, env: { A: '1' }, revisionKey: KEY, container: { [field]: a } }),
+        revisionOf({ ...SPEC, env: { A: '1' }, revisionKey: KEY, container: { [field]: b } }),
+      );
     });
   }
 
   it('key order inside a field does not matter', () => {
-    assert.equal(revisionOf({ ...SPEC, container: { labels: { a: '1', b: '2' }, sysctls: { x: '1', y: '2' } } }), revisionOf({ ...SPEC, container: { sysctls: { y: '2', x: '1' }, labels: { b: '2', a: '1' } } }));
+    assert.equal(
+      revisionOf({ ...SPEC, container: { labels: { a: '1', b: '2' }, sysctls: { x: '1', y: '2' } } }),
+      revisionOf({ ...SPEC, container: { sysctls: { y: '2', x: '1' }, labels: { b: '2', a: '1' } } }),
+    );
   });
 
-  it('an undefined field is an unset field', () => assert.equal(revisionOf({ ...SPEC, container: { command: ['x'], user: undefined } }), revisionOf({ ...SPEC, container: { command: ['x'] } })));
+  it('an undefined field is an unset field', () =>
+    assert.equal(revisionOf({ ...SPEC, container: { command: ['x'], user: undefined } }), revisionOf({ ...SPEC, container: { command: ['x'] } })));
 });
 
 /** Two fleet-file spellings of every container field, loaded (the type makes a new field fail to compile until it has a row). */
@@ -214,7 +239,18 @@ async function secretFleet(): Promise<Fleet> {
 }
 
 function recordOf(fleet: Fleet, number = 3): RevisionRecord {
-  return { number, hash: revisionOf({ ...fleet, revisionKey: KEY }), image: fleet.image, version: fleet.version, port: fleet.port, ...recordSpec(fleet, KEY), changeCause: 'test', who: 'test@host', when: '2026-01-01T00:00:00.000Z', outcome: 'complete' };
+  return {
+    number,
+    hash: revisionOf({ ...fleet, revisionKey: KEY }),
+    image: fleet.image,
+    version: fleet.version,
+    port: fleet.port,
+    ...recordSpec(fleet, KEY),
+    changeCause: 'test',
+    who: 'test@host',
+    when: '2026-01-01T00:00:00.000Z',
+    outcome: 'complete',
+  };
 }
 
 describe('recordSpec: the state keeps references and digests, never a secret value', () => {
@@ -233,7 +269,9 @@ describe('recordSpec: the state keeps references and digests, never a secret val
       API_TOKEN: { source: 'envFile:./api.env', digest: secretDigest(MARKERS.token, KEY) },
     });
     assert.deepEqual(r.container, { command: ['node', 'server.mjs'], secrets: [{ name: 'db', target: 'db' }] });
-    assert.deepEqual(r.secretFiles, { db: { path: join(dir, 'secrets', 'db.txt'), digest: secretDigest(createHash('sha256').update(`${MARKERS.file}\n`).digest('hex'), KEY) } });
+    assert.deepEqual(r.secretFiles, {
+      db: { path: join(dir, 'secrets', 'db.txt'), digest: secretDigest(createHash('sha256').update(`${MARKERS.file}\n`).digest('hex'), KEY) },
+    });
   });
 
   it('a fleet with only literal env is still marked as kept by reference (envSecrets: {})', async () => {
@@ -288,7 +326,11 @@ describe('fleetForRecord: secrets resolved again from their references', () => {
     writeFileSync(join(dir, 'api.env'), 'OTHER=1\n');
     assert.throws(
       () => fleetForRecord(fleet, r, { lookup: (n) => (n === 'DB_PASSWORD' ? 'x' : undefined) }),
-      (err: unknown) => err instanceof ValidationError && err.issues.length === 1 && err.issues[0]!.path === 'env/API_TOKEN' && /no longer sets API_TOKEN/.test(err.issues[0]!.message),
+      (err: unknown) =>
+        err instanceof ValidationError &&
+        err.issues.length === 1 &&
+        err.issues[0]!.path === 'env/API_TOKEN' &&
+        /no longer sets API_TOKEN/.test(err.issues[0]!.message),
     );
   });
 
@@ -300,7 +342,18 @@ describe('fleetForRecord: secrets resolved again from their references', () => {
 });
 
 describe('scrubLegacySecrets: plaintext env of old records becomes digests', () => {
-  const legacy = (): RevisionRecord => ({ number: 1, hash: 'abc1234567', image: 'bookstore-api:0.9.0', version: '0.9.0', port: 8080, env: { DB_PASSWORD: 'legacy-MARKER-c0ffee', LOG_LEVEL: 'debug' }, changeCause: 'deploy', who: 'a@b', when: '2025-01-01T00:00:00.000Z', outcome: 'complete' });
+  const legacy = (): RevisionRecord => ({
+    number: 1,
+    hash: 'abc1234567',
+    image: 'bookstore-api:0.9.0',
+    version: '0.9.0',
+    port: 8080,
+    env: { DB_PASSWORD: 'legacy-MARKER-c0ffee', LOG_LEVEL: 'debug' },
+    changeCause: 'deploy',
+    who: 'a@b',
+    when: '2025-01-01T00:00:00.000Z',
+    outcome: 'complete',
+  });
 
   it('replaces every value of an old record with a digest, and says it changed something', () => {
     const state: FleetState = { service: 'bookstore-api', revisionKey: KEY, nextRevision: 2, revisions: [legacy()] };
@@ -332,7 +385,11 @@ describe('scrubLegacySecrets: plaintext env of old records becomes digests', () 
     const fleet = { source: { file: FLEET_FILE } } as Fleet;
     assert.throws(
       () => fleetForRecord(fleet, state.revisions[0]!, { lookup: () => undefined }),
-      (err: unknown) => err instanceof ValidationError && err.issues.some((i) => i.path === 'env/DB_PASSWORD' && /recorded before fleetroll kept secrets as references: its value is not in the state/.test(i.message)),
+      (err: unknown) =>
+        err instanceof ValidationError &&
+        err.issues.some(
+          (i) => i.path === 'env/DB_PASSWORD' && /recorded before fleetroll kept secrets as references: its value is not in the state/.test(i.message),
+        ),
     );
     assert.deepEqual(fleetForRecord(fleet, state.revisions[0]!, { strict: false, lookup: () => undefined }).env, {});
   });

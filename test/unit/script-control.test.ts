@@ -41,7 +41,15 @@ class FakeRuntime implements Runtime {
   stopTimeouts: number[] = [];
   private ip = 10;
   add(name: string, revision: string, created: number): void {
-    this.containers.set(name, { id: name, name, host: 'local', labels: { [LABELS.service]: 'shop', [LABELS.managed]: 'true', [LABELS.revision]: revision, [LABELS.created]: String(created) }, state: 'running', running: true, address: `10.0.0.${this.ip++}:8080` });
+    this.containers.set(name, {
+      id: name,
+      name,
+      host: 'local',
+      labels: { [LABELS.service]: 'shop', [LABELS.managed]: 'true', [LABELS.revision]: revision, [LABELS.created]: String(created) },
+      state: 'running',
+      running: true,
+      address: `10.0.0.${this.ip++}:8080`,
+    });
   }
   async ping() {}
   async inspect(id: string) {
@@ -52,7 +60,15 @@ class FakeRuntime implements Runtime {
   }
   async run(spec: InstanceSpec) {
     this.log.push(`run ${spec.name}`);
-    const info: InstanceInfo = { id: spec.name, name: spec.name, host: 'local', labels: spec.labels, state: 'running', running: true, address: `10.0.0.${this.ip++}:8080` };
+    const info: InstanceInfo = {
+      id: spec.name,
+      name: spec.name,
+      host: 'local',
+      labels: spec.labels,
+      state: 'running',
+      running: true,
+      address: `10.0.0.${this.ip++}:8080`,
+    };
     this.containers.set(spec.name, info);
     return info;
   }
@@ -159,17 +175,59 @@ describe('scriptRollout: rolling.sh in batches', () => {
       { up: [n1, n2, n3, n4].sort(), down: [] },
     ]);
     assert.deepEqual(rt.log, [
-      'write', 'reload', 'stop old-a', 'stop old-b', 'remove old-a', 'remove old-b', `run ${n1}`, `run ${n2}`, 'write', 'reload',
-      'write', 'reload', 'stop old-c', 'stop old-d', 'remove old-c', 'remove old-d', `run ${n3}`, `run ${n4}`, 'write', 'reload',
+      'write',
+      'reload',
+      'stop old-a',
+      'stop old-b',
+      'remove old-a',
+      'remove old-b',
+      `run ${n1}`,
+      `run ${n2}`,
+      'write',
+      'reload',
+      'write',
+      'reload',
+      'stop old-c',
+      'stop old-d',
+      'remove old-c',
+      'remove old-d',
+      `run ${n3}`,
+      `run ${n4}`,
+      'write',
+      'reload',
     ]);
     assert.deepEqual(new Set(rt.stopTimeouts), new Set([10]), 'graceful stop with terminationGracePeriodSeconds');
     // drain 2 s, then one poll found them not ready: one 1 s pause; per batch.
     assert.deepEqual(sleeps, [2000, 1000, 2000, 1000]);
     assert.deepEqual(
-      events.map((e) => (e.type === 'upstream' ? `upstream ${e.action} down=${e.down.join(',')} up=${e.up.length} reloads=${e.reloads}` : e.type === 'wave' ? `wave ${e.index} ${e.stop.join(',')} start ${e.start}` : `${e.type}${'name' in e ? ` ${e.name}` : ''}`)),
+      events.map((e) =>
+        e.type === 'upstream'
+          ? `upstream ${e.action} down=${e.down.join(',')} up=${e.up.length} reloads=${e.reloads}`
+          : e.type === 'wave'
+            ? `wave ${e.index} ${e.stop.join(',')} start ${e.start}`
+            : `${e.type}${'name' in e ? ` ${e.name}` : ''}`,
+      ),
       [
-        'wave 1 old-a,old-b start 2', 'upstream drain down=old-a,old-b up=0 reloads=1', 'draining', 'stopped old-a', 'stopped old-b', `started ${n1}`, `started ${n2}`, `ready ${n1}`, `ready ${n2}`, 'upstream enable down= up=2 reloads=2',
-        'wave 2 old-c,old-d start 2', 'upstream drain down=old-c,old-d up=0 reloads=3', 'draining', 'stopped old-c', 'stopped old-d', `started ${n3}`, `started ${n4}`, `ready ${n3}`, `ready ${n4}`, 'upstream enable down= up=2 reloads=4',
+        'wave 1 old-a,old-b start 2',
+        'upstream drain down=old-a,old-b up=0 reloads=1',
+        'draining',
+        'stopped old-a',
+        'stopped old-b',
+        `started ${n1}`,
+        `started ${n2}`,
+        `ready ${n1}`,
+        `ready ${n2}`,
+        'upstream enable down= up=2 reloads=2',
+        'wave 2 old-c,old-d start 2',
+        'upstream drain down=old-c,old-d up=0 reloads=3',
+        'draining',
+        'stopped old-c',
+        'stopped old-d',
+        `started ${n3}`,
+        `started ${n4}`,
+        `ready ${n3}`,
+        `ready ${n4}`,
+        'upstream enable down= up=2 reloads=4',
       ],
     );
     const labels = [...rt.containers.values()].map((c) => c.labels[LABELS.revision]);
@@ -179,7 +237,10 @@ describe('scriptRollout: rolling.sh in batches', () => {
   it('a batch that does not divide the fleet: the last batch is smaller; no drain pause with drainSeconds 0', async () => {
     const { to, deps, events, sleeps } = await setup({ drainSeconds: 0 });
     await scriptRollout(to, deps, { batch: 3 });
-    assert.deepEqual(events.filter((e) => e.type === 'wave').map((e) => (e.type === 'wave' ? e.stop : [])), [['old-a', 'old-b', 'old-c'], ['old-d']]);
+    assert.deepEqual(
+      events.filter((e) => e.type === 'wave').map((e) => (e.type === 'wave' ? e.stop : [])),
+      [['old-a', 'old-b', 'old-c'], ['old-d']],
+    );
     assert.equal(events.filter((e) => e.type === 'draining').length, 0);
     assert.deepEqual(sleeps, []);
   });

@@ -42,7 +42,10 @@ describe('simulate scales linearly in replicas', () => {
       await perReplicaMs(200, row.maxSurge, row.maxUnavailable); // warm-up: JIT and module loading out of the small run
       const small = await perReplicaMs(row.small, row.maxSurge, row.maxUnavailable);
       const large = await perReplicaMs(row.large, row.maxSurge, row.maxUnavailable);
-      assert.ok(large / small < 3, `per replica: ${(small * 1000).toFixed(0)} µs at ${row.small}, ${(large * 1000).toFixed(0)} µs at ${row.large} (ratio ${(large / small).toFixed(2)})`);
+      assert.ok(
+        large / small < 3,
+        `per replica: ${(small * 1000).toFixed(0)} µs at ${row.small}, ${(large * 1000).toFixed(0)} µs at ${row.large} (ratio ${(large / small).toFixed(2)})`,
+      );
     });
   }
 });

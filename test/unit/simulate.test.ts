@@ -4,7 +4,15 @@ import { FleetrollError } from '../../src/errors.js';
 import { resolveStrategy } from '../../src/core/strategy.js';
 import { simulateRollout, type SimulationTimings } from '../../src/sim/simulate.js';
 
-const timings = (t: Partial<SimulationTimings> = {}): SimulationTimings => ({ startupMs: 3000, drainMs: 2000, stopMs: 1000, minReadyMs: 0, jitter: 0, seed: 1, ...t });
+const timings = (t: Partial<SimulationTimings> = {}): SimulationTimings => ({
+  startupMs: 3000,
+  drainMs: 2000,
+  stopMs: 1000,
+  minReadyMs: 0,
+  jitter: 0,
+  seed: 1,
+  ...t,
+});
 const pick = (r: Awaited<ReturnType<typeof simulateRollout>>) => ({
   durationMs: r.durationMs,
   peakInstances: r.peakInstances,
@@ -22,7 +30,13 @@ const pick = (r: Awaited<ReturnType<typeof simulateRollout>>) => ({
  * now it starts as soon as the old one is marked for termination.
  */
 describe('simulate: the engine on a virtual clock', () => {
-  const rows: { name: string; replicas: number; strategy: Parameters<typeof resolveStrategy>[0]['strategy']; t?: Partial<SimulationTimings>; want: ReturnType<typeof pick> }[] = [
+  const rows: {
+    name: string;
+    replicas: number;
+    strategy: Parameters<typeof resolveStrategy>[0]['strategy'];
+    t?: Partial<SimulationTimings>;
+    want: ReturnType<typeof pick>;
+  }[] = [
     {
       // t=0 n1 starts; t=3000 n1 ready: o1 terminated, n2 starts; t=3050 one reload (n1 in, o1 down);
       // t=5050 o1 stops, gone 6050; t=6000 n2 ready: o2 terminated; t=6050 reload; t=8050 stop; t=9050 gone.
@@ -65,7 +79,12 @@ describe('simulate: the engine on a virtual clock', () => {
   });
 
   it('never goes below minAvailable; with TerminationComplete never above maxTotal', async () => {
-    for (const [surge, unav] of [[1, 0], [0, 1], ['25%', '25%'], ['50%', 0]] as const) {
+    for (const [surge, unav] of [
+      [1, 0],
+      [0, 1],
+      ['25%', '25%'],
+      ['50%', 0],
+    ] as const) {
       const s = resolveStrategy({ replicas: 12, cli: { maxSurge: surge, maxUnavailable: unav }, replacementPolicy: { own: 'TerminationComplete' } });
       const r = await simulateRollout(s, timings({ jitter: 0.4, seed: 3 }));
       assert.ok(r.peakInstances <= s.maxTotal, `${surge}/${unav}: peak ${r.peakInstances} > ${s.maxTotal}`);

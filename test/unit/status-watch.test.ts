@@ -17,14 +17,31 @@ function store(reads: Read[]) {
     reads: () => n,
     read: async (): Promise<FleetState> => {
       const r = reads[Math.min(n++, reads.length - 1)]!;
-      return { service: 'api', nextRevision: 3, paused: r.paused, revisions: [{ number: r.number ?? 2, image: 'api:2', outcome: r.outcome, message: r.outcome === 'failed' ? 'made no progress' : undefined } as FleetState['revisions'][number]] };
+      return {
+        service: 'api',
+        nextRevision: 3,
+        paused: r.paused,
+        revisions: [
+          {
+            number: r.number ?? 2,
+            image: 'api:2',
+            outcome: r.outcome,
+            message: r.outcome === 'failed' ? 'made no progress' : undefined,
+          } as FleetState['revisions'][number],
+        ],
+      };
     },
   };
 }
 
 describe('status --watch', () => {
   const rows: { name: string; reads: Read[]; ends: 'ok' | RegExp; lines?: string[] }[] = [
-    { name: 'a rollout in progress that completes', reads: [{ outcome: 'in progress' }, { outcome: 'complete' }], ends: 'ok', lines: ['revision 2 (api:2): in progress', 'revision 2 (api:2): complete'] },
+    {
+      name: 'a rollout in progress that completes',
+      reads: [{ outcome: 'in progress' }, { outcome: 'complete' }],
+      ends: 'ok',
+      lines: ['revision 2 (api:2): in progress', 'revision 2 (api:2): complete'],
+    },
     { name: 'a rollout that fails', reads: [{ outcome: 'in progress' }, { outcome: 'failed' }], ends: /rollout of revision 2 failed: made no progress/ },
     { name: 'a paused rollout, the pause flag still set', reads: [{ outcome: 'paused', paused: true }], ends: /rollout of revision 2 paused/ },
     {
@@ -42,7 +59,10 @@ describe('status --watch', () => {
       const run = watchRollout(s, 60_000, (l) => lines.push(l), 1);
       if (r.ends === 'ok') await run;
       else {
-        const err = await run.then(() => undefined, (e: unknown) => e);
+        const err = await run.then(
+          () => undefined,
+          (e: unknown) => e,
+        );
         assert.ok(err instanceof FleetrollError, String(err));
         assert.equal(err.exitCode, ExitCode.rolloutFailed);
         assert.match(err.message, r.ends);
@@ -52,7 +72,10 @@ describe('status --watch', () => {
   }
 
   it('a resume that never takes the record up ends at the timeout, naming what it waited for', async () => {
-    const err = await watchRollout(store([{ outcome: 'paused', paused: false }]), 30, () => {}, 5).then(() => undefined, (e: unknown) => e);
+    const err = await watchRollout(store([{ outcome: 'paused', paused: false }]), 30, () => {}, 5).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(err instanceof FleetrollError, String(err));
     assert.match(err.message, /timed out after 0\.03 s waiting for revision 2 \(api:2\): paused/);
   });

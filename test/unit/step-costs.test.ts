@@ -2,7 +2,19 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { seededRandom } from '../../src/core/random.js';
 import { resolveStrategy } from '../../src/core/strategy.js';
-import { addCosts, costsText, FLEET, median, Overlaps, readCosts, runLine, typicalCosts, type CostSample, type Overlap, type StepCosts } from '../../src/core/stepCosts.js';
+import {
+  addCosts,
+  costsText,
+  FLEET,
+  median,
+  Overlaps,
+  readCosts,
+  runLine,
+  typicalCosts,
+  type CostSample,
+  type Overlap,
+  type StepCosts,
+} from '../../src/core/stepCosts.js';
 import { deploy } from '../../src/engine/rollout.js';
 import { StepCostRecorder } from '../../src/engine/stepCosts.js';
 import type { RolloutEvent } from '../../src/engine/events.js';
@@ -16,7 +28,12 @@ const run = (place: string, ms: number): CostSample => ({ kind: 'run', place, ms
 describe('step costs: what the state keeps', () => {
   const rows: { name: string; previous: unknown; samples: CostSample[]; keep?: number; want: StepCosts | undefined }[] = [
     { name: 'nothing before, nothing now: nothing kept', previous: undefined, samples: [], want: undefined },
-    { name: 'a first deploy', previous: undefined, samples: [run('h1', 300), run('h1', 320.4), { kind: 'change', place: 'lb1', ms: 250 }], want: { deploys: 1, lastAt: AT, samples: { run: { h1: [300, 320] }, change: { lb1: [250] } }, inFlight: { h1: [1, 1] }, busy: { lb1: [1] } } },
+    {
+      name: 'a first deploy',
+      previous: undefined,
+      samples: [run('h1', 300), run('h1', 320.4), { kind: 'change', place: 'lb1', ms: 250 }],
+      want: { deploys: 1, lastAt: AT, samples: { run: { h1: [300, 320] }, change: { lb1: [250] } }, inFlight: { h1: [1, 1] }, busy: { lb1: [1] } },
+    },
     {
       name: 'a change keeps the starts beside it, aligned with its samples',
       previous: { deploys: 1, lastAt: AT, samples: { change: { lb1: [250] } }, busy: { lb1: [1] } },
@@ -30,20 +47,38 @@ describe('step costs: what the state keeps', () => {
       keep: 4,
       want: { deploys: 4, lastAt: AT, samples: { run: { h1: [2, 3, 4, 5] }, stop: { h2: [900] } }, inFlight: { h1: [1, 1, 1, 1] } },
     },
-    { name: 'a deploy without samples (nothing to do) changes nothing', previous: { deploys: 2, lastAt: AT, samples: { run: { h1: [7] } } }, samples: [], want: { deploys: 2, lastAt: AT, samples: { run: { h1: [7] } } } },
+    {
+      name: 'a deploy without samples (nothing to do) changes nothing',
+      previous: { deploys: 2, lastAt: AT, samples: { run: { h1: [7] } } },
+      samples: [],
+      want: { deploys: 2, lastAt: AT, samples: { run: { h1: [7] } } },
+    },
     {
       name: 'state from elsewhere: what is not a finite, non-negative number is dropped',
       previous: { deploys: 1, lastAt: AT, samples: { run: { h1: [1, 'x', -3, null, 2] }, bogus: { h1: [1] }, stop: 'no' } },
       samples: [{ kind: 'stop', place: 'h1', ms: Number.NaN }, run('h2', 9)],
       want: { deploys: 2, lastAt: AT, samples: { run: { h1: [1, 2], h2: [9] } }, inFlight: { h1: [1, 1], h2: [1] } },
     },
-    { name: 'unreadable state is started afresh', previous: { deploys: 'many', samples: {} }, samples: [run('h1', 3)], want: { deploys: 1, lastAt: AT, samples: { run: { h1: [3] } }, inFlight: { h1: [1] } } },
+    {
+      name: 'unreadable state is started afresh',
+      previous: { deploys: 'many', samples: {} },
+      samples: [run('h1', 3)],
+      want: { deploys: 1, lastAt: AT, samples: { run: { h1: [3] } }, inFlight: { h1: [1] } },
+    },
   ];
   for (const r of rows) it(r.name, () => assert.deepEqual(addCosts(r.previous, r.samples, AT, r.keep), r.want));
 
   it('each create + start keeps the starts in flight beside it, aligned with the samples; unknown counts are 1', () => {
     const previous = { deploys: 1, lastAt: AT, samples: { run: { h1: [400, 410] } } };
-    const c = addCosts(previous, [{ kind: 'run', place: 'h1', ms: 700, inFlight: 3 }, { kind: 'run', place: 'h2', ms: 500 }], AT, 2)!;
+    const c = addCosts(
+      previous,
+      [
+        { kind: 'run', place: 'h1', ms: 700, inFlight: 3 },
+        { kind: 'run', place: 'h2', ms: 500 },
+      ],
+      AT,
+      2,
+    )!;
     assert.deepEqual(c.samples.run, { h1: [410, 700], h2: [500] });
     assert.deepEqual(c.inFlight, { h1: [1, 3], h2: [1] });
     assert.deepEqual(readCosts({ ...c, inFlight: { h1: [1], h2: [0] } })?.inFlight, undefined, 'counts that do not line up, or are not counts, are dropped');
@@ -52,16 +87,32 @@ describe('step costs: what the state keeps', () => {
   const line: { name: string; run: Record<string, number[]>; inFlight?: Record<string, number[]>; want: ReturnType<typeof runLine> }[] = [
     { name: 'starts alone only: no line (the median says it all)', run: { h1: [400, 500] }, want: undefined },
     { name: 'starts beside others only: no line', run: { h1: [700, 800] }, inFlight: { h1: [2, 3] }, want: undefined },
-    { name: 'alone and beside others: the median alone, and what each other start adds', run: { h1: [400, 420, 380, 500, 600, 700] }, inFlight: { h1: [1, 1, 1, 2, 3, 4] }, want: { aloneMs: 400, queuedMs: 100 } },
-    { name: 'starts beside others that were no slower: nothing added (never below 0)', run: { h1: [500, 400, 420] }, inFlight: { h1: [1, 2, 3] }, want: { aloneMs: 500, queuedMs: 0 } },
+    {
+      name: 'alone and beside others: the median alone, and what each other start adds',
+      run: { h1: [400, 420, 380, 500, 600, 700] },
+      inFlight: { h1: [1, 1, 1, 2, 3, 4] },
+      want: { aloneMs: 400, queuedMs: 100 },
+    },
+    {
+      name: 'starts beside others that were no slower: nothing added (never below 0)',
+      run: { h1: [500, 400, 420] },
+      inFlight: { h1: [1, 2, 3] },
+      want: { aloneMs: 500, queuedMs: 0 },
+    },
   ];
   it('create + start with only starts beside others and a start alone assumed: what each other one added, by the median', () => {
-    assert.deepEqual(runLine({ deploys: 1, lastAt: AT, samples: { run: { h1: [1100, 1300, 800] } }, inFlight: { h1: [4, 4, 3] } }, 500), { aloneMs: 500, queuedMs: 200 });
+    assert.deepEqual(runLine({ deploys: 1, lastAt: AT, samples: { run: { h1: [1100, 1300, 800] } }, inFlight: { h1: [4, 4, 3] } }, 500), {
+      aloneMs: 500,
+      queuedMs: 200,
+    });
   });
-  for (const r of line) it(`create + start against the starts in flight: ${r.name}`, () => assert.deepEqual(runLine({ deploys: 1, lastAt: AT, samples: { run: r.run }, ...(r.inFlight ? { inFlight: r.inFlight } : {}) }), r.want));
+  for (const r of line)
+    it(`create + start against the starts in flight: ${r.name}`, () =>
+      assert.deepEqual(runLine({ deploys: 1, lastAt: AT, samples: { run: r.run }, ...(r.inFlight ? { inFlight: r.inFlight } : {}) }), r.want));
 
   it('readCosts refuses what is not costs', () => {
-    for (const v of [null, 3, 'x', { deploys: 0, lastAt: AT, samples: {} }, { deploys: 1, lastAt: 'yesterday', samples: {} }, { deploys: 1, lastAt: AT }]) assert.equal(readCosts(v), undefined, JSON.stringify(v));
+    for (const v of [null, 3, 'x', { deploys: 0, lastAt: AT, samples: {} }, { deploys: 1, lastAt: 'yesterday', samples: {} }, { deploys: 1, lastAt: AT }])
+      assert.equal(readCosts(v), undefined, JSON.stringify(v));
   });
 
   it('the median of odd and even counts', () => {
@@ -76,8 +127,8 @@ describe('step costs: what the state keeps', () => {
   });
 });
 
-describe('step costs: read off a rollout\'s events', () => {
-  it('create+start, start to ready, stop and each load balancer\'s change; a second readiness is not a warm-up', () => {
+describe("step costs: read off a rollout's events", () => {
+  it("create+start, start to ready, stop and each load balancer's change; a second readiness is not a warm-up", () => {
     let now = 0;
     const r = new StepCostRecorder({ now: () => now, sleep: async () => {} } as never);
     const at = (t: number, e: RolloutEvent) => {
@@ -124,10 +175,26 @@ describe('step costs: read off a rollout\'s events', () => {
   it('a change beside starts costs more: the controller counts the starts that shared the engine with it, and the line finds the slope again', async () => {
     // 0/2 with TerminationStarted: each wave's mark-down goes with its two starts; the last changes have none beside them.
     const s = resolveStrategy({ replicas: 6, strategy: { rollingUpdate: { maxSurge: 0, maxUnavailable: 2 } } });
-    const r = await simulateRollout(s, { startupMs: 1000, drainMs: 200, stopMs: 300, minReadyMs: 0, jitter: 0, seed: 1, runMs: 300, reloadMs: 250, reloadQueuedMs: 200 });
+    const r = await simulateRollout(s, {
+      startupMs: 1000,
+      drainMs: 200,
+      stopMs: 300,
+      minReadyMs: 0,
+      jitter: 0,
+      seed: 1,
+      runMs: 300,
+      reloadMs: 250,
+      reloadQueuedMs: 200,
+    });
     const changes = (r.deploy.costs ?? []).filter((c) => c.kind === 'change').map((c) => [c.inFlight, c.ms]);
-    assert.ok(changes.some(([k, ms]) => k === 3 && ms === 650), `a mark-down beside its wave's two starts: ${JSON.stringify(changes)}`);
-    assert.ok(changes.some(([k, ms]) => k === 1 && ms === 250), `a change with no start beside it: ${JSON.stringify(changes)}`);
+    assert.ok(
+      changes.some(([k, ms]) => k === 3 && ms === 650),
+      `a mark-down beside its wave's two starts: ${JSON.stringify(changes)}`,
+    );
+    assert.ok(
+      changes.some(([k, ms]) => k === 1 && ms === 250),
+      `a change with no start beside it: ${JSON.stringify(changes)}`,
+    );
     const t = typicalCosts(addCosts(undefined, r.deploy.costs ?? [], AT)!);
     assert.deepEqual([t.changeMs, t.changeQueuedMs], [250, 200]);
     // Priced back: the same costs predict the same rollout.
@@ -140,25 +207,36 @@ describe('step costs: read off a rollout\'s events', () => {
       { name: '0/2 on 6, TerminationStarted', s: resolveStrategy({ replicas: 6, strategy: { rollingUpdate: { maxSurge: 0, maxUnavailable: 2 } } }) },
       { name: '2/2 on 5', s: resolveStrategy({ replicas: 5, strategy: { rollingUpdate: { maxSurge: 2, maxUnavailable: 2 } } }) },
       { name: '1/0 on 4', s: resolveStrategy({ replicas: 4, strategy: { rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } }) },
-      { name: '25%/25% on 8 behind two load balancers', s: resolveStrategy({ replicas: 8, strategy: { rollingUpdate: { maxSurge: '25%', maxUnavailable: '25%' } } }), lbs: 2 },
+      {
+        name: '25%/25% on 8 behind two load balancers',
+        s: resolveStrategy({ replicas: 8, strategy: { rollingUpdate: { maxSurge: '25%', maxUnavailable: '25%' } } }),
+        lbs: 2,
+      },
     ];
     for (const row of rows) {
       for (const seed of [1, 2, 3, 4, 5]) {
         const starts: [number, number][] = [];
         const changes: { from: number; to: number; beside: number }[] = [];
-        await simulateRollout(row.s, { startupMs: 1500, drainMs: 300, stopMs: 400, minReadyMs: 0, jitter: 0.6, seed, runMs: 300, reloadMs: 250, reloadQueuedMs: 120 }, {
-          ...(row.lbs ? { loadBalancers: row.lbs } : {}),
-          events: (e, at) => {
-            if (e.type === 'started') starts.push([at - (e.ms ?? 0), at]);
-            if (e.type === 'upstream' && e.beside !== undefined) changes.push({ from: at - (e.ms ?? 0), to: at, beside: e.beside });
+        await simulateRollout(
+          row.s,
+          { startupMs: 1500, drainMs: 300, stopMs: 400, minReadyMs: 0, jitter: 0.6, seed, runMs: 300, reloadMs: 250, reloadQueuedMs: 120 },
+          {
+            ...(row.lbs ? { loadBalancers: row.lbs } : {}),
+            events: (e, at) => {
+              if (e.type === 'started') starts.push([at - (e.ms ?? 0), at]);
+              if (e.type === 'upstream' && e.beside !== undefined) changes.push({ from: at - (e.ms ?? 0), to: at, beside: e.beside });
+            },
           },
-        });
+        );
         assert.ok(changes.length > 0, `${row.name}, seed ${seed}: changes seen`);
         for (const c of changes) {
           // Ties on the virtual clock may fall either way; strictly inside or across counts for sure.
           const sure = starts.filter(([b, e]) => (b < c.from && e > c.from) || (b > c.from && b < c.to)).length;
           const maybe = starts.filter(([b, e]) => (b <= c.from && e >= c.from) || (b >= c.from && b <= c.to)).length;
-          assert.ok(Number.isInteger(c.beside) && c.beside >= sure && c.beside <= maybe, `${row.name}, seed ${seed}: the change ${c.from}-${c.to} counted ${c.beside} starts beside it; between ${sure} and ${maybe} ran beside it`);
+          assert.ok(
+            Number.isInteger(c.beside) && c.beside >= sure && c.beside <= maybe,
+            `${row.name}, seed ${seed}: the change ${c.from}-${c.to} counted ${c.beside} starts beside it; between ${sure} and ${maybe} ran beside it`,
+          );
         }
       }
     }
@@ -169,9 +247,16 @@ describe('step costs: read off a rollout\'s events', () => {
     const { clock, fleet, deps } = simulatedFleet(s, { startupMs: 1000, drainMs: 0, stopMs: 100, minReadyMs: 0, jitter: 0, seed: 1 });
     // The caller (runManaged, an experiment's runner) began 1,234 ms before it called deploy(): the lock, the state, its deps.
     const r = await clock.run(deploy(fleet, deps, { startedAtMs: clock.now() - 1234 }));
-    assert.deepEqual((r.costs ?? []).filter((c) => c.kind === 'prepare'), [{ kind: 'prepare', place: FLEET, ms: 1234 }]);
+    assert.deepEqual(
+      (r.costs ?? []).filter((c) => c.kind === 'prepare'),
+      [{ kind: 'prepare', place: FLEET, ms: 1234 }],
+    );
     const plain = await simulateRollout(s, { startupMs: 1000, drainMs: 0, stopMs: 100, minReadyMs: 0, jitter: 0, seed: 1 });
-    assert.deepEqual((plain.deploy.costs ?? []).filter((c) => c.kind === 'prepare'), [], 'a simulation told nothing records none');
+    assert.deepEqual(
+      (plain.deploy.costs ?? []).filter((c) => c.kind === 'prepare'),
+      [],
+      'a simulation told nothing records none',
+    );
   });
 
   it('starts side by side on one host all slow down together, each by what every other one adds; the line finds it again', async () => {
@@ -179,8 +264,22 @@ describe('step costs: read off a rollout\'s events', () => {
     const together = await simulateRollout(resolveStrategy({ replicas: 4, strategy: { rollingUpdate: { maxSurge: '100%', maxUnavailable: 0 } } }), timings);
     const alone = await simulateRollout(resolveStrategy({ replicas: 2, strategy: { rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } }), timings);
     const runs = (r: typeof alone) => (r.deploy.costs ?? []).filter((c) => c.kind === 'run');
-    assert.deepEqual(runs(together).map((c) => [c.inFlight, c.ms]), [[4, 660], [4, 660], [4, 660], [4, 660]]);
-    assert.deepEqual(runs(alone).map((c) => [c.inFlight, c.ms]), [[1, 300], [1, 300]]);
+    assert.deepEqual(
+      runs(together).map((c) => [c.inFlight, c.ms]),
+      [
+        [4, 660],
+        [4, 660],
+        [4, 660],
+        [4, 660],
+      ],
+    );
+    assert.deepEqual(
+      runs(alone).map((c) => [c.inFlight, c.ms]),
+      [
+        [1, 300],
+        [1, 300],
+      ],
+    );
     const t = typicalCosts(addCosts(undefined, [...runs(alone), ...runs(together)], AT)!);
     assert.deepEqual([t.runMs, t.runQueuedMs], [300, 120]);
   });
@@ -237,7 +336,10 @@ describe('step costs: read off a rollout\'s events', () => {
 describe('step costs: simulate priced with them', () => {
   const base: SimulationTimings = { startupMs: 3000, drainMs: 2000, stopMs: 1000, minReadyMs: 0, jitter: 0, seed: 1, periodMs: 250 };
   it('each recorded kind replaces its nominal value; start to ready loses half a probe period; fixed costs add up', () => {
-    assert.deepEqual(calibratedTimings(base, { runMs: 310, readyMs: 2425, stopMs: 1500, changeMs: 800, prepareMs: 900, verifyMs: 100, reportMs: 300, counts: {} }), { ...base, runMs: 310, startupMs: 2300, stopMs: 1500, reloadMs: 800, testMs: 0, fixedMs: 1300 });
+    assert.deepEqual(
+      calibratedTimings(base, { runMs: 310, readyMs: 2425, stopMs: 1500, changeMs: 800, prepareMs: 900, verifyMs: 100, reportMs: 300, counts: {} }),
+      { ...base, runMs: 310, startupMs: 2300, stopMs: 1500, reloadMs: 800, testMs: 0, fixedMs: 1300 },
+    );
     assert.deepEqual(calibratedTimings(base, { counts: {} }), base);
   });
 
@@ -260,17 +362,74 @@ describe('step costs: simulate priced with them', () => {
 });
 
 describe('step costs: where simulate and plan take their timings from', () => {
-  const fleet = { drainSeconds: 1, minReadySeconds: 0, probes: { readiness: { periodMs: 200 } }, hosts: [{ name: 'h1' }], loadBalancers: [] } as unknown as Fleet;
-  const withCosts = async () => ({ state: { service: 's', nextRevision: 2, revisions: [], costs: { deploys: 2, lastAt: AT, samples: { run: { h1: [400] }, ready: { h1: [2100] }, change: { lb: [700] } } } } });
-  const rows: { name: string; o: Parameters<typeof pricedTimings>[0]; fleet?: Fleet; read?: Parameters<typeof pricedTimings>[2]; want: { source: string; text: RegExp; startupMs: number; runMs?: number; reloadMs?: number; idleDrainMs?: number } }[] = [
+  const fleet = {
+    drainSeconds: 1,
+    minReadySeconds: 0,
+    probes: { readiness: { periodMs: 200 } },
+    hosts: [{ name: 'h1' }],
+    loadBalancers: [],
+  } as unknown as Fleet;
+  const withCosts = async () => ({
+    state: {
+      service: 's',
+      nextRevision: 2,
+      revisions: [],
+      costs: { deploys: 2, lastAt: AT, samples: { run: { h1: [400] }, ready: { h1: [2100] }, change: { lb: [700] } } },
+    },
+  });
+  const rows: {
+    name: string;
+    o: Parameters<typeof pricedTimings>[0];
+    fleet?: Fleet;
+    read?: Parameters<typeof pricedTimings>[2];
+    want: { source: string; text: RegExp; startupMs: number; runMs?: number; reloadMs?: number; idleDrainMs?: number };
+  }[] = [
     { name: 'no fleet file: nominal', o: {}, want: { source: 'nominal', text: /no fleet file/, startupMs: 3000 } },
-    { name: 'a fleet with recorded costs', o: {}, fleet, read: withCosts, want: { source: 'recorded', text: /costs from 2 deploys, last on 2026-12-03 06:00 UTC/, startupMs: 2000, runMs: 400, reloadMs: 700 } },
-    { name: 'a flag wins over a recorded cost', o: { startup: 1.5 }, fleet, read: withCosts, want: { source: 'recorded', text: /costs from 2/, startupMs: 1500, runMs: 400, reloadMs: 700 } },
+    {
+      name: 'a fleet with recorded costs',
+      o: {},
+      fleet,
+      read: withCosts,
+      want: { source: 'recorded', text: /costs from 2 deploys, last on 2026-12-03 06:00 UTC/, startupMs: 2000, runMs: 400, reloadMs: 700 },
+    },
+    {
+      name: 'a flag wins over a recorded cost',
+      o: { startup: 1.5 },
+      fleet,
+      read: withCosts,
+      want: { source: 'recorded', text: /costs from 2/, startupMs: 1500, runMs: 400, reloadMs: 700 },
+    },
     { name: '--costs nominal', o: { costs: 'nominal' }, fleet, read: withCosts, want: { source: 'nominal', text: /--costs nominal/, startupMs: 3000 } },
-    { name: 'a fleet never deployed', o: {}, fleet, read: async () => ({ state: undefined }), want: { source: 'nominal', text: /no deploy of this fleet has recorded any yet/, startupMs: 3000 } },
-    { name: 'a dynamic-mode fleet: drains end when idle, priced by its recorded drains', o: {}, fleet: { ...fleet, loadBalancers: [{ nginx: { mode: 'dynamic' } }] } as unknown as Fleet, read: async () => ({ state: { service: 's', nextRevision: 2, revisions: [], costs: { deploys: 1, lastAt: AT, samples: { drain: { fleet: [125, 175, 300] } } } } }), want: { source: 'recorded', text: /costs from 1 deploy/, startupMs: 3000, idleDrainMs: 150 } },
-    { name: 'a dynamic-mode fleet never deployed: the nominal idle drain', o: {}, fleet: { ...fleet, loadBalancers: [{ nginx: { mode: 'dynamic' } }] } as unknown as Fleet, read: async () => ({ state: undefined }), want: { source: 'nominal', text: /no deploy/, startupMs: 3000, idleDrainMs: 200 } },
-    { name: 'state that cannot be read says why', o: {}, fleet, read: async () => ({ error: 'connect ENOENT /var/run/docker.sock' }), want: { source: 'nominal', text: /cannot read the fleet's state: connect ENOENT/, startupMs: 3000 } },
+    {
+      name: 'a fleet never deployed',
+      o: {},
+      fleet,
+      read: async () => ({ state: undefined }),
+      want: { source: 'nominal', text: /no deploy of this fleet has recorded any yet/, startupMs: 3000 },
+    },
+    {
+      name: 'a dynamic-mode fleet: drains end when idle, priced by its recorded drains',
+      o: {},
+      fleet: { ...fleet, loadBalancers: [{ nginx: { mode: 'dynamic' } }] } as unknown as Fleet,
+      read: async () => ({
+        state: { service: 's', nextRevision: 2, revisions: [], costs: { deploys: 1, lastAt: AT, samples: { drain: { fleet: [125, 175, 300] } } } },
+      }),
+      want: { source: 'recorded', text: /costs from 1 deploy/, startupMs: 3000, idleDrainMs: 150 },
+    },
+    {
+      name: 'a dynamic-mode fleet never deployed: the nominal idle drain',
+      o: {},
+      fleet: { ...fleet, loadBalancers: [{ nginx: { mode: 'dynamic' } }] } as unknown as Fleet,
+      read: async () => ({ state: undefined }),
+      want: { source: 'nominal', text: /no deploy/, startupMs: 3000, idleDrainMs: 200 },
+    },
+    {
+      name: 'state that cannot be read says why',
+      o: {},
+      fleet,
+      read: async () => ({ error: 'connect ENOENT /var/run/docker.sock' }),
+      want: { source: 'nominal', text: /cannot read the fleet's state: connect ENOENT/, startupMs: 3000 },
+    },
   ];
   for (const r of rows) {
     it(r.name, async () => {

@@ -58,8 +58,21 @@ describe('resolveStrategy: accepted values and fenceposts', () => {
     { name: 'integer numbers', layers: { replicas: 4, cli: { maxSurge: 2, maxUnavailable: 0 } }, surge: 2, unav: 0, mode: 'availability' },
     { name: 'integer strings', layers: { replicas: 4, cli: { maxSurge: '2', maxUnavailable: '1' } }, surge: 2, unav: 1 },
     { name: 'surge over 100% is valid', layers: { replicas: 4, cli: { maxSurge: '150%', maxUnavailable: 0 } }, surge: 6, unav: 0 },
-    { name: 'both rounding to 0 raises unavailable to 1', layers: { replicas: 3, cli: { maxSurge: '0%', maxUnavailable: '10%' } }, surge: 0, unav: 1, mode: 'resource-aware', note: /raised to 1/ },
-    { name: 'unavailable above replicas is clamped', layers: { replicas: 3, cli: { maxSurge: 0, maxUnavailable: 5 } }, surge: 0, unav: 3, note: /more than replicas/ },
+    {
+      name: 'both rounding to 0 raises unavailable to 1',
+      layers: { replicas: 3, cli: { maxSurge: '0%', maxUnavailable: '10%' } },
+      surge: 0,
+      unav: 1,
+      mode: 'resource-aware',
+      note: /raised to 1/,
+    },
+    {
+      name: 'unavailable above replicas is clamped',
+      layers: { replicas: 3, cli: { maxSurge: 0, maxUnavailable: 5 } },
+      surge: 0,
+      unav: 3,
+      note: /more than replicas/,
+    },
     { name: 'surge 0 is resource-aware mode', layers: { replicas: 4, cli: { maxSurge: 0, maxUnavailable: 1 } }, surge: 0, unav: 1, mode: 'resource-aware' },
     { name: 'leading zeros are a plain integer', layers: { replicas: 4, cli: { maxSurge: '01', maxUnavailable: 0 } }, surge: 1, unav: 0 },
   ];
@@ -77,8 +90,18 @@ describe('resolveStrategy: accepted values and fenceposts', () => {
 // Strategy input is checked by config/strategy.ts (the schema and the rules across layers) before resolveStrategy sees it.
 describe('loadStrategy: invalid values name the field and what is allowed', () => {
   const rows: { name: string; layers: StrategyLayers; path: string; message: RegExp }[] = [
-    { name: 'both zero integers', layers: { replicas: 4, cli: { maxSurge: 0, maxUnavailable: 0 } }, path: '--max-surge and --max-unavailable', message: /may not both be 0/ },
-    { name: 'both zero percent', layers: { replicas: 4, strategy: { rollingUpdate: { maxSurge: '0%', maxUnavailable: '0' } } }, path: 'strategy/rollingUpdate/maxSurge and strategy/rollingUpdate/maxUnavailable', message: /may not both be 0/ },
+    {
+      name: 'both zero integers',
+      layers: { replicas: 4, cli: { maxSurge: 0, maxUnavailable: 0 } },
+      path: '--max-surge and --max-unavailable',
+      message: /may not both be 0/,
+    },
+    {
+      name: 'both zero percent',
+      layers: { replicas: 4, strategy: { rollingUpdate: { maxSurge: '0%', maxUnavailable: '0' } } },
+      path: 'strategy/rollingUpdate/maxSurge and strategy/rollingUpdate/maxUnavailable',
+      message: /may not both be 0/,
+    },
     { name: 'negative integer', layers: { replicas: 4, cli: { maxSurge: -1 } }, path: '--max-surge', message: /must not be negative/ },
     { name: 'negative integer string', layers: { replicas: 4, cli: { maxUnavailable: '-1' } }, path: '--max-unavailable', message: /must not be negative/ },
     { name: 'negative percent', layers: { replicas: 4, cli: { maxSurge: '-5%' } }, path: '--max-surge', message: /must not be negative/ },
@@ -90,10 +113,30 @@ describe('loadStrategy: invalid values name the field and what is allowed', () =
     { name: 'bare %', layers: { replicas: 4, cli: { maxSurge: '%' } }, path: '--max-surge', message: /got "%"/ },
     { name: 'empty string', layers: { replicas: 4, cli: { maxSurge: '' } }, path: '--max-surge', message: /got ""/ },
     { name: 'unavailable over 100%', layers: { replicas: 4, cli: { maxUnavailable: '101%' } }, path: '--max-unavailable', message: /not be greater than 100%/ },
-    { name: 'invalid value in the strategy', layers: { replicas: 4, strategy: { rollingUpdate: { maxUnavailable: '150%' } } }, path: 'strategy/rollingUpdate/maxUnavailable', message: /100%/ },
-    { name: 'invalid value in shadowed defaults is still reported', layers: { replicas: 4, strategy: {}, defaults: { rollingUpdate: { maxSurge: 'x' } } }, path: 'defaults/strategy/rollingUpdate/maxSurge', message: /got "x"/ },
-    { name: 'rollingUpdate with Recreate', layers: { replicas: 4, strategy: { type: 'Recreate', rollingUpdate: { maxSurge: 1 } } }, path: 'strategy/rollingUpdate', message: /must not be set when type is Recreate/ },
-    { name: 'CLI flag with Recreate', layers: { replicas: 4, cli: { maxSurge: '1' }, strategy: { type: 'Recreate' } }, path: '--max-surge', message: /cannot be used with strategy type Recreate/ },
+    {
+      name: 'invalid value in the strategy',
+      layers: { replicas: 4, strategy: { rollingUpdate: { maxUnavailable: '150%' } } },
+      path: 'strategy/rollingUpdate/maxUnavailable',
+      message: /100%/,
+    },
+    {
+      name: 'invalid value in shadowed defaults is still reported',
+      layers: { replicas: 4, strategy: {}, defaults: { rollingUpdate: { maxSurge: 'x' } } },
+      path: 'defaults/strategy/rollingUpdate/maxSurge',
+      message: /got "x"/,
+    },
+    {
+      name: 'rollingUpdate with Recreate',
+      layers: { replicas: 4, strategy: { type: 'Recreate', rollingUpdate: { maxSurge: 1 } } },
+      path: 'strategy/rollingUpdate',
+      message: /must not be set when type is Recreate/,
+    },
+    {
+      name: 'CLI flag with Recreate',
+      layers: { replicas: 4, cli: { maxSurge: '1' }, strategy: { type: 'Recreate' } },
+      path: '--max-surge',
+      message: /cannot be used with strategy type Recreate/,
+    },
     { name: 'negative replicas', layers: { replicas: -1 }, path: 'replicas', message: /non-negative integer/ },
   ];
   for (const r of rows) {
@@ -107,11 +150,17 @@ describe('loadStrategy: invalid values name the field and what is allowed', () =
 
   it('reports every problem at once', () => {
     const issues = issuesOf(() => loadStrategy({ replicas: 4, cli: { maxSurge: 'abc', maxUnavailable: '200%' } }));
-    assert.deepEqual(issues.map((i) => i.path), ['--max-surge', '--max-unavailable']);
+    assert.deepEqual(
+      issues.map((i) => i.path),
+      ['--max-surge', '--max-unavailable'],
+    );
   });
 
   it('resolveStrategy itself trusts its layers: an unchecked value is a programming error, not a ValidationError', () => {
-    assert.throws(() => resolveStrategy({ replicas: 4, cli: { maxSurge: 'abc' } }), (err: unknown) => err instanceof Error && !(err instanceof ValidationError) && /loadStrategy/.test(err.message));
+    assert.throws(
+      () => resolveStrategy({ replicas: 4, cli: { maxSurge: 'abc' } }),
+      (err: unknown) => err instanceof Error && !(err instanceof ValidationError) && /loadStrategy/.test(err.message),
+    );
   });
 
   it('parseIntOrPercent keeps the raw value for messages', () => {
@@ -238,7 +287,11 @@ describe('resolveStrategy: BlueGreen', () => {
     },
     {
       name: 'a service strategy replaces the defaults as a whole; what it leaves out is built in',
-      layers: { replicas: 3, defaults: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 60, previewUpstream: 'p' } }, strategy: { type: 'BlueGreen', blueGreen: { autoPromote: false } } },
+      layers: {
+        replicas: 3,
+        defaults: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 60, previewUpstream: 'p' } },
+        strategy: { type: 'BlueGreen', blueGreen: { autoPromote: false } },
+      },
       want: [30, undefined, false],
       sources: ['builtin', 'builtin', 'strategy'],
     },
@@ -261,7 +314,13 @@ describe('resolveStrategy: BlueGreen', () => {
 
 describe('resolveStrategy: Canary', () => {
   it('steps resolve to kinds with seconds; the built-in sticky key is the client address', () => {
-    const s = resolveStrategy({ replicas: 10, strategy: { type: 'Canary', canary: { steps: [...STEPS, { pause: { duration: 90 } }, { pause: { duration: '5m' } }, { analysis: { maxErrorRate: '1%' } }] } } });
+    const s = resolveStrategy({
+      replicas: 10,
+      strategy: {
+        type: 'Canary',
+        canary: { steps: [...STEPS, { pause: { duration: 90 } }, { pause: { duration: '5m' } }, { analysis: { maxErrorRate: '1%' } }] },
+      },
+    });
     const c = canaryOf(s);
     assert.deepEqual(c.steps, [
       { kind: 'setWeight', weight: 10, path: 'strategy/canary/steps/0' },
@@ -273,7 +332,10 @@ describe('resolveStrategy: Canary', () => {
       { kind: 'pause', seconds: 300, path: 'strategy/canary/steps/6' },
       { kind: 'analysis', overrides: { maxErrorRate: '1%' }, path: 'strategy/canary/steps/7' },
     ]);
-    assert.deepEqual([c.stickyKey, c.force, c.canaryReplicas, c.sources], ['remote_addr', undefined, undefined, { canaryReplicas: 'builtin', stickyKey: 'builtin', force: 'builtin', steps: 'strategy' }]);
+    assert.deepEqual(
+      [c.stickyKey, c.force, c.canaryReplicas, c.sources],
+      ['remote_addr', undefined, undefined, { canaryReplicas: 'builtin', stickyKey: 'builtin', force: 'builtin', steps: 'strategy' }],
+    );
     // The rolling update after the last step: built-in 25%/25% of 10.
     assert.deepEqual([s.maxSurge, s.maxUnavailable, s.mode, c.rollingMode], [3, 2, 'canary', 'balanced']);
     assert.deepEqual(s.notes, []);
@@ -289,11 +351,17 @@ describe('resolveStrategy: Canary', () => {
     assert.deepEqual([s.maxSurge, s.maxUnavailable, s.sources.maxSurge, s.sources.maxUnavailable], [2, 0, 'strategy', 'cli']);
     assert.deepEqual([canaryOf(s).rollingMode, canaryOf(s).stickyKey, canaryOf(s).sources.stickyKey], ['availability', 'header:X-User', 'strategy']);
     const r = finalRollingUpdate(s as Extract<ResolvedStrategy, { type: 'Canary' }>);
-    assert.deepEqual([r.type, r.maxSurge, r.maxUnavailable, r.maxTotal, r.minAvailable, r.mode, 'canary' in r && r.canary !== undefined], ['RollingUpdate', 2, 0, 6, 4, 'availability', false]);
+    assert.deepEqual(
+      [r.type, r.maxSurge, r.maxUnavailable, r.maxTotal, r.minAvailable, r.mode, 'canary' in r && r.canary !== undefined],
+      ['RollingUpdate', 2, 0, 6, 4, 'availability', false],
+    );
   });
 
   it('from shared defaults, with the defaults as the source', () => {
-    const s = resolveStrategy({ replicas: 4, defaults: { type: 'Canary', canary: { steps: [{ setWeight: 50 }], canaryReplicas: 2, stickyKey: 'cookie:sid', force: 'header:X-Canary' } } });
+    const s = resolveStrategy({
+      replicas: 4,
+      defaults: { type: 'Canary', canary: { steps: [{ setWeight: 50 }], canaryReplicas: 2, stickyKey: 'cookie:sid', force: 'header:X-Canary' } },
+    });
     const c = canaryOf(s);
     assert.deepEqual([c.canaryReplicas, c.stickyKey, c.force, c.steps[0]?.path], [2, 'cookie:sid', 'header:X-Canary', 'defaults/strategy/canary/steps/0']);
     assert.deepEqual(c.sources, { canaryReplicas: 'defaults', stickyKey: 'defaults', force: 'defaults', steps: 'defaults' });
@@ -370,39 +438,184 @@ describe('parsePauseDuration', () => {
 describe('loadStrategy: BlueGreen and Canary settings that do not fit name the field and what is allowed', () => {
   const canary = (c: object, extra: object = {}): StrategyLayers => ({ replicas: 4, strategy: { type: 'Canary', canary: c as never, ...extra } });
   const rows: { name: string; layers: StrategyLayers; path: string; message: RegExp }[] = [
-    { name: 'an unknown type', layers: { replicas: 4, strategy: { type: 'Linear' as never } }, path: 'strategy/type', message: /must be "RollingUpdate", "Recreate", "BlueGreen" or "Canary", got "Linear"/ },
-    { name: 'canary with type BlueGreen', layers: { replicas: 4, strategy: { type: 'BlueGreen', canary: { steps: STEPS } } }, path: 'strategy/canary', message: /applies only to type Canary, but type is BlueGreen; with BlueGreen, allowed: blueGreen/ },
-    { name: 'rollingUpdate with type BlueGreen', layers: { replicas: 4, strategy: { type: 'BlueGreen', rollingUpdate: { maxSurge: 1 } } }, path: 'strategy/rollingUpdate', message: /must not be set when type is BlueGreen .*set blueGreen instead/ },
-    { name: 'blueGreen with type Canary', layers: { replicas: 4, strategy: { type: 'Canary', blueGreen: {}, canary: { steps: STEPS } } }, path: 'strategy/blueGreen', message: /applies only to type BlueGreen, but type is Canary; with Canary, allowed: canary and rollingUpdate/ },
-    { name: 'blueGreen without a type', layers: { replicas: 4, strategy: { blueGreen: { autoPromote: false } } }, path: 'strategy/blueGreen', message: /this strategy has no type, so it is a RollingUpdate \(add type: BlueGreen\)/ },
-    { name: 'canary with type Recreate, in the shared defaults', layers: { replicas: 4, defaults: { type: 'Recreate', canary: { steps: STEPS } } }, path: 'defaults/strategy/canary', message: /applies only to type Canary, but type is Recreate; with Recreate, allowed: no block/ },
-    { name: 'a shadowed defaults layer is checked too', layers: { replicas: 4, strategy: { type: 'RollingUpdate' }, defaults: { type: 'Canary', canary: { steps: [{ setWeight: 200 }] } } }, path: 'defaults/strategy/canary/steps/0/setWeight', message: /whole percent from 0 to 100, got 200/ },
-    { name: 'Canary without steps', layers: { replicas: 4, strategy: { type: 'Canary' } }, path: 'strategy/canary/steps', message: /is required with type Canary: a list of steps such as/ },
+    {
+      name: 'an unknown type',
+      layers: { replicas: 4, strategy: { type: 'Linear' as never } },
+      path: 'strategy/type',
+      message: /must be "RollingUpdate", "Recreate", "BlueGreen" or "Canary", got "Linear"/,
+    },
+    {
+      name: 'canary with type BlueGreen',
+      layers: { replicas: 4, strategy: { type: 'BlueGreen', canary: { steps: STEPS } } },
+      path: 'strategy/canary',
+      message: /applies only to type Canary, but type is BlueGreen; with BlueGreen, allowed: blueGreen/,
+    },
+    {
+      name: 'rollingUpdate with type BlueGreen',
+      layers: { replicas: 4, strategy: { type: 'BlueGreen', rollingUpdate: { maxSurge: 1 } } },
+      path: 'strategy/rollingUpdate',
+      message: /must not be set when type is BlueGreen .*set blueGreen instead/,
+    },
+    {
+      name: 'blueGreen with type Canary',
+      layers: { replicas: 4, strategy: { type: 'Canary', blueGreen: {}, canary: { steps: STEPS } } },
+      path: 'strategy/blueGreen',
+      message: /applies only to type BlueGreen, but type is Canary; with Canary, allowed: canary and rollingUpdate/,
+    },
+    {
+      name: 'blueGreen without a type',
+      layers: { replicas: 4, strategy: { blueGreen: { autoPromote: false } } },
+      path: 'strategy/blueGreen',
+      message: /this strategy has no type, so it is a RollingUpdate \(add type: BlueGreen\)/,
+    },
+    {
+      name: 'canary with type Recreate, in the shared defaults',
+      layers: { replicas: 4, defaults: { type: 'Recreate', canary: { steps: STEPS } } },
+      path: 'defaults/strategy/canary',
+      message: /applies only to type Canary, but type is Recreate; with Recreate, allowed: no block/,
+    },
+    {
+      name: 'a shadowed defaults layer is checked too',
+      layers: { replicas: 4, strategy: { type: 'RollingUpdate' }, defaults: { type: 'Canary', canary: { steps: [{ setWeight: 200 }] } } },
+      path: 'defaults/strategy/canary/steps/0/setWeight',
+      message: /whole percent from 0 to 100, got 200/,
+    },
+    {
+      name: 'Canary without steps',
+      layers: { replicas: 4, strategy: { type: 'Canary' } },
+      path: 'strategy/canary/steps',
+      message: /is required with type Canary: a list of steps such as/,
+    },
     { name: 'Canary with an empty list of steps', layers: canary({ steps: [] }), path: 'strategy/canary/steps', message: /must be a non-empty list of steps/ },
-    { name: 'a step with two kinds', layers: canary({ steps: [{ setWeight: 5 }, { setWeight: 10, pause: {} }] }), path: 'strategy/canary/steps/1', message: /exactly one of setWeight, pause or analysis .*got "setWeight" and "pause"/ },
+    {
+      name: 'a step with two kinds',
+      layers: canary({ steps: [{ setWeight: 5 }, { setWeight: 10, pause: {} }] }),
+      path: 'strategy/canary/steps/1',
+      message: /exactly one of setWeight, pause or analysis .*got "setWeight" and "pause"/,
+    },
     { name: 'an empty step', layers: canary({ steps: [{}] }), path: 'strategy/canary/steps/0', message: /got an empty mapping/ },
     { name: 'a step that is a string', layers: canary({ steps: ['pause'] }), path: 'strategy/canary/steps/0', message: /got "pause"/ },
-    { name: 'setWeight above 100', layers: canary({ steps: [{ setWeight: 101 }] }), path: 'strategy/canary/steps/0/setWeight', message: /whole percent from 0 to 100, got 101/ },
+    {
+      name: 'setWeight above 100',
+      layers: canary({ steps: [{ setWeight: 101 }] }),
+      path: 'strategy/canary/steps/0/setWeight',
+      message: /whole percent from 0 to 100, got 101/,
+    },
     { name: 'a fractional setWeight', layers: canary({ steps: [{ setWeight: 12.5 }] }), path: 'strategy/canary/steps/0/setWeight', message: /got 12.5/ },
-    { name: 'a pause duration with a space', layers: canary({ steps: [{ pause: { duration: '5 min' } }] }), path: 'strategy/canary/steps/0/pause/duration', message: /"30s", "5m" or "1h".*got "5 min"/ },
-    { name: 'a pause of 0', layers: canary({ steps: [{ pause: { duration: 0 } }] }), path: 'strategy/canary/steps/0/pause/duration', message: /more than 0 .*leave duration out to wait for `fleetroll promote` or `abort`/ },
-    { name: 'a pause that is not a mapping', layers: canary({ steps: [{ pause: null }] }), path: 'strategy/canary/steps/0/pause', message: /must be a mapping: \{ duration: 30s \} or \{\}/ },
-    { name: 'a pause with an unknown field', layers: canary({ steps: [{ pause: { seconds: 5 } }] }), path: 'strategy/canary/steps/0/pause', message: /unknown field "seconds"/ },
-    { name: 'an analysis that is not a mapping', layers: canary({ steps: [{ analysis: 'strict' }] }), path: 'strategy/canary/steps/0/analysis', message: /must be a mapping of analysis settings \(may be empty: \{\}\), got "strict"/ },
-    { name: 'a sticky cookie without a name', layers: canary({ steps: STEPS, stickyKey: 'cookie:' }), path: 'strategy/canary/stickyKey', message: /"remote_addr", "cookie:NAME" or "header:NAME" .*got "cookie:"/ },
-    { name: 'a sticky key of another kind', layers: canary({ steps: STEPS, stickyKey: 'query:user' }), path: 'strategy/canary/stickyKey', message: /got "query:user"/ },
-    { name: 'a sticky name nginx could read as syntax', layers: canary({ steps: STEPS, stickyKey: 'header:X;include' }), path: 'strategy/canary/stickyKey', message: /NAME: letters, digits, "_" and "-"/ },
-    { name: 'force by the client address (only a header or cookie can force)', layers: canary({ steps: STEPS, force: 'remote_addr' }), path: 'strategy/canary/force', message: /"header:NAME" or "cookie:NAME" .*got "remote_addr"/ },
-    { name: 'force naming nginx syntax', layers: canary({ steps: STEPS, force: 'cookie:a"; } include x; #' }), path: 'strategy/canary/force', message: /NAME: letters, digits, "_" and "-"/ },
-    { name: 'force that is not a string', layers: canary({ steps: STEPS, force: true as unknown as string }), path: 'strategy/canary/force', message: /got true/ },
-    { name: 'canaryReplicas above replicas', layers: canary({ steps: STEPS, canaryReplicas: 5 }), path: 'strategy/canary/canaryReplicas', message: /must be at most replicas \(4\), got 5/ },
-    { name: 'canaryReplicas of 0', layers: canary({ steps: STEPS, canaryReplicas: 0 }), path: 'strategy/canary/canaryReplicas', message: /integer from 1 to 10000, got 0/ },
-    { name: 'the final rolling update with both limits 0', layers: canary({ steps: STEPS }, { rollingUpdate: { maxSurge: 0, maxUnavailable: 0 } }), path: 'strategy/rollingUpdate/maxSurge and strategy/rollingUpdate/maxUnavailable', message: /may not both be 0/ },
-    { name: 'a negative scaleDownDelaySeconds', layers: { replicas: 4, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: -1 } } }, path: 'strategy/blueGreen/scaleDownDelaySeconds', message: /seconds from 0 to 86400, got -1/ },
-    { name: 'a scaleDownDelaySeconds over a day', layers: { replicas: 4, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 86401 } } }, path: 'strategy/blueGreen/scaleDownDelaySeconds', message: /got 86401/ },
-    { name: 'a previewUpstream nginx could read as syntax', layers: { replicas: 4, strategy: { type: 'BlueGreen', blueGreen: { previewUpstream: 'p { }' } } }, path: 'strategy/blueGreen/previewUpstream', message: /nginx upstream name/ },
-    { name: 'autoPromote as a string', layers: { replicas: 4, strategy: { type: 'BlueGreen', blueGreen: { autoPromote: 'yes' as never } } }, path: 'strategy/blueGreen/autoPromote', message: /true or false, got "yes"/ },
-    { name: '--max-surge with BlueGreen', layers: { replicas: 4, cli: { maxSurge: '1' }, strategy: { type: 'BlueGreen' } }, path: '--max-surge', message: /cannot be used with strategy type BlueGreen .*surge 100%/ },
+    {
+      name: 'a pause duration with a space',
+      layers: canary({ steps: [{ pause: { duration: '5 min' } }] }),
+      path: 'strategy/canary/steps/0/pause/duration',
+      message: /"30s", "5m" or "1h".*got "5 min"/,
+    },
+    {
+      name: 'a pause of 0',
+      layers: canary({ steps: [{ pause: { duration: 0 } }] }),
+      path: 'strategy/canary/steps/0/pause/duration',
+      message: /more than 0 .*leave duration out to wait for `fleetroll promote` or `abort`/,
+    },
+    {
+      name: 'a pause that is not a mapping',
+      layers: canary({ steps: [{ pause: null }] }),
+      path: 'strategy/canary/steps/0/pause',
+      message: /must be a mapping: \{ duration: 30s \} or \{\}/,
+    },
+    {
+      name: 'a pause with an unknown field',
+      layers: canary({ steps: [{ pause: { seconds: 5 } }] }),
+      path: 'strategy/canary/steps/0/pause',
+      message: /unknown field "seconds"/,
+    },
+    {
+      name: 'an analysis that is not a mapping',
+      layers: canary({ steps: [{ analysis: 'strict' }] }),
+      path: 'strategy/canary/steps/0/analysis',
+      message: /must be a mapping of analysis settings \(may be empty: \{\}\), got "strict"/,
+    },
+    {
+      name: 'a sticky cookie without a name',
+      layers: canary({ steps: STEPS, stickyKey: 'cookie:' }),
+      path: 'strategy/canary/stickyKey',
+      message: /"remote_addr", "cookie:NAME" or "header:NAME" .*got "cookie:"/,
+    },
+    {
+      name: 'a sticky key of another kind',
+      layers: canary({ steps: STEPS, stickyKey: 'query:user' }),
+      path: 'strategy/canary/stickyKey',
+      message: /got "query:user"/,
+    },
+    {
+      name: 'a sticky name nginx could read as syntax',
+      layers: canary({ steps: STEPS, stickyKey: 'header:X;include' }),
+      path: 'strategy/canary/stickyKey',
+      message: /NAME: letters, digits, "_" and "-"/,
+    },
+    {
+      name: 'force by the client address (only a header or cookie can force)',
+      layers: canary({ steps: STEPS, force: 'remote_addr' }),
+      path: 'strategy/canary/force',
+      message: /"header:NAME" or "cookie:NAME" .*got "remote_addr"/,
+    },
+    {
+      name: 'force naming nginx syntax',
+      layers: canary({ steps: STEPS, force: 'cookie:a"; } include x; #' }),
+      path: 'strategy/canary/force',
+      message: /NAME: letters, digits, "_" and "-"/,
+    },
+    {
+      name: 'force that is not a string',
+      layers: canary({ steps: STEPS, force: true as unknown as string }),
+      path: 'strategy/canary/force',
+      message: /got true/,
+    },
+    {
+      name: 'canaryReplicas above replicas',
+      layers: canary({ steps: STEPS, canaryReplicas: 5 }),
+      path: 'strategy/canary/canaryReplicas',
+      message: /must be at most replicas \(4\), got 5/,
+    },
+    {
+      name: 'canaryReplicas of 0',
+      layers: canary({ steps: STEPS, canaryReplicas: 0 }),
+      path: 'strategy/canary/canaryReplicas',
+      message: /integer from 1 to 10000, got 0/,
+    },
+    {
+      name: 'the final rolling update with both limits 0',
+      layers: canary({ steps: STEPS }, { rollingUpdate: { maxSurge: 0, maxUnavailable: 0 } }),
+      path: 'strategy/rollingUpdate/maxSurge and strategy/rollingUpdate/maxUnavailable',
+      message: /may not both be 0/,
+    },
+    {
+      name: 'a negative scaleDownDelaySeconds',
+      layers: { replicas: 4, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: -1 } } },
+      path: 'strategy/blueGreen/scaleDownDelaySeconds',
+      message: /seconds from 0 to 86400, got -1/,
+    },
+    {
+      name: 'a scaleDownDelaySeconds over a day',
+      layers: { replicas: 4, strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 86401 } } },
+      path: 'strategy/blueGreen/scaleDownDelaySeconds',
+      message: /got 86401/,
+    },
+    {
+      name: 'a previewUpstream nginx could read as syntax',
+      layers: { replicas: 4, strategy: { type: 'BlueGreen', blueGreen: { previewUpstream: 'p { }' } } },
+      path: 'strategy/blueGreen/previewUpstream',
+      message: /nginx upstream name/,
+    },
+    {
+      name: 'autoPromote as a string',
+      layers: { replicas: 4, strategy: { type: 'BlueGreen', blueGreen: { autoPromote: 'yes' as never } } },
+      path: 'strategy/blueGreen/autoPromote',
+      message: /true or false, got "yes"/,
+    },
+    {
+      name: '--max-surge with BlueGreen',
+      layers: { replicas: 4, cli: { maxSurge: '1' }, strategy: { type: 'BlueGreen' } },
+      path: '--max-surge',
+      message: /cannot be used with strategy type BlueGreen .*surge 100%/,
+    },
   ];
   for (const r of rows) {
     it(r.name, () => {
@@ -415,7 +628,10 @@ describe('loadStrategy: BlueGreen and Canary settings that do not fit name the f
 
   it('every bad step is reported at once', () => {
     const issues = issuesOf(() => loadStrategy(canary({ steps: [{ setWeight: 101 }, { pause: { duration: 'soon' } }, {}], stickyKey: 'x' })));
-    assert.deepEqual(issues.map((i) => i.path), ['strategy/canary/stickyKey', 'strategy/canary/steps/0/setWeight', 'strategy/canary/steps/1/pause/duration', 'strategy/canary/steps/2']);
+    assert.deepEqual(
+      issues.map((i) => i.path),
+      ['strategy/canary/stickyKey', 'strategy/canary/steps/0/setWeight', 'strategy/canary/steps/1/pause/duration', 'strategy/canary/steps/2'],
+    );
   });
 
   it('--max-surge with a Canary sets the final rolling update', () => {

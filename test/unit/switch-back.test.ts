@@ -57,7 +57,11 @@ class CountingStore extends MemoryStateStore {
   }
 }
 
-const opts = (asks?: SwitchBackAsks, timeoutMs = 5_000) => ({ sleep: (ms: number) => new Promise<void>((r) => setTimeout(r, Math.min(ms, 5))), timeoutMs, asks });
+const opts = (asks?: SwitchBackAsks, timeoutMs = 5_000) => ({
+  sleep: (ms: number) => new Promise<void>((r) => setTimeout(r, Math.min(ms, 5))),
+  timeoutMs,
+  asks,
+});
 
 interface Row {
   name: string;
@@ -72,12 +76,46 @@ interface Row {
 }
 
 const rows: Row[] = [
-  { name: 'an offer: asked at once, the journal read only after the ask', journal: [entry('begin'), entry('switch')], offer: { rollout: R, image: 'img' }, answers: 'switched-back', want: 'switched back', calls: ['offered', `ask ${R} img`], readsBeforeAsk: 0 },
-  { name: 'no offer, the journal says a blue-green rollout waits: asked, with the lock image', journal: [entry('begin'), entry('switch')], answers: 'switched-back', want: 'switched back', calls: ['offered', `ask ${R} (lock image)`], readsBeforeAsk: 1 },
-  { name: 'no offer, the last rollout ended: no switch-back, nothing asked', journal: [entry('begin'), entry('switch'), entry('complete')], want: undefined, calls: ['offered'] },
+  {
+    name: 'an offer: asked at once, the journal read only after the ask',
+    journal: [entry('begin'), entry('switch')],
+    offer: { rollout: R, image: 'img' },
+    answers: 'switched-back',
+    want: 'switched back',
+    calls: ['offered', `ask ${R} img`],
+    readsBeforeAsk: 0,
+  },
+  {
+    name: 'no offer, the journal says a blue-green rollout waits: asked, with the lock image',
+    journal: [entry('begin'), entry('switch')],
+    answers: 'switched-back',
+    want: 'switched back',
+    calls: ['offered', `ask ${R} (lock image)`],
+    readsBeforeAsk: 1,
+  },
+  {
+    name: 'no offer, the last rollout ended: no switch-back, nothing asked',
+    journal: [entry('begin'), entry('switch'), entry('complete')],
+    want: undefined,
+    calls: ['offered'],
+  },
   { name: 'no offer, the last rollout never switched: no switch-back, nothing asked', journal: [entry('begin')], want: undefined, calls: ['offered'] },
-  { name: 'the rollout ends before it switches back: too late, the ask taken back', journal: [entry('begin'), entry('switch')], offer: { rollout: R, image: 'img' }, answers: 'complete', want: 'too late', calls: ['offered', `ask ${R} img`, 'unask'] },
-  { name: 'an offer of another rollout than the journal\'s last: that rollout is asked', journal: [entry('begin', 'older'), entry('switch', 'older')], offer: { rollout: R, image: 'img' }, answers: 'switched-back', want: 'switched back', calls: ['offered', `ask ${R} img`] },
+  {
+    name: 'the rollout ends before it switches back: too late, the ask taken back',
+    journal: [entry('begin'), entry('switch')],
+    offer: { rollout: R, image: 'img' },
+    answers: 'complete',
+    want: 'too late',
+    calls: ['offered', `ask ${R} img`, 'unask'],
+  },
+  {
+    name: "an offer of another rollout than the journal's last: that rollout is asked",
+    journal: [entry('begin', 'older'), entry('switch', 'older')],
+    offer: { rollout: R, image: 'img' },
+    answers: 'switched-back',
+    want: 'switched back',
+    calls: ['offered', `ask ${R} img`],
+  },
 ];
 
 describe('requestSwitchBack', () => {
@@ -185,9 +223,26 @@ const DELAY_S = 30;
 
 const offerRows: OfferRow[] = [
   { name: 'completes: offered once the switch is in force, withdrawn when the rollout ends', offeredInDelay: true, calls: ['withdraw', 'offer', 'withdraw'] },
-  { name: 'undo asks 5 s into the delay: switched back, the rollout fails, the offer withdrawn', undoAfterMs: 5000, fails: /rolled back \(undo\)/, offeredInDelay: true, calls: ['withdraw', 'offer', 'withdraw'] },
-  { name: 'the new set never becomes available: the rollout fails, never offered, nothing left', neverReady: true, fails: /made no progress/, offeredInDelay: false, calls: ['withdraw', 'withdraw'] },
-  { name: 'an offer slower than the rest of the rollout: withdrawn only once it is made, so it does not outlive the rollout', offerMs: (DELAY_S + 60) * 1000, offeredInDelay: false, calls: ['withdraw', 'offer', 'withdraw'] },
+  {
+    name: 'undo asks 5 s into the delay: switched back, the rollout fails, the offer withdrawn',
+    undoAfterMs: 5000,
+    fails: /rolled back \(undo\)/,
+    offeredInDelay: true,
+    calls: ['withdraw', 'offer', 'withdraw'],
+  },
+  {
+    name: 'the new set never becomes available: the rollout fails, never offered, nothing left',
+    neverReady: true,
+    fails: /made no progress/,
+    offeredInDelay: false,
+    calls: ['withdraw', 'withdraw'],
+  },
+  {
+    name: 'an offer slower than the rest of the rollout: withdrawn only once it is made, so it does not outlive the rollout',
+    offerMs: (DELAY_S + 60) * 1000,
+    offeredInDelay: false,
+    calls: ['withdraw', 'offer', 'withdraw'],
+  },
 ];
 
 describe('runManaged: the switch-back offer of a blue-green rollout', () => {
@@ -230,7 +285,9 @@ describe('runManaged: the switch-back offer of a blue-green rollout', () => {
       }
       const store = new MemoryStateStore();
       const lock = new MemoryLock('fleet simulated');
-      const outcome = await clock.run(runManaged(sim.fleet, sim.deps, { store, lock, who: 'test@sim', asks }, { command: 'fleetroll deploy' })).catch((e: unknown) => e);
+      const outcome = await clock
+        .run(runManaged(sim.fleet, sim.deps, { store, lock, who: 'test@sim', asks }, { command: 'fleetroll deploy' }))
+        .catch((e: unknown) => e);
 
       assert.deepEqual([...inv.checked.violations, ...violations], []);
       if (row.fails) assert.match(String(outcome), row.fails);
@@ -241,7 +298,8 @@ describe('runManaged: the switch-back offer of a blue-green rollout', () => {
       if (row.neverReady) assert.equal(switchedAt, undefined, 'no switch');
       const offered = row.undoAfterMs !== undefined ? offeredAtUndo : offersAtDelayEnd;
       assert.equal(offered === 1, row.offeredInDelay, `offers while the old set waited: ${offered}`);
-      if (asks.made.length > 0) assert.deepEqual(asks.made, [store.entries.find((e) => e.step === 'begin')?.rollout], 'the offer names the rollout its journal begins');
+      if (asks.made.length > 0)
+        assert.deepEqual(asks.made, [store.entries.find((e) => e.step === 'begin')?.rollout], 'the offer names the rollout its journal begins');
     });
   }
 });

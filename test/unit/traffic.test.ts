@@ -48,12 +48,34 @@ const steps: Step[] = [
   { name: 'a new instance up', set: [['app-4', entry(4)]] },
   { name: 'an old one marked down', set: [['app-1', entry(1, true)]] },
   { name: 'the drained one gone (no reload needed), then the final write', set: [['app-1', undefined]] },
-  { name: 'two up and one down at once', set: [['app-5', entry(5)], ['app-6', entry(6)], ['app-2', entry(2, true)]] },
-  { name: 'a flap that ends where it began', set: [['app-3', entry(3, true)], ['app-3', entry(3)]] },
-  { name: 'everything gone (the placeholder)', set: [['app-2', undefined], ['app-3', undefined], ['app-4', undefined], ['app-5', undefined], ['app-6', undefined]] },
+  {
+    name: 'two up and one down at once',
+    set: [
+      ['app-5', entry(5)],
+      ['app-6', entry(6)],
+      ['app-2', entry(2, true)],
+    ],
+  },
+  {
+    name: 'a flap that ends where it began',
+    set: [
+      ['app-3', entry(3, true)],
+      ['app-3', entry(3)],
+    ],
+  },
+  {
+    name: 'everything gone (the placeholder)',
+    set: [
+      ['app-2', undefined],
+      ['app-3', undefined],
+      ['app-4', undefined],
+      ['app-5', undefined],
+      ['app-6', undefined],
+    ],
+  },
 ];
 
-describe('Traffic with the controller\'s list', () => {
+describe("Traffic with the controller's list", () => {
   it('writes real nginx the whole file, byte for byte, and the simulated nginx the same servers', async () => {
     const clock = new VirtualClock();
     const world = new SimWorld(clock, { startupMs: 0, stopMs: 0, runMs: 0, reloadMs: 0, testMs: 0, jitter: 0 }, () => 0.5);
@@ -92,8 +114,22 @@ describe('Traffic with the controller\'s list', () => {
       assert.equal(text.file, want, `${step.name}: the real nginx's file`);
       assert.equal(sim.file, want, `${step.name}: the simulated nginx's text`);
       const parsed = parseUpstreamServers(sim.inForce ?? '');
-      assert.deepEqual([...sim.up].sort(), parsed.filter((s) => !s.down).map((s) => s.address).sort(), `${step.name}: routed up`);
-      assert.deepEqual([...sim.downSince.keys()].sort(), parsed.filter((s) => s.down).map((s) => s.address).sort(), `${step.name}: listed down`);
+      assert.deepEqual(
+        [...sim.up].sort(),
+        parsed
+          .filter((s) => !s.down)
+          .map((s) => s.address)
+          .sort(),
+        `${step.name}: routed up`,
+      );
+      assert.deepEqual(
+        [...sim.downSince.keys()].sort(),
+        parsed
+          .filter((s) => s.down)
+          .map((s) => s.address)
+          .sort(),
+        `${step.name}: listed down`,
+      );
       for (const a of parsed.filter((s) => !s.down).map((s) => s.address)) assert.ok(traffic.routes(a), `${step.name}: routes ${a}`);
     }
     // A gone server's line needs no reload (its write is the final one's), nor does a flap that ends where it began.

@@ -14,7 +14,12 @@ import type { UpstreamEntry } from '../../src/core/upstream.js';
 import { FleetView } from '../../src/engine/fleetView.js';
 import { UpstreamList } from '../../src/engine/upstreamList.js';
 
-const e = (name: string, address: string, down = false, weight?: number): UpstreamEntry => ({ address, down, name, ...(weight !== undefined ? { weight } : {}) });
+const e = (name: string, address: string, down = false, weight?: number): UpstreamEntry => ({
+  address,
+  down,
+  name,
+  ...(weight !== undefined ? { weight } : {}),
+});
 
 describe('UpstreamList', () => {
   it('lists its entries sorted by name, as the upstream file orders them', () => {
@@ -112,14 +117,29 @@ describe('FleetView.leastUseful', () => {
       const v = new FleetView<InstanceView>();
       const all: InstanceView[] = [];
       for (let k = 0; k < 120; k++) {
-        const i: InstanceView = { id: `i-${Math.floor(rand() * 1e6)}-${k}`, host: `h${1 + (k % row.hosts)}`, revision: k % 3 === 0 ? 'new' : 'old', created: Math.floor(rand() * 5), phase: phases[Math.floor(rand() * 4)]!, routed: false };
+        const i: InstanceView = {
+          id: `i-${Math.floor(rand() * 1e6)}-${k}`,
+          host: `h${1 + (k % row.hosts)}`,
+          revision: k % 3 === 0 ? 'new' : 'old',
+          created: Math.floor(rand() * 5),
+          phase: phases[Math.floor(rand() * 4)]!,
+          routed: false,
+        };
         all.push(i);
         v.add(i);
       }
       const check = () => {
         for (const revision of ['old', 'new']) {
           const candidates = [...v.candidates(revision)];
-          const observed = candidates.map((i) => ({ id: i.id, revision: i.revision, running: i.phase !== 'failed' && i.phase !== 'starting', ready: i.phase === 'ready' || i.phase === 'available', available: i.phase === 'available', created: i.created, host: i.host }));
+          const observed = candidates.map((i) => ({
+            id: i.id,
+            revision: i.revision,
+            running: i.phase !== 'failed' && i.phase !== 'starting',
+            ready: i.phase === 'ready' || i.phase === 'available',
+            available: i.phase === 'available',
+            created: i.created,
+            host: i.host,
+          }));
           const want = pickForStop(observed, row.n).map((o) => o.id);
           assert.deepEqual(
             v.leastUseful(revision, row.n)?.map((i) => i.id),

@@ -60,7 +60,10 @@ describe('upstream rendering', () => {
     ['a sticky name over 64 characters', { service: 's', upstream: 'u', servers: [], hash: `cookie:${'a'.repeat(65)}` as StickyKey }],
     ['a brace in the preview upstream name', { service: 's', upstream: 'u', servers: [], preview: { upstream: 'p }', servers: [] } }],
     ['a preview upstream named like the main one', { service: 's', upstream: 'u', servers: [], preview: { upstream: 'u', servers: [] } }],
-    ['a directive in a preview server address', { service: 's', upstream: 'u', servers: [], preview: { upstream: 'p', servers: [{ address: '1.2.3.4:80 backup', down: false, name: 'a' }] } }],
+    [
+      'a directive in a preview server address',
+      { service: 's', upstream: 'u', servers: [], preview: { upstream: 'p', servers: [{ address: '1.2.3.4:80 backup', down: false, name: 'a' }] } },
+    ],
   ];
   for (const [name, input] of unsafe) {
     it(`refuses ${name}`, () => assert.throws(() => renderUpstream(template, input), UnsafeUpstreamValueError));
@@ -93,7 +96,12 @@ describe('upstream rendering: canary weights, sticky hash, preview block', () =>
   const keys: [string, StickyKey, string, RegExp | undefined][] = [
     ['the client address (default)', 'remote_addr', '$remote_addr', undefined],
     ['a cookie nginx can name', 'cookie:session_id', '$cookie_session_id', undefined],
-    ['a cookie with "-": read through a map of $http_cookie', 'cookie:my-session', '$fleetroll_bookstore_api_sticky', /^map \$http_cookie \$fleetroll_bookstore_api_sticky \{\n {4}"~\(\?:\^\|;\)\\s\*my-session=\(\[\^;\]\*\)" \$1;\n {4}default "";\n\}$/m],
+    [
+      'a cookie with "-": read through a map of $http_cookie',
+      'cookie:my-session',
+      '$fleetroll_bookstore_api_sticky',
+      /^map \$http_cookie \$fleetroll_bookstore_api_sticky \{\n {4}"~\(\?:\^\|;\)\\s\*my-session=\(\[\^;\]\*\)" \$1;\n {4}default "";\n\}$/m,
+    ],
     ['a header: lowercased, "-" becomes "_"', 'header:X-User-Id', '$http_x_user_id', undefined],
   ];
   for (const [name, key, variable, map] of keys) {
@@ -122,9 +130,21 @@ describe('upstream rendering: canary weights, sticky hash, preview block', () =>
       preview: { upstream: 'bookstore_preview', servers: [{ address: '10.0.0.2:8080', down: false, name: 'new-1' }] },
     });
     assert.match(out, /^upstream bookstore_preview \{\n {4}server 10\.0\.0\.2:8080; # new-1\n\}$/m);
-    assert.deepEqual(parseUpstreamServers(out, 'bookstore_api').map((x) => x.name), ['old-1'], 'the main block alone');
-    assert.deepEqual(parseUpstreamServers(out, 'bookstore_preview').map((x) => x.name), ['new-1'], 'the preview block alone');
-    assert.deepEqual(parseUpstreamServers(out).map((x) => x.name), ['old-1', 'new-1'], 'every server line without a name');
+    assert.deepEqual(
+      parseUpstreamServers(out, 'bookstore_api').map((x) => x.name),
+      ['old-1'],
+      'the main block alone',
+    );
+    assert.deepEqual(
+      parseUpstreamServers(out, 'bookstore_preview').map((x) => x.name),
+      ['new-1'],
+      'the preview block alone',
+    );
+    assert.deepEqual(
+      parseUpstreamServers(out).map((x) => x.name),
+      ['old-1', 'new-1'],
+      'every server line without a name',
+    );
   });
 
   it('a preview with no new set yet holds the placeholder, so an nginx.conf proxying to it keeps passing nginx -t', () => {
@@ -174,13 +194,24 @@ describe('upstream rendering: canary.force, the forced route for testers', () =>
       ),
       out,
     );
-    assert.deepEqual(parseUpstreamServers(out, 'api').map((x) => x.name), ['old-1', 'old-2', 'new-1'], 'the main block is as without force');
-    assert.deepEqual(parseUpstreamServers(out).map((x) => x.name), ['old-1', 'old-2', 'new-1'], 'a server repeated in a forced block counts once');
+    assert.deepEqual(
+      parseUpstreamServers(out, 'api').map((x) => x.name),
+      ['old-1', 'old-2', 'new-1'],
+      'the main block is as without force',
+    );
+    assert.deepEqual(
+      parseUpstreamServers(out).map((x) => x.name),
+      ['old-1', 'old-2', 'new-1'],
+      'a server repeated in a forced block counts once',
+    );
   });
 
   it('a cookie: found in the Cookie header by a regular expression anchored on the cookie boundaries', () => {
     const out = render('cookie:my-canary', canary, stable);
-    assert.match(out, /^map \$http_cookie \$fleetroll_api_route \{\n {4}default api;\n {4}"~\(\?:\^\|;\)\\s\*my-canary=\(\?i:always\)\\s\*\(\?:;\|\$\)" fleetroll_api_canary;\n {4}"~[^"]*=\(\?i:never\)[^"]*" fleetroll_api_stable;\n\}$/m);
+    assert.match(
+      out,
+      /^map \$http_cookie \$fleetroll_api_route \{\n {4}default api;\n {4}"~\(\?:\^\|;\)\\s\*my-canary=\(\?i:always\)\\s\*\(\?:;\|\$\)" fleetroll_api_canary;\n {4}"~[^"]*=\(\?i:never\)[^"]*" fleetroll_api_stable;\n\}$/m,
+    );
   });
 
   const sides: [string, UpstreamEntry[], UpstreamEntry[], RegExp, RegExp][] = [
@@ -200,7 +231,11 @@ describe('upstream rendering: canary.force, the forced route for testers', () =>
   }
 
   it('forceRoute names the variable and the two upstreams', () => {
-    assert.deepEqual(forceRoute('bookstore_api'), { variable: '$fleetroll_bookstore_api_route', canary: 'fleetroll_bookstore_api_canary', stable: 'fleetroll_bookstore_api_stable' });
+    assert.deepEqual(forceRoute('bookstore_api'), {
+      variable: '$fleetroll_bookstore_api_route',
+      canary: 'fleetroll_bookstore_api_canary',
+      stable: 'fleetroll_bookstore_api_stable',
+    });
     assert.throws(() => forceRoute('a b'), UnsafeUpstreamValueError);
   });
 
@@ -220,7 +255,10 @@ describe('upstream rendering: canary.force, the forced route for testers', () =>
     it(`parseForceKey refuses ${name}, and the renderer refuses to write it`, () => {
       const r = parseForceKey(raw);
       assert.ok('error' in r && /"header:NAME" or "cookie:NAME"/.test(r.error), JSON.stringify(r));
-      assert.throws(() => renderUpstream(template, { service: 's', upstream: 'api', servers: [], force: { key: raw as 'header:x', canary: [], stable: [] } }), UnsafeUpstreamValueError);
+      assert.throws(
+        () => renderUpstream(template, { service: 's', upstream: 'api', servers: [], force: { key: raw as 'header:x', canary: [], stable: [] } }),
+        UnsafeUpstreamValueError,
+      );
     });
   }
 });
@@ -246,7 +284,10 @@ describe('canaryWeights: the canary share of the hash ring', () => {
     it(name, () => {
       const w = canaryWeights(stable, canary, percent);
       if (want) assert.deepEqual({ stable: w.stable, canary: w.canary }, want);
-      for (const [side, count, weight] of [['stable', stable, w.stable], ['canary', canary, w.canary]] as const) {
+      for (const [side, count, weight] of [
+        ['stable', stable, w.stable],
+        ['canary', canary, w.canary],
+      ] as const) {
         const out = (side === 'stable' && percent === 100) || (side === 'canary' && percent === 0);
         if (out) assert.equal(weight, 0, `${side} has no share`);
         else assert.ok(Number.isInteger(weight) && weight >= 1 && weight <= 1000, `${side} weight ${weight} is an nginx weight`);
@@ -280,7 +321,11 @@ describe('canaryWeights: the canary share of the hash ring', () => {
     const entry = (name: string, down = false): UpstreamEntry => ({ address: `10.0.0.${name.length}:80`, down, name });
     const stable = [entry('s1'), entry('s2', true), ...Array.from({ length: 9 }, (_, i) => entry(`st${i}`))];
     const at5 = splitTraffic(stable, [entry('c1')], 5);
-    assert.deepEqual(at5.find((x) => x.name === 's2'), { ...entry('s2', true), weight: undefined }, 'a draining server stays down, unweighted');
+    assert.deepEqual(
+      at5.find((x) => x.name === 's2'),
+      { ...entry('s2', true), weight: undefined },
+      'a draining server stays down, unweighted',
+    );
     assert.deepEqual(new Set(at5.filter((x) => x.name !== 's2' && x.name !== 'c1').map((x) => x.weight)), new Set([95]));
     assert.equal(at5.find((x) => x.name === 'c1')?.weight, 50);
     const at0 = splitTraffic(stable, [entry('c1')], 0);
@@ -293,7 +338,12 @@ describe('revisionOf', () => {
   it('is stable and ignores env order', () => assert.equal(revisionOf(base), revisionOf({ ...base, env: { A: '1', B: '2' } })));
   it('changes with the image, an env value, the port or the version', () => {
     const r = revisionOf(base);
-    for (const changed of [{ ...base, image: 'a:2' }, { ...base, env: { A: '1', B: '3' } }, { ...base, port: 80 }, { ...base, version: '2' }]) {
+    for (const changed of [
+      { ...base, image: 'a:2' },
+      { ...base, env: { A: '1', B: '3' } },
+      { ...base, port: 80 },
+      { ...base, version: '2' },
+    ]) {
       assert.notEqual(revisionOf(changed), r);
     }
   });

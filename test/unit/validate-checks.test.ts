@@ -24,8 +24,18 @@ mkdirSync(join(dir, 'a-directory.tmpl'));
 describe('fleet load refuses what deploy would refuse (issue 23 reproducers)', () => {
   // [name, fleet file, field path or undefined (accepted), message pattern]
   const rows: [string, string, string | undefined, RegExp?][] = [
-    ['a template that does not exist', `${BASE}${lb('api', ', template: ./nope.tmpl')}`, 'loadBalancers/0/nginx/template', /cannot read upstream template .*nope\.tmpl.*no such file/],
-    ['a template without {{servers}}', `${BASE}${lb('api', ', template: ./no-servers.tmpl')}`, 'loadBalancers/0/nginx/template', /must contain \{\{servers\}\}/],
+    [
+      'a template that does not exist',
+      `${BASE}${lb('api', ', template: ./nope.tmpl')}`,
+      'loadBalancers/0/nginx/template',
+      /cannot read upstream template .*nope\.tmpl.*no such file/,
+    ],
+    [
+      'a template without {{servers}}',
+      `${BASE}${lb('api', ', template: ./no-servers.tmpl')}`,
+      'loadBalancers/0/nginx/template',
+      /must contain \{\{servers\}\}/,
+    ],
     ['a template that is a directory', `${BASE}${lb('api', ', template: ./a-directory.tmpl')}`, 'loadBalancers/0/nginx/template', /is a directory/],
     ['a readable template with {{servers}} (relative to the fleet file)', `${BASE}${lb('api', ', template: ./good.tmpl')}`, undefined],
     ['tcp:// port 99999', `${BASE}hosts:\n  - { name: h1, docker: "tcp://h:99999" }\n`, 'hosts/0/docker', /port must be from 1 to 65535, got 99999/],
@@ -33,12 +43,27 @@ describe('fleet load refuses what deploy would refuse (issue 23 reproducers)', (
     ['tcp:// port 0', `${BASE}hosts:\n  - { name: h1, docker: "tcp://h:0" }\n`, 'hosts/0/docker', /port must be from 1 to 65535, got 0/],
     ['tcp:// port 65535', `${BASE}hosts:\n  - { name: h1, docker: "tcp://h:65535" }\n`, undefined],
     ['a host name with an empty label', `${BASE}hosts:\n  - { name: h1, docker: "ssh://u@a..b" }\n`, 'hosts/0/docker', /empty label/],
-    ['publishAddress 999.999.999.999', `${BASE}hosts:\n  - { name: h1, publishAddress: 999.999.999.999 }\n`, 'hosts/0/publishAddress', /four numbers from 0 to 255.*"999"/],
+    [
+      'publishAddress 999.999.999.999',
+      `${BASE}hosts:\n  - { name: h1, publishAddress: 999.999.999.999 }\n`,
+      'hosts/0/publishAddress',
+      /four numbers from 0 to 255.*"999"/,
+    ],
     ['publishAddress 255.255.255.255', `${BASE}hosts:\n  - { name: h1, publishAddress: 255.255.255.255 }\n`, undefined],
-    ['a 30-character upstream with stickyKey cookie:my-session', `${BASE}${canary('stickyKey: cookie:my-session')}${lb(u(30))}`, 'loadBalancers/0/nginx/upstream', /strategy\/canary\/stickyKey "cookie:my-session".*\$fleetroll_u{30}_sticky: 47 characters.*over 46.*at most 29 characters \(got 30\)/],
+    [
+      'a 30-character upstream with stickyKey cookie:my-session',
+      `${BASE}${canary('stickyKey: cookie:my-session')}${lb(u(30))}`,
+      'loadBalancers/0/nginx/upstream',
+      /strategy\/canary\/stickyKey "cookie:my-session".*\$fleetroll_u{30}_sticky: 47 characters.*over 46.*at most 29 characters \(got 30\)/,
+    ],
     ['a 29-character upstream with stickyKey cookie:my-session', `${BASE}${canary('stickyKey: cookie:my-session')}${lb(u(29))}`, undefined],
     ['a 64-character upstream with stickyKey cookie:session (no map: $cookie_session)', `${BASE}${canary('stickyKey: cookie:session')}${lb(u(64))}`, undefined],
-    ['a 31-character upstream with canary.force', `${BASE}${canary('force: header:X-Canary')}${lb(u(31))}`, 'loadBalancers/0/nginx/upstream', /strategy\/canary\/force "header:X-Canary".*\$fleetroll_u{31}_route: 47 characters.*at most 30 characters \(got 31\)/],
+    [
+      'a 31-character upstream with canary.force',
+      `${BASE}${canary('force: header:X-Canary')}${lb(u(31))}`,
+      'loadBalancers/0/nginx/upstream',
+      /strategy\/canary\/force "header:X-Canary".*\$fleetroll_u{31}_route: 47 characters.*at most 30 characters \(got 31\)/,
+    ],
     ['a 30-character upstream with canary.force', `${BASE}${canary('force: header:X-Canary')}${lb(u(30))}`, undefined],
     ['a 64-character upstream outside a canary', `${BASE}${lb(u(64))}`, undefined],
     ['image "a:" (an empty tag, so an empty version)', `${BASE.replace('api:1', '"a:"')}`, 'image', /empty tag/],
@@ -68,7 +93,10 @@ describe('fleet load refuses what deploy would refuse (issue 23 reproducers)', (
 
   it('--image gets the same image check, under --image', async () => {
     const issues = await issuesOf(BASE, { image: 'api:' });
-    assert.deepEqual(issues.map((i) => i.path), ['--image']);
+    assert.deepEqual(
+      issues.map((i) => i.path),
+      ['--image'],
+    );
     assert.match(issues[0]?.message ?? '', /empty tag/);
   });
 
@@ -110,7 +138,7 @@ describe('imageReferenceProblem', () => {
 
 describe('dockerEndpointProblem', () => {
   const rows: [string, string, RegExp | undefined][] = [
-    ['unix socket (not this check\'s)', 'unix:///var/run/docker.sock', undefined],
+    ["unix socket (not this check's)", 'unix:///var/run/docker.sock', undefined],
     ['tcp host:port', 'tcp://docker-1.example.com:2376', undefined],
     ['tcp IPv4', 'tcp://10.0.0.5:2375', undefined],
     ['ssh without port', 'ssh://deploy@web-1', undefined],

@@ -64,7 +64,10 @@ class ScriptedProber implements Prober {
 }
 
 async function apiFleet(over: Record<string, unknown> = {}): Promise<Fleet> {
-  return fleetFromObject({ service: 'api', image: 'api:1.1.0', replicas: 3, port: 8080, hosts: [{ name: 'h1' }], progressDeadlineSeconds: BUDGET_MS / 1000, ...over }, 'api.yaml');
+  return fleetFromObject(
+    { service: 'api', image: 'api:1.1.0', replicas: 3, port: 8080, hosts: [{ name: 'h1' }], progressDeadlineSeconds: BUDGET_MS / 1000, ...over },
+    'api.yaml',
+  );
 }
 
 interface Outcome {
@@ -84,7 +87,12 @@ async function checkVersions(scripts: Step[][], o: { budgetMs?: number; random?:
   const events: RolloutEvent[] = [];
   const abort = new AbortController();
   if (o.abortAt !== undefined) clock.timer(o.abortAt, () => abort.abort());
-  const run = verify(fleet, 'rev1', instances, { prober, runtimes: new Map() }, (e) => events.push(e), { clock, budgetMs: o.budgetMs ?? BUDGET_MS, random: o.random ?? (() => 0), signal: abort.signal });
+  const run = verify(fleet, 'rev1', instances, { prober, runtimes: new Map() }, (e) => events.push(e), {
+    clock,
+    budgetMs: o.budgetMs ?? BUDGET_MS,
+    random: o.random ?? (() => 0),
+    signal: abort.signal,
+  });
   const out = await clock.run(run).then(
     (result) => ({ result }),
     (err: unknown) => ({ err }),
@@ -123,7 +131,10 @@ describe('verify with a version endpoint: retries within the budget', () => {
     {
       name: 'always timing out: no answer in N tries over the budget, a hint about a slow instance, not the build',
       scripts: [['timeout']],
-      message: [/1 of 1 instance\(s\) could not be verified to serve version 1\.1\.0/, /api-1 on h1: no answer in \d+ tries over 3[01]\.\d s \(last: version probe GET http:\/\/10\.0\.0\.1:8080\/api\/version failed: no complete answer within 1000 ms\)/],
+      message: [
+        /1 of 1 instance\(s\) could not be verified to serve version 1\.1\.0/,
+        /api-1 on h1: no answer in \d+ tries over 3[01]\.\d s \(last: version probe GET http:\/\/10\.0\.0\.1:8080\/api\/version failed: no complete answer within 1000 ms\)/,
+      ],
       tries: {},
       hint: { has: [/slow or overloaded/, /machine busy/, /probes\.version\.path \(\/api\/version\)/], lacks: [/image was built/, /for a wrong version/] },
     },
@@ -139,12 +150,19 @@ describe('verify with a version endpoint: retries within the budget', () => {
       scripts: [[404]],
       message: [/api-1 on h1: version probe GET http:\/\/10\.0\.0\.1:8080\/api\/version answered HTTP 404/],
       tries: { 'api-1': 1 },
-      hint: { has: [/check that probes\.version\.path \(\/api\/version\) is where the app reports its version/], lacks: [/image was built/, /slow or overloaded/] },
+      hint: {
+        has: [/check that probes\.version\.path \(\/api\/version\) is where the app reports its version/],
+        lacks: [/image was built/, /slow or overloaded/],
+      },
     },
     {
       name: 'a mix: one verified after retries, one wrong version, one never answering; the hint covers both',
       scripts: [['timeout', '1.1.0'], ['1.0.0'], ['timeout']],
-      message: [/2 of 3 instance\(s\) could not be verified to serve version 1\.1\.0/, /api-2 on h1 reports version "1\.0\.0"/, /api-3 on h1: no answer in \d+ tries over/],
+      message: [
+        /2 of 3 instance\(s\) could not be verified to serve version 1\.1\.0/,
+        /api-2 on h1 reports version "1\.0\.0"/,
+        /api-3 on h1: no answer in \d+ tries over/,
+      ],
       tries: { 'api-1': 2, 'api-2': 1 },
       hint: { has: [/for a wrong version: the instances are serving; check that the image was built/, /; for no answer: .*slow or overloaded/], lacks: [] },
     },
@@ -158,7 +176,11 @@ describe('verify with a version endpoint: retries within the budget', () => {
       for (const h of row.hint.lacks) assert.doesNotMatch(err.hint ?? '', h);
       const tries = detailTries(err);
       for (const [name, n] of Object.entries(row.tries)) assert.equal(tries[name], n, `${name}: tries in the details`);
-      assert.deepEqual(Object.keys(tries).sort(), row.scripts.map((_, n) => `api-${n + 1}`), 'details name every instance');
+      assert.deepEqual(
+        Object.keys(tries).sort(),
+        row.scripts.map((_, n) => `api-${n + 1}`),
+        'details name every instance',
+      );
     });
   }
 
@@ -172,10 +194,18 @@ describe('verify with a version endpoint: retries within the budget', () => {
     const fleet = await apiFleet();
     const clock = new VirtualClock();
     const prober = new ScriptedProber(clock, { '10.0.0.1:8080': ['refused'], '10.0.0.2:8080': ['1.1.0'] });
-    const states: Record<string, { running: boolean; state: string; exitCode?: number } | undefined> = { 'api-1': undefined, 'api-2': { running: true, state: 'running' } };
+    const states: Record<string, { running: boolean; state: string; exitCode?: number } | undefined> = {
+      'api-1': undefined,
+      'api-2': { running: true, state: 'running' },
+    };
     const runtime = { inspect: (id: string) => Promise.resolve(states[id] && { id, name: id, host: 'h1', labels: {}, ...states[id] }) } as unknown as Runtime;
     const instances: ToVerify[] = [1, 2].map((n) => ({ id: `api-${n}`, host: 'h1', address: `10.0.0.${n}:8080` }));
-    const err = await clock.run(verify(fleet, 'rev1', instances, { prober, runtimes: new Map([['h1', runtime]]) }, () => {}, { clock, budgetMs: BUDGET_MS, random: () => 0 })).then(() => undefined, (e: unknown) => e);
+    const err = await clock
+      .run(verify(fleet, 'rev1', instances, { prober, runtimes: new Map([['h1', runtime]]) }, () => {}, { clock, budgetMs: BUDGET_MS, random: () => 0 }))
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     assert.ok(err instanceof RolloutFailedError, String(err));
     assert.match(err.message, /1 of 2 instance\(s\) could not be verified[\s\S]*api-1 on h1: its container is gone \(last: /);
     assert.equal(clock.now(), 0, 'no backoff waited for a container that is not there');
@@ -232,13 +262,29 @@ describe('verify with a version endpoint: retries within the budget', () => {
 
 /** Workers on a simulated host: each ToVerify runs the revision's image with its label; readiness comes from the scripts, by container id. */
 async function checkRevision(ready: Step[][], o: { staleLabel?: number } = {}): Promise<Outcome> {
-  const fleet = await fleetFromObject({ service: 'worker', image: 'worker:1.1.0', replicas: ready.length, hosts: [{ name: 'h1' }], probes: { readiness: { exec: ['true'] }, version: false }, progressDeadlineSeconds: BUDGET_MS / 1000 }, 'worker.yaml');
+  const fleet = await fleetFromObject(
+    {
+      service: 'worker',
+      image: 'worker:1.1.0',
+      replicas: ready.length,
+      hosts: [{ name: 'h1' }],
+      probes: { readiness: { exec: ['true'] }, version: false },
+      progressDeadlineSeconds: BUDGET_MS / 1000,
+    },
+    'worker.yaml',
+  );
   const clock = new VirtualClock();
   const world = new SimWorld(clock, { startupMs: 0, stopMs: 0, runMs: 0, reloadMs: 0, jitter: 0 }, () => 0.5);
   const runtimes = new Map<string, Runtime>([['h1', new SimRuntime('h1', world)]]);
   const instances = ready.map((_, n) => {
     const revision = n === o.staleLabel ? 'rev0' : 'rev1';
-    const c = world.seed('h1', `worker-${n + 1}`, { [LABELS.managed]: 'true', [LABELS.service]: 'worker', [LABELS.revision]: revision }, undefined, fleet.image);
+    const c = world.seed(
+      'h1',
+      `worker-${n + 1}`,
+      { [LABELS.managed]: 'true', [LABELS.service]: 'worker', [LABELS.revision]: revision },
+      undefined,
+      fleet.image,
+    );
     return { id: c.name, host: 'h1', dockerId: c.id };
   });
   const prober = new ScriptedProber(clock, Object.fromEntries(instances.map((i, n) => [i.dockerId, ready[n]!])));
@@ -297,7 +343,11 @@ describe('verify with version: false: readiness asked again within the budget', 
 describe('the verified line', () => {
   const rows: { name: string; e: RolloutEvent; line: string }[] = [
     { name: 'first try: as before', e: { type: 'verified', name: 'api-3', version: '1.1.0', tries: 1, elapsedMs: 3 }, line: 'verified api-3 serves 1.1.0' },
-    { name: 'after retries: how many and how long', e: { type: 'verified', name: 'api-3', version: '1.1.0', tries: 3, elapsedMs: 2400 }, line: 'verified api-3 serves 1.1.0 (after 3 tries, 2.4 s)' },
+    {
+      name: 'after retries: how many and how long',
+      e: { type: 'verified', name: 'api-3', version: '1.1.0', tries: 3, elapsedMs: 2400 },
+      line: 'verified api-3 serves 1.1.0 (after 3 tries, 2.4 s)',
+    },
     { name: 'a recorded event from before the retries', e: { type: 'verified', name: 'api-3', version: '1.1.0' }, line: 'verified api-3 serves 1.1.0' },
   ];
   for (const row of rows) it(row.name, () => assert.equal(describeEvent(row.e), row.line));

@@ -20,13 +20,39 @@ import type { FleetState, LockInfo, RevisionRecord } from '../../src/ports.js';
 
 type Step = 'whole' | 'dead' | 'unreachable';
 
-const record = (outcome: RevisionRecord['outcome']): RevisionRecord => ({ number: 2, hash: 'rev-2', image: 'api:2', version: '2', env: {}, changeCause: 'deploy', who: 't', when: '2026-12-03T00:00:00Z', outcome }) as RevisionRecord;
+const record = (outcome: RevisionRecord['outcome']): RevisionRecord =>
+  ({
+    number: 2,
+    hash: 'rev-2',
+    image: 'api:2',
+    version: '2',
+    env: {},
+    changeCause: 'deploy',
+    who: 't',
+    when: '2026-12-03T00:00:00Z',
+    outcome,
+  }) as RevisionRecord;
 
 function report(step: Step): StatusReport {
   if (step === 'unreachable') throw new FleetrollError('E_DOCKER', 'Docker host local (unix:///var/run/docker.sock) is not reachable: connect ENOENT');
-  const inst = (name: string, state = 'running') => ({ name, host: 'local', revision: 'rev-2', version: '2', state, ready: state === 'running', restarts: 0, upstreams: { lb: state === 'running' ? 'up' : 'absent' } }) as StatusReport['instances'][number];
+  const inst = (name: string, state = 'running') =>
+    ({
+      name,
+      host: 'local',
+      revision: 'rev-2',
+      version: '2',
+      state,
+      ready: state === 'running',
+      restarts: 0,
+      upstreams: { lb: state === 'running' ? 'up' : 'absent' },
+    }) as StatusReport['instances'][number];
   const instances = step === 'whole' ? [inst('a'), inst('b')] : [inst('a'), inst('b', 'exited')];
-  return { desired: { replicas: 2, revision: 'rev-2' }, observed: { ready: instances.filter((i) => i.ready).length }, instances, strays: { lb: [] } } as unknown as StatusReport;
+  return {
+    desired: { replicas: 2, revision: 'rev-2' },
+    observed: { ready: instances.filter((i) => i.ready).length },
+    instances,
+    strays: { lb: [] },
+  } as unknown as StatusReport;
 }
 
 /** Runs the loop over `script` (one step per look; the last repeats) and returns what it did. */
@@ -41,7 +67,13 @@ async function run(script: Step[], o: { outcome?: RevisionRecord['outcome']; hea
   const state: FleetState = { service: 'api', nextRevision: 3, revisions: [record(o.outcome ?? 'complete')] };
   let step = 0;
   const abort = new AbortController();
-  const lock = { onTakeover: undefined, acquire: async () => {}, release: async () => {}, info: async (): Promise<LockInfo | undefined> => undefined, note: async () => {} };
+  const lock = {
+    onTakeover: undefined,
+    acquire: async () => {},
+    release: async () => {},
+    info: async (): Promise<LockInfo | undefined> => undefined,
+    note: async () => {},
+  };
   const opts: WatchOptions = {
     fleet: { service: 'api', image: 'api:2' } as Fleet,
     deps: {} as WatchOptions['deps'],
@@ -96,13 +128,19 @@ describe('the watch loop on fakes', () => {
     assert.deepEqual(r.heals, ['exited, missing']);
     assert.ok(r.sleeps.includes(1000), 'it waited the settle window before healing');
     assert.equal(r.end.heals, 1);
-    assert.ok(r.lines.some((l) => /healed \(exited, missing\)/.test(l)), r.lines.join('\n'));
+    assert.ok(
+      r.lines.some((l) => /healed \(exited, missing\)/.test(l)),
+      r.lines.join('\n'),
+    );
   });
 
   it('a fault gone within the settle window (Docker restarted it): no heal', async () => {
     const r = await run(['whole', 'dead', 'whole'], { looks: 6 });
     assert.deepEqual(r.heals, []);
-    assert.ok(r.lines.some((l) => /whole again at revision 2 without a heal/.test(l)), r.lines.join('\n'));
+    assert.ok(
+      r.lines.some((l) => /whole again at revision 2 without a heal/.test(l)),
+      r.lines.join('\n'),
+    );
   });
 
   it('an engine that disappears and returns: the backoff grows 1, 2, 4 s, one line says so, and one heal follows when it answers with a fault', async () => {
@@ -119,12 +157,18 @@ describe('the watch loop on fakes', () => {
     assert.deepEqual(r.heals, ['exited, missing']);
   });
 
-  it("an event stream that ends (its engine restarted) wakes the watch, which subscribes again once it sees the engine; one the engine refused waits for the next look", async () => {
+  it('an event stream that ends (its engine restarted) wakes the watch, which subscribes again once it sees the engine; one the engine refused waits for the next look', async () => {
     const abort = new AbortController();
     const callbacks: ((stream?: 'ended' | 'refused') => void)[] = [];
     let looks = 0;
     const state: FleetState = { service: 'api', nextRevision: 3, revisions: [record('complete')] };
-    const lock = { onTakeover: undefined, acquire: async () => {}, release: async () => {}, info: async (): Promise<LockInfo | undefined> => undefined, note: async () => {} };
+    const lock = {
+      onTakeover: undefined,
+      acquire: async () => {},
+      release: async () => {},
+      info: async (): Promise<LockInfo | undefined> => undefined,
+      note: async () => {},
+    };
     const engine = { events: (_labels: Record<string, string>, onEvent: (stream?: 'ended' | 'refused') => void) => (callbacks.push(onEvent), () => {}) };
     const watching = watchFleet({
       fleet: { service: 'api', image: 'api:2' } as Fleet,
@@ -156,20 +200,29 @@ describe('the watch loop on fakes', () => {
 
   it('a deploy holds the lock: the watch steps back, then heals on a later look', async () => {
     const r = await run(['dead'], { healFails: ['lock'], looks: 8 });
-    assert.ok(r.lines.some((l) => /stepping back: fleet api is locked by ci@runner/.test(l)), r.lines.join('\n'));
+    assert.ok(
+      r.lines.some((l) => /stepping back: fleet api is locked by ci@runner/.test(l)),
+      r.lines.join('\n'),
+    );
     assert.deepEqual(r.heals, ['exited, missing']);
   });
 
   it('a heal that fails is said with its reason; the watch goes on and heals later', async () => {
     const r = await run(['dead'], { healFails: ['progress deadline exceeded'], looks: 8 });
-    assert.ok(r.lines.some((l) => /heal \(exited, missing\) failed after .*: progress deadline exceeded/.test(l)), r.lines.join('\n'));
+    assert.ok(
+      r.lines.some((l) => /heal \(exited, missing\) failed after .*: progress deadline exceeded/.test(l)),
+      r.lines.join('\n'),
+    );
     assert.deepEqual(r.heals, ['exited, missing']);
   });
 
   it('the latest revision failed (a deploy stopped halfway): no heal at all, and it says why', async () => {
     const r = await run(['dead'], { outcome: 'failed', looks: 4 });
     assert.deepEqual(r.heals, []);
-    assert.ok(r.lines.some((l) => /not healing: revision 2 is failed/.test(l)), r.lines.join('\n'));
+    assert.ok(
+      r.lines.some((l) => /not healing: revision 2 is failed/.test(l)),
+      r.lines.join('\n'),
+    );
   });
 });
 

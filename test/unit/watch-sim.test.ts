@@ -24,11 +24,27 @@ import { invariants, T } from '../support/sim-invariants.js';
 const INTERVAL_MS = 2000;
 const SETTLE_MS = 1000;
 
-const record = (number: number, hash: string, image: string, version: string): RevisionRecord => ({ number, hash, image, version, port: 8080, env: {}, envSecrets: {}, changeCause: 'fleetroll deploy', who: 'ci@runner', when: '2026-12-03T00:00:00.000Z', outcome: 'complete' });
+const record = (number: number, hash: string, image: string, version: string): RevisionRecord => ({
+  number,
+  hash,
+  image,
+  version,
+  port: 8080,
+  env: {},
+  envSecrets: {},
+  changeCause: 'fleetroll deploy',
+  who: 'ci@runner',
+  when: '2026-12-03T00:00:00.000Z',
+  outcome: 'complete',
+});
 
 /** The history a deploy of the simulated fleet leaves: the old revision, then the current one, both complete. */
 function historyOf(sim: SimulatedFleet): FleetState {
-  return { service: sim.fleet.service, nextRevision: 3, revisions: [record(1, OLD_REVISION, 'simulated:old', 'old'), record(2, sim.revision, sim.fleet.image, sim.fleet.version)] };
+  return {
+    service: sim.fleet.service,
+    nextRevision: 3,
+    revisions: [record(1, OLD_REVISION, 'simulated:old', 'old'), record(2, sim.revision, sim.fleet.image, sim.fleet.version)],
+  };
 }
 
 /** The watch's sleep on the virtual clock: ends early when the watch is stopped. */
@@ -93,7 +109,8 @@ async function watchOver(s: ResolvedStrategy, setup: Partial<SimulationSetup>, s
         return sleepOn(clock, ms, signal);
       },
       onLook: (r) => {
-        const whole = r.upToDate && r.instances.every((i) => Object.values(i.upstreams).every((u) => u === 'up')) && Object.values(r.strays).every((x) => x.length === 0);
+        const whole =
+          r.upToDate && r.instances.every((i) => Object.values(i.upstreams).every((u) => u === 'up')) && Object.values(r.strays).every((x) => x.length === 0);
         if (whole && heals.length > 0) {
           wholeAt = clock.now();
           stop.abort();
@@ -108,19 +125,35 @@ async function watchOver(s: ResolvedStrategy, setup: Partial<SimulationSetup>, s
 describe('fleetroll watch over the simulated world', () => {
   it('an instance killed: one heal through the watch (statusReport, settle, runManaged in heal mode), the fleet whole again, its revision record untouched', async () => {
     const killAt = 5000;
-    const r = await watchOver(resolveStrategy({ replicas: 4 }), { hosts: 2, loadBalancers: 2 }, ({ clock, world }) => clock.timer(killAt, () => world.exit(named(world, 'new-2'))));
+    const r = await watchOver(resolveStrategy({ replicas: 4 }), { hosts: 2, loadBalancers: 2 }, ({ clock, world }) =>
+      clock.timer(killAt, () => world.exit(named(world, 'new-2'))),
+    );
     assert.deepEqual(r.violations, []);
-    assert.deepEqual(r.heals.map((h) => [h.reasons, h.ok]), [['exited, missing, stray', true]], r.lines.join('\n'));
+    assert.deepEqual(
+      r.heals.map((h) => [h.reasons, h.ok]),
+      [['exited, missing, stray', true]],
+      r.lines.join('\n'),
+    );
     assert.deepEqual(r.end, { whole: true, heals: 1 });
     assertWhole(r.sim.world, r.sim.revision, 4, r.checks);
     // Seen at the next look, still there after the settle window, replaced once ready (3 s) and in nginx.
-    assert.ok(r.wholeAt !== undefined && r.wholeAt <= killAt + INTERVAL_MS + SETTLE_MS + T.startupMs + INTERVAL_MS, `whole again at t=${r.wholeAt}\n${r.lines.join('\n')}`);
+    assert.ok(
+      r.wholeAt !== undefined && r.wholeAt <= killAt + INTERVAL_MS + SETTLE_MS + T.startupMs + INTERVAL_MS,
+      `whole again at t=${r.wholeAt}\n${r.lines.join('\n')}`,
+    );
     assert.deepEqual(await r.store.read(), r.history, 'the revision record as the deploy left it');
     assert.equal(r.store.writes, 0, 'a heal writes no state');
-    assert.deepEqual(r.store.entries.filter((e) => e.phase === 'begin' && e.step === 'begin').map((e) => e.detail?.heal), ['exited, missing, stray'], 'the heal is journaled');
+    assert.deepEqual(
+      r.store.entries.filter((e) => e.phase === 'begin' && e.step === 'begin').map((e) => e.detail?.heal),
+      ['exited, missing, stray'],
+      'the heal is journaled',
+    );
     assert.deepEqual(r.lock.taken, ['fleetroll watch'], 'one heal took the fleet lock once');
     assert.ok(!r.lock.isHeld && !r.watchLock.isHeld, 'both locks released');
-    assert.ok(r.watchLock.notes.some((n) => /^healed exited, missing, stray/.test(n)), `status says the watch's last action: ${r.watchLock.notes.join('; ')}`);
+    assert.ok(
+      r.watchLock.notes.some((n) => /^healed exited, missing, stray/.test(n)),
+      `status says the watch's last action: ${r.watchLock.notes.join('; ')}`,
+    );
   });
 
   it('the engine with the fleet state disappears and returns with an instance gone: the watch backs off 1, 2, 4 s, says so once, then heals once and the fleet is whole', async () => {
@@ -137,9 +170,21 @@ describe('fleetroll watch over the simulated world', () => {
     assert.deepEqual(r.violations, []);
     // Looks every 2 s until one fails (t=6 s), then 1, 2, 4 s apart until the engine answers (t=13 s).
     const failedAt = r.sleeps.findIndex((x) => x.ms !== INTERVAL_MS);
-    assert.deepEqual(r.sleeps.slice(failedAt, failedAt + 3), [{ at: 6000, ms: 1000 }, { at: 7000, ms: 2000 }, { at: 9000, ms: 4000 }], r.lines.join('\n'));
+    assert.deepEqual(
+      r.sleeps.slice(failedAt, failedAt + 3),
+      [
+        { at: 6000, ms: 1000 },
+        { at: 7000, ms: 2000 },
+        { at: 9000, ms: 4000 },
+      ],
+      r.lines.join('\n'),
+    );
     assert.equal(r.lines.filter((l) => /cannot see the fleet: host h1: the Docker engine does not answer/.test(l)).length, 1, r.lines.join('\n'));
-    assert.deepEqual(r.heals.map((h) => [h.reasons, h.ok]), [['missing, stray', true]], r.lines.join('\n'));
+    assert.deepEqual(
+      r.heals.map((h) => [h.reasons, h.ok]),
+      [['missing, stray', true]],
+      r.lines.join('\n'),
+    );
     assert.ok(r.heals[0]!.at >= backAt, 'no heal while the engine was away');
     assert.deepEqual(r.end, { whole: true, heals: 1 });
     assertWhole(r.sim.world, r.sim.revision, 4, r.checks);
@@ -183,31 +228,56 @@ describe('fleetroll watch: an instance unready for good', () => {
       name: 'never answers again: taken out at once by a heal that ends there (the lock free for a deploy), reported once, replaced after progressDeadlineSeconds; the fleet then whole with replicas ready',
       backAt: Number.POSITIVE_INFINITY,
       check: (r) => {
-        assert.deepEqual(r.heals.map((h) => [h.reasons, h.ok]), [['unready', true], ['stuck', true]], r.lines.join('\n'));
+        assert.deepEqual(
+          r.heals.map((h) => [h.reasons, h.ok]),
+          [
+            ['unready', true],
+            ['stuck', true],
+          ],
+          r.lines.join('\n'),
+        );
         // Seen at the next look, healed after the settle window, and the heal over within a second: no wait for the instance.
         assert.ok(r.heals[0]!.at <= unreadyAt + INTERVAL_MS + SETTLE_MS + 1000, `the first heal ended at t=${r.heals[0]!.at}\n${r.lines.join('\n')}`);
         assert.equal(r.deployAt30, true, 'a deploy at 30 s gets the fleet lock');
-        const said = r.lines.filter((l) => /whole at revision 2 except new-2: unready, out of traffic since 1970-01-01T00:00:06Z; replaced if still unready at 1970-01-01T00:01:06Z$/.test(l));
+        const said = r.lines.filter((l) =>
+          /whole at revision 2 except new-2: unready, out of traffic since 1970-01-01T00:00:06Z; replaced if still unready at 1970-01-01T00:01:06Z$/.test(l),
+        );
         assert.equal(said.length, 1, `reported once while it waits:\n${r.lines.join('\n')}`);
         assert.ok(!r.lines.some((l) => /whole at revision 2: 2 of 3 ready/.test(l)), 'never called whole with an instance unready');
         // Replaced once unready for the bound, from when the watch first saw it so (6 s).
         assert.ok(r.heals[1]!.at >= 6000 + DEADLINE_S * 1000, `replaced at t=${r.heals[1]!.at}`);
-        assert.ok(r.heals[1]!.at <= 6000 + DEADLINE_S * 1000 + INTERVAL_MS + SETTLE_MS + T.stopMs + T.startupMs + 2000, `replaced at t=${r.heals[1]!.at}\n${r.lines.join('\n')}`);
+        assert.ok(
+          r.heals[1]!.at <= 6000 + DEADLINE_S * 1000 + INTERVAL_MS + SETTLE_MS + T.stopMs + T.startupMs + 2000,
+          `replaced at t=${r.heals[1]!.at}\n${r.lines.join('\n')}`,
+        );
         assert.equal(r.started, 1, 'one replacement');
         assert.ok(![...r.sim.world.containers.values()].some((c) => c.name === 'new-2'), 'the stuck container is removed');
         assert.deepEqual(r.end, { whole: true, heals: 2 });
         assertWhole(r.sim.world, r.sim.revision, 3, r.checks);
-        assert.ok(r.lines.some((l) => /healed \(stuck\) in [\d.]+ s: revision 2 whole again$/.test(l)), r.lines.join('\n'));
+        assert.ok(
+          r.lines.some((l) => /healed \(stuck\) in [\d.]+ s: revision 2 whole again$/.test(l)),
+          r.lines.join('\n'),
+        );
       },
     },
     {
       name: 'answers again at 20 s, before the bound: put back in (out of traffic), not replaced',
       backAt: 20_000,
       check: (r) => {
-        assert.deepEqual(r.heals.map((h) => [h.reasons, h.ok]), [['unready', true], ['out of traffic', true]], r.lines.join('\n'));
+        assert.deepEqual(
+          r.heals.map((h) => [h.reasons, h.ok]),
+          [
+            ['unready', true],
+            ['out of traffic', true],
+          ],
+          r.lines.join('\n'),
+        );
         assert.ok(r.heals[1]!.at < 20_000 + INTERVAL_MS + SETTLE_MS + 1000, `put back at t=${r.heals[1]!.at}`);
         assert.equal(r.started, 0, 'nothing replaced');
-        assert.ok([...r.sim.world.containers.values()].some((c) => c.name === 'new-2' && c.state === 'running'), 'the same container serves again');
+        assert.ok(
+          [...r.sim.world.containers.values()].some((c) => c.name === 'new-2' && c.state === 'running'),
+          'the same container serves again',
+        );
         assert.deepEqual(r.end, { whole: true, heals: 2 });
         assertWhole(r.sim.world, r.sim.revision, 3, r.checks);
       },

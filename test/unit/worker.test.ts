@@ -84,7 +84,13 @@ async function rollWorker(fleet: Fleet, o: { stale?: string; noImageHealthcheck?
   const initial = o.initial ?? fleet.replicas;
   for (let i = 0; i < initial; i++) {
     const host = fleet.hosts[i % fleet.hosts.length]!.name;
-    world.seed(host, `queue-worker-old-${i + 1}`, { [LABELS.managed]: 'true', [LABELS.service]: fleet.service, [LABELS.revision]: OLD_REVISION, [LABELS.version]: '1.0.0', [LABELS.created]: '0' }, undefined, 'worker:1.0.0');
+    world.seed(
+      host,
+      `queue-worker-old-${i + 1}`,
+      { [LABELS.managed]: 'true', [LABELS.service]: fleet.service, [LABELS.revision]: OLD_REVISION, [LABELS.version]: '1.0.0', [LABELS.created]: '0' },
+      undefined,
+      'worker:1.0.0',
+    );
   }
   // Workers have no load balancer to hold capacity: count running, ready containers whenever one stops.
   let lowestReady = Number.POSITIVE_INFINITY;
@@ -118,7 +124,11 @@ describe('a worker with no port and no load balancer rolls with every strategy',
     { name: 'RollingUpdate 0/2, exec readiness', over: { strategy: { rollingUpdate: { maxSurge: 0, maxUnavailable: 2 } } }, minReady: 2 },
     { name: 'Recreate, exec readiness', over: { strategy: { type: 'Recreate' } }, minReady: 0 },
     { name: 'BlueGreen, exec readiness', over: { strategy: { type: 'BlueGreen', blueGreen: { scaleDownDelaySeconds: 0 } } }, minReady: 4 },
-    { name: 'RollingUpdate 25%/25%, healthcheck readiness', over: { probes: { readiness: { healthcheck: true, periodMs: 100 }, version: false } }, minReady: 3 },
+    {
+      name: 'RollingUpdate 25%/25%, healthcheck readiness',
+      over: { probes: { readiness: { healthcheck: true, periodMs: 100 }, version: false } },
+      minReady: 3,
+    },
   ];
   for (const row of rows) {
     it(row.name, async () => {
@@ -129,20 +139,35 @@ describe('a worker with no port and no load balancer rolls with every strategy',
       const revision = pinnedRevision(fleet);
       const left = [...world.containers.values()];
       assert.equal(left.length, 4, 'replicas containers left');
-      assert.ok(left.every((c) => c.labels[LABELS.revision] === revision && c.state === 'running'), 'only the new revision runs');
-      assert.ok(left.every((c) => c.imageId.endsWith('worker:1.1.0')), 'from the new image');
+      assert.ok(
+        left.every((c) => c.labels[LABELS.revision] === revision && c.state === 'running'),
+        'only the new revision runs',
+      );
+      assert.ok(
+        left.every((c) => c.imageId.endsWith('worker:1.1.0')),
+        'from the new image',
+      );
       assert.equal(events.filter((e) => e.type === 'verified').length, 4, 'every instance verified');
-      assert.ok(result.r.instances.every((i) => i.address === '' || i.address === undefined), 'no addresses: nothing connects to a worker');
+      assert.ok(
+        result.r.instances.every((i) => i.address === '' || i.address === undefined),
+        'no addresses: nothing connects to a worker',
+      );
       assert.ok(lowestReady >= row.minReady, `ready workers fell to ${lowestReady} (< ${row.minReady})`);
       const execs = runtimes.flatMap((r) => r.execs);
       const healths = runtimes.flatMap((r) => r.healths);
       if ('healthcheck' in ((row.over.probes as { readiness?: object } | undefined)?.readiness ?? {})) {
         assert.equal(execs.length, 0);
         assert.ok(healths.length >= 4, 'Docker health asked');
-        assert.ok(healths.every((id) => id.startsWith('sim-')), 'asked by Docker id');
+        assert.ok(
+          healths.every((id) => id.startsWith('sim-')),
+          'asked by Docker id',
+        );
       } else {
         assert.ok(execs.length >= 4, 'the exec probe ran');
-        assert.ok(execs.every((x) => x.id.startsWith('sim-') && x.cmd.join(' ') === 'pg_isready -q'), 'the argument array, by Docker id');
+        assert.ok(
+          execs.every((x) => x.id.startsWith('sim-') && x.cmd.join(' ') === 'pg_isready -q'),
+          'the argument array, by Docker id',
+        );
       }
     });
   }
@@ -150,12 +175,16 @@ describe('a worker with no port and no load balancer rolls with every strategy',
   it('a worker that never gets ready hits the progress deadline, named in the failure', async () => {
     const fleet = await workerFleet({ progressDeadlineSeconds: 10, probes: { readiness: { exec: ['false'], periodMs: 100 }, version: false } });
     const clock = new VirtualClock();
-    const world = new SimWorld(clock, { startupMs: 2000, stopMs: 500, runMs: 100, reloadMs: 0, jitter: 0 }, () => 0.5, { neverReady: new Set([fleet.version]) });
+    const world = new SimWorld(clock, { startupMs: 2000, stopMs: 500, runMs: 100, reloadMs: 0, jitter: 0 }, () => 0.5, {
+      neverReady: new Set([fleet.version]),
+    });
     const runtimes = new Map(fleet.hosts.map((h) => [h.name, new SimRuntime(h.name, world)] as const));
-    const err = await clock.run(deploy(fleet, { runtimes, routers: [], prober: buildProber(fleet.probes, runtimes), clock, timing: { observeMs: 60_000 } })).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const err = await clock
+      .run(deploy(fleet, { runtimes, routers: [], prober: buildProber(fleet.probes, runtimes), clock, timing: { observeMs: 60_000 } }))
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     assert.ok(err instanceof RolloutFailedError, String(err));
     assert.match(err.message, /progressDeadlineSeconds/);
     assert.match(err.message, /queue-worker-[0-9a-f]{7}-[0-9a-z]{5} on h1: readiness probe failing/);
@@ -164,12 +193,16 @@ describe('a worker with no port and no load balancer rolls with every strategy',
   it('one that Docker keeps restarting is named a crash loop, with its restart count', async () => {
     const fleet = await workerFleet({ progressDeadlineSeconds: 10, probes: { readiness: { exec: ['false'], periodMs: 100 }, version: false } });
     const clock = new VirtualClock();
-    const world = new SimWorld(clock, { startupMs: 2000, stopMs: 500, runMs: 100, reloadMs: 0, jitter: 0 }, () => 0.5, { neverReady: new Set([fleet.version]) });
+    const world = new SimWorld(clock, { startupMs: 2000, stopMs: 500, runMs: 100, reloadMs: 0, jitter: 0 }, () => 0.5, {
+      neverReady: new Set([fleet.version]),
+    });
     const runtimes = loopingRuntimes(fleet, world, 5);
-    const err = await clock.run(deploy(fleet, { runtimes, routers: [], prober: buildProber(fleet.probes, runtimes), clock, timing: { observeMs: 60_000 } })).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const err = await clock
+      .run(deploy(fleet, { runtimes, routers: [], prober: buildProber(fleet.probes, runtimes), clock, timing: { observeMs: 60_000 } }))
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     assert.ok(err instanceof RolloutFailedError, String(err));
     assert.match(err.message, /queue-worker-[0-9a-f]{7}-[0-9a-z]{5} on h1: readiness probe failing \(restarted 5 times by Docker: a crash loop\)/);
   });
@@ -190,12 +223,24 @@ describe('the deadline report names a crash loop whatever the probe said last', 
   it('a probe whose answer changes after the report was written: the restart count still joins its line', async () => {
     const fleet = await workerFleet({ progressDeadlineSeconds: 10, probes: { readiness: { exec: ['false'], periodMs: 100 }, version: false } });
     const clock = new VirtualClock();
-    const world = new SimWorld(clock, { startupMs: 2000, stopMs: 500, runMs: 100, reloadMs: 0, jitter: 0 }, () => 0.5, { neverReady: new Set([fleet.version]) });
+    const world = new SimWorld(clock, { startupMs: 2000, stopMs: 500, runMs: 100, reloadMs: 0, jitter: 0 }, () => 0.5, {
+      neverReady: new Set([fleet.version]),
+    });
     const runtimes = loopingRuntimes(fleet, world, 2);
     // Every answer differs (a refused connection, then another): as a real probe's error text does.
     let n = 0;
-    const prober = { ready: async () => { throw new Error(`connect ECONNREFUSED (probe ${++n})`); }, version: async () => fleet.version };
-    const err = await clock.run(deploy(fleet, { runtimes, routers: [], prober, clock, timing: { observeMs: 60_000 } }).then(() => undefined, (e: unknown) => e));
+    const prober = {
+      ready: async () => {
+        throw new Error(`connect ECONNREFUSED (probe ${++n})`);
+      },
+      version: async () => fleet.version,
+    };
+    const err = await clock.run(
+      deploy(fleet, { runtimes, routers: [], prober, clock, timing: { observeMs: 60_000 } }).then(
+        () => undefined,
+        (e: unknown) => e,
+      ),
+    );
     assert.ok(err instanceof RolloutFailedError, String(err));
     assert.match(err.message, /on h1: readiness probe error: connect ECONNREFUSED \(probe \d+\) \(restarted 2 times by Docker: a crash loop\)/);
   });
@@ -217,7 +262,13 @@ describe('version: false verifies image ID, revision label and readiness', () =>
     const fleet = await workerFleet();
     const { result, events } = await rollWorker(fleet);
     assert.ok(result.ok);
-    assert.deepEqual(events.filter((e) => e.type === 'verified').map((e) => (e as { name: string }).name).sort(), result.r.instances.map((i) => i.name).sort());
+    assert.deepEqual(
+      events
+        .filter((e) => e.type === 'verified')
+        .map((e) => (e as { name: string }).name)
+        .sort(),
+      result.r.instances.map((i) => i.name).sort(),
+    );
   });
 });
 
@@ -229,7 +280,10 @@ describe('readiness { healthcheck: true } needs a healthcheck', () => {
     const err = (result as { err: unknown }).err as Error;
     assert.match(err.message, /preflight failed, nothing was changed/);
     assert.match(err.message, /image worker:1\.1\.0 on host h1 defines no HEALTHCHECK and the fleet sets no healthcheck/);
-    assert.ok([...world.containers.values()].every((c) => c.labels[LABELS.revision] === OLD_REVISION), 'the old fleet untouched');
+    assert.ok(
+      [...world.containers.values()].every((c) => c.labels[LABELS.revision] === OLD_REVISION),
+      'the old fleet untouched',
+    );
   });
 
   it("the fleet's own healthcheck stands in for the image's", async () => {
@@ -256,11 +310,23 @@ describe('port is required only where something connects to the app', () => {
     { name: 'exec readiness, version false, no load balancer', raw: { probes: { readiness: { exec: ['true'] }, version: false } }, want: undefined },
     { name: 'healthcheck readiness, version false', raw: { probes: { readiness: { healthcheck: true }, version: false } }, want: undefined },
     { name: 'a port given makes everything fine', raw: { port: 80, loadBalancers: LB }, want: undefined },
-    { name: 'the defaults (HTTP readiness and version)', raw: {}, want: /^is required .*probes\/readiness is an HTTP GET of \/health\/ready; probes\/version asks GET \/api\/version/ },
-    { name: 'load balancers', raw: { loadBalancers: LB, probes: { readiness: { exec: ['true'] }, version: false } }, want: /load balancers \(loadBalancers: 1\) that send traffic to it/ },
+    {
+      name: 'the defaults (HTTP readiness and version)',
+      raw: {},
+      want: /^is required .*probes\/readiness is an HTTP GET of \/health\/ready; probes\/version asks GET \/api\/version/,
+    },
+    {
+      name: 'load balancers',
+      raw: { loadBalancers: LB, probes: { readiness: { exec: ['true'] }, version: false } },
+      want: /load balancers \(loadBalancers: 1\) that send traffic to it/,
+    },
     { name: 'tcp: true', raw: { probes: { readiness: { tcp: true }, version: false } }, want: /TCP connect to the app port/ },
     { name: 'tcp to another port', raw: { probes: { readiness: { tcp: { port: 5432 } }, version: false } }, want: /TCP connect to the container/ },
-    { name: 'an HTTP version probe', raw: { probes: { readiness: { exec: ['true'] } } }, want: /^is required .*probes\/version asks GET \/api\/version \(set version: false/ },
+    {
+      name: 'an HTTP version probe',
+      raw: { probes: { readiness: { exec: ['true'] } } },
+      want: /^is required .*probes\/version asks GET \/api\/version \(set version: false/,
+    },
   ];
   for (const r of rows) {
     it(r.name, async () => {
@@ -275,14 +341,34 @@ describe('port is required only where something connects to the app', () => {
 
 describe('probes: block', () => {
   const bad: { name: string; probes: unknown; path: string; message: RegExp }[] = [
-    { name: 'two kinds', probes: { readiness: { exec: ['true'], tcp: true } }, path: 'probes/readiness', message: /set one of path \(HTTP GET\), healthcheck: true, tcp: true \(or \{ port: N \}\) or exec.*; got tcp and exec/ },
-    { name: 'exec as a shell string', probes: { readiness: { exec: 'pg_isready -q' } }, path: 'probes/readiness/exec', message: /argument array like \["pg_isready", "-q"\] \(no shell string\)/ },
+    {
+      name: 'two kinds',
+      probes: { readiness: { exec: ['true'], tcp: true } },
+      path: 'probes/readiness',
+      message: /set one of path \(HTTP GET\), healthcheck: true, tcp: true \(or \{ port: N \}\) or exec.*; got tcp and exec/,
+    },
+    {
+      name: 'exec as a shell string',
+      probes: { readiness: { exec: 'pg_isready -q' } },
+      path: 'probes/readiness/exec',
+      message: /argument array like \["pg_isready", "-q"\] \(no shell string\)/,
+    },
     { name: 'empty exec', probes: { readiness: { exec: [] } }, path: 'probes/readiness/exec', message: /must name a program to run/ },
     { name: 'healthcheck: false', probes: { readiness: { healthcheck: false } }, path: 'probes/readiness/healthcheck', message: /must be true/ },
-    { name: 'tcp port out of range', probes: { readiness: { tcp: { port: 70000 } } }, path: 'probes/readiness/tcp/port', message: /port from 1 to 65535, got 70000/ },
+    {
+      name: 'tcp port out of range',
+      probes: { readiness: { tcp: { port: 70000 } } },
+      path: 'probes/readiness/tcp/port',
+      message: /port from 1 to 65535, got 70000/,
+    },
     { name: 'version: true', probes: { version: true }, path: 'probes/version', message: /or false \(verify image and revision instead\), got true/ },
     { name: 'unknown readiness field', probes: { readiness: { command: ['x'] } }, path: 'probes/readiness', message: /unknown field "command"/ },
-    { name: 'periodMs too small', probes: { readiness: { healthcheck: true, periodMs: 1 } }, path: 'probes/readiness/periodMs', message: /from 10 to 60000, got 1/ },
+    {
+      name: 'periodMs too small',
+      probes: { readiness: { healthcheck: true, periodMs: 1 } },
+      path: 'probes/readiness/periodMs',
+      message: /from 10 to 60000, got 1/,
+    },
   ];
   for (const r of bad) {
     it(`refuses ${r.name}`, async () => {
@@ -296,20 +382,29 @@ describe('probes: block', () => {
   it('keeps the HTTP defaults and shape', async () => {
     const f = await fleetFromObject({ service: 'w', image: 'w:1', replicas: 1, port: 80 }, 'fleet.yaml');
     assert.deepEqual(f.probes, { readiness: { path: '/health/ready', periodMs: 250, timeoutMs: 1000 }, version: { path: '/api/version' } });
-    const g = await fleetFromObject({ service: 'w', image: 'w:1', replicas: 1, port: 80, probes: { readiness: { tcp: { port: 5432 }, timeoutMs: 300 } } }, 'fleet.yaml');
+    const g = await fleetFromObject(
+      { service: 'w', image: 'w:1', replicas: 1, port: 80, probes: { readiness: { tcp: { port: 5432 }, timeoutMs: 300 } } },
+      'fleet.yaml',
+    );
     assert.deepEqual(g.probes.readiness, { tcp: { port: 5432 }, periodMs: 250, timeoutMs: 300 });
   });
 
   it('a healthcheck readiness with the fleet healthcheck disabled is refused', async () => {
     const { probeIssues } = await import('../../src/config/probes.js');
     const probes = { readiness: { healthcheck: true as const, periodMs: 250, timeoutMs: 1000 }, version: false as const };
-    assert.deepEqual(probeIssues({ probes, hosts: [], healthcheck: { disable: true } }).map((i) => i.path), ['probes/readiness/healthcheck']);
+    assert.deepEqual(
+      probeIssues({ probes, hosts: [], healthcheck: { disable: true } }).map((i) => i.path),
+      ['probes/readiness/healthcheck'],
+    );
     assert.deepEqual(probeIssues({ probes, hosts: [], healthcheck: { test: ['CMD', 'true'] } }), []);
   });
 
   it('tcp to another port is refused on hosts that publish only the app port', async () => {
     const got = await issues({ port: 80, hosts: [{ name: 'a' }, { name: 'b', publishAddress: '10.0.0.2' }], probes: { readiness: { tcp: { port: 5432 } } } });
-    assert.deepEqual(got.map((i) => i.path), ['probes/readiness/tcp/port']);
+    assert.deepEqual(
+      got.map((i) => i.path),
+      ['probes/readiness/tcp/port'],
+    );
     assert.match(got[0]!.message, /host\(s\) b/);
   });
 });

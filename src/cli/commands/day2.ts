@@ -43,7 +43,16 @@ function describeRecord(r: RevisionRecord): string[][] {
     ['version', r.version],
     ['port', r.port === undefined ? '(none)' : String(r.port)],
     ['env', [...Object.keys(r.env), ...Object.keys(r.envSecrets ?? {}).map((k) => `${k} (secret: ${r.envSecrets?.[k]?.source})`)].join(', ') || '(none)'],
-    ...(r.secretFiles ? [['secret files', Object.entries(r.secretFiles).map(([k, f]) => `${k} (${f.path})`).join(', ')]] : []),
+    ...(r.secretFiles
+      ? [
+          [
+            'secret files',
+            Object.entries(r.secretFiles)
+              .map(([k, f]) => `${k} (${f.path})`)
+              .join(', '),
+          ],
+        ]
+      : []),
     ...(r.restartedAt ? [['restarted at', r.restartedAt]] : []),
     ['change cause', r.changeCause],
     ['by', r.who],
@@ -80,7 +89,11 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
       const revisions = state?.revisions ?? [];
       if (o.revision !== undefined) {
         const r = revisions.find((x) => x.number === o.revision);
-        if (!r) throw fieldError('--revision', `no revision ${o.revision} in the history of ${fleet.service} (kept: ${revisions.map((x) => x.number).join(', ') || 'none'})`);
+        if (!r)
+          throw fieldError(
+            '--revision',
+            `no revision ${o.revision} in the history of ${fleet.service} (kept: ${revisions.map((x) => x.number).join(', ') || 'none'})`,
+          );
         if (o.json) out.json(publicRecord(r));
         else out.line(table(['field', 'value'], describeRecord(r)));
         return;
@@ -107,44 +120,60 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
       .description('roll back to the previous revision (or --to-revision N), as a new revision')
       .addOption(fleetFileOption('fleet file (strategy, hosts and load balancers come from it)'))
       .option('--to-revision <n>', 'the revision to go back to (default: the one before the current)', parseCount('--to-revision', 1, 1_000_000))
-      .addHelpText('after', '\nAn undo is itself a revision, so an undo can be undone.\n\nExamples:\n  $ fleetroll undo -f fleet.yaml\n  $ fleetroll undo -f fleet.yaml --to-revision 2'),
+      .addHelpText(
+        'after',
+        '\nAn undo is itself a revision, so an undo can be undone.\n\nExamples:\n  $ fleetroll undo -f fleet.yaml\n  $ fleetroll undo -f fleet.yaml --to-revision 2',
+      ),
   )
     .addOption(metricsOption())
     .addOption(metricsLingerOption())
     .action(async (o) => {
-    const loaded = await loadFleet(o.file);
-    if (o.toRevision === undefined) {
-      // A blue-green rollout still keeping the old set: switching back is one reload, not a new
-      // rollout. Users wait on this path, so it reaches only the state on the first host (no
-      // routers, probes or ping); on an error the full context below says what is wrong.
-      const first = loaded.hosts[0];
-      const quick = first ? fleetHandles(loaded, { runtimes: new Map([[first.name, new DockerRuntime(first)]]) }) : undefined;
-      const back = quick
-        ? await requestSwitchBack(quick.store, { sleep: (ms) => new Promise((r) => setTimeout(r, ms)), timeoutMs: 60_000, asks: quick.asks }).catch(async (err: unknown) => {
-            await context(o.file, loaded);
-            throw err;
-          })
-        : undefined;
-      if (back?.outcome === 'switched back') {
-        out.line(`switched back: the old set of ${loaded.service} serves again, ${back.ms} ms after this request (one reload per nginx); the running deploy removes the new set and ends as rolled back`);
-        return;
+      const loaded = await loadFleet(o.file);
+      if (o.toRevision === undefined) {
+        // A blue-green rollout still keeping the old set: switching back is one reload, not a new
+        // rollout. Users wait on this path, so it reaches only the state on the first host (no
+        // routers, probes or ping); on an error the full context below says what is wrong.
+        const first = loaded.hosts[0];
+        const quick = first ? fleetHandles(loaded, { runtimes: new Map([[first.name, new DockerRuntime(first)]]) }) : undefined;
+        const back = quick
+          ? await requestSwitchBack(quick.store, { sleep: (ms) => new Promise((r) => setTimeout(r, ms)), timeoutMs: 60_000, asks: quick.asks }).catch(
+              async (err: unknown) => {
+                await context(o.file, loaded);
+                throw err;
+              },
+            )
+          : undefined;
+        if (back?.outcome === 'switched back') {
+          out.line(
+            `switched back: the old set of ${loaded.service} serves again, ${back.ms} ms after this request (one reload per nginx); the running deploy removes the new set and ends as rolled back`,
+          );
+          return;
+        }
+        if (back?.outcome === 'too late') out.line('the blue-green rollout had already finished: undoing with a new rollout');
       }
-      if (back?.outcome === 'too late') out.line('the blue-green rollout had already finished: undoing with a new rollout');
-    }
-    const { store, fleet } = await context(o.file, loaded);
-    const stateNow = await store.read();
-    const revisions = stateNow?.revisions ?? [];
-    const current = revisions[revisions.length - 1];
-    let target: RevisionRecord | undefined;
-    if (o.toRevision !== undefined) {
-      target = revisions.find((r) => r.number === o.toRevision);
-      if (!target) throw fieldError('--to-revision', `no revision ${o.toRevision} in the history of ${fleet.service} (kept: ${revisions.map((r) => r.number).join(', ') || 'none'})`);
-    } else {
-      target = [...revisions].reverse().find((r) => r.hash !== current?.hash && r.outcome === 'complete');
-      if (!target) throw new FleetrollError('E_NO_PREVIOUS', `nothing to undo: ${fleet.service} has no earlier completed revision`, { hint: 'see fleetroll history' });
-    }
-    await executeRollout(fleetForRecord(fleet, target, { state: stateNow }), out, o, { verb: `undo to revision ${target.number}:`, kind: 'undo', changeCause: `undo to revision ${target.number}` });
-  });
+      const { store, fleet } = await context(o.file, loaded);
+      const stateNow = await store.read();
+      const revisions = stateNow?.revisions ?? [];
+      const current = revisions[revisions.length - 1];
+      let target: RevisionRecord | undefined;
+      if (o.toRevision !== undefined) {
+        target = revisions.find((r) => r.number === o.toRevision);
+        if (!target)
+          throw fieldError(
+            '--to-revision',
+            `no revision ${o.toRevision} in the history of ${fleet.service} (kept: ${revisions.map((r) => r.number).join(', ') || 'none'})`,
+          );
+      } else {
+        target = [...revisions].reverse().find((r) => r.hash !== current?.hash && r.outcome === 'complete');
+        if (!target)
+          throw new FleetrollError('E_NO_PREVIOUS', `nothing to undo: ${fleet.service} has no earlier completed revision`, { hint: 'see fleetroll history' });
+      }
+      await executeRollout(fleetForRecord(fleet, target, { state: stateNow }), out, o, {
+        verb: `undo to revision ${target.number}:`,
+        kind: 'undo',
+        changeCause: `undo to revision ${target.number}`,
+      });
+    });
 
   withRolloutOptions(
     program
@@ -156,16 +185,16 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
     .addOption(metricsOption())
     .addOption(metricsLingerOption())
     .action(async (o) => {
-    const { store, fleet } = await context(o.file);
-    const restartedAt = new Date().toISOString();
-    const state = await store.update((await store.image()) ?? fleet.image, (s) => {
-      s.restartedAt = restartedAt;
+      const { store, fleet } = await context(o.file);
+      const restartedAt = new Date().toISOString();
+      const state = await store.update((await store.image()) ?? fleet.image, (s) => {
+        s.restartedAt = restartedAt;
+      });
+      // Restart what runs now: the latest revision's spec (deploy --image or undo may differ from the file).
+      const latest = state.revisions[state.revisions.length - 1];
+      const current = latest ? fleetForRecord(fleet, latest, { state }) : fleet;
+      await executeRollout({ ...current, restartedAt }, out, o, { verb: 'restarting', kind: 'restart', changeCause: `restart at ${restartedAt}` });
     });
-    // Restart what runs now: the latest revision's spec (deploy --image or undo may differ from the file).
-    const latest = state.revisions[state.revisions.length - 1];
-    const current = latest ? fleetForRecord(fleet, latest, { state }) : fleet;
-    await executeRollout({ ...current, restartedAt }, out, o, { verb: 'restarting', kind: 'restart', changeCause: `restart at ${restartedAt}` });
-  });
 
   program
     .command('pause')
@@ -183,7 +212,10 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
     .command('promote')
     .description('let a blue-green rollout waiting for it (autoPromote: false) switch traffic to the new set')
     .addOption(fleetFileOption())
-    .addHelpText('after', '\nThe running deploy switches within a fraction of a second; it runs hooks.prePromotion first.\n\nExample:\n  $ fleetroll promote -f fleet.yaml')
+    .addHelpText(
+      'after',
+      '\nThe running deploy switches within a fraction of a second; it runs hooks.prePromotion first.\n\nExample:\n  $ fleetroll promote -f fleet.yaml',
+    )
     .action(async (o) => {
       const { store, fleet } = await context(o.file);
       await store.update((await store.image()) ?? fleet.image, (s) => {
@@ -206,25 +238,26 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
     });
 
   withRolloutOptions(
-    program
-      .command('resume')
-      .description('continue a paused (or interrupted, or failed) rollout, from any machine')
-      .addOption(fleetFileOption()),
+    program.command('resume').description('continue a paused (or interrupted, or failed) rollout, from any machine').addOption(fleetFileOption()),
   )
     .addOption(metricsOption())
     .addOption(metricsLingerOption())
     .action(async (o) => {
-    const { store, fleet } = await context(o.file);
-    const state = await store.update((await store.image()) ?? fleet.image, (s) => {
-      s.paused = false;
+      const { store, fleet } = await context(o.file);
+      const state = await store.update((await store.image()) ?? fleet.image, (s) => {
+        s.paused = false;
+      });
+      const latest = state.revisions[state.revisions.length - 1];
+      if (!latest || latest.outcome === 'complete' || latest.outcome === 'rolled back') {
+        out.line(`resumed ${fleet.service}: nothing in progress to continue${latest ? ` (revision ${latest.number} is ${latest.outcome})` : ''}`);
+        return;
+      }
+      await executeRollout(fleetForRecord(fleet, latest, { state }), out, o, {
+        verb: `resuming revision ${latest.number}:`,
+        kind: 'resume',
+        continueRevision: latest.number,
+      });
     });
-    const latest = state.revisions[state.revisions.length - 1];
-    if (!latest || latest.outcome === 'complete' || latest.outcome === 'rolled back') {
-      out.line(`resumed ${fleet.service}: nothing in progress to continue${latest ? ` (revision ${latest.number} is ${latest.outcome})` : ''}`);
-      return;
-    }
-    await executeRollout(fleetForRecord(fleet, latest, { state }), out, o, { verb: `resuming revision ${latest.number}:`, kind: 'resume', continueRevision: latest.number });
-  });
 
   program
     .command('status')
@@ -233,7 +266,10 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
     .option('--watch', 'wait until the current rollout completes (exit 0) or fails (exit 1)')
     .option('--timeout <duration>', 'with --watch: give up after this long (exit 1)', parseDuration('--timeout'), 300_000)
     .addOption(jsonOption('print as JSON'))
-    .addHelpText('after', '\nExamples:\n  $ fleetroll status -f fleet.yaml\n  $ fleetroll status -f fleet.yaml --watch --timeout 5m   # in CI, after starting a deploy elsewhere')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  $ fleetroll status -f fleet.yaml\n  $ fleetroll status -f fleet.yaml --watch --timeout 5m   # in CI, after starting a deploy elsewhere',
+    )
     .action(async (o) => {
       const ctx = await context(o.file);
       if (o.watch) {
@@ -275,7 +311,12 @@ Example (the compose demo):
         return;
       }
       out.line(`adopted ${r.instances.length} container(s) as revision ${r.revision.number} of ${fleet.service} (version ${r.revision.version}):`);
-      out.line(table(['NAME', 'HOST', 'ADDRESS', 'VERSION', 'READY'], r.instances.map((i) => [i.name, i.host, i.address, i.version, i.ready ? 'yes (in the upstream)' : 'no'])));
+      out.line(
+        table(
+          ['NAME', 'HOST', 'ADDRESS', 'VERSION', 'READY'],
+          r.instances.map((i) => [i.name, i.host, i.address, i.version, i.ready ? 'yes (in the upstream)' : 'no']),
+        ),
+      );
       out.line(`next: fleetroll deploy -f ${o.file} replaces them with the fleet file's spec`);
     });
 
@@ -290,7 +331,10 @@ Example (the compose demo):
       const info = await l.info();
       if (o.json) out.json(info ?? null);
       else if (!info) out.line(`${fleet.service}: not locked`);
-      else out.line(`${fleet.service}: locked by ${info.holder} (pid ${info.pid}) since ${info.started}: ${info.command}; lease renewed ${info.lease}${info.stale ? ' — STALE: the holder looks gone' : ''}`);
+      else
+        out.line(
+          `${fleet.service}: locked by ${info.holder} (pid ${info.pid}) since ${info.started}: ${info.command}; lease renewed ${info.lease}${info.stale ? ' — STALE: the holder looks gone' : ''}`,
+        );
     });
   lock
     .command('release')
@@ -307,7 +351,9 @@ Example (the compose demo):
 function printStatus(r: StatusReport, out: Out): void {
   out.line(`service ${r.service}: desired ${r.desired.replicas} × ${r.desired.image} (version ${r.desired.version}, revision ${r.desired.revision})`);
   if (r.desired.digest) out.line(`image pinned to ${r.desired.digest}`);
-  out.line(`observed: ${r.observed.instances} instance(s), ${r.observed.current} of the desired revision, ${r.observed.ready} ready${r.upToDate ? ' — up to date' : ''}`);
+  out.line(
+    `observed: ${r.observed.instances} instance(s), ${r.observed.current} of the desired revision, ${r.observed.ready} ready${r.upToDate ? ' — up to date' : ''}`,
+  );
   if (r.instances.length > 0) {
     const lbs = Object.keys(r.instances[0]?.upstreams ?? {});
     out.line(
@@ -329,13 +375,28 @@ function printStatus(r: StatusReport, out: Out): void {
     lbs.forEach((l, i) => out.line(`  LB${i + 1}: ${l}`));
   }
   const l = r.lastRollout;
-  out.line(l ? `last rollout: revision ${l.number} (${l.image}) ${l.outcome}, started ${when(l.when)} by ${l.who}${l.message ? `: ${l.message}` : ''}` : 'last rollout: none recorded');
+  out.line(
+    l
+      ? `last rollout: revision ${l.number} (${l.image}) ${l.outcome}, started ${when(l.when)} by ${l.who}${l.message ? `: ${l.message}` : ''}`
+      : 'last rollout: none recorded',
+  );
   const looping = r.instances.filter((i) => i.restarts >= CRASH_LOOP_RESTARTS);
-  if (looping.length > 0) out.line(`crash loop: ${looping.map((i) => `${i.name} (${i.restarts} restarts)`).join(', ')} keep${looping.length === 1 ? 's' : ''} being restarted by Docker; see docker logs ${looping[0]!.name}`);
+  if (looping.length > 0)
+    out.line(
+      `crash loop: ${looping.map((i) => `${i.name} (${i.restarts} restarts)`).join(', ')} keep${looping.length === 1 ? 's' : ''} being restarted by Docker; see docker logs ${looping[0]!.name}`,
+    );
   if (r.paused) out.line('PAUSED: a rollout stops before its next wave; fleetroll resume continues it');
   if (r.lock) out.line(`locked by ${r.lock.holder} (pid ${r.lock.pid}) since ${r.lock.started}${r.lock.stale ? ' (stale)' : ''}`);
-  for (const [lb, strays] of Object.entries(r.strays)) if (strays.length > 0) out.line(`${lb} sends users to ${strays.join(', ')}: no running instance has that address (fleetroll watch, or the next deploy, takes it out)`);
+  for (const [lb, strays] of Object.entries(r.strays))
+    if (strays.length > 0)
+      out.line(`${lb} sends users to ${strays.join(', ')}: no running instance has that address (fleetroll watch, or the next deploy, takes it out)`);
   const w = r.watch;
-  if (w?.running) out.line(`watch: running (${w.holder}, pid ${w.pid}) since ${w.since}${w.lastAction ? `; last action ${when(w.lastAction.at)}: ${w.lastAction.what}` : '; no action yet'}`);
-  else out.line(`watch: not running${w ? ` (a watch of ${w.holder}, pid ${w.pid}, stopped without releasing its lock)` : ' (fleetroll watch -f <fleet> keeps the fleet whole between deploys)'}`);
+  if (w?.running)
+    out.line(
+      `watch: running (${w.holder}, pid ${w.pid}) since ${w.since}${w.lastAction ? `; last action ${when(w.lastAction.at)}: ${w.lastAction.what}` : '; no action yet'}`,
+    );
+  else
+    out.line(
+      `watch: not running${w ? ` (a watch of ${w.holder}, pid ${w.pid}, stopped without releasing its lock)` : ' (fleetroll watch -f <fleet> keeps the fleet whole between deploys)'}`,
+    );
 }

@@ -54,14 +54,22 @@ export function registerDeploy(program: CommandUnknownOpts, out: Out): void {
     .description('roll the fleet to the spec in the fleet file (or to --image), draining each instance out of nginx first')
     .addOption(fleetFileOption())
     .addOption(composeServiceOption())
-    .option('--image <image>', 'deploy this image instead of the file\'s (its tag becomes the expected version)')
+    .option('--image <image>', "deploy this image instead of the file's (its tag becomes the expected version)")
     .addOption(maxSurgeOption('override maxSurge for this rollout'))
     .addOption(maxUnavailableOption('override maxUnavailable for this rollout'))
-    .addOption(replacementPolicyOption('TerminationStarted (default: a replacement starts as soon as an instance is marked down) or TerminationComplete (only once its container is gone)'))
+    .addOption(
+      replacementPolicyOption(
+        'TerminationStarted (default: a replacement starts as soon as an instance is marked down) or TerminationComplete (only once its container is gone)',
+      ),
+    )
     .option('--change-cause <text>', 'why this rollout happens (recorded on the new instances; default: the command line)')
     .addOption(lockWaitOption('wait this long for another rollout of the fleet to finish (e.g. 30s, 5m)'))
     .addOption(autoRollbackOption('on failure, roll back to the previous revision (same as onFailure: rollback)'))
-    .option('--host-parallelism <n>', 'how many hosts may have Docker work in flight at once (default: the fleet\'s hostParallelism, else 8)', parseCount('--host-parallelism', 1, 1000))
+    .option(
+      '--host-parallelism <n>',
+      "how many hosts may have Docker work in flight at once (default: the fleet's hostParallelism, else 8)",
+      parseCount('--host-parallelism', 1, 1000),
+    )
     .option('--no-image-copy', 'do not copy the image to hosts that lack it (from another host or this machine)')
     .addOption(jsonOption('print the result as JSON on stdout (progress goes to stderr)'))
     .addOption(logFormatOption('progress lines as text or as JSON log lines'))
@@ -91,7 +99,14 @@ Examples:
   $ fleetroll deploy -f fleet.yaml --metrics 127.0.0.1:9464   # Prometheus at /metrics, a live page at /`,
     )
     .action(async (o) => {
-      const fleet = await loadFleet(o.file, { service: o.service, image: o.image, maxSurge: o.maxSurge, maxUnavailable: o.maxUnavailable, hostParallelism: o.hostParallelism, replacementPolicy: o.replacementPolicy });
+      const fleet = await loadFleet(o.file, {
+        service: o.service,
+        image: o.image,
+        maxSurge: o.maxSurge,
+        maxUnavailable: o.maxUnavailable,
+        hostParallelism: o.hostParallelism,
+        replacementPolicy: o.replacementPolicy,
+      });
       await executeRollout(fleet, out, o, { verb: 'deploying', kind: 'deploy', changeCause: o.changeCause, copyImages: o.imageCopy });
     });
 }
@@ -149,9 +164,12 @@ export async function executeRollout(
       const stoppedBy = err instanceof RolloutFailedError ? err.details.stoppedBy : undefined;
       // phase "preflight": nothing was changed, so a retry is safe.
       const phase = err instanceof RolloutFailedError ? err.phase : undefined;
-      printFailureJson(out, err, { ...(phase !== undefined ? { phase } : {}), ...(stoppedBy !== undefined ? { stoppedBy } : {}), ...(health ? { health } : {}) });
-    }
-    else if (health) for (const l of healthLines(health)) out.line(l);
+      printFailureJson(out, err, {
+        ...(phase !== undefined ? { phase } : {}),
+        ...(stoppedBy !== undefined ? { stoppedBy } : {}),
+        ...(health ? { health } : {}),
+      });
+    } else if (health) for (const l of healthLines(health)) out.line(l);
     if (monitor) await endMonitor(monitor, { error: err, health }, o.metricsLinger);
     monitor = undefined;
     throw err;
@@ -160,7 +178,9 @@ export async function executeRollout(
   }
   if (o.json) out.json({ outcome: 'complete', ...result });
   else {
-    out.line(`revision ${result.revisionNumber} done in ${(result.durationMs / 1000).toFixed(1)} s: ${result.waves} wave(s), ${result.reloads} nginx reload(s), ${result.instances.length} instance(s) verified at ${result.version}`);
+    out.line(
+      `revision ${result.revisionNumber} done in ${(result.durationMs / 1000).toFixed(1)} s: ${result.waves} wave(s), ${result.reloads} nginx reload(s), ${result.instances.length} instance(s) verified at ${result.version}`,
+    );
     if (result.health) for (const l of healthLines(result.health)) out.line(l);
   }
   if (monitor) await endMonitor(monitor, { health: result.health }, o.metricsLinger);

@@ -39,7 +39,9 @@ function printExperiment(s: ExperimentSummary, out: Out): void {
   );
   if (s.experiment.badVersion) {
     out.line('');
-    out.line(`against the bad version (${s.experiment.to}): failed = its own 500s / any other failure; time to roll back = to its last answer, from the deploy start / from its first 500`);
+    out.line(
+      `against the bad version (${s.experiment.to}): failed = its own 500s / any other failure; time to roll back = to its last answer, from the deploy start / from its first 500`,
+    );
     out.line(
       table(
         ['configuration', 'outcome', 'failed own/other', 'window s', 'bad answered (in deploy)', 'roll back s', 'in traffic s', 'log 5xx/dropped'],
@@ -49,7 +51,10 @@ function printExperiment(s: ExperimentSummary, out: Out): void {
           const stopped = a.outcomes.stopped > 0;
           return [
             c.label,
-            (['completed', 'stopped', 'failed'] as const).filter((k) => a.outcomes[k] > 0).map((k) => `${k}${a.outcomes[k] < a.runs ? ` ${a.outcomes[k]}` : ''}`).join(', '),
+            (['completed', 'stopped', 'failed'] as const)
+              .filter((k) => a.outcomes[k] > 0)
+              .map((k) => `${k}${a.outcomes[k] < a.runs ? ` ${a.outcomes[k]}` : ''}`)
+              .join(', '),
             `${fmtStat(nv.ownFailures)}/${fmtStat(nv.otherFailures)}`,
             fmtStat(a.windowMs, 1000, 2),
             `${fmtStat(nv.answeredInDeploy)} of ${fmtStat(nv.sentInDeploy)}`,
@@ -62,7 +67,19 @@ function printExperiment(s: ExperimentSummary, out: Out): void {
       ),
     );
   }
-  const failing = s.cells.flatMap((c) => c.aggregate.failuresByPhase.filter((f) => f.failed.max > 0).map((f) => [c.label, f.phase, fmtStat(f.failed), Object.entries(f.byStatus).filter(([, v]) => v.max > 0).map(([k, v]) => `${k} × ${fmtStat(v)}`).join(', ')]));
+  const failing = s.cells.flatMap((c) =>
+    c.aggregate.failuresByPhase
+      .filter((f) => f.failed.max > 0)
+      .map((f) => [
+        c.label,
+        f.phase,
+        fmtStat(f.failed),
+        Object.entries(f.byStatus)
+          .filter(([, v]) => v.max > 0)
+          .map(([k, v]) => `${k} × ${fmtStat(v)}`)
+          .join(', '),
+      ]),
+  );
   if (failing.length > 0) {
     out.line('');
     out.line('failed requests by deploy phase (per run):');

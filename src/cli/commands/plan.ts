@@ -50,22 +50,32 @@ function printSteps(p: BlueGreenPlan | CanaryPlan, headers: [string, string, str
     return false;
   }
   out.line('');
-  out.line(table(['step', 'action', ...headers, 'alive'], p.steps.map((s) => [String(s.index), actionText(s, p.replicas), ...row(s), String(s.alive)])));
+  out.line(
+    table(
+      ['step', 'action', ...headers, 'alive'],
+      p.steps.map((s) => [String(s.index), actionText(s, p.replicas), ...row(s), String(s.alive)]),
+    ),
+  );
   out.line('');
   return true;
 }
 
 export function printBlueGreenPlan(p: BlueGreenPlan, delaySeconds: number, out: Out): void {
-  if (!printSteps(p, ['old', 'new', 'traffic old/new'], (s) => [String(s.old), String(s.new), `${100 - s.trafficNewPercent}% / ${s.trafficNewPercent}%`], out)) return;
+  if (!printSteps(p, ['old', 'new', 'traffic old/new'], (s) => [String(s.old), String(s.new), `${100 - s.trafficNewPercent}% / ${s.trafficNewPercent}%`], out))
+    return;
   out.line(`peak alive: ${p.peakAlive} containers (the whole new set beside the old one)`);
-  out.line(`mixed-version window: one reload (the switch); rollback: \`fleetroll undo\` ${delaySeconds > 0 ? `within ${secondsText(delaySeconds)} of the switch` : 'before the old set is removed'} is one reload back`);
+  out.line(
+    `mixed-version window: one reload (the switch); rollback: \`fleetroll undo\` ${delaySeconds > 0 ? `within ${secondsText(delaySeconds)} of the switch` : 'before the old set is removed'} is one reload back`,
+  );
 }
 
 export function printCanaryPlan(p: CanaryPlan, out: Out): void {
   if (!printSteps(p, ['canary', 'stable', 'canary traffic'], (s) => [String(s.new), String(s.old), `${s.trafficNewPercent}%`], out)) return;
   const r = p.rolling;
   const [stable, canary] = r.waves[0] ?? [p.replicas, 0];
-  out.line(`then a rolling update (maxSurge ${r.maxSurge}, maxUnavailable ${r.maxUnavailable}) from ${stable} stable and ${canary} canary instances; traffic follows the instances in service:`);
+  out.line(
+    `then a rolling update (maxSurge ${r.maxSurge}, maxUnavailable ${r.maxUnavailable}) from ${stable} stable and ${canary} canary instances; traffic follows the instances in service:`,
+  );
   printPlan(r, out);
   out.line(`peak alive over the whole rollout: ${p.peakAlive} containers`);
 }
@@ -128,7 +138,7 @@ function printChanges(fleet: Fleet, read: { state?: FleetState | undefined; erro
     return;
   }
   const changes = changesFromRunning(fleet, read.state);
-  if (!changes) out.line('changes: none running yet (no revision in the fleet\'s history)');
+  if (!changes) out.line("changes: none running yet (no revision in the fleet's history)");
   else if (changes.lines.length === 0) out.line(`changes: none (the running revision ${changes.from.number} has this spec)`);
   else out.line(`changes from the running revision ${changes.from.number} (${changes.from.image}):\n  ${changes.lines.join('\n  ')}`);
 }
@@ -175,7 +185,11 @@ Examples:
       else printPlan(plan.rolling, out);
       if (fleet && fleet.hosts.length > 1) {
         const p = placement(fleet.replicas, fleet.hosts);
-        out.line(`placement: ${Object.entries(p.perHost).map(([h, n]) => `${h} ${n}`).join(', ')}${p.unplaced ? ` — ${p.unplaced} instance(s) fit on no host (maxInstances)` : ''}; surge instances go to hosts below maxInstances`);
+        out.line(
+          `placement: ${Object.entries(p.perHost)
+            .map(([h, n]) => `${h} ${n}`)
+            .join(', ')}${p.unplaced ? ` — ${p.unplaced} instance(s) fit on no host (maxInstances)` : ''}; surge instances go to hosts below maxInstances`,
+        );
       }
       if (fleet && read && strategy.replicas > 0) await printPredicted(strategy, fleet, read, out);
     });

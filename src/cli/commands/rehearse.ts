@@ -41,7 +41,12 @@ export function registerRehearse(program: CommandUnknownOpts, out: Out): void {
   program
     .command('rehearse')
     .description('rehearse a rollout on a local fleet under load and measure what users would see (the demo)')
-    .option('--name <service>', 'service name; prefixes the demo network and nginx container', matching('--name', SERVICE_RE, 'lowercase letters, digits and dashes'), 'bookstore-api')
+    .option(
+      '--name <service>',
+      'service name; prefixes the demo network and nginx container',
+      matching('--name', SERVICE_RE, 'lowercase letters, digits and dashes'),
+      'bookstore-api',
+    )
     .addOption(dockerEndpointOption())
     .option('--replicas <n>', 'instances in the fleet', parseCount('--replicas', 1, 50), 3)
     .addOption(maxSurgeOption('maxSurge (default: built-in 25%)'))
@@ -126,7 +131,10 @@ Examples:
         out.json({ ...rest, ok });
       } else {
         printRehearsal(result, out);
-        if (o.keep) out.line(`\nthe fleet is still running: curl ${result.nginxUrl}/api/version; remove it with: fleetroll rehearse --down${o.name === 'bookstore-api' ? '' : ` --name ${o.name}`}`);
+        if (o.keep)
+          out.line(
+            `\nthe fleet is still running: curl ${result.nginxUrl}/api/version; remove it with: fleetroll rehearse --down${o.name === 'bookstore-api' ? '' : ` --name ${o.name}`}`,
+          );
         out.line(ok ? '\nresult: zero failed requests, every instance verified' : '\nresult: FAILED (see above)');
       }
       if (!ok) throw new ReportedFailure();

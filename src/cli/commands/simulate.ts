@@ -23,11 +23,21 @@ function printSimulation(r: SimulationResult, out: Out): void {
       [
         ['duration', fmtS(r.durationMs)],
         ['waves', String(r.waves)],
-        ['peak instances', `${r.peakInstances} containers alive (${peakParts(r)}${r.replacementPolicy === 'TerminationStarted' ? ', plus those still draining: TerminationStarted' : ''})`],
+        [
+          'peak instances',
+          `${r.peakInstances} containers alive (${peakParts(r)}${r.replacementPolicy === 'TerminationStarted' ? ', plus those still draining: TerminationStarted' : ''})`,
+        ],
         ['lowest capacity', `${r.lowestCapacity} of ${r.replicas} in service`],
         ['mixed-version window', fmtS(r.mixedVersionWindowMs)],
         ['load-balancer reloads', String(r.reloads)],
-        ...(r.timings.idleDrainMs !== undefined ? [['drains', `end when their requests do, ${fmtS(r.timings.idleDrainMs)} after the mark-down (nginx in the dynamic mode; drainSeconds at most)`] as [string, string]] : []),
+        ...(r.timings.idleDrainMs !== undefined
+          ? [
+              [
+                'drains',
+                `end when their requests do, ${fmtS(r.timings.idleDrainMs)} after the mark-down (nginx in the dynamic mode; drainSeconds at most)`,
+              ] as [string, string],
+            ]
+          : []),
       ],
     ),
   );
@@ -37,7 +47,7 @@ export function registerSimulate(program: CommandUnknownOpts, out: Out): void {
   withStrategyOptions(
     program
       .command('simulate')
-      .description('predict a rollout\'s duration, capacity and mixed-version window on a virtual clock')
+      .description("predict a rollout's duration, capacity and mixed-version window on a virtual clock")
       .addHelpText(
         'after',
         `
@@ -62,7 +72,7 @@ Examples:
     .option('--min-ready <s>', 'minReadySeconds', parseSeconds('--min-ready'))
     .option('--jitter <fraction>', 'spread startup and stop times by ± this fraction', parseFraction('--jitter'), 0)
     .option('--seed <n>', 'seed for the jitter', parseCount('--seed', 0, 2 ** 31), 1)
-    .option('--costs <source>', 'recorded (the fleet\'s measured step costs; the default with -f) or nominal', parseCostsSource)
+    .option('--costs <source>', "recorded (the fleet's measured step costs; the default with -f) or nominal", parseCostsSource)
     .addOption(jsonOption('print the prediction as JSON'))
     .action(async (o) => {
       const { strategy, fleet } = await strategyFromOptions(o);
@@ -71,7 +81,16 @@ Examples:
       if (o.json) {
         for (const n of strategy.notes) out.warn(n);
         const { deploy: _deploy, ...json } = result;
-        out.json({ ...json, costs: { source: priced.source, text: priced.text, ...(priced.recorded ? { deploys: priced.recorded.deploys, lastAt: priced.recorded.lastAt, typical: priced.recorded.typical, places: priced.recorded.places } : {}) } });
+        out.json({
+          ...json,
+          costs: {
+            source: priced.source,
+            text: priced.text,
+            ...(priced.recorded
+              ? { deploys: priced.recorded.deploys, lastAt: priced.recorded.lastAt, typical: priced.recorded.typical, places: priced.recorded.places }
+              : {}),
+          },
+        });
         return;
       }
       explainStrategy(strategy, out);

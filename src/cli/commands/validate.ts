@@ -33,7 +33,12 @@ function containerLines(fleet: Fleet): string[] {
   const c = fleet.container;
   const set = Object.entries(c).map(([k, v]) => `${k} ${JSON.stringify(v)}`);
   if (set.length) lines.push(`container: ${set.join('; ')}`);
-  if (Object.keys(fleet.secretSources).length) lines.push(`secret files: ${Object.entries(fleet.secretSources).map(([k, p]) => `${k} (${p})`).join(', ')}`);
+  if (Object.keys(fleet.secretSources).length)
+    lines.push(
+      `secret files: ${Object.entries(fleet.secretSources)
+        .map(([k, p]) => `${k} (${p})`)
+        .join(', ')}`,
+    );
   return lines;
 }
 
@@ -44,7 +49,10 @@ export function registerValidate(program: CommandUnknownOpts, out: Out): void {
     .addOption(fleetFileOption())
     .addOption(composeServiceOption())
     .addOption(jsonOption('print the effective fleet as JSON'))
-    .addHelpText('after', '\nExit status: 0 valid, 2 invalid (every problem is listed with its field path).\n\nExample:\n  $ fleetroll validate -f examples/fleet.yaml')
+    .addHelpText(
+      'after',
+      '\nExit status: 0 valid, 2 invalid (every problem is listed with its field path).\n\nExample:\n  $ fleetroll validate -f examples/fleet.yaml',
+    )
     .action(async (o) => {
       const fleet = await loadFleet(o.file, { service: o.service });
       const notes = await fleetNotes(fleet);
@@ -54,7 +62,9 @@ export function registerValidate(program: CommandUnknownOpts, out: Out): void {
         return;
       }
       out.line(`${o.file}: valid`);
-      out.line(`service ${fleet.service}: ${fleet.replicas} × ${fleet.image} (version ${fleet.version}) on ${fleet.hosts.length} host(s), ${fleet.loadBalancers.length} load balancer(s)`);
+      out.line(
+        `service ${fleet.service}: ${fleet.replicas} × ${fleet.image} (version ${fleet.version}) on ${fleet.hosts.length} host(s), ${fleet.loadBalancers.length} load balancer(s)`,
+      );
       explainStrategy(fleet.strategy, out);
       const t = fleet.timingSources;
       out.line(

@@ -18,9 +18,18 @@ const metricReason = (r: HealReason) => (r === 'moved' ? 'address_changed' : r.r
 
 /** What the live page and the instances gauge get from one look: each instance's phase and what each nginx routes to. */
 function observed(r: StatusReport) {
-  const instances = r.instances.map((i) => ({ name: i.name, host: i.host, revision: i.revision, version: i.version, address: i.address, running: i.state === 'running' }));
+  const instances = r.instances.map((i) => ({
+    name: i.name,
+    host: i.host,
+    revision: i.revision,
+    version: i.version,
+    address: i.address,
+    running: i.state === 'running',
+  }));
   const lbs = Object.keys(r.instances[0]?.upstreams ?? {});
-  const balancers = Object.fromEntries(lbs.map((lb) => [lb, r.instances.filter((i) => i.upstreams[lb] !== 'absent').map((i) => ({ name: i.name, down: i.upstreams[lb] !== 'up' }))]));
+  const balancers = Object.fromEntries(
+    lbs.map((lb) => [lb, r.instances.filter((i) => i.upstreams[lb] !== 'absent').map((i) => ({ name: i.name, down: i.upstreams[lb] !== 'up' }))]),
+  );
   const phases = r.instances.map((i) => [i.name, (i.state !== 'running' ? 'failed' : i.ready ? 'available' : 'starting') as Phase] as const);
   return { instances, balancers, phases };
 }
@@ -28,11 +37,18 @@ function observed(r: StatusReport) {
 export function registerWatch(program: CommandUnknownOpts, out: Out): void {
   program
     .command('watch')
-    .description('keep the fleet at its current revision between deploys: replace what died or stays unready, take out what stopped answering, follow new addresses')
+    .description(
+      'keep the fleet at its current revision between deploys: replace what died or stays unready, take out what stopped answering, follow new addresses',
+    )
     .addOption(fleetFileOption())
     .addOption(composeServiceOption())
     .option('--interval <duration>', 'how often to look at the fleet (e.g. 2s)', parseDuration('--interval'), 2000)
-    .option('--settle <duration>', 'heal a fault only once it has lasted this long (a restart gets its chance; faults together are healed together)', parseDuration('--settle'), 1000)
+    .option(
+      '--settle <duration>',
+      'heal a fault only once it has lasted this long (a restart gets its chance; faults together are healed together)',
+      parseDuration('--settle'),
+      1000,
+    )
     .option('--once', 'look once, heal what needs it, and exit: 0 when the fleet is whole, 1 when not')
     .addOption(metricsOption())
     .addOption(logFormatOption('progress lines as text or as JSON log lines'))
@@ -93,14 +109,32 @@ Examples:
           onHeal: (reasons, ok) => {
             if (!ok) return;
             for (const r of reasons) monitor?.heal(metricReason(r));
-            void h.store.read().then((s) => {
-              const latest = s?.revisions[s.revisions.length - 1];
-              if (!latest || !deps.webhookPost || !fleet.notify?.webhooks?.length) return;
-              return notifyHeal(fleet.notify.webhooks, deps.webhookPost, { service: fleet.service, revision: latest.number, revisionHash: latest.hash, version: latest.version, image: latest.image, reason: reasons.join(', ') }, (f) => events({ type: 'notifyFailed', ...f }));
-            }).catch(() => {});
+            void h.store
+              .read()
+              .then((s) => {
+                const latest = s?.revisions[s.revisions.length - 1];
+                if (!latest || !deps.webhookPost || !fleet.notify?.webhooks?.length) return;
+                return notifyHeal(
+                  fleet.notify.webhooks,
+                  deps.webhookPost,
+                  {
+                    service: fleet.service,
+                    revision: latest.number,
+                    revisionHash: latest.hash,
+                    version: latest.version,
+                    image: latest.image,
+                    reason: reasons.join(', '),
+                  },
+                  (f) => events({ type: 'notifyFailed', ...f }),
+                );
+              })
+              .catch(() => {});
           },
         });
-        if (o.once && !end.whole) throw new FleetrollError('E_ROLLOUT_FAILED', `${fleet.service} is not whole after one look and heal`, { hint: `fleetroll status -f ${o.file} shows what is wrong` });
+        if (o.once && !end.whole)
+          throw new FleetrollError('E_ROLLOUT_FAILED', `${fleet.service} is not whole after one look and heal`, {
+            hint: `fleetroll status -f ${o.file} shows what is wrong`,
+          });
         log(o.once ? `${fleet.service} is whole (${end.heals} heal(s))` : `stopped after ${end.heals} heal(s)`);
       } finally {
         process.off('SIGINT', stop);

@@ -62,20 +62,28 @@ export class BlueGreenDriver extends BaseDriver {
     this.oldAtStart = ctx.instances().filter((i) => i.revision !== ctx.revision && i.phase !== 'failed').length;
     const { promoted, switchBack } = ctx.d;
     if (this.has('awaitPromote') && promoted) {
-      ctx.every(ctx.timing.switchBackPollMs, async () => {
-        if (ctx.ending || this.promoted || this.state !== 'before') return;
-        if (await promoted().catch(() => false)) {
-          this.promoted = true;
-          ctx.emit({ type: 'promoted', skipsSteps: false });
-          ctx.schedule();
-        }
-      }, ctx.d.stateWrites);
+      ctx.every(
+        ctx.timing.switchBackPollMs,
+        async () => {
+          if (ctx.ending || this.promoted || this.state !== 'before') return;
+          if (await promoted().catch(() => false)) {
+            this.promoted = true;
+            ctx.emit({ type: 'promoted', skipsSteps: false });
+            ctx.schedule();
+          }
+        },
+        ctx.d.stateWrites,
+      );
     }
     if (switchBack) {
-      ctx.every(ctx.timing.switchBackPollMs, async () => {
-        if (ctx.ending || !this.inScaleDownDelay()) return;
-        if (await switchBack().catch(() => false)) this.switchBack();
-      }, ctx.d.stateWrites);
+      ctx.every(
+        ctx.timing.switchBackPollMs,
+        async () => {
+          if (ctx.ending || !this.inScaleDownDelay()) return;
+          if (await switchBack().catch(() => false)) this.switchBack();
+        },
+        ctx.d.stateWrites,
+      );
     }
   }
 
@@ -95,7 +103,10 @@ export class BlueGreenDriver extends BaseDriver {
     // is available, before promotion and the switch: complete means nginx routes the new set.
     const { ctx } = this;
     // A heal's left-out instance (unready when it began) is not waited for: it stays out of nginx.
-    return this.state === 'switched' || ctx.fresh().every((i) => (i.leftUnready === true && i.phase === 'unready') || (i.address !== undefined && ctx.traffic.routes(i.address)));
+    return (
+      this.state === 'switched' ||
+      ctx.fresh().every((i) => (i.leftUnready === true && i.phase === 'unready') || (i.address !== undefined && ctx.traffic.routes(i.address)))
+    );
   }
 
   override hidesNew(): boolean {
@@ -168,7 +179,11 @@ export class BlueGreenDriver extends BaseDriver {
     // The reload that puts the new set in is the switch users see. It is recorded as in force
     // (every nginx confirmed its new workers), with the time it was issued beside it: nginx
     // moves traffic between the two, and on a busy load balancer they are seconds apart.
-    if (this.state === 'switched' && this.switchInForceAt === undefined && ctx.instances().some((i) => i.revision === ctx.revision && ctx.traffic.routes(i.address))) {
+    if (
+      this.state === 'switched' &&
+      this.switchInForceAt === undefined &&
+      ctx.instances().some((i) => i.revision === ctx.revision && ctx.traffic.routes(i.address))
+    ) {
       this.switchInForceAt = now;
       this.switchIssuedAt = ctx.traffic.reloadIssuedAt ?? now;
       // The gate judges the new set from the switch on, however long the old set is kept: with
@@ -217,7 +232,11 @@ export class BlueGreenDriver extends BaseDriver {
     gate({ atMs: at, why: 'the switch was in force in every load balancer' }).then(
       (outcome) => {
         this.gateRunning = false;
-        if (outcome === 'inconclusive') ctx.emit({ type: 'info', message: 'analysis after the switch was inconclusive: the new set stays; `fleetroll undo` switches back until the old set is removed' });
+        if (outcome === 'inconclusive')
+          ctx.emit({
+            type: 'info',
+            message: 'analysis after the switch was inconclusive: the new set stays; `fleetroll undo` switches back until the old set is removed',
+          });
         ctx.schedule();
       },
       (err: unknown) => {
@@ -225,7 +244,14 @@ export class BlueGreenDriver extends BaseDriver {
         ctx.schedule();
         if (ctx.ending) return;
         if (this.inScaleDownDelay()) this.switchBack(err);
-        else ctx.end({ kind: 'failed', error: new RolloutFailedError(`${err instanceof Error ? err.message : String(err)}\nthe old set was already being removed (scaleDownDelaySeconds is shorter than the analysis), so traffic stays on the new set`, 'deploy the previous image to go back; give scaleDownDelaySeconds room for the analysis interval') });
+        else
+          ctx.end({
+            kind: 'failed',
+            error: new RolloutFailedError(
+              `${err instanceof Error ? err.message : String(err)}\nthe old set was already being removed (scaleDownDelaySeconds is shorter than the analysis), so traffic stays on the new set`,
+              'deploy the previous image to go back; give scaleDownDelaySeconds room for the analysis interval',
+            ),
+          });
       },
     );
   }
@@ -284,7 +310,11 @@ export class BlueGreenDriver extends BaseDriver {
   private switchTimes(): SwitchTimes {
     const iso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());
     if (this.switchInForceAt === undefined) return {};
-    return { switchedAt: iso(this.switchInForceAt), switchIssuedAt: iso(this.switchIssuedAt), ...(this.backInForceAt !== undefined ? { switchedBackAt: iso(this.backInForceAt), switchBackIssuedAt: iso(this.backIssuedAt) } : {}) };
+    return {
+      switchedAt: iso(this.switchInForceAt),
+      switchIssuedAt: iso(this.switchIssuedAt),
+      ...(this.backInForceAt !== undefined ? { switchedBackAt: iso(this.backInForceAt), switchBackIssuedAt: iso(this.backIssuedAt) } : {}),
+    };
   }
 
   override result(): Partial<ControllerResult> {
@@ -296,7 +326,8 @@ export class BlueGreenDriver extends BaseDriver {
     if (this.state === 'switched') return [];
     const out: UpstreamEntry[] = [];
     for (const i of this.ctx.view.values()) {
-      if (i.address && i.revision === this.ctx.revision && (i.phase === 'ready' || i.phase === 'available')) out.push({ address: i.address, down: false, name: i.id });
+      if (i.address && i.revision === this.ctx.revision && (i.phase === 'ready' || i.phase === 'available'))
+        out.push({ address: i.address, down: false, name: i.id });
     }
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }

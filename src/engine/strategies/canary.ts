@@ -54,15 +54,19 @@ export class CanaryDriver extends BaseDriver {
     const { ctx } = this;
     const { promoted, aborted } = ctx.d;
     if (!promoted && !aborted) return;
-    ctx.every(ctx.timing.switchBackPollMs * 5, async () => {
-      if (ctx.ending || this.final) return;
-      if (aborted && (await aborted().catch(() => false))) this.abort('fleetroll abort');
-      else if (promoted && !this.promoted && (await promoted().catch(() => false))) {
-        this.promoted = true;
-        ctx.emit({ type: 'promoted', skipsSteps: true });
-        ctx.schedule();
-      }
-    }, ctx.d.stateWrites);
+    ctx.every(
+      ctx.timing.switchBackPollMs * 5,
+      async () => {
+        if (ctx.ending || this.final) return;
+        if (aborted && (await aborted().catch(() => false))) this.abort('fleetroll abort');
+        else if (promoted && !this.promoted && (await promoted().catch(() => false))) {
+          this.promoted = true;
+          ctx.emit({ type: 'promoted', skipsSteps: true });
+          ctx.schedule();
+        }
+      },
+      ctx.d.stateWrites,
+    );
   }
 
   /** The steps may surge by the canary count; their end is the rolling update. */
@@ -166,13 +170,21 @@ export class CanaryDriver extends BaseDriver {
     const n = this.index + 1;
     const analyze = ctx.d.analyze;
     if (!analyze) {
-      this.abort('analysis step', new RolloutFailedError(`canary step ${n} (${step.path}) is an analysis, and no load balancer's access log can be read (loadBalancers/N/nginx/accessLog)`, 'name the access log of each load balancer (accessLog: /var/log/nginx/fleetroll.log) so the analysis can read it'));
+      this.abort(
+        'analysis step',
+        new RolloutFailedError(
+          `canary step ${n} (${step.path}) is an analysis, and no load balancer's access log can be read (loadBalancers/N/nginx/accessLog)`,
+          'name the access log of each load balancer (accessLog: /var/log/nginx/fleetroll.log) so the analysis can read it',
+        ),
+      );
       return;
     }
     this.running = true;
     // The canary's share as nginx routes it: since the weight and the last canary were in force.
     const routed = ctx.inService(fresh, (k) => `the reload that gave ${k} canary instance(s) ${this.weight}% was in force in every load balancer`);
-    const since: InService = routed ? { ...routed, atMs: Math.max(routed.atMs, this.weightInForceAt ?? 0) } : { atMs: now, why: `the canary is not in every load balancer at ${this.weight}%` };
+    const since: InService = routed
+      ? { ...routed, atMs: Math.max(routed.atMs, this.weightInForceAt ?? 0) }
+      : { atMs: now, why: `the canary is not in every load balancer at ${this.weight}%` };
     ctx.emit({ type: 'canaryStep', index: n, kind: 'analysis', weight: this.weight });
     analyze(step, since).then(
       (outcome) => {
