@@ -122,6 +122,8 @@ export type RolloutFailureDetails = {
   measurements?: number;
   /** The new instances that never became available before the progress deadline. */
   stuck?: string[];
+  /** The new instance that exited within its monitor window (monitorSeconds) past maxFailures. */
+  crashed?: string;
   /** The hook that failed (preDeploy, postWave, prePromotion, ...). */
   hook?: string;
   /** The instances a failed verification looked at. */

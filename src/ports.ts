@@ -128,6 +128,33 @@ export interface Runtime {
   exec(id: string, cmd: readonly string[], timeoutMs: number): Promise<number>;
   /** The image ID a container was created from; undefined when it is gone. */
   containerImage(id: string): Promise<string | undefined>;
+  /**
+   * Optional: follows the engine's events for containers carrying every label
+   * (adapters/dockerEvents.ts); returns the closer. `onEvent` gets each event,
+   * and once, with `stream` set, the end of a stream that was open ('ended':
+   * its engine stopped or restarted) or the engine's refusal to open one
+   * ('refused'); the caller subscribes again. A runtime without it is looked at.
+   */
+  events?(labels: Record<string, string>, onEvent: (stream?: 'ended' | 'refused', e?: ContainerEvent) => void): () => void;
+  /** Optional: sets the container's restart policy to "no", so that its engine does not bring it back (a crash in its monitor window). Gone is success. */
+  disableRestart?(id: string): Promise<void>;
+}
+
+/**
+ * One event of a container, as its engine reported it. `action` is Docker's:
+ * die, kill, stop, pause, unpause, oom, start, destroy, health_status: unhealthy,
+ * disconnect, connect. A network (dis)connect names the container by id only.
+ */
+export interface ContainerEvent {
+  action: string;
+  /** The container's id. */
+  id: string;
+  /** Its name, where the event carries it (not for a network event). */
+  name?: string | undefined;
+  /** die: the exit code. */
+  exitCode?: number | undefined;
+  /** kill: the signal's name or number, as Docker gives it. */
+  signal?: string | undefined;
 }
 
 export type ContainerHealth = 'healthy' | 'unhealthy' | 'starting' | 'none';

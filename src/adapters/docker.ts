@@ -17,7 +17,16 @@ import { Readable } from 'node:stream';
 import type Dockerode from 'dockerode';
 import { FleetrollError } from '../errors.js';
 import { dockerCreateBody } from '../core/container.js';
-import { LABELS, type ContainerHealth, type ImageInfo, type InstanceInfo, type InstanceSpec, type RegistryAuth, type Runtime } from '../ports.js';
+import {
+  LABELS,
+  type ContainerEvent,
+  type ContainerHealth,
+  type ImageInfo,
+  type InstanceInfo,
+  type InstanceSpec,
+  type RegistryAuth,
+  type Runtime,
+} from '../ports.js';
 import { dockerOptions, unreachableError, type DockerHostConfig } from './dockerConnect.js';
 import { demux, execIn } from './dockerFiles.js';
 import { dockerodeClass } from './dockerodeLoad.js';
@@ -82,8 +91,17 @@ export class DockerRuntime implements Runtime {
   }
 
   /** Wakes `onEvent` on changes to containers with these labels (adapters/dockerEvents.ts); returns the closer. */
-  events(labels: Record<string, string>, onEvent: (stream?: 'ended' | 'refused') => void): () => void {
+  events(labels: Record<string, string>, onEvent: (stream?: 'ended' | 'refused', e?: ContainerEvent) => void): () => void {
     return containerEvents(this.docker, labels, onEvent);
+  }
+
+  /** `docker update --restart no`: a container that crashed in its monitor window is not brought back by its engine. */
+  async disableRestart(id: string): Promise<void> {
+    try {
+      await this.docker.getContainer(id).update({ RestartPolicy: { Name: 'no', MaximumRetryCount: 0 } });
+    } catch (err) {
+      if (statusOf(err) !== 404) throw runtimeError('E_DOCKER', `switching off the restart policy of ${id} on ${this.where}: ${engineMessage(err)}`, err);
+    }
   }
 
   /** The engine's inspect of a container; undefined when it does not exist. */

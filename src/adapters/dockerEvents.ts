@@ -11,9 +11,29 @@
  * through it too, each a wake-up in front of a poll.
  */
 import type Dockerode from 'dockerode';
+import type { ContainerEvent } from '../ports.js';
 
 /** The actions that can change what nginx should route to. */
-const ACTIONS = ['die', 'start', 'destroy', 'oom', 'kill', 'health_status', 'stop', 'connect', 'disconnect'];
+const ACTIONS = ['die', 'start', 'destroy', 'oom', 'kill', 'health_status', 'stop', 'connect', 'disconnect', 'pause', 'unpause'];
+
+interface RawEvent {
+  Type?: string;
+  Action?: string;
+  status?: string;
+  id?: string;
+  Actor?: { ID?: string; Attributes?: Record<string, string> };
+}
+
+/** A raw event as ports.ts ContainerEvent; undefined when it names no container. */
+export function parseContainerEvent(e: RawEvent): ContainerEvent | undefined {
+  const attrs = e.Actor?.Attributes ?? {};
+  const action = e.Action ?? e.status ?? '';
+  // A network event's actor is the network; the container is an attribute.
+  const id = e.Type === 'network' ? attrs.container : (e.Actor?.ID ?? e.id);
+  if (!id || !action) return undefined;
+  const exitCode = attrs.exitCode !== undefined && /^[0-9]{1,3}$/.test(attrs.exitCode) ? Number(attrs.exitCode) : undefined;
+  return { action, id, name: e.Type === 'network' ? undefined : attrs.name, exitCode, signal: attrs.signal };
+}
 
 /**
  * Calls `onEvent()` for each event of a container carrying every label (and
@@ -23,23 +43,28 @@ const ACTIONS = ['die', 'start', 'destroy', 'oom', 'kill', 'health_status', 'sto
  * `onEvent('ended')` once, and when the engine refuses to open it
  * `onEvent('refused')`; the caller subscribes again once it sees the engine.
  */
-export function containerEvents(docker: Dockerode, labels: Record<string, string>, onEvent: (stream?: 'ended' | 'refused') => void): () => void {
+export function containerEvents(
+  docker: Dockerode,
+  labels: Record<string, string>,
+  onEvent: (stream?: 'ended' | 'refused', e?: ContainerEvent) => void,
+): () => void {
   const label = Object.entries(labels).map(([k, v]) => `${k}=${v}`);
   return dockerEvents(docker, JSON.stringify({ type: ['container', 'network'], event: ACTIONS }), {
     data: (chunk) => {
       for (const line of chunk.toString('utf8').split('\n')) {
         if (!line.trim()) continue;
         try {
-          const e = JSON.parse(line) as { Type?: string; Actor?: { Attributes?: Record<string, string> } };
+          const e = JSON.parse(line) as RawEvent;
           const attrs = e.Actor?.Attributes ?? {};
-          // A network event names the container only by id: any of them may be the fleet's.
-          if (e.Type === 'network' || label.every((l) => `${l.split('=')[0]}=${attrs[l.split('=')[0] ?? '']}` === l)) onEvent();
+          // A network event names the container only by id: any of them may be the fleet's (the listener knows its ids).
+          if (e.Type === 'network' || label.every((l) => `${l.split('=')[0]}=${attrs[l.split('=')[0] ?? '']}` === l))
+            onEvent(undefined, parseContainerEvent(e));
         } catch {
           // Half a line across chunks, or not JSON: the next look sees the change anyway.
         }
       }
     },
-    ended: onEvent,
+    ended: (how) => onEvent(how),
   });
 }
 

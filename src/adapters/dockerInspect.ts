@@ -65,7 +65,8 @@ export function instanceFromInspect(info: Dockerode.ContainerInspectInfo, host: 
     ...(info.Config?.Labels ?? {}),
     ...(port !== undefined && !info.Config?.Labels?.[LABELS.port] ? { [LABELS.port]: String(port) } : {}),
   };
-  const running = info.State?.Running === true;
+  // A paused container is Running to Docker, but answers nothing: not running for fleetroll, as in a listing ("paused").
+  const running = info.State?.Running === true && info.State?.Paused !== true;
   return {
     restartCount: info.RestartCount ?? 0,
     id: info.Id,

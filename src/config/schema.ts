@@ -173,6 +173,13 @@ export const fleetSchema = z
       })
       .strict()
       .optional(),
+    /**
+     * A new instance that exits within this long of first becoming ready has
+     * crashed (Docker Swarm's update monitor). Default: minReadySeconds, at least 5.
+     */
+    monitorSeconds: seconds(0, 86400).optional(),
+    /** How many new instances may crash in their monitor window, each replaced, before the rollout fails. Default 0. */
+    maxFailures: int(0, MAX_REPLICAS).optional(),
     onFailure: z.enum(['pause', 'rollback'], { error: (i) => `must be "pause" or "rollback", got ${JSON.stringify(i.input)}` }).optional(),
     /** Webhooks told of rollouts (config/notify.ts); their URLs and header values are secrets. */
     notify: notifySchema.optional(),

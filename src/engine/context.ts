@@ -8,7 +8,7 @@
 import type { Fleet } from '../config/load.js';
 import { isTerminating } from '../core/decide.js';
 import type { CanaryStep } from '../core/strategy.js';
-import type { Clock, InstanceInfo, Journal, Prober, Runtime } from '../ports.js';
+import type { Clock, ContainerEvent, InstanceInfo, Journal, Prober, Runtime } from '../ports.js';
 import type { EventSink, RolloutEvent } from './events.js';
 import { FleetView } from './fleetView.js';
 import type { HostWork } from './hostWork.js';
@@ -38,6 +38,13 @@ export interface ControllerDeps {
   stateWrites?: ((listener: () => void) => () => void) | undefined;
   /** Asked every pausePollMs: true stops the rollout cleanly (exit 4). */
   paused?: (() => Promise<boolean>) | undefined;
+  /**
+   * Optional: follows Docker's events for the fleet's containers (engine/followEvents.ts);
+   * returns the closer. An exit is acted on at once, anything else that can
+   * change what serves makes the controller look at once; the periodic look
+   * stays, as the safety net for an event missed.
+   */
+  containerEvents?: ((listener: (e: ContainerEvent) => void) => () => void) | undefined;
   /** Every container of the fleet on every host (and adopted ones), for the periodic look at which exited. */
   list: () => Promise<InstanceInfo[]>;
   /** Told the controller once it exists (tests check invariants on its view). */

@@ -130,7 +130,18 @@ export class Controller {
   /** Exits, the pause flag, the progress deadline and an interrupt, each on its own timer. */
   private startWatchers(): void {
     const { ctx } = this;
-    ctx.every(ctx.timing.observeMs, () => this.availability.observe());
+    const follow = ctx.d.containerEvents;
+    ctx.every(
+      ctx.timing.observeMs,
+      () => this.availability.observe(),
+      follow
+        ? (look) =>
+            follow((e) => {
+              this.availability.event(e);
+              if (this.availability.concerns(e)) look();
+            })
+        : undefined,
+    );
     watchIdleDrains(ctx);
     const paused = ctx.d.paused;
     if (paused) {

@@ -50,6 +50,14 @@ export interface Instance extends InstanceView {
    * heal's own deadline, and then fail.
    */
   leftUnready?: boolean | undefined;
+  /** When it first became ready in this rollout: its monitor window runs from here (Availability). */
+  firstReadyAt?: number | undefined;
+  /**
+   * It exited within its monitor window: failed for this rollout, never put
+   * back in traffic even when its engine restarts it. What happened, for the
+   * report.
+   */
+  crashed?: string | undefined;
   /** What the last probe or observation said, for the deadline report. */
   lastProbe: string;
   /** How it last exited, when it did and then ran again (restarted by its engine): kept for the deadline report. */

@@ -15,6 +15,7 @@ import { LABELS, systemClock, type Clock, type InstanceInfo, type Journal } from
 import { Controller, leftOut, hostFailure, type InService, type Instance } from './controller.js';
 import type { DeployDeps, DeployOptions, DeployResult } from './types.js';
 import type { EventSink } from './events.js';
+import { followContainerEvents } from './followEvents.js';
 import { hookContext, runHook, runOnFailure, type HookName } from './hooks.js';
 import { HealthWatch, withHealth } from './health.js';
 import { HostWork } from './hostWork.js';
@@ -194,6 +195,14 @@ class Rollout {
       signal: this.options.signal,
       paused: this.deps.paused,
       stateWrites: this.deps.stateWrites,
+      containerEvents: (listener) =>
+        followContainerEvents({
+          runtimes: this.deps.runtimes,
+          labels: { [LABELS.service]: this.fleet.service, [LABELS.managed]: 'true' },
+          onEvent: listener,
+          unfollowed: (host) =>
+            this.emit({ type: 'info', message: `cannot follow Docker's events on ${host}: its containers are looked at every second instead` }),
+        }),
       list: () => this.list(),
       postWave:
         this.fleet.hooks?.postWave || this.rollingGate() ? (boundary, instances, inService) => this.afterWave(boundary, instances, inService) : undefined,

@@ -14,7 +14,7 @@
 import { parseUpstreamServers, PLACEHOLDER_ADDRESS, type UpstreamEntry } from '../core/upstream.js';
 import { Overlaps } from '../core/stepCosts.js';
 import { FleetrollError } from '../errors.js';
-import { LABELS, type Clock, type ProbeTarget, type Prober, type Router, type UpstreamFile } from '../ports.js';
+import { LABELS, type Clock, type ContainerEvent, type ProbeTarget, type Prober, type Router, type UpstreamFile } from '../ports.js';
 
 export interface SimTimings {
   /** From container start to readiness passing, ms. */
@@ -52,8 +52,14 @@ export type HostSimTimings = Partial<Pick<SimTimings, 'startupMs' | 'startupQueu
 export interface SimFaults {
   /** Instances of these versions never pass readiness. */
   neverReady?: ReadonlySet<string>;
-  /** Instances of these versions exit this long after becoming ready. */
+  /** Instances of these versions exit (code 1) this long after becoming ready. */
   crashAfterReadyMs?: { versions: ReadonlySet<string>; ms: number };
+  /**
+   * Docker's restart policy (unless-stopped): a container that exits on its
+   * own runs again this long after, and is ready a startup later (and crashes
+   * again as crashAfterReadyMs says), until its policy is switched off.
+   */
+  restartAfterExitMs?: number;
   /** The next n stops fail (the engine answers 500). */
   failStops?: number;
   /** Hosts whose engine no longer answers. */
@@ -88,6 +94,10 @@ export interface SimContainer {
   stopping: boolean;
   /** Time it stopped running (for checks), undefined while running. */
   stoppedAt?: number | undefined;
+  /** Its restart policy was switched off (Runtime.disableRestart). */
+  noRestart?: boolean | undefined;
+  /** How often its engine restarted it. */
+  restarts?: number | undefined;
 }
 
 export type SimEvent =
@@ -111,6 +121,8 @@ export class SimWorld {
   peakAlive = 0;
   /** Called after every change of the simulated world. */
   onEvent: ((e: SimEvent) => void) | undefined;
+  /** Docker's event streams (Runtime.events): each container event, with its host. */
+  readonly streams = new Set<(e: ContainerEvent, host: string) => void>();
 
   constructor(
     readonly clock: Clock,
@@ -177,12 +189,32 @@ export class SimWorld {
     this.onEvent?.(e);
   }
 
-  exit(c: SimContainer): void {
+  /** `c` exits; `code` for one that ends on its own (a crash), which its restart policy may bring back. */
+  exit(c: SimContainer, code = 0): void {
     if (c.state !== 'running') return;
     c.state = 'exited';
     c.stoppedAt = this.clock.now();
     this.running--;
     this.emit({ kind: 'exited', c });
+    for (const l of this.streams) l({ action: 'die', id: c.id, name: c.name, exitCode: code }, c.host);
+    const after = this.faults.restartAfterExitMs;
+    if (after !== undefined && !c.stopping && code !== 0) this.clock.timer(after, () => this.restart(c));
+  }
+
+  /** Its engine runs `c` again (its restart policy), unless the policy was switched off or it was removed meanwhile. */
+  private restart(c: SimContainer): void {
+    if (c.noRestart || c.stopping || c.state === 'running' || this.containers.get(c.id) !== c) return;
+    c.state = 'running';
+    c.stoppedAt = undefined;
+    c.restarts = (c.restarts ?? 0) + 1;
+    this.running++;
+    this.peakAlive = Math.max(this.peakAlive, this.running);
+    const now = this.clock.now();
+    c.readyAt = now + this.spread(this.at(c.host).startupMs);
+    const crash = this.faults.crashAfterReadyMs;
+    if (crash?.versions.has(c.labels[LABELS.version] ?? '')) this.clock.timer(c.readyAt - now + crash.ms, () => this.exit(c, 1));
+    this.emit({ kind: 'started', c });
+    for (const l of this.streams) l({ action: 'start', id: c.id, name: c.name }, c.host);
   }
 }
 

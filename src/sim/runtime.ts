@@ -5,7 +5,7 @@
  */
 import { FleetrollError } from '../errors.js';
 import { Overlaps, type Overlap } from '../core/stepCosts.js';
-import { LABELS, type ContainerHealth, type ImageInfo, type InstanceInfo, type InstanceSpec, type Runtime } from '../ports.js';
+import { LABELS, type ContainerEvent, type ContainerHealth, type ImageInfo, type InstanceInfo, type InstanceSpec, type Runtime } from '../ports.js';
 import { isReady, simImageId, type SimContainer, type SimWorld } from './ports.js';
 
 function info(c: SimContainer): InstanceInfo {
@@ -83,7 +83,7 @@ export class SimRuntime implements Runtime {
     if (!f.neverReady?.has(version)) {
       c.readyAt = this.w.clock.now() + this.w.spread(t.startupMs);
       if ((t.startupQueuedMs ?? 0) > 0) this.warm(c, t.startupQueuedMs ?? 0);
-      if (f.crashAfterReadyMs?.versions.has(version)) this.w.clock.timer(c.readyAt - this.w.clock.now() + f.crashAfterReadyMs.ms, () => this.w.exit(c));
+      if (f.crashAfterReadyMs?.versions.has(version)) this.w.clock.timer(c.readyAt - this.w.clock.now() + f.crashAfterReadyMs.ms, () => this.w.exit(c, 1));
     }
     this.w.emit({ kind: 'started', c });
     return info(c);
@@ -119,6 +119,21 @@ export class SimRuntime implements Runtime {
     });
     this.warming.push({ c, item: this.warmups.begin(this.host), from: now, ms: c.readyAt - now });
     for (const x of this.warming) x.c.readyAt = x.from + x.ms + queuedMs * (x.item.max - 1);
+  }
+
+  /** Docker's events for this host's containers carrying every label. */
+  events(labels: Record<string, string>, onEvent: (stream?: 'ended' | 'refused', e?: ContainerEvent) => void): () => void {
+    const listener = (e: ContainerEvent, host: string) => {
+      const c = this.w.containers.get(e.id);
+      if (host === this.host && c && hasLabels(c, labels)) onEvent(undefined, e);
+    };
+    this.w.streams.add(listener);
+    return () => this.w.streams.delete(listener);
+  }
+
+  async disableRestart(id: string): Promise<void> {
+    const c = this.w.containers.get(id);
+    if (c) c.noRestart = true;
   }
 
   async remove(id: string): Promise<void> {

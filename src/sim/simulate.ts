@@ -111,6 +111,9 @@ export interface SimulationSetup {
   /** The simulated world, before the rollout starts: tests hook invariant checks here. */
   world?: ((w: SimWorld, clock: VirtualClock) => void) | undefined;
   progressDeadlineSeconds?: number | undefined;
+  /** The monitor window (default minReadySeconds, at least 5 s) and how many crashes in it are replaced. */
+  monitorSeconds?: number | undefined;
+  maxFailures?: number | undefined;
   hooks?: Fleet['hooks'];
   /** What a failed rollout does (default pause). */
   onFailure?: Fleet['onFailure'];
@@ -174,6 +177,8 @@ function fleetOf(s: ResolvedStrategy, t: SimulationTimings, setup: SimulationSet
     loadBalancers: [],
     minReadySeconds: t.minReadyMs / 1000,
     progressDeadlineSeconds: setup.progressDeadlineSeconds ?? 3600 * 24 * 365,
+    ...(setup.monitorSeconds !== undefined ? { monitorSeconds: setup.monitorSeconds } : {}),
+    ...(setup.maxFailures !== undefined ? { maxFailures: setup.maxFailures } : {}),
     drainSeconds: t.drainMs / 1000,
     terminationGracePeriodSeconds: 30,
     revisionHistoryLimit: 10,

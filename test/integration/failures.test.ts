@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { putFile } from '../../src/adapters/docker.js';
 import { LABELS } from '../../src/ports.js';
-import { docker, failedOf, prober, runCli, startCliUntil, useFleets, startLoad } from './fixture.js';
+import { docker, explainFailed, failedOf, prober, runCli, startCliUntil, useFleets, startLoad } from './fixture.js';
 
 const fleet = useFleets();
 
@@ -78,41 +78,51 @@ describe('failed rollouts leave the fleet serving', () => {
     assert.deepEqual([up.up, up.down], [3, 0]);
   });
 
-  it('a version that crashes 2 s after becoming ready, minReadySeconds 5: the rollout does not advance on it', async (t) => {
+  it('a version that crashes 2 s after becoming ready (Docker restarting it): exit 1 at once, never back in nginx, no failed GET, the old fleet serving', async (t) => {
     const f = await fleet('it-crash');
-    const oldRev = await f.at100();
-    const load = startLoad(f.url, { getPerSecond: 10, postConcurrency: 1 });
+    const oldRev = await f.at100(4);
+    // A strict client: every GET on its own connection, a 1 s timeout, nothing resent.
+    const load = startLoad(f.url, { getPerSecond: 20, postConcurrency: 0, timeoutMs: 1000 });
+    const t0 = Date.now();
+    const loadStart = t0 - load.elapsed();
     const r = await runCli([
       'deploy',
       '-f',
       f.fleetFile({
-        replicas: 3,
+        replicas: 4,
         maxSurge: 1,
         maxUnavailable: 0,
         image: 'fleetroll-example:1.1.0',
         env: { CRASH_AFTER_READY_SECONDS: '2' },
+        container: { restart: 'unless-stopped' },
         minReadySeconds: 5,
-        progressDeadlineSeconds: 12,
+        progressDeadlineSeconds: 15,
       }),
     ]);
+    const seconds = (Date.now() - t0) / 1000;
     const records = await load.stop();
     assert.equal(r.code, 1, r.stdout + r.stderr);
-    assert.match(r.stdout, /ready it-crash-/, 'it did become ready');
-    assert.doesNotMatch(r.stdout, /available it-crash-/, 'but never available');
+    assert.equal(r.stdout.match(/ready it-crash-/g)?.length, 1, `one instance became ready, once:\n${r.stdout}`);
+    assert.doesNotMatch(r.stdout, /available it-crash-/, 'never available');
     assert.doesNotMatch(r.stdout, /drain and stop [1-9]/, 'no old instance was stopped');
-    // The crash is named: its exit code as the rollout saw it, or, when Docker's restart policy had
-    // brought it back before the next look, the restarts Docker counted.
-    assert.match(r.stderr, /exit code 1|restarted \d+ times? by Docker/);
+    assert.match(r.stderr, /exited, exit code 1, \d+\.\d s after it became ready, within its monitor window \(5 s\)/);
+    assert.match(r.stderr, /last log lines of it-crash-/);
+    assert.doesNotMatch(r.stderr, /made no progress/, 'it did not wait for the deadline');
     const list = await f.instances();
-    assert.equal(list.filter((i) => i.labels[LABELS.revision] === oldRev && i.running).length, 3);
+    assert.equal(list.filter((i) => i.labels[LABELS.revision] === oldRev && i.running).length, 4);
+    const crashed = list.filter((i) => i.labels[LABELS.revision] !== oldRev);
+    assert.equal(crashed.length, 1, 'the crashed instance is kept (stopped) for docker logs');
+    assert.equal(crashed[0]!.running, false, 'and is stopped');
+    const policy = (await docker.getContainer(crashed[0]!.id).inspect()).HostConfig.RestartPolicy?.Name;
+    assert.equal(policy, 'no', 'its restart policy is switched off');
     const up = await f.upstream();
-    assert.deepEqual([up.up, up.down], [3, 0], 'the crashed instance was taken out of the upstream');
-    // The crash kills whatever the instance was serving: at most the one POST
-    // loop and a GET or two (10/s) in flight on each instance that crashed.
-    const crashed = r.stdout.match(/ready it-crash-/g)?.length ?? 0;
+    assert.deepEqual([up.up, up.down], [4, 0], up.content);
     const failed = failedOf(records);
-    t.diagnostic(`requests: ${records.length}, failed: ${failed.length}, instances that crashed: ${crashed}`);
-    assert.ok(failed.length <= 3 * crashed, `${failed.length} failed requests for ${crashed} crash(es): more than what was in flight`);
+    t.diagnostic(`exit after ${seconds.toFixed(1)} s; GETs: ${records.length}, failed: ${failed.length}`);
+    assert.ok(records.length > 50, `${records.length} GETs`);
+    // The crash itself may cut a GET in flight on it (a 20th of a second per request at 20/s over 5 instances);
+    // that it is out of nginx before Docker restarts it is what keeps the rest at 0.
+    assert.ok(failed.length <= 1, await explainFailed(f, records, loadStart));
   });
 
   it('Ctrl-C in the middle of a wave: exit 130, fleet consistent, a second deploy finishes the job', async () => {

@@ -195,6 +195,77 @@ describe('controller: failures leave the fleet serving and say what happened', (
     assert.deepEqual(inv.checked.violations, []);
   });
 
+  describe('a crash in the monitor window (Docker restarting the instance: restart unless-stopped)', () => {
+    /** 4 replicas, 1/0, minReadySeconds 5, deadline 15 s, new instances crash 2 s after ready and Docker restarts them 100 ms later. */
+    const crashRun = async (setup: SimulationSetup = {}, crashMs = 2000) => {
+      const s = strategy(4, 1, 0);
+      const t = { ...T, minReadyMs: 5000 };
+      const inv = invariants(s, t, { readyChecks: false });
+      const events: { at: number; line: string; type: string; name?: string }[] = [];
+      let world: SimWorld | undefined;
+      let clock: { now(): number } | undefined;
+      const err = await simulateRollout(s, t, {
+        faults: { crashAfterReadyMs: { versions: new Set(['new']), ms: crashMs }, restartAfterExitMs: 100 },
+        progressDeadlineSeconds: 15,
+        ...setup,
+        ...inv.setup,
+        events: (e, at) => events.push({ at, line: describeEvent(e), type: e.type, name: (e as { name?: string }).name }),
+        world: (w, c) => {
+          world = w;
+          clock = c;
+          inv.setup.world?.(w, c);
+        },
+      }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      return { err, world: world!, endedAt: clock!.now(), events, checked: inv.checked, s };
+    };
+
+    it('fails the rollout within a second of the crash, naming it, and never puts the instance back in nginx', async () => {
+      const r = await crashRun();
+      assert.ok(r.err instanceof RolloutFailedError, String(r.err));
+      assert.match(r.err.message, /crashed|exited, exit code 1, 2\.0 s after it became ready, within its monitor window \(5 s\)/);
+      const ready = r.events.filter((e) => e.type === 'ready');
+      assert.equal(ready.length, 1, `one instance became ready once, and never again:\n${r.events.map((e) => `${e.at} ${e.line}`).join('\n')}`);
+      const crashAt = ready[0]!.at + 2000;
+      assert.ok(r.endedAt - crashAt < 1000, `ended ${r.endedAt - crashAt} ms after the crash`);
+      assert.equal(serving(r.world), 4, 'the four old instances serve');
+      const crashed = newRevision(r.world);
+      assert.equal(crashed.length, 1);
+      assert.equal(crashed[0]!.state, 'exited', 'stopped');
+      assert.equal(crashed[0]!.noRestart, true, 'its restart policy is off');
+      assert.ok(r.world.peakAlive <= r.s.maxTotal, `peak ${r.world.peakAlive} containers, max ${r.s.maxTotal}`);
+      assert.deepEqual(r.checked.violations, []);
+    });
+
+    it('maxFailures 1: the first crash is replaced, the second fails the rollout', async () => {
+      const r = await crashRun({ maxFailures: 1 });
+      assert.ok(r.err instanceof RolloutFailedError, String(r.err));
+      assert.match(r.err.message, /maxFailures 1/);
+      assert.equal(r.events.filter((e) => e.type === 'ready').length, 2, 'two instances became ready, one after the other');
+      assert.ok(
+        r.events.some((e) => /replacing .* \(1 of maxFailures 1\)/.test(e.line)),
+        r.events.map((e) => e.line).join('\n'),
+      );
+      assert.equal(serving(r.world), 4);
+      assert.ok(r.world.peakAlive <= r.s.maxTotal, `peak ${r.world.peakAlive} containers, max ${r.s.maxTotal}`);
+      assert.deepEqual(r.checked.violations, []);
+    });
+
+    it('a crash after the window: Docker brings it back and it may serve again, but its re-readiness is no progress: the deadline still ends the rollout', async () => {
+      // monitorSeconds 1, a crash 2 s after ready: outside the window. Each re-ready would have reset the deadline.
+      const r = await crashRun({ monitorSeconds: 1 });
+      assert.ok(r.err instanceof RolloutFailedError, String(r.err));
+      assert.match(r.err.message, /made no progress for 15 s/);
+      const ready = r.events.filter((e) => e.type === 'ready');
+      assert.ok(ready.length >= 3, `readmitted after each restart: ${ready.length} ready events`);
+      assert.ok(r.endedAt - ready[0]!.at <= 15_000 + 1000, `ended ${r.endedAt - ready[0]!.at} ms after the first ready`);
+      assert.equal(serving(r.world), 4);
+      assert.deepEqual(r.checked.violations, []);
+    });
+  });
+
   it('a container that exits while draining is stopped and replaced without waiting out its drain', async () => {
     const { err, world, checked } = await oldRevisionServing({ exitWhenMarkedDown: true }, strategy(3, 0, 1));
     assert.equal(err, undefined);
