@@ -168,14 +168,15 @@ describe('fleetroll watch over the simulated world', () => {
       clock.timer(backAt, () => world.faults.hostsGone?.delete('h1'));
     });
     assert.deepEqual(r.violations, []);
-    // Looks every 2 s until one fails (t=6 s), then 1, 2, 4 s apart until the engine answers (t=13 s).
+    // Looks every 2 s until one fails: at once (t=5 s), woken by the engine's event for the container removed
+    // (the simulated engine streams events like Docker's), then 1, 2, 4 s apart until the engine answers.
     const failedAt = r.sleeps.findIndex((x) => x.ms !== INTERVAL_MS);
     assert.deepEqual(
       r.sleeps.slice(failedAt, failedAt + 3),
       [
-        { at: 6000, ms: 1000 },
-        { at: 7000, ms: 2000 },
-        { at: 9000, ms: 4000 },
+        { at: 5000, ms: 1000 },
+        { at: 6000, ms: 2000 },
+        { at: 8000, ms: 4000 },
       ],
       r.lines.join('\n'),
     );
