@@ -63,10 +63,10 @@ export class Endings {
   /** Ends the run once nothing is in flight and nginx is idle. */
   maybeEnd(): void {
     const { ctx } = this;
-    const busy = ctx.view.count('starting') + ctx.view.count('draining') + ctx.view.count('stopping') > 0;
+    const ending = ctx.ending!;
+    const busy = ctx.view.count('starting') + ctx.view.count('draining') + ctx.view.count('stopping') > 0 || this.awaitsFirstReadiness(ending);
     if (busy || !ctx.traffic.idle || this.driver().inFlight() || ctx.settling) return;
     ctx.settling = true;
-    const ending = ctx.ending!;
     // nginx refused the config: a last write would be refused too.
     const trafficBroken = ending.kind === 'failed' && ending.error instanceof RolloutFailedError && ending.error.details.nginxTestFailed === true;
     const settle = trafficBroken ? Promise.resolve() : ctx.traffic.settle();
@@ -74,6 +74,20 @@ export class Endings {
       () => this.close(ending),
       (err: unknown) => this.close(ending.kind === 'failed' ? ending : { kind: 'failed', error: err }),
     );
+  }
+
+  /**
+   * Asked to stop (Ctrl-C, pause), a new instance already started but not yet
+   * ready is part of the wave in flight: it is given until the progress
+   * deadline to become ready and go into nginx, so that the run does not end
+   * with a container that serves nowhere (the deadline timer wakes the run
+   * then). A failure ends without waiting.
+   */
+  private awaitsFirstReadiness(ending: Ending): boolean {
+    const { ctx } = this;
+    if (ending.kind !== 'interrupted' && ending.kind !== 'paused') return false;
+    if (ctx.now() >= ctx.lastProgress + ctx.deadlineMs) return false;
+    return ctx.instances().some((i) => i.revision === ctx.revision && i.phase === 'unready' && i.firstReadyAt === undefined);
   }
 
   private close(ending: Ending): void {

@@ -371,6 +371,38 @@ describe('controller: failures leave the fleet serving and say what happened', (
     assert.deepEqual(inv.checked.violations, []);
   });
 
+  it('interrupted while a new instance starts: it is waited for and goes into nginx, so nothing runs that serves nowhere', async () => {
+    const ac = new AbortController();
+    let world: SimWorld | undefined;
+    let started = 0;
+    // No drain and a quick stop: the old instance is gone long before the new one is ready.
+    const err = await simulateRollout(
+      strategy(4, 1, 0),
+      { ...T, drainMs: 0, stopMs: 100 },
+      {
+        signal: ac.signal,
+        world: (w) => (world = w),
+        events: (e) => {
+          // The second wave's start: the first old instance is gone, the new one not yet ready.
+          if (e.type === 'started' && ++started === 2) ac.abort();
+        },
+      },
+    ).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.equal(exitCode(err), ExitCode.interrupted, String(err));
+    assert.match(String(err), /2 new instance\(s\), 5 in service/);
+    const running = [...world!.containers.values()].filter((c) => c.state === 'running').map((c) => c.address);
+    const up = [...world!.routers[0]!.up];
+    assert.deepEqual(
+      running.filter((a) => !up.includes(a)),
+      [],
+      'every running instance is in nginx',
+    );
+    assert.deepEqual(downButRunning(world!), []);
+  });
+
   it('paused: exit 4 once the steps in flight are done, the fleet consistent', async () => {
     let pause = false;
     let world: SimWorld | undefined;
