@@ -27,3 +27,22 @@ export function takesOutOfService(e: { action: string; signal?: string | undefin
       return false;
   }
 }
+
+const SERVER_RE = /^(\s*server\s+\S+?)((?:\s+(?:weight=[0-9]+|down))*)(\s*;\s*#\s*(\S+).*)$/;
+
+/**
+ * An upstream file (as fleetroll writes it, in reload or dynamic mode) with
+ * every server line of the named instances marked `down`, in every block
+ * (a canary's or blue-green's too); nothing else changes. `marked`: the names
+ * that were in service and no longer are (none: the text is unchanged).
+ */
+export function markServersDown(content: string, names: ReadonlySet<string>): { text: string; marked: string[] } {
+  const marked = new Set<string>();
+  const lines = content.split('\n').map((line) => {
+    const m = SERVER_RE.exec(line);
+    if (!m || !names.has(m[4] ?? '') || /\bdown\b/.test(m[2] ?? '')) return line;
+    marked.add(m[4]!);
+    return `${m[1]}${m[2]} down${m[3]}`;
+  });
+  return { text: lines.join('\n'), marked: [...marked] };
+}

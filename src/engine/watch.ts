@@ -18,12 +18,13 @@
 import type { Fleet } from '../config/load.js';
 import { assessFleet, healReasons, isWhole, toReplace, type HealFinding, type HealReason } from '../core/heal.js';
 import { FleetrollError } from '../errors.js';
-import { LABELS, systemClock, type FleetLockPort, type FleetState, type RevisionRecord } from '../ports.js';
+import { LABELS, systemClock, type ContainerEvent, type FleetLockPort, type FleetState, type RevisionRecord } from '../ports.js';
 import { lookCache } from './lookCache.js';
 import { fleetForRecord } from './records.js';
 import { runManaged } from './session.js';
 import { statusReport, type StatusReport } from './status.js';
 import type { DeployDeps, FleetHandles } from './types.js';
+import { ejector } from './watchEject.js';
 
 export interface WatchOptions {
   fleet: Fleet;
@@ -56,6 +57,8 @@ export interface WatchPorts {
   state?(): Promise<FleetState | undefined>;
   /** The engines answer again after an outage. */
   reconnected?(): void;
+  /** Something other than a heal wrote nginx (an instance taken out on its event): read it again at the next look. */
+  changed?(): void;
   close?(): void;
 }
 
@@ -84,6 +87,7 @@ function defaultPorts(o: WatchOptions): WatchPorts {
       }
     },
     reconnected: () => cache.reopen(),
+    changed: () => cache.forget(),
     close: () => cache.close(),
   };
 }
@@ -98,7 +102,7 @@ const MAX_BACKOFF_MS = 30_000;
 
 /** A runtime that can say when the fleet's containers change, and when its stream ended (adapters/dockerEvents.ts): the watch then looks at once. */
 interface EventSource {
-  events(labels: Record<string, string>, onEvent: (stream?: 'ended' | 'refused') => void): () => void;
+  events(labels: Record<string, string>, onEvent: (stream?: 'ended' | 'refused', e?: ContainerEvent) => void): () => void;
 }
 
 /**
@@ -107,7 +111,10 @@ interface EventSource {
  * looks, backs off while the engine is gone, and subscribes again once a look
  * sees it (`broken`); one the engine refused waits for the next look.
  */
-function wakeUps(o: WatchOptions): { subscribe(): void; broken(): boolean; wait(ms: number): Promise<void>; close(): void } {
+function wakeUps(
+  o: WatchOptions,
+  onContainer?: (host: string, e: ContainerEvent) => void,
+): { subscribe(): void; broken(): boolean; wait(ms: number): Promise<void>; close(): void } {
   let closers: (() => void)[] = [];
   let wake: (() => void) | undefined;
   let broken = false;
@@ -123,8 +130,9 @@ function wakeUps(o: WatchOptions): { subscribe(): void; broken(): boolean; wait(
       broken = false;
       for (const rt of o.deps.runtimes?.values() ?? []) {
         const source = rt as Partial<EventSource>;
-        const onEvent = (stream?: 'ended' | 'refused') => {
+        const onEvent = (stream?: 'ended' | 'refused', e?: ContainerEvent) => {
           if (stream) broken = true;
+          if (e) onContainer?.(rt.host, e);
           if (stream !== 'refused') wake?.();
         };
         if (typeof source.events === 'function') closers.push(source.events.call(rt, labels, onEvent));
@@ -166,7 +174,19 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
   let heals = 0;
   let whole = false;
   const ports = o.ports ?? defaultPorts(o);
-  const events = wakeUps(o);
+  let healing = false;
+  // Out of nginx on the event itself, before any look or heal (engine/watchEject.ts).
+  const eject = ejector({
+    service: fleet.service,
+    routers: deps.routers,
+    runtimes: deps.runtimes,
+    lockHolder: () => h.lock.info(),
+    healing: () => healing,
+    log,
+    changed: () => ports.changed?.(),
+    now: () => (deps.clock ?? systemClock).now(),
+  });
+  const events = wakeUps(o, (host, e) => eject.event(host, e));
   events.subscribe();
   try {
     log(`watching ${fleet.service}: a look every ${o.intervalMs / 1000} s, a fault healed once it lasts ${o.settleMs / 1000} s`);
@@ -222,7 +242,10 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
       }
       if (act.length > 0) {
         const reasons = healReasons(act);
-        const ok = await heal(o, ports, reasons, act);
+        // What the ejector started goes first: the heal reads nginx after it.
+        await eject.idle();
+        healing = true;
+        const ok = await heal(o, ports, reasons, act).finally(() => (healing = false));
         if (ok) heals++;
         said = '';
         if (o.once) {
@@ -237,6 +260,7 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
     }
   } finally {
     events.close();
+    await eject.idle();
     ports.close?.();
     await h.watchLock.release().catch(() => {});
   }

@@ -125,7 +125,9 @@ export class SimRuntime implements Runtime {
   events(labels: Record<string, string>, onEvent: (stream?: 'ended' | 'refused', e?: ContainerEvent) => void): () => void {
     const listener = (e: ContainerEvent, host: string) => {
       const c = this.w.containers.get(e.id);
-      if (host === this.host && c && hasLabels(c, labels)) onEvent(undefined, e);
+      // As Docker's: a network event is the network's, so any container's (dis)connect passes the label filter (adapters/dockerEvents.ts).
+      const network = e.action === 'connect' || e.action === 'disconnect';
+      if (host === this.host && (network || (c && hasLabels(c, labels)))) onEvent(undefined, e);
     };
     this.w.streams.add(listener);
     return () => this.w.streams.delete(listener);

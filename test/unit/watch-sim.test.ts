@@ -131,9 +131,11 @@ describe('fleetroll watch over the simulated world', () => {
     assert.deepEqual(r.violations, []);
     assert.deepEqual(
       r.heals.map((h) => [h.reasons, h.ok]),
-      [['exited, missing, stray', true]],
+      [['exited, missing', true]],
       r.lines.join('\n'),
     );
+    // Out of both nginx on Docker's event itself, before the look it wakes: the heal finds no stray server left.
+    assert.ok(r.lines.includes(`t=${killAt} out of nginx: new-2 (exited, code 0) 0 ms after the event`), r.lines.join('\n'));
     assert.deepEqual(r.end, { whole: true, heals: 1 });
     assertWhole(r.sim.world, r.sim.revision, 4, r.checks);
     // Seen at the next look, still there after the settle window, replaced once ready (3 s) and in nginx.
@@ -145,13 +147,13 @@ describe('fleetroll watch over the simulated world', () => {
     assert.equal(r.store.writes, 0, 'a heal writes no state');
     assert.deepEqual(
       r.store.entries.filter((e) => e.phase === 'begin' && e.step === 'begin').map((e) => e.detail?.heal),
-      ['exited, missing, stray'],
+      ['exited, missing'],
       'the heal is journaled',
     );
     assert.deepEqual(r.lock.taken, ['fleetroll watch'], 'one heal took the fleet lock once');
     assert.ok(!r.lock.isHeld && !r.watchLock.isHeld, 'both locks released');
     assert.ok(
-      r.watchLock.notes.some((n) => /^healed exited, missing, stray/.test(n)),
+      r.watchLock.notes.some((n) => /^healed exited, missing in/.test(n)),
       `status says the watch's last action: ${r.watchLock.notes.join('; ')}`,
     );
   });
@@ -183,12 +185,50 @@ describe('fleetroll watch over the simulated world', () => {
     assert.equal(r.lines.filter((l) => /cannot see the fleet: host h1: the Docker engine does not answer/.test(l)).length, 1, r.lines.join('\n'));
     assert.deepEqual(
       r.heals.map((h) => [h.reasons, h.ok]),
-      [['missing, stray', true]],
+      [['missing', true]],
       r.lines.join('\n'),
     );
+    // The removal's event came before the engine went away: its instance was out of nginx at once.
+    assert.ok(r.lines.includes(`t=${goneAt} out of nginx: new-1 (exited, code 0) 0 ms after the event`), r.lines.join('\n'));
     assert.ok(r.heals[0]!.at >= backAt, 'no heal while the engine was away');
     assert.deepEqual(r.end, { whole: true, heals: 1 });
     assertWhole(r.sim.world, r.sim.revision, 4, r.checks);
+  });
+});
+
+describe('fleetroll watch: out of nginx on the event itself', () => {
+  const upAt = (w: SimWorld, name: string) => w.routers.every((lb) => lb.up.has(named(w, name).address));
+
+  it('while a deploy holds the rollout lock: the watch changes nothing and says once that it yields; after it, the heal', async () => {
+    const killAt = 5000;
+    let stillUp: boolean | undefined;
+    const r = await watchOver(resolveStrategy({ replicas: 4 }), { loadBalancers: 2 }, ({ clock, world }, lock) => {
+      clock.timer(4000, () => void lock.acquire('img', 'fleetroll deploy'));
+      clock.timer(killAt, () => world.exit(named(world, 'new-2')));
+      clock.timer(killAt + 3000, () => (stillUp = upAt(world, 'new-2')));
+      clock.timer(20_000, () => void lock.release());
+    });
+    assert.deepEqual(r.violations, []);
+    assert.equal(stillUp, true, 'the deploy, not the watch, acts on what it sees');
+    assert.ok(!r.lines.some((l) => / out of nginx: /.test(l)), r.lines.join('\n'));
+    assert.equal(r.lines.filter((l) => /yielding: fleetroll deploy \(test@memory, pid \d+\) holds the rollout lock/.test(l)).length, 1, r.lines.join('\n'));
+    assert.ok(r.heals.length >= 1 && r.heals[0]!.at >= 20_000, `healed once the lock was free:\n${r.lines.join('\n')}`);
+    assert.deepEqual(r.end, { whole: true, heals: 1 });
+  });
+
+  it("an event for a container that is not the fleet's (a network event names only an id): nothing changes", async () => {
+    const r = await watchOver(resolveStrategy({ replicas: 2 }), {}, ({ clock, world }) => {
+      clock.timer(3000, () => {
+        for (const l of world.streams) l({ action: 'disconnect', id: 'not-a-fleet-container' }, 'h1');
+      });
+      // Then a real fault, so that the run ends with a heal.
+      clock.timer(5000, () => world.exit(named(world, 'new-1')));
+    });
+    assert.deepEqual(r.violations, []);
+    assert.deepEqual(
+      r.lines.filter((l) => / out of nginx: /.test(l)),
+      ['t=5000 out of nginx: new-1 (exited, code 0) 0 ms after the event'],
+    );
   });
 });
 
