@@ -72,7 +72,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
   }
   h.lock.onTakeover = (prev) =>
     emit({ type: 'info', message: `took over a stale lock of ${prev.holder} (pid ${prev.pid}, ${prev.command}): its holder is gone` });
-  await h.lock.acquire(image, o.command, o.lockWaitMs ?? 0);
+  await acquireLock(h, image, o, emit);
   let healthWatch: HealthWatch | undefined;
   let state: FleetState | undefined;
   let offering: Promise<void> | undefined;
@@ -263,5 +263,25 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     await h.lock.release();
     // After the lock: the next deploy need not wait for a slow receiver; the bound is FLUSH_BOUND_MS.
     await notes?.flush();
+  }
+}
+
+/** How long a deploy waits for a heal of `fleetroll watch` that holds the lock: a heal is short, and the deploy must not fail because a watch runs. */
+const HEAL_WAIT_MS = 10_000;
+
+/**
+ * Takes the fleet's rollout lock. Two deploys exclude each other (the second
+ * exits 3, or waits with --lock-wait); a heal of `fleetroll watch` holds the
+ * lock only for its duration, so a deploy that finds one waits for it.
+ */
+export async function acquireLock(h: FleetHandles, image: string, o: ManagedOptions, emit: NonNullable<DeployDeps['events']>): Promise<void> {
+  const waitMs = o.lockWaitMs ?? 0;
+  try {
+    await h.lock.acquire(image, o.command, waitMs);
+  } catch (err) {
+    const holder = err instanceof FleetrollError && err.code === 'E_LOCK_HELD' ? (err.details as { command?: unknown } | undefined)?.command : undefined;
+    if (o.heal !== undefined || holder !== 'fleetroll watch' || waitMs >= HEAL_WAIT_MS) throw err;
+    emit({ type: 'info', message: `fleetroll watch is healing the fleet: waiting up to ${HEAL_WAIT_MS / 1000} s for its heal to end` });
+    await h.lock.acquire(image, o.command, HEAL_WAIT_MS);
   }
 }

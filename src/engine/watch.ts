@@ -18,7 +18,7 @@
 import type { Fleet } from '../config/load.js';
 import { assessFleet, healReasons, isWhole, toReplace, type HealFinding, type HealReason } from '../core/heal.js';
 import { FleetrollError } from '../errors.js';
-import { LABELS, systemClock, type ContainerEvent, type FleetLockPort, type FleetState, type RevisionRecord } from '../ports.js';
+import { LABELS, systemClock, type ContainerEvent, type FleetLockPort, type FleetState, type LockInfo, type RevisionRecord } from '../ports.js';
 import { lookCache } from './lookCache.js';
 import { fleetForRecord } from './records.js';
 import { runManaged } from './session.js';
@@ -57,6 +57,8 @@ export interface WatchPorts {
   state?(): Promise<FleetState | undefined>;
   /** The engines answer again after an outage. */
   reconnected?(): void;
+  /** Who holds the fleet's rollout lock, as the looks read it (default: read now). */
+  lockHolder?(): Promise<LockInfo | undefined>;
   /** Something other than a heal wrote nginx (an instance taken out on its event): read it again at the next look. */
   changed?(): void;
   close?(): void;
@@ -88,6 +90,8 @@ function defaultPorts(o: WatchOptions): WatchPorts {
     },
     reconnected: () => cache.reopen(),
     changed: () => cache.forget(),
+    // Read again whenever the state is written, as a deploy does once it holds the lock: no lock read on the event's path.
+    lockHolder: () => cache.h.lock.info(),
     close: () => cache.close(),
   };
 }
@@ -180,7 +184,7 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
     service: fleet.service,
     routers: deps.routers,
     runtimes: deps.runtimes,
-    lockHolder: () => h.lock.info(),
+    lockHolder: () => (ports.lockHolder ? ports.lockHolder() : h.lock.info()),
     healing: () => healing,
     log,
     changed: () => ports.changed?.(),

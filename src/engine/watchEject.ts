@@ -75,6 +75,8 @@ export function ejector(o: EjectOptions): Ejector {
     yieldSaid = '';
     const names = new Set(batch.keys());
     const out = new Set<string>();
+    /** What the change cost on the slowest load balancer, by part (file, nginx -t, reload, confirm). */
+    let slowest: { ms: number; parts: string } | undefined;
     await Promise.all(
       o.routers.map(async (lb, k) => {
         const text = texts[k];
@@ -88,6 +90,9 @@ export function ejector(o: EjectOptions): Ejector {
           await lb.router.writeAndTest(next);
           await lb.router.reload();
           for (const n of marked) out.add(n);
+          const parts = Object.entries(lb.router.lastChange?.() ?? {}).filter((e): e is [string, number] => e[1] !== undefined);
+          const ms = parts.reduce((a, [k, v]) => (k === 'handover' ? a : a + v), 0);
+          if (parts.length > 0 && (!slowest || ms > slowest.ms)) slowest = { ms, parts: parts.map(([k, v]) => `${k} ${v} ms`).join(', ') };
         } catch (err) {
           o.log(`cannot take ${marked.join(', ')} out of ${lb.router.name} now: ${firstLine(err)}; the heal will`);
         }
@@ -96,7 +101,7 @@ export function ejector(o: EjectOptions): Ejector {
     if (out.size > 0) o.changed?.();
     for (const name of out) {
       const b = batch.get(name)!;
-      o.log(`out of nginx: ${name} (${b.why}) ${now() - b.at} ms after the event`);
+      o.log(`out of nginx: ${name} (${b.why}) ${now() - b.at} ms after the event${slowest ? ` [${slowest.parts}]` : ''}`);
     }
   };
 
@@ -128,7 +133,7 @@ export function ejector(o: EjectOptions): Ejector {
 
 function describe(e: ContainerEvent): string {
   if (e.action === 'die') return `exited${e.exitCode !== undefined ? `, code ${e.exitCode}` : ''}`;
-  if (e.action === 'kill') return `killed${e.signal ? ` (signal ${e.signal})` : ''}`;
+  if (e.action === 'kill') return `killed${e.signal ? ` by signal ${e.signal}` : ''}`;
   if (e.action === 'disconnect') return 'left its network';
   if (e.action === 'pause') return 'paused';
   if (e.action === 'destroy') return 'removed';

@@ -234,6 +234,31 @@ describe('fleetroll watch, for real', { timeout: guard(600_000) }, () => {
     }
   });
 
+  it("out of nginx on Docker's event itself: a SIGKILLed instance is marked down before any look or heal (a look every 120 s, a 5 s settle window), then replaced", async (t) => {
+    const f = await fleet('it-watch-out');
+    const revision = await f.at100(2);
+    const watch = await startCliUntil(['watch', '-f', f.fleetFile({ replicas: 2 }), '--interval', '120s', '--settle', '5s'], /watch: whole at revision 1/);
+    try {
+      const killed = (await f.instances())[0]!;
+      await docker.getContainer(killed.id).kill({ signal: 'SIGKILL' });
+      const outMs = await waitFor(
+        `${killed.name} marked down in nginx`,
+        async () => parseUpstreamServers((await f.upstream()).content).some((s) => s.name === killed.name && s.down),
+        10_000,
+        10,
+      );
+      const said = watch.stdout();
+      assert.doesNotMatch(said, /watch: healing/, `out before the heal, which waits 5 s:\n${said}`);
+      await waitFor('the watch to say so', () => new RegExp(`watch: out of nginx: ${killed.name} \\((killed|exited)`).test(watch.stdout()), 5000);
+      const inWatch = new RegExp(`out of nginx: ${killed.name} .*`).exec(watch.stdout())?.[0];
+      t.diagnostic(`SIGKILL to marked down in the upstream file: ${outMs} ms as the test polls it (every 10 ms); the watch: ${inWatch}`);
+      const ms = await untilWhole(f, 2, revision, 'the fleet whole after the SIGKILL');
+      t.diagnostic(`whole again ${ms} ms later`);
+    } finally {
+      await stopWatch(watch);
+    }
+  });
+
   it('an instance of a revision the history does not know is reported and left alone through a heal; a crash loop (Docker restarting an instance again and again) is reported, and the fleet is whole once it stops', async (t) => {
     const f = await fleet('it-watch-loop');
     const revision = await f.at100(3);
