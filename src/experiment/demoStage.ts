@@ -50,7 +50,7 @@ server {
     listen 80;
     location / {
         proxy_pass http://${upstream};
-        proxy_connect_timeout 1s;
+        proxy_connect_timeout 250ms;
         proxy_next_upstream error timeout;
     }
 }
