@@ -54,21 +54,25 @@ export function verify(
 ): Promise<Verified[]> {
   return fleet.probes?.version === false
     ? verifyRevision(fleet, revision, instances, deps, emit, o)
-    : verifyVersions(fleet, instances, deps.prober, emit, o, (i) => gone(deps.runtimes, i));
+    : verifyVersions(fleet, instances, deps.prober, emit, o, (i) => lookAgain(deps.runtimes, i, fleet.port));
 }
 
-/**
- * Why an instance that did not answer will never answer (its container is
- * gone or stopped: someone removed it, it crashed), or undefined while it
- * runs: the check then fails at once instead of asking until the deadline.
- */
-async function gone(runtimes: ReadonlyMap<string, Runtime>, i: ToVerify): Promise<string | undefined> {
+/** What a second look at an instance that did not answer found: why it never will, or where it is now. */
+export interface LookedAgain {
+  /** Its container is gone or stopped (someone removed it, it crashed): the check fails at once instead of asking until the deadline. */
+  gone?: string | undefined;
+  /** Its address now, while it runs: one that moved (a network reconnect, an engine restart) is asked there, not waited on. */
+  address?: string | undefined;
+}
+
+async function lookAgain(runtimes: ReadonlyMap<string, Runtime>, i: ToVerify, port: number | undefined): Promise<LookedAgain> {
   const rt = runtimes.get(i.host);
   // No way to ask (no runtime, the engine does not answer): it may still run, so the check keeps asking it.
-  const info = rt ? await rt.inspect(i.dockerId ?? i.id).catch(() => 'unknown' as const) : 'unknown';
-  if (info === 'unknown') return undefined;
-  if (!info) return 'its container is gone';
-  return info.running ? undefined : `its container is ${info.state}${info.exitCode !== undefined ? ` (exit code ${info.exitCode})` : ''}`;
+  const info = rt ? await rt.inspect(i.dockerId ?? i.id, port).catch(() => 'unknown' as const) : 'unknown';
+  if (info === 'unknown') return {};
+  if (!info) return { gone: 'its container is gone' };
+  if (!info.running) return { gone: `its container is ${info.state}${info.exitCode !== undefined ? ` (exit code ${info.exitCode})` : ''}` };
+  return { address: info.address };
 }
 
 /** The first wait between two tries of one instance; it doubles up to BACKOFF_MAX_MS. */
@@ -163,12 +167,12 @@ export async function verifyVersions(
   prober: Prober,
   emit: EventSink,
   o: VerifyOptions,
-  goneWhy?: (i: ToVerify) => Promise<string | undefined>,
+  again?: (i: ToVerify) => Promise<LookedAgain>,
 ): Promise<Verified[]> {
   const deadline = o.clock.now() + o.budgetMs;
   const results = await Promise.all(
     instances.map(async (i): Promise<Checked> => {
-      const address = i.address ?? '';
+      let address = i.address ?? '';
       const base = { name: i.id, host: i.host, address };
       if (!address) return { ...base, version: '', tries: 0, elapsedMs: 0, error: 'no address to ask for its version', kind: 'refused' };
       const t = await tryUntil<{ version: string } | { error: string }>(
@@ -177,8 +181,13 @@ export async function verifyVersions(
             (version) => ({ answer: { version } }),
             async (err: unknown) => {
               if (definiteStatus(err) !== undefined) return { answer: { error: (err as Error).message } };
-              const why = await goneWhy?.(i);
-              return why !== undefined ? { answer: { error: `${why} (last: ${(err as Error).message})` } } : { retry: (err as Error).message };
+              const now = (await again?.(i)) ?? {};
+              if (now.gone !== undefined) return { answer: { error: `${now.gone} (last: ${(err as Error).message})` } };
+              if (now.address !== undefined && now.address !== address) {
+                emit({ type: 'info', message: `${i.id} on ${i.host} moved from ${address} to ${now.address}: asking it there` });
+                address = base.address = now.address;
+              }
+              return { retry: (err as Error).message };
             },
           ),
         deadline,

@@ -211,6 +211,33 @@ describe('verify with a version endpoint: retries within the budget', () => {
     assert.equal(clock.now(), 0, 'no backoff waited for a container that is not there');
   });
 
+  it('an instance that moved to a new address mid-check (a network reconnect) is asked there, not waited on until the deadline', async () => {
+    const fleet = await apiFleet();
+    const clock = new VirtualClock();
+    // Its old address no longer answers (the connect times out); at its new one it answers at once.
+    const prober = new ScriptedProber(clock, { '10.0.0.1:8080': ['timeout'], '10.0.0.9:8080': ['1.1.0'] });
+    const runtime = {
+      inspect: (id: string) => Promise.resolve({ id, name: id, host: 'h1', labels: {}, running: true, state: 'running', address: '10.0.0.9:8080' }),
+    } as unknown as Runtime;
+    const events: RolloutEvent[] = [];
+    const result = await clock.run(
+      verify(fleet, 'rev1', [{ id: 'api-1', host: 'h1', address: '10.0.0.1:8080' }], { prober, runtimes: new Map([['h1', runtime]]) }, (e) => events.push(e), {
+        clock,
+        budgetMs: BUDGET_MS,
+        random: () => 0,
+      }),
+    );
+    assert.deepEqual(
+      result.map((r) => [r.name, r.address, r.version]),
+      [['api-1', '10.0.0.9:8080', '1.1.0']],
+    );
+    assert.ok(
+      events.some((e) => e.type === 'info' && /api-1 on h1 moved from 10.0.0.1:8080 to 10.0.0.9:8080: asking it there/.test(e.message)),
+      JSON.stringify(events),
+    );
+    assert.ok(clock.now() < 5000, `verified ${clock.now()} ms in, not at the ${BUDGET_MS} ms deadline`);
+  });
+
   it('a wrong version does not wait: no virtual time passes and it is asked once', async () => {
     const o = await checkVersions([['1.0.0']]);
     failure(o);
