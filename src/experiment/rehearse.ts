@@ -5,6 +5,7 @@
  * the fleet to the next version with the real engine, and reports what the
  * probes saw: failed requests, the mixed-version window, the versions served.
  */
+import { chmod, mkdir, rm } from 'node:fs/promises';
 import { fleetFromObject, type Fleet } from '../config/load.js';
 import type { DeployHealthReport } from '../core/deployHealth.js';
 import type { StrategyInput } from '../core/strategy.js';
@@ -22,7 +23,7 @@ import type { TimedEvent } from './phases.js';
 import { mixedVersionWindow, summarizeRequests, type RequestRecord, type RequestSummary } from './metrics.js';
 import { startLoad } from './probes.js';
 import { scriptRollout, type ScriptOptions } from './scriptControl.js';
-import { ACCESS_LOG, APP_PORT, demoNames, stageConfDir, startNginx, teardown, UPSTREAM_FILE, waitForHttp, type DemoNames } from './demoStage.js';
+import { ACCESS_LOG, APP_PORT, demoNames, PEERS_MOUNT, stageConfDir, startNginx, teardown, UPSTREAM_FILE, waitForHttp, type DemoNames } from './demoStage.js';
 
 // The stage, for the commands, the benchmark and the integration tests that set one up.
 export { ACCESS_LOG, DEMO_LABEL, demoNames, startNginx, teardown, waitForHttp, type DemoNames } from './demoStage.js';
@@ -126,7 +127,9 @@ async function demoFleet(o: RehearseOptions, names: DemoNames, version: string, 
           nginx: {
             container: names.nginx,
             host: 'local',
-            ...(o.nginxMode === 'dynamic' ? { mode: 'dynamic' } : { upstreamFile: UPSTREAM_FILE }),
+            ...(o.nginxMode === 'dynamic'
+              ? { mode: 'dynamic', ...(isLocalEngine(o.docker) ? { peersFile: `${PEERS_MOUNT}/${names.upstream}.peers` } : {}) }
+              : { upstreamFile: UPSTREAM_FILE }),
             upstream: names.upstream,
             ...(target && o.accessLog ? { accessLog: ACCESS_LOG } : {}),
           },
@@ -232,7 +235,7 @@ export async function runUnderLoad(
     o.port,
     template,
     o.nginxMode,
-    isLocalEngine(runtime.endpoint) ? { confDir: stageConfDir(names.nginx) } : {},
+    isLocalEngine(runtime.endpoint) ? { confDir: stageConfDir(names.nginx), ...(o.nginxMode === 'dynamic' ? { peersDir: await peersDir(names) } : {}) } : {},
   );
   const nginxUrl = `http://127.0.0.1:${port}`;
   await waitForHttp(nginxUrl, 10_000);
@@ -362,4 +365,19 @@ export async function rehearse(o: RehearseOptions, makeDeps: (fleet: Fleet) => P
     nginxUrl: r.nginxUrl,
     records: r.records,
   };
+}
+
+/**
+ * The dynamic mode's peers file on a local engine: a host directory
+ * bind-mounted into nginx (removed by teardown with the stage's conf.d), so
+ * fleetroll writes it as a plain file and reads nginx's status file the same
+ * way, as docs/nginx.md advises; through Docker's archive API each change took
+ * about 0.5 s here. Writable by nginx's workers, which write the status file.
+ */
+async function peersDir(names: DemoNames): Promise<string> {
+  const dir = `${stageConfDir(names.nginx)}-peers`;
+  await rm(dir, { recursive: true, force: true });
+  await mkdir(dir, { recursive: true });
+  await chmod(dir, 0o1777);
+  return dir;
 }
