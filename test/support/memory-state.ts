@@ -12,6 +12,7 @@ export class MemoryStateStore implements StateStore {
   readonly entries: JournalEntry[] = [];
   writes = 0;
   private state: FleetState | undefined;
+  private readonly watchers = new Set<() => void>();
 
   constructor(state?: FleetState) {
     this.state = state === undefined ? undefined : structuredClone(state);
@@ -34,6 +35,13 @@ export class MemoryStateStore implements StateStore {
   async write(state: FleetState): Promise<void> {
     this.writes++;
     this.state = structuredClone(state);
+    for (const w of this.watchers) w();
+  }
+
+  /** Called after every write, as the real store's container events are (a look then reads the state and locks again). */
+  watch(onChange: () => void): () => void {
+    this.watchers.add(onChange);
+    return () => this.watchers.delete(onChange);
   }
 
   async journal(): Promise<JournalEntry[]> {

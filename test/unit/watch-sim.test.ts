@@ -75,7 +75,11 @@ const named = (w: SimWorld, name: string) => [...w.containers.values()].find((c)
  * every instance ready and in every nginx (or 10 virtual minutes); `script`
  * schedules the faults on the virtual clock.
  */
-async function watchOver(s: ResolvedStrategy, setup: Partial<SimulationSetup>, script: (sim: SimulatedFleet, lock: MemoryLock) => void) {
+async function watchOver(
+  s: ResolvedStrategy,
+  setup: Partial<SimulationSetup>,
+  script: (sim: SimulatedFleet, lock: MemoryLock, store: MemoryStateStore) => void,
+) {
   const inv = invariants(s, T);
   const hosts = Array.from({ length: setup.hosts ?? 1 }, (_, i) => ({ name: `h${i + 1}`, maxInstances: setup.maxInstances?.[i] }));
   const checks = healChecks(hosts);
@@ -85,9 +89,9 @@ async function watchOver(s: ResolvedStrategy, setup: Partial<SimulationSetup>, s
   inv.setup.world?.(world, clock);
   checks.world(world, clock);
   const lock = new MemoryLock('fleet simulated');
-  script(sim, lock);
   const history = historyOf(sim);
   const store = new MemoryStateStore(history);
+  script(sim, lock, store);
   const watchLock = new MemoryLock('the watch of simulated');
   const stop = new AbortController();
   clock.timer(600_000, () => stop.abort());
@@ -202,8 +206,12 @@ describe('fleetroll watch: out of nginx on the event itself', () => {
   it('while a deploy holds the rollout lock: the watch changes nothing and says once that it yields; after it, the heal', async () => {
     const killAt = 5000;
     let stillUp: boolean | undefined;
-    const r = await watchOver(resolveStrategy({ replicas: 4 }), { loadBalancers: 2 }, ({ clock, world }, lock) => {
-      clock.timer(4000, () => void lock.acquire('img', 'fleetroll deploy'));
+    const r = await watchOver(resolveStrategy({ replicas: 4 }), { loadBalancers: 2 }, ({ clock, world }, lock, store) => {
+      // As a deploy does: the lock, then the state written (which tells the watch to read the lock again).
+      clock.timer(4000, async () => {
+        await lock.acquire('img', 'fleetroll deploy');
+        await store.write((await store.read())!);
+      });
       clock.timer(killAt, () => world.exit(named(world, 'new-2')));
       clock.timer(killAt + 3000, () => (stillUp = upAt(world, 'new-2')));
       clock.timer(20_000, () => void lock.release());
