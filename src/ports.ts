@@ -192,6 +192,12 @@ export interface Router {
   writeServers?(file: UpstreamFile): Promise<void>;
   /** `nginx -s reload`: new workers take the new config, old ones finish in-flight requests. */
   reload(): Promise<void>;
+  /**
+   * Optional: write and reload a change that only marks servers down in what nginx runs now (the watch's eject),
+   * with `nginx -t` only if nginx refuses it; the file is then put back and nginx's message thrown. A router without
+   * it gets writeAndTest + reload.
+   */
+  writeAndReloadTrusted?(content: string): Promise<void>;
   /** True where reload() only changes membership, with no nginx reload (the dynamic mode): none is counted. */
   readonly reloadFree?: boolean;
   /** Optional (the dynamic mode): requests in flight on each server marked down, as nginx counts them; a drain ends at 0. */

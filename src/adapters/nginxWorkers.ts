@@ -68,14 +68,21 @@ const HOLD_SLACK_MS = 20;
  * most RELOAD_TIMEOUT_MS. With no workers to compare (the listing is
  * unavailable) it gives the master a fixed moment instead.
  */
-export async function waitForNewWorkers(name: string, before: Set<string> | undefined, now: () => Promise<Set<string> | undefined>): Promise<Confirmed> {
+export async function waitForNewWorkers(
+  name: string,
+  before: Set<string> | undefined,
+  now: () => Promise<Set<string> | undefined>,
+  refused?: () => Promise<void>,
+): Promise<Confirmed> {
   const t0 = Date.now();
   if (!before || before.size === 0) {
     await sleep(RELOAD_SETTLE_MS);
+    await refused?.();
     return { confirm: Date.now() - t0 };
   }
   let seen: Set<string> | undefined;
   let firstNew: number | undefined;
+  let asked = false;
   for (;;) {
     let failed: unknown;
     try {
@@ -87,6 +94,11 @@ export async function waitForNewWorkers(name: string, before: Set<string> | unde
     const at = Date.now();
     if (seen && [...seen].some((p) => !before.has(p))) firstNew ??= at;
     if (seen && seen.size > 0 && ![...seen].some((p) => before.has(p))) break;
+    // No new worker yet: nginx may have refused the configuration (it then keeps the old workers for good).
+    if (refused && !asked && firstNew === undefined && at - t0 >= REFUSED_AFTER_MS) {
+      asked = true;
+      await refused();
+    }
     if (at - t0 >= RELOAD_TIMEOUT_MS) {
       const old = [...(seen ?? [])].filter((p) => before.has(p));
       const last = !seen
@@ -110,6 +122,8 @@ export async function waitForNewWorkers(name: string, before: Set<string> | unde
 }
 
 const RELOAD_SETTLE_MS = 500;
+/** A reload whose first new worker has not shown by then is asked whether nginx refused it (a normal one shows in 10-50 ms). */
+const REFUSED_AFTER_MS = 1_000;
 // A bound for a reload that never takes, not a budget for a normal one (that
 // takes 0.1-0.3 s): on a machine at load 20-30 `docker top` alone can take
 // seconds, and a CI run once saw an old worker still listed 10 s after a

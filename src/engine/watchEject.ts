@@ -5,8 +5,9 @@
  * or heal decision: a look every 2 s and a fault that must last 1 s before a
  * heal left a killed instance in nginx for seconds, each of them failed
  * requests. The edit is the smallest there is: the instance's server lines
- * marked `down` in what each nginx has now, one write and `nginx -t`, one
- * reload (dynamic mode: the peers, no reload). Putting it back, or
+ * marked `down` in what each nginx has now, one write and one reload, with
+ * `nginx -t` only if nginx refuses it (Router.writeAndReloadTrusted; dynamic
+ * mode: the peers, no reload). Putting it back, or
  * replacing it, stays the heal's, which looks at the whole fleet.
  *
  * It changes nothing while another process holds the fleet's rollout lock (a
@@ -87,8 +88,11 @@ export function ejector(o: EjectOptions): Ejector {
         const { text: next, marked } = markServersDown(text, names);
         if (marked.length === 0) return;
         try {
-          await lb.router.writeAndTest(next);
-          await lb.router.reload();
+          if (lb.router.writeAndReloadTrusted) await lb.router.writeAndReloadTrusted(next);
+          else {
+            await lb.router.writeAndTest(next);
+            await lb.router.reload();
+          }
           for (const n of marked) out.add(n);
           const parts = Object.entries(lb.router.lastChange?.() ?? {}).filter((e): e is [string, number] => e[1] !== undefined);
           const ms = parts.reduce((a, [k, v]) => (k === 'handover' ? a : a + v), 0);

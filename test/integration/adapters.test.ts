@@ -537,6 +537,27 @@ describe('NginxContainerRouter', () => {
       assert.equal(await readFile(file, 'utf8'), good, 'a rejected write puts the previous content back on the host');
       await allServe(base, 5, '1.0.0');
 
+      // The watch's eject: written and reloaded with no `nginx -t` before it; in force when it returns.
+      const down = `upstream test_api {\n  server ${app!.address!} down; # app\n  server 127.0.0.1:10;\n}\n`;
+      await router.writeAndReloadTrusted(down);
+      assert.equal(await readFile(file, 'utf8'), down);
+      assert.deepEqual(
+        Object.keys(router.lastChange() ?? {})
+          .filter((k) => k !== 'handover')
+          .sort(),
+        ['SIGHUP', 'confirm', 'file', 'workers'],
+        'no nginx -t on the way',
+      );
+      assert.notEqual((await httpGet(`${base}/api/version`)).status, 200, 'the instance marked down gets no request');
+      // One nginx refuses: no new worker shows, `nginx -t` says why, the file is put back, the old config still serves.
+      await router.writeAndReloadTrusted(good);
+      await allServe(base, 5, '1.0.0');
+      const refused = await rejectsWith(router.writeAndReloadTrusted(BROKEN), 'E_NGINX_TEST');
+      assert.match(refused.message, /nginx refused the new \/etc\/nginx\/conf\.d\/upstream\.conf \(the previous content was put back\)/);
+      assert.match(refused.message, /invalid number of arguments in "server" directive/);
+      assert.equal(await readFile(file, 'utf8'), good);
+      await allServe(base, 5, '1.0.0');
+
       // The master's pid is trusted only with its container's id: another id, or a process that is no nginx master, gets no signal.
       const pid = inspected.State.Pid;
       const workersNow = (await procWorkers(pid, inspected.Id))?.workers;
