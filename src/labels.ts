@@ -32,6 +32,8 @@ export const LABELS = {
   switchBackHolder: 'fleetroll.switchback.holder',
   /** On undo's switch-back ask (value: the rollout asked); `${switchBackAsk}.service` names the fleet. */
   switchBackAsk: 'fleetroll.switchback.ask',
+  /** On a deploy's ask that a heal of `fleetroll watch` end (value: who asks, and when in ms since the epoch); `${yieldAsk}.service` names the fleet. */
+  yieldAsk: 'fleetroll.yield.ask',
   /** On everything a rehearsal creates besides the instances (nginx, network; value: the service), so `rehearse --down` finds it. */
   demo: 'fleetroll.demo',
   /** On every image built by adapters/localImages.ts; value: node-base | nginx-base | app. */

@@ -14,7 +14,7 @@ import type { Fleet } from './config/load.js';
 import { ContainerLogStreamAccessLog, LocalFileAccessLog, containerFileAccessLog } from './adapters/accessLog.js';
 import { DockerRuntime } from './adapters/docker.js';
 import { FleetLock, FleetStateStore, whoAmI } from './adapters/fleetState.js';
-import { SwitchBackContainers } from './adapters/switchAsks.js';
+import { SwitchBackContainers, YieldAskContainer } from './adapters/switchAsks.js';
 import { NginxContainerRouter, NginxExecRouter } from './adapters/nginx.js';
 import { DynamicNginxRouter, defaultPeersFile } from './adapters/nginxDynamic.js';
 import { containerPlace, execPlace } from './adapters/nginxPlace.js';
@@ -91,7 +91,7 @@ export async function buildDeps(fleet: Fleet, events?: EventSink): Promise<Deplo
 export function fleetHandles(
   fleet: Fleet,
   deps: Pick<DeployDeps, 'runtimes'>,
-): { store: FleetStateStore; lock: FleetLock; watchLock: FleetLock; asks: SwitchBackContainers; who: string } {
+): { store: FleetStateStore; lock: FleetLock; watchLock: FleetLock; asks: SwitchBackContainers; yieldAsks: YieldAskContainer; who: string } {
   const first = fleet.hosts[0];
   const rt = first ? deps.runtimes.get(first.name) : undefined;
   if (!first || !(rt instanceof DockerRuntime)) throw new FleetrollError('E_INTERNAL', 'the fleet has no first host');
@@ -101,6 +101,7 @@ export function fleetHandles(
     lock: new FleetLock(rt.docker, fleet.service),
     watchLock: new FleetLock(rt.docker, `${fleet.service}-watch`),
     asks: new SwitchBackContainers(rt.docker, fleet.service),
+    yieldAsks: new YieldAskContainer(rt.docker, fleet.service, whoAmI()),
     who: whoAmI(),
   };
 }

@@ -107,7 +107,7 @@ export async function present(where: string, what: string, inspect: () => Promis
  */
 export async function createNeverStarted(
   docker: Dockerode,
-  c: { name: string; image: string; role: 'state' | 'lock' | 'switchback'; labels: Record<string, string>; binds?: string[] },
+  c: { name: string; image: string; role: 'state' | 'lock' | 'switchback' | 'yield'; labels: Record<string, string>; binds?: string[] },
 ): Promise<void> {
   await docker.createContainer({
     name: c.name,

@@ -19,7 +19,7 @@ import { getFile, putFile } from './docker.js';
 import { dockerEvents } from './dockerEvents.js';
 import { createNeverStarted } from './dockerInspect.js';
 import { lockContainerName } from './lockName.js';
-import { switchBackAskName, switchBackOfferName } from './switchAsks.js';
+import { switchBackAskName, switchBackOfferName, yieldAskName } from './switchAsks.js';
 import { createTar } from './tar.js';
 import type { FleetState, JournalEntry, LockHolder, LockInfo, StateStore, FleetLockPort } from '../ports.js';
 
@@ -415,7 +415,7 @@ function parseNote(text: string | undefined): { at: string; text: string } | und
 /** Removes a fleet's state volume, state container, lock and a blue-green offer left by a killed rollout (tests, `rehearse --down`). */
 export async function removeFleetState(docker: Dockerode, service: string): Promise<void> {
   await Promise.all(
-    [switchBackOfferName(service), switchBackAskName(service)].map((c) =>
+    [switchBackOfferName(service), switchBackAskName(service), yieldAskName(service)].map((c) =>
       docker
         .getContainer(c)
         .remove({ force: true })

@@ -122,3 +122,76 @@ export class SwitchBackContainers {
     );
   }
 }
+
+/** The container of a deploy's ask that a heal of `fleetroll watch` end; removeFleetState (./fleetState.ts) removes one a killed deploy left. */
+export function yieldAskName(service: string): string {
+  return `fleetroll-yield-ask-${service}`;
+}
+
+/** How long an ask is honoured: the deploy waits 10 s for the heal (engine/session.ts acquireLock); one a killed deploy left expires. */
+export const YIELD_ASK_FRESH_MS = 20_000;
+
+/**
+ * A deploy's ask that a heal of `fleetroll watch` holding the rollout lock
+ * end (engine/types.ts YieldAsks): a container never started, made from the
+ * lock's own image (the lock is held while anyone asks), labelled with who
+ * asks and when, so that an ask a killed deploy left is honoured no longer.
+ */
+export class YieldAskContainer {
+  private readonly name: string;
+  private readonly lockName: string;
+
+  constructor(
+    private readonly docker: Dockerode,
+    private readonly service: string,
+    private readonly who: string,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.name = yieldAskName(service);
+    this.lockName = lockContainerName(service);
+  }
+
+  async ask(): Promise<void> {
+    const image = (await this.docker.getContainer(this.lockName).inspect()).Image;
+    await this.withdraw();
+    try {
+      await createNeverStarted(this.docker, {
+        name: this.name,
+        image,
+        role: 'yield',
+        labels: { [LABELS.yieldAsk]: `${this.now()} ${this.who}`, [`${LABELS.yieldAsk}.service`]: this.service },
+      });
+    } catch (err) {
+      // Another deploy asks too: one ask is enough.
+      if (statusOf(err) !== 409) throw err;
+    }
+  }
+
+  async asked(): Promise<boolean> {
+    try {
+      const label = (await this.docker.getContainer(this.name).inspect()).Config?.Labels?.[LABELS.yieldAsk] ?? '';
+      const at = Number(label.split(' ')[0]);
+      return Number.isFinite(at) && this.now() - at < YIELD_ASK_FRESH_MS;
+    } catch (err) {
+      if (statusOf(err) === 404) return false;
+      throw err;
+    }
+  }
+
+  async withdraw(): Promise<void> {
+    await this.docker
+      .getContainer(this.name)
+      .remove({ force: true })
+      .catch((err: unknown) => {
+        if (statusOf(err) !== 404) throw err;
+      });
+  }
+
+  onAsk(listener: () => void): () => void {
+    return dockerEvents(
+      this.docker,
+      { type: ['container'], event: ['create'], label: [`${LABELS.yieldAsk}.service=${this.service}`] },
+      { data: () => listener() },
+    );
+  }
+}

@@ -281,7 +281,19 @@ export async function acquireLock(h: FleetHandles, image: string, o: ManagedOpti
   } catch (err) {
     const holder = err instanceof FleetrollError && err.code === 'E_LOCK_HELD' ? (err.details as { command?: unknown } | undefined)?.command : undefined;
     if (o.heal !== undefined || holder !== 'fleetroll watch' || waitMs >= HEAL_WAIT_MS) throw err;
-    emit({ type: 'info', message: `fleetroll watch is healing the fleet: waiting up to ${HEAL_WAIT_MS / 1000} s for its heal to end` });
-    await h.lock.acquire(image, o.command, HEAL_WAIT_MS);
+    // The heal ends as at Ctrl-C (its step finished or undone) and the watch yields: asked, not only waited for.
+    const asked = await h.yieldAsks?.ask().then(
+      () => true,
+      () => false,
+    );
+    emit({
+      type: 'info',
+      message: `fleetroll watch is healing the fleet: ${asked ? 'asked it to stop; ' : ''}waiting up to ${HEAL_WAIT_MS / 1000} s for its heal to end`,
+    });
+    try {
+      await h.lock.acquire(image, o.command, HEAL_WAIT_MS);
+    } finally {
+      if (asked) await h.yieldAsks?.withdraw().catch(() => {});
+    }
   }
 }

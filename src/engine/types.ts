@@ -172,6 +172,24 @@ export interface FleetHandles {
   who: string;
   /** Blue-green: undo's quick way to a rollout waiting out scaleDownDelaySeconds (engine/switchBack.ts). */
   asks?: SwitchBackAsks | undefined;
+  /** A deploy's ask that a heal of `fleetroll watch` holding the lock end now (adapters/switchAsks.ts YieldAskContainer). */
+  yieldAsks?: YieldAsks | undefined;
+}
+
+/**
+ * How a deploy (undo, restart, resume) that finds a heal of `fleetroll
+ * watch` holding the rollout lock asks it to end: the heal stops as at
+ * Ctrl-C (the step in progress finished or undone), releases the lock, and
+ * the watch yields to the deploy. An ask is honoured for ASK_FRESH_MS only,
+ * so one a killed deploy left stops no heal for good.
+ */
+export interface YieldAsks {
+  ask(): Promise<void>;
+  /** An ask made in the last ASK_FRESH_MS. */
+  asked(): Promise<boolean>;
+  withdraw(): Promise<void>;
+  /** Wakes `listener` soon after an ask; returns a function that stops. */
+  onAsk(listener: () => void): () => void;
 }
 
 /**

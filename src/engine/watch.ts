@@ -75,16 +75,23 @@ function defaultPorts(o: WatchOptions): WatchPorts {
     heal: async (latest, state, reason, replace) => {
       // The heal writes nginx (and a deploy may have run): the next look reads everything again.
       cache.forget();
+      const { signal, asked, stop } = yieldOnAsk(o);
       try {
+        if (await o.h.yieldAsks?.asked().catch(() => false)) throw yielded();
         await runManaged(fleetForRecord(o.fleet, latest, { state }), o.deps, o.h, {
           command: 'fleetroll watch',
           heal: reason,
           replace,
           changeCause: latest.changeCause,
           lockWaitMs: 0,
-          signal: o.signal,
+          signal,
         });
+      } catch (err) {
+        // Stopped for a deploy, not by the user: the watch goes on, and yields while the deploy holds the lock.
+        if (asked() && err instanceof FleetrollError && err.code === 'E_INTERRUPTED') throw yielded();
+        throw err;
       } finally {
+        stop();
         cache.forget();
       }
     },
@@ -277,6 +284,41 @@ interface Seen {
   restartsBefore: ReadonlyMap<string, number>;
   /** Since when each running instance of the current revision has been seen unready (the watch's clock), until it answers or is gone. */
   unreadySince: Map<string, number>;
+}
+
+/**
+ * The heal's signal: the watch's own (Ctrl-C), or a deploy that asks for the
+ * fleet (engine/types.ts YieldAsks), which stops the heal as Ctrl-C does.
+ */
+function yieldOnAsk(o: WatchOptions): { signal: AbortSignal; asked(): boolean; stop(): void } {
+  const asks = o.h.yieldAsks;
+  if (!asks) return { signal: o.signal, asked: () => false, stop: () => {} };
+  const ctl = new AbortController();
+  let asked = false;
+  const onStop = () => ctl.abort();
+  o.signal.addEventListener('abort', onStop, { once: true });
+  const unlisten = asks.onAsk(() => {
+    void asks.asked().then(
+      (yes) => {
+        if (!yes || ctl.signal.aborted) return;
+        asked = true;
+        ctl.abort();
+      },
+      () => {},
+    );
+  });
+  return {
+    signal: ctl.signal,
+    asked: () => asked,
+    stop: () => {
+      unlisten();
+      o.signal.removeEventListener('abort', onStop);
+    },
+  };
+}
+
+function yielded(): FleetrollError {
+  return new FleetrollError('E_LOCK_HELD', 'a deploy asked for the fleet: the heal ended with its step (as at Ctrl-C), and the watch yields to the deploy');
 }
 
 /** What the watch says of a look with nothing to act on: whole, or whole but for instances unready out of traffic (and what it reports besides). */

@@ -193,6 +193,28 @@ describe('fleetroll watch, for real', { timeout: guard(600_000) }, () => {
     }
   });
 
+  it('a deploy that finds a heal holding the lock asks it to stop: the heal ends with its step, the deploy runs (exit 0), the ask is gone', async () => {
+    const f = await fleet('it-watch-ask');
+    await f.at100(2);
+    // minReadySeconds 8: the heal's new instance would hold the lock 8 s after it is ready; asked, it ends at its readiness.
+    const watch = await startCliUntil(
+      ['watch', '-f', f.fleetFile({ replicas: 2, minReadySeconds: 8 }), '--interval', '2s', '--settle', '300ms'],
+      /watch: whole at revision 1/,
+    );
+    try {
+      await docker.getContainer((await f.instances())[0]!.id).kill({ signal: 'SIGKILL' });
+      await waitFor('the watch healing', () => /watch: healing \(/.test(watch.stdout()), 30_000);
+      const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, minReadySeconds: 8, image: 'fleetroll-example:1.1.0' })]);
+      assert.equal(r.code, 0, r.stdout + r.stderr);
+      assert.match(r.stdout + r.stderr, /fleetroll watch is healing the fleet: asked it to stop; waiting up to 10 s/);
+      await waitFor('the watch stepping back', () => /stepping back: a deploy asked for the fleet: the heal ended with its step/.test(watch.stdout()), 30_000);
+      assert.deepEqual((await f.versions()).sort(), ['1.1.0', '1.1.0']);
+      await assert.rejects(docker.getContainer(`fleetroll-yield-ask-${f.names.service}`).inspect(), /no such container/i, 'the ask is withdrawn');
+    } finally {
+      await stopWatch(watch);
+    }
+  });
+
   it('a second watch of the same fleet waits, naming the first, and takes over when the first stops', async () => {
     const f = await fleet('it-watch-two');
     await f.at100(1);

@@ -6,6 +6,7 @@
  * that changes what it read changes nothing until it writes.
  */
 import { FleetrollError } from '../../src/errors.js';
+import type { YieldAsks } from '../../src/engine/types.js';
 import type { FleetLockPort, FleetState, JournalEntry, LockInfo, StateStore } from '../../src/ports.js';
 
 export class MemoryStateStore implements StateStore {
@@ -84,5 +85,29 @@ export class MemoryLock implements FleetLockPort {
 
   get isHeld(): boolean {
     return this.held !== undefined;
+  }
+}
+
+/** A deploy's ask that the watch's heal end (engine/types.ts YieldAsks), in memory: honoured until withdrawn. */
+export class MemoryYieldAsks implements YieldAsks {
+  private on = false;
+  private readonly listeners = new Set<() => void>();
+
+  async ask(): Promise<void> {
+    this.on = true;
+    for (const l of this.listeners) l();
+  }
+
+  async asked(): Promise<boolean> {
+    return this.on;
+  }
+
+  async withdraw(): Promise<void> {
+    this.on = false;
+  }
+
+  onAsk(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
   }
 }

@@ -18,7 +18,7 @@ import { OLD_REVISION } from '../../src/sim/fleetAtStart.js';
 import type { SimContainer, SimWorld } from '../../src/sim/ports.js';
 import { simulatedFleet, type SimulatedFleet, type SimulationSetup } from '../../src/sim/simulate.js';
 import { assertWhole, healChecks } from '../support/heal-checks.js';
-import { MemoryLock, MemoryStateStore } from '../support/memory-state.js';
+import { MemoryLock, MemoryStateStore, MemoryYieldAsks } from '../support/memory-state.js';
 import { invariants, T } from '../support/sim-invariants.js';
 
 const INTERVAL_MS = 2000;
@@ -78,7 +78,7 @@ const named = (w: SimWorld, name: string) => [...w.containers.values()].find((c)
 async function watchOver(
   s: ResolvedStrategy,
   setup: Partial<SimulationSetup>,
-  script: (sim: SimulatedFleet, lock: MemoryLock, store: MemoryStateStore) => void,
+  script: (sim: SimulatedFleet, lock: MemoryLock, store: MemoryStateStore, asks: MemoryYieldAsks) => void,
 ) {
   const inv = invariants(s, T);
   const hosts = Array.from({ length: setup.hosts ?? 1 }, (_, i) => ({ name: `h${i + 1}`, maxInstances: setup.maxInstances?.[i] }));
@@ -91,7 +91,8 @@ async function watchOver(
   const lock = new MemoryLock('fleet simulated');
   const history = historyOf(sim);
   const store = new MemoryStateStore(history);
-  script(sim, lock, store);
+  const asks = new MemoryYieldAsks();
+  script(sim, lock, store, asks);
   const watchLock = new MemoryLock('the watch of simulated');
   const stop = new AbortController();
   clock.timer(600_000, () => stop.abort());
@@ -103,7 +104,7 @@ async function watchOver(
     watchFleet({
       fleet: sim.fleet,
       deps: sim.deps,
-      h: { store, lock, watchLock, who: 'test@sim' },
+      h: { store, lock, watchLock, yieldAsks: asks, who: 'test@sim' },
       signal: stop.signal,
       intervalMs: INTERVAL_MS,
       settleMs: SETTLE_MS,
@@ -222,6 +223,37 @@ describe('fleetroll watch: out of nginx on the event itself', () => {
     assert.equal(r.lines.filter((l) => /yielding: fleetroll deploy \(test@memory, pid \d+\) holds the rollout lock/.test(l)).length, 1, r.lines.join('\n'));
     assert.ok(r.heals.length >= 1 && r.heals[0]!.at >= 20_000, `healed once the lock was free:\n${r.lines.join('\n')}`);
     assert.deepEqual(r.end, { whole: true, heals: 1 });
+  });
+
+  it('a deploy asks for the fleet while a heal runs: the heal ends with its step, the lock comes free, the watch says it steps back; the fleet whole', async () => {
+    let askedAt: number | undefined;
+    let freeAt: number | undefined;
+    const r = await watchOver(resolveStrategy({ replicas: 4 }), { loadBalancers: 2 }, ({ clock, world }, lock, _store, asks) => {
+      clock.timer(5000, () => world.exit(named(world, 'new-2')));
+      // The deploy's side (engine/session.ts acquireLock): it finds the heal holding the lock and asks, then waits.
+      const poll = () => {
+        if (askedAt === undefined && lock.isHeld) {
+          askedAt = clock.now();
+          void asks.ask();
+        } else if (askedAt !== undefined && freeAt === undefined && !lock.isHeld) {
+          freeAt = clock.now();
+          // The deploy took the lock, did its work and withdrew the ask; here it simply withdraws.
+          void asks.withdraw();
+          return;
+        }
+        clock.timer(50, poll);
+      };
+      clock.timer(5000, poll);
+    });
+    assert.deepEqual(r.violations, []);
+    assert.ok(askedAt !== undefined && freeAt !== undefined, r.lines.join('\n'));
+    assert.ok(freeAt - askedAt <= 10_000, `the lock free ${freeAt - askedAt} ms after the ask, within the deploy's 10 s:\n${r.lines.join('\n')}`);
+    assert.equal(r.lines.filter((l) => /stepping back: a deploy asked for the fleet: the heal ended with its step/.test(l)).length, 1, r.lines.join('\n'));
+    assert.ok(!r.lines.some((l) => /heal .* failed/.test(l)), r.lines.join('\n'));
+    // The heal's step was finished, as at Ctrl-C (its new instance ready and in nginx): the fleet whole, no heal counted.
+    assert.deepEqual(r.lock.taken, ['fleetroll watch']);
+    assert.equal(r.end.whole, true);
+    assertWhole(r.sim.world, r.sim.revision, 4, r.checks);
   });
 
   it("an event for a container that is not the fleet's (a network event names only an id): nothing changes", async () => {
