@@ -15,7 +15,8 @@ import { ContainerLogStreamAccessLog, LocalFileAccessLog, containerFileAccessLog
 import { DockerRuntime } from './adapters/docker.js';
 import { FleetLock, FleetStateStore, whoAmI } from './adapters/fleetState.js';
 import { SwitchBackContainers, YieldAskContainer } from './adapters/switchAsks.js';
-import { NginxContainerRouter, NginxExecRouter } from './adapters/nginx.js';
+import { NginxContainerRouter } from './adapters/nginx.js';
+import { NginxExecRouter } from './adapters/nginxExec.js';
 import { DynamicNginxRouter, defaultPeersFile } from './adapters/nginxDynamic.js';
 import { containerPlace, execPlace } from './adapters/nginxPlace.js';
 import { buildProber } from './adapters/probes.js';

@@ -25,6 +25,7 @@ import { runManaged } from './session.js';
 import { statusReport, type StatusReport } from './status.js';
 import type { DeployDeps, FleetHandles } from './types.js';
 import { ejector } from './watchEject.js';
+import { yielded, yieldOnAsk } from './watchYield.js';
 
 export interface WatchOptions {
   fleet: Fleet;
@@ -284,41 +285,6 @@ interface Seen {
   restartsBefore: ReadonlyMap<string, number>;
   /** Since when each running instance of the current revision has been seen unready (the watch's clock), until it answers or is gone. */
   unreadySince: Map<string, number>;
-}
-
-/**
- * The heal's signal: the watch's own (Ctrl-C), or a deploy that asks for the
- * fleet (engine/types.ts YieldAsks), which stops the heal as Ctrl-C does.
- */
-function yieldOnAsk(o: WatchOptions): { signal: AbortSignal; asked(): boolean; stop(): void } {
-  const asks = o.h.yieldAsks;
-  if (!asks) return { signal: o.signal, asked: () => false, stop: () => {} };
-  const ctl = new AbortController();
-  let asked = false;
-  const onStop = () => ctl.abort();
-  o.signal.addEventListener('abort', onStop, { once: true });
-  const unlisten = asks.onAsk(() => {
-    void asks.asked().then(
-      (yes) => {
-        if (!yes || ctl.signal.aborted) return;
-        asked = true;
-        ctl.abort();
-      },
-      () => {},
-    );
-  });
-  return {
-    signal: ctl.signal,
-    asked: () => asked,
-    stop: () => {
-      unlisten();
-      o.signal.removeEventListener('abort', onStop);
-    },
-  };
-}
-
-function yielded(): FleetrollError {
-  return new FleetrollError('E_LOCK_HELD', 'a deploy asked for the fleet: the heal ended with its step (as at Ctrl-C), and the watch yields to the deploy');
 }
 
 /** What the watch says of a look with nothing to act on: whole, or whole but for instances unready out of traffic (and what it reports besides). */

@@ -21,7 +21,8 @@ import { DockerRuntime, dockerOptions, ensureNetwork, execIn, getFile, putFile }
 import { SshDockerAgent } from '../../src/adapters/ssh.js';
 import { HttpProber } from '../../src/adapters/http.js';
 import { buildAppImage, ensureNginxBaseImage, ensureNodeBaseImage } from '../../src/adapters/localImages.js';
-import { NginxContainerRouter, NginxExecRouter, RESTORED_EMPTY } from '../../src/adapters/nginx.js';
+import { NginxContainerRouter, RESTORED_EMPTY } from '../../src/adapters/nginx.js';
+import { NginxExecRouter } from '../../src/adapters/nginxExec.js';
 import { hupMaster, procWorkers } from '../../src/adapters/nginxProc.js';
 import { workerSnapshot } from '../../src/adapters/nginxWorkers.js';
 import { FleetrollError } from '../../src/errors.js';
