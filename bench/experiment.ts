@@ -1,5 +1,5 @@
 /**
- * The deploy benchmark (issue 6): a reduced experiment matrix on real Docker +
+ * The deploy benchmark: a reduced experiment matrix on real Docker +
  * nginx, in a few minutes, written to bench-out/ (report, charts, recordings,
  * and bench-out/summary.json), including:
  *

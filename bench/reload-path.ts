@@ -1,5 +1,5 @@
 /**
- * The reload path against its floor (issue 22): one upstream change to nginx
+ * The reload path against its floor: one upstream change to nginx
  * in a container on the local engine, as fleetroll makes it
  * (NginxContainerRouter.writeAndTest + reload: the file in, `nginx -t`, the
  * reload, and the confirmation that every worker is a new one), against the

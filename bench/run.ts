@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: speed and memory targets live here, never in timed tests.
  *
- * Targets (issue 2): simulate 10,000 replicas in well under a second; plan
+ * Targets: simulate 10,000 replicas in well under a second; plan
  * 10,000 replicas likewise. Each case runs a few times and reports the best
  * and median wall time plus heap growth; the process exits 1 if a target is
  * missed so CI-minded users can run it as a gate.
@@ -18,7 +18,7 @@ interface Case {
 
 const timings = { startupMs: 3000, drainMs: 2000, stopMs: 1000, minReadyMs: 0, jitter: 0, seed: 1 };
 const cases: Case[] = [
-  // simulate runs the real engine on a virtual clock (issue 11): the target is one second.
+  // simulate runs the real engine on a virtual clock: the target is one second.
   { name: 'simulate 10,000 replicas, 25%/25%', targetMs: 1000, run: () => simulateRollout(resolveStrategy({ replicas: 10_000 }), timings) },
   {
     name: 'simulate 1,000 replicas, 25%/0, jitter 0.3',

@@ -1,5 +1,5 @@
 /**
- * Issue 11's scale check, side by side in one run on this engine:
+ * The scale check, side by side in one run on this engine:
  *
  *   control:   `docker run` of N containers of the fast example app (no
  *              warm-up, no pre-stop), 8 at a time, then wait until every one

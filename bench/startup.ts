@@ -1,5 +1,5 @@
 /**
- * CLI startup benchmark (issue 12): whole `fleetroll` processes, side by side
+ * CLI startup benchmark: whole `fleetroll` processes, side by side
  * with a bare `node -e 0`, so what the CLI itself costs to start is visible.
  *
  * Each command runs N times (after one unmeasured warm-up run, for the file

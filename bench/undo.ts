@@ -1,7 +1,7 @@
 /**
  * Blue-green `undo` inside scaleDownDelaySeconds, from the command's start
  * (node's start included) to the last request the new set answered, measured
- * through nginx (issue 22: within 1 s). Each round rolls the stage's fleet
+ * through nginx (target: within 1 s). Each round rolls the stage's fleet
  * from 1.0.0 to 1.1.0 (BlueGreen, a 60 s delay), waits for the switch, runs
  * `fleetroll undo` and reads the load's records: when the new set's last
  * request was sent and answered, and how many requests failed for a strict

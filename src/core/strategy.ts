@@ -11,7 +11,7 @@
  *   replicas=3,  maxSurge=0%,  maxUnavailable=10%  -> both 0, so unavailable becomes 1 (a rollout must be able to move)
  *   replicas=3,  maxUnavailable=5                  -> 5 is clamped to replicas: 3
  *
- * Besides RollingUpdate and Recreate, two progressive strategies (issue 13):
+ * Besides RollingUpdate and Recreate, two progressive strategies:
  *
  *   BlueGreen  the whole new set starts out of traffic beside the old one, then
  *              one rewrite + reload of every upstream switches all traffic;

@@ -24,7 +24,7 @@ export interface NominalTimings {
 /** This machine's typical fixed costs, for the nominal prediction: docker run to a running container, and an nginx change in a container. */
 const NOMINAL_RUN_MS = 500;
 const NOMINAL_RELOAD_MS = 300;
-/** The dynamic mode's change here: the peers file in, the status read back (median 189 ms under load, issue 20's experiment). */
+/** The dynamic mode's change here: the peers file in, the status read back (median 189 ms under load, measured by the dynamic-mode experiment). */
 const NOMINAL_PEERS_CHANGE_MS = 190;
 const nominalChangeMs = (t: NominalTimings) => (t.idleDrainMs !== undefined ? NOMINAL_PEERS_CHANGE_MS : NOMINAL_RELOAD_MS);
 

@@ -11,7 +11,7 @@
  * Validation reports every problem with its path (`strategies/1/maxSurge: ...`)
  * and nothing runs until the whole spec is valid.
  *
- * Strategies against a bad version (issue 13): `BlueGreen` and `Canary`
+ * Strategies against a bad version: `BlueGreen` and `Canary`
  * beside RollingUpdate, an `analysis:` block (the gate of the fleet file)
  * for the whole spec and per strategy (merged field by field; `false` turns
  * the gate off), and `badVersion:` to make the new version subtly bad (a

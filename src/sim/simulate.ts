@@ -63,8 +63,9 @@ export interface SimulationTimings {
 
 /**
  * A drain in the dynamic mode, when nothing better is known: what one took on
- * this machine under load (79-244 ms, ~200 GET/s and 40 ms POSTs, issue 20's
- * experiment). A fleet's recorded drains replace it (calibratedTimings).
+ * this machine under load (79-244 ms, ~200 GET/s and 40 ms POSTs, in the
+ * dynamic-mode experiment). A fleet's recorded drains replace it
+ * (calibratedTimings).
  */
 export const NOMINAL_IDLE_DRAIN_MS = 200;
 

@@ -1,7 +1,7 @@
 /**
- * `npm run demo` sets the machine up before the rehearsal (issue 19, defect
- * 1: on a machine whose Docker engine is installed but not running, the demo
- * failed with "cannot reach Docker host local" where `npm test`, which runs
+ * `npm run demo` sets the machine up before the rehearsal (on a machine
+ * whose Docker engine is installed but not running, the demo failed with
+ * "cannot reach Docker host local" where `npm test`, which runs
  * scripts/setup-host.sh first, worked). Read from package.json and the
  * script's text only: running either would start Docker.
  */

@@ -1,8 +1,8 @@
 /**
- * Reading a fleet file that is a FIFO (src/config/document.ts, issue 23
- * item 7): refused at once, not read for ever. Here rather than in
- * test/unit/document.test.ts, which has the other special files, because
- * making a FIFO takes this machine's mkfifo.
+ * Reading a fleet file that is a FIFO (src/config/document.ts): refused at
+ * once, not read for ever. Here rather than in test/unit/document.test.ts,
+ * which has the other special files, because making a FIFO takes this
+ * machine's mkfifo.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -17,7 +17,7 @@ import { refusedRead } from '../support/refused-read.js';
 const dir = mkdtempSync(join(tmpdir(), 'fleetroll-document-local-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-describe('readTextFile: only regular files (issue 23 item 7)', () => {
+describe('readTextFile: only regular files', () => {
   it('a FIFO is refused at once, not read for ever', async () => {
     const fifo = join(dir, 'fifo.yaml');
     await promisify(execFile)('mkfifo', [fifo]);

@@ -1,5 +1,5 @@
 /**
- * Fuzzing what a user hands fleetroll (issue 23): fleet files, defaults
+ * Fuzzing what a user hands fleetroll: fleet files, defaults
  * files, upstream templates and experiment specs, generated from a fixed
  * seed (FUZZ_SEED to change it; every failure names it and the case).
  *
@@ -491,7 +491,7 @@ describe('fuzz harness', () => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// The reproducers of issue 23, one named row each.
+// The reproducers of hostile input found by fuzzing, one named row each.
 
 const FLEET_HEAD = 'service: fuzz-row\nimage: app:1.0.0\nreplicas: 2\nport: 8080\n';
 let rowN = 0;
@@ -520,7 +520,7 @@ async function allCommands(file: string, want: readonly number[], context: strin
   return results;
 }
 
-describe('fuzz reproducers (issue 23)', () => {
+describe('fuzz reproducers', () => {
   describe('1. YAML aliases: exit 2', () => {
     const laughs = [
       'lol0: &a0 [x, x, x, x, x, x, x, x, x, x]',

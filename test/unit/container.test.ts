@@ -1,5 +1,5 @@
 /**
- * The container fields of a fleet file (issue 18), one named row per field:
+ * The container fields of a fleet file, one named row per field:
  * what the fleet file says, what validation makes of it (or the path and
  * message it refuses it with, exit 2), and what reaches Docker in the
  * Engine API's create body.

@@ -459,7 +459,7 @@ async function randomCase(replicas: number, surge: number, unav: number, complet
 }
 
 /**
- * Issue 24: on a busy machine the app's own healthcheck timed out, so the
+ * On a busy machine the app's own healthcheck timed out, so the
  * deploy found every old instance unready while nginx routed to it; its first
  * write took them all out of the upstream and nginx answered 502 for 15 s.
  * Found unready, an instance nginx routes to stays up there until it is ready
@@ -1357,7 +1357,7 @@ describe('controller: the analysis gate', () => {
   });
 
   /**
-   * A first deploy (nothing of another revision running, issue 19): a canary
+   * A first deploy (nothing of another revision running): a canary
    * at 25% took all the traffic there was and its analysis, with no stable
    * side, held it for ever. Now the steps and every gate are skipped and the
    * fleet is created at full size; with a stable revision running, they run.

@@ -1,5 +1,5 @@
 /**
- * Issue 23 item 6: the size of an experiment's matrix is computed from its
+ * The size of an experiment's matrix is computed from its
  * list lengths before anything is expanded, and a spec that plans more than
  * MAX_PLANNED_RUNS runs is refused (exit 2) naming the lists, fast, however
  * large the product (12^5 values once ran V8 out of memory).

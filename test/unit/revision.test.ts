@@ -1,5 +1,5 @@
 /**
- * The revision hash with container fields and secrets (issue 18), and what
+ * The revision hash with container fields and secrets, and what
  * the fleet's state keeps of a revision: references and digests, never a
  * secret value.
  */

@@ -1,5 +1,5 @@
 /**
- * Issue 23 item 9: simulate's cost per replica stays flat as the fleet grows.
+ * Simulate's cost per replica stays flat as the fleet grows.
  * Ratios measured in one run, never absolute times: the machine is shared.
  *
  * 25%/25% is measured at 1,000 and 20,000 replicas (about 3 s in all). It

@@ -1,9 +1,9 @@
 /**
  * `validate` refuses what a deploy would refuse before touching a host
- * (config/checks.ts, run by every fleet load): issue 23's reproducers, each
- * with its accepted neighbour, and the pure checks' tables. The nginx name
- * limit proved on the real binary and hooks that cannot run are in
- * test/local/validate-checks.test.ts.
+ * (config/checks.ts, run by every fleet load): the reproducers of hostile
+ * input found by fuzzing, each with its accepted neighbour, and the pure
+ * checks' tables. The nginx name limit proved on the real binary and hooks
+ * that cannot run are in test/local/validate-checks.test.ts.
  */
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -21,7 +21,7 @@ writeFileSync(join(dir, 'good.tmpl'), 'upstream {{upstream}} {\n{{servers}}\n}\n
 writeFileSync(join(dir, 'no-servers.tmpl'), 'upstream {{upstream}} {\n    server 127.0.0.1:9 down;\n}\n');
 mkdirSync(join(dir, 'a-directory.tmpl'));
 
-describe('fleet load refuses what deploy would refuse (issue 23 reproducers)', () => {
+describe('fleet load refuses what deploy would refuse', () => {
   // [name, fleet file, field path or undefined (accepted), message pattern]
   const rows: [string, string, string | undefined, RegExp?][] = [
     [
