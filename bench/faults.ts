@@ -6,7 +6,8 @@
  * A fleet of 4 (a rehearsal's, left running, `restart: unless-stopped`),
  * the watch looking every 2 s with a 1 s settle window, GETs at 40/s through
  * nginx. One fault at a time on one instance: SIGKILL, `docker stop` by
- * someone else, `docker pause` for 6 s, a network disconnect for 6 s. For
+ * someone else, `docker pause` for 6 s, a network disconnect for 6 s, and a
+ * deploy of a version that crashes 2 s after it is ready. For
  * each: how long until nginx no longer sends it users (the watch's own
  * figure, from Docker's event to the change in force; in reload mode also the
  * upstream file as polled here), how many GETs failed, and how long until the
@@ -17,6 +18,7 @@
  *
  *   npm run bench:faults                          # every setup
  *   FAULTS_SETUPS=minimal npx tsx bench/faults.ts # one
+ *   FAULTS=crash,pause npm run bench:faults       # some faults
  *
  * Writes bench-out/faults.json; the table goes to docs/benchmarks.md by hand.
  */
@@ -36,9 +38,12 @@ const RATE = 40;
 const REPLICAS = 4;
 
 type Setup = 'template' | 'minimal' | 'dynamic';
-type Fault = 'SIGKILL' | 'docker stop' | 'pause 6 s' | 'disconnect 6 s';
+type Fault = 'SIGKILL' | 'docker stop' | 'pause 6 s' | 'disconnect 6 s' | 'crash after ready (deploy)';
 const SETUPS: Setup[] = (process.env.FAULTS_SETUPS?.split(',') as Setup[] | undefined) ?? ['template', 'minimal', 'dynamic'];
-const FAULTS: Fault[] = ['SIGKILL', 'docker stop', 'pause 6 s', 'disconnect 6 s'];
+// The crash after ready last: the deploy it fails leaves a failed revision, which the watch does not heal to.
+const ALL_FAULTS: Fault[] = ['SIGKILL', 'docker stop', 'pause 6 s', 'disconnect 6 s', 'crash after ready (deploy)'];
+/** FAULTS=crash,pause: the faults whose names start with one of these words. */
+const FAULTS = process.env.FAULTS ? ALL_FAULTS.filter((f) => process.env.FAULTS!.split(',').some((w) => f.startsWith(w))) : ALL_FAULTS;
 
 interface Row {
   setup: Setup;
@@ -53,6 +58,9 @@ interface Row {
   failedAt: number[];
   /** From the fault to the watch's next "healed"/"whole again" line after the fault was undone. */
   wholeMs?: number | undefined;
+  /** The crash after ready: the deploy's exit code, and how long it took. */
+  deployExit?: number | undefined;
+  deploySeconds?: number | undefined;
 }
 
 /** A strict GET: its own connection, 1 s in all, never resent. Resolves with whether it succeeded and when it was sent. */
@@ -162,7 +170,36 @@ async function inject(fault: Fault, id: string, network: string): Promise<() => 
   return async () => {};
 }
 
+/**
+ * A deploy of a version that crashes 2 s after it is ready (Docker restarting it: `unless-stopped`), maxSurge 1 /
+ * maxUnavailable 0, minReadySeconds 5, progressDeadlineSeconds 15, with the watch running (it yields to the deploy).
+ */
+async function crashAfterReady(setup: Setup, env: { file: string; url: string }): Promise<Row> {
+  const file = env.file.replace(/\.yaml$/, '-crash.yaml');
+  writeFileSync(
+    file,
+    `${readFileSync(env.file, 'utf8')}strategy: { type: RollingUpdate, rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } }
+minReadySeconds: 5
+progressDeadlineSeconds: 15
+env: { CRASH_AFTER_READY_SECONDS: "2" }
+restart: unless-stopped
+`,
+  );
+  const l = load(env.url);
+  await sleep(2000);
+  const t0 = Date.now();
+  const r = await execa('node', [cli, 'deploy', '-f', file], { reject: false });
+  const deploySeconds = Math.round((Date.now() - t0) / 100) / 10;
+  await sleep(2000);
+  const { gets, failed, failedAt } = await l.stop();
+  if (r.exitCode !== 1) console.error(`the deploy was to fail (exit 1), it exited ${r.exitCode}:\n${r.stdout}\n${r.stderr}`);
+  const row: Row = { setup, fault: 'crash after ready (deploy)', gets, failed, failedAt: failedAt.map((t) => t - t0), deployExit: r.exitCode, deploySeconds };
+  console.log(JSON.stringify(row));
+  return row;
+}
+
 async function one(name: string, setup: Setup, fault: Fault, env: { file: string; url: string; upstreamOnHost?: string | undefined }, watchOut: () => string) {
+  if (fault === 'crash after ready (deploy)') return crashAfterReady(setup, env);
   const victim = (await instances(name))[0]!;
   const victimName = victim.Names[0]!.replace(/^\//, '');
   const l = load(env.url);
@@ -239,7 +276,7 @@ async function main(): Promise<void> {
   console.log('| --- | --- | ---: | ---: | ---: | ---: |');
   for (const r of rows)
     console.log(
-      `| ${r.setup} | ${r.fault} | ${f(r.outWatchMs)} | ${f(r.outFileMs)} | ${r.failed} of ${r.gets} | ${r.wholeMs === undefined ? '—' : (r.wholeMs / 1000).toFixed(1)} |`,
+      `| ${r.setup} | ${r.fault} | ${f(r.outWatchMs)} | ${f(r.outFileMs)} | ${r.failed} of ${r.gets} | ${r.wholeMs === undefined ? (r.deployExit !== undefined ? `deploy exit ${r.deployExit} after ${r.deploySeconds} s` : '—') : (r.wholeMs / 1000).toFixed(1)} |`,
     );
 }
 
