@@ -26,6 +26,7 @@ describe('Docker labels', () => {
       switchBack: 'fleetroll.switchback',
       switchBackHolder: 'fleetroll.switchback.holder',
       switchBackAsk: 'fleetroll.switchback.ask',
+      yieldAsk: 'fleetroll.yield.ask',
       demo: 'fleetroll.demo',
       image: 'fleetroll.image',
       contextHash: 'fleetroll.context-hash',
