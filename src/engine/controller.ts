@@ -64,11 +64,6 @@ export class Controller {
       idle: () => this.schedule(),
       preview: this.driver.preview,
       force: this.driver.force,
-      // Exited, crashed, frozen or moved (Availability.lost): its takedown goes out at once, with no nginx -t before the reload.
-      gone: (address) => {
-        for (const i of ctx.view.values()) if (i.address === address) return i.phase === 'failed';
-        return false;
-      },
     });
     d.inspect?.(this);
     ctx.readiness = new Readiness({
