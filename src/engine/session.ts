@@ -277,21 +277,26 @@ const HEAL_WAIT_MS = 10_000;
 export async function acquireLock(h: FleetHandles, image: string, o: ManagedOptions, emit: NonNullable<DeployDeps['events']>): Promise<void> {
   const waitMs = o.lockWaitMs ?? 0;
   try {
-    await h.lock.acquire(image, o.command, waitMs);
+    await h.lock.acquire(image, o.command, 0);
   } catch (err) {
     const holder = err instanceof FleetrollError && err.code === 'E_LOCK_HELD' ? (err.details as { command?: unknown } | undefined)?.command : undefined;
-    if (o.heal !== undefined || holder !== 'fleetroll watch' || waitMs >= HEAL_WAIT_MS) throw err;
+    if (o.heal !== undefined || holder !== 'fleetroll watch') {
+      if (waitMs <= 0) throw err;
+      await h.lock.acquire(image, o.command, waitMs);
+      return;
+    }
     // The heal ends as at Ctrl-C (its step finished or undone) and the watch yields: asked, not only waited for.
     const asked = await h.yieldAsks?.ask().then(
       () => true,
       () => false,
     );
+    const wait = Math.max(waitMs, HEAL_WAIT_MS);
     emit({
       type: 'info',
-      message: `fleetroll watch is healing the fleet: ${asked ? 'asked it to stop; ' : ''}waiting up to ${HEAL_WAIT_MS / 1000} s for its heal to end`,
+      message: `fleetroll watch is healing the fleet: ${asked ? 'asked it to stop; ' : ''}waiting up to ${wait / 1000} s for its heal to end`,
     });
     try {
-      await h.lock.acquire(image, o.command, HEAL_WAIT_MS);
+      await h.lock.acquire(image, o.command, wait);
     } finally {
       if (asked) await h.yieldAsks?.withdraw().catch(() => {});
     }

@@ -204,9 +204,11 @@ describe('fleetroll watch, for real', { timeout: guard(600_000) }, () => {
     try {
       await docker.getContainer((await f.instances())[0]!.id).kill({ signal: 'SIGKILL' });
       await waitFor('the watch healing', () => /watch: healing \(/.test(watch.stdout()), 30_000);
-      const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, minReadySeconds: 8, image: 'fleetroll-example:1.1.0' })]);
+      // The heal ends with its step: a new instance it started is waited for until it is ready, which a busy CI machine has
+      // taken longer than the 10 s a deploy waits by default; --lock-wait gives it that time and still asks.
+      const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, minReadySeconds: 8, image: 'fleetroll-example:1.1.0' }), '--lock-wait', '60s']);
       assert.equal(r.code, 0, r.stdout + r.stderr);
-      assert.match(r.stdout + r.stderr, /fleetroll watch is healing the fleet: asked it to stop; waiting up to 10 s/);
+      assert.match(r.stdout + r.stderr, /fleetroll watch is healing the fleet: asked it to stop; waiting up to 60 s/);
       await waitFor('the watch stepping back', () => /stepping back: a deploy asked for the fleet: the heal ended with its step/.test(watch.stdout()), 30_000);
       assert.deepEqual((await f.versions()).sort(), ['1.1.0', '1.1.0']);
       await assert.rejects(docker.getContainer(`fleetroll-yield-ask-${f.names.service}`).inspect(), /no such container/i, 'the ask is withdrawn');

@@ -82,7 +82,25 @@ describe('a deploy takes the rollout lock', () => {
     { name: 'another deploy holds it: nothing asked', holder: 'fleetroll deploy', freeAfterMs: 3000, calls: [0], fails: true, asks: [] },
     { name: 'a heal that outlasts 10 s: exit 3 as before', holder: 'fleetroll watch', freeAfterMs: 60_000, calls: [0, 10_000], fails: true },
     { name: 'another deploy holds it: exit 3 at once', holder: 'fleetroll deploy', freeAfterMs: 3000, calls: [0], fails: true },
-    { name: '--lock-wait longer than 10 s: that wait, once', holder: 'fleetroll watch', freeAfterMs: 3000, lockWaitMs: 30_000, calls: [30_000], fails: false },
+    {
+      name: "--lock-wait longer than 10 s, a watch's heal holds it: asks it to stop all the same, and waits that long",
+      holder: 'fleetroll watch',
+      freeAfterMs: 3000,
+      lockWaitMs: 30_000,
+      calls: [0, 30_000],
+      fails: false,
+      says: /asked it to stop; waiting up to 30 s/,
+      asks: ['ask', 'withdraw'],
+    },
+    {
+      name: '--lock-wait, another deploy holds it: that wait, nothing asked',
+      holder: 'fleetroll deploy',
+      freeAfterMs: 3000,
+      lockWaitMs: 30_000,
+      calls: [0, 30_000],
+      fails: false,
+      asks: [],
+    },
     { name: 'a heal itself does not wait for another', holder: 'fleetroll watch', freeAfterMs: 3000, heal: 'exited', calls: [0], fails: true },
   ];
   for (const r of rows) {
