@@ -64,29 +64,31 @@ interface Row {
 }
 
 /** A strict GET: its own connection, 1 s in all, never resent. Resolves with whether it succeeded and when it was sent. */
-function strictGet(url: string): Promise<{ ok: boolean; at: number }> {
+function strictGet(url: string): Promise<{ ok: boolean; at: number; why: string }> {
   const at = Date.now();
-  return new Promise<boolean>((resolve) => {
+  return new Promise<string>((resolve) => {
     const req = http.get(url, { agent: false, timeout: 1000 }, (res) => {
       res.resume();
-      res.on('end', () => resolve((res.statusCode ?? 0) >= 200 && (res.statusCode ?? 0) < 300));
-      res.on('error', () => resolve(false));
+      const code = res.statusCode ?? 0;
+      res.on('end', () => resolve(code >= 200 && code < 300 ? '' : `HTTP ${code}`));
+      res.on('error', (e) => resolve(e.message));
     });
     const t = setTimeout(() => req.destroy(new Error('timeout')), 1000);
     req.on('close', () => clearTimeout(t));
-    req.on('error', () => resolve(false));
-  }).then((ok) => ({ ok, at }));
+    req.on('error', (e) => resolve(e.message));
+  }).then((why) => ({ ok: why === '', at, why }));
 }
 
 /** GETs at RATE a second (an open loop: a hung one does not slow it) until stopped. */
 function load(url: string): { stop(): Promise<{ gets: number; failed: number; failedAt: number[] }> } {
-  const pending: Promise<{ ok: boolean; at: number }>[] = [];
+  const pending: Promise<{ ok: boolean; at: number; why: string }>[] = [];
   const timer = setInterval(() => pending.push(strictGet(`${url}/api/books`)), 1000 / RATE);
   return {
     async stop() {
       clearInterval(timer);
       const all = await Promise.all(pending);
       const failed = all.filter((r) => !r.ok);
+      if (process.env.FAULTS_DEBUG) for (const f of failed) console.error(`failed GET sent at ${f.at}: ${f.why}`);
       return { gets: all.length, failed: failed.length, failedAt: failed.map((r) => r.at) };
     },
   };
@@ -188,7 +190,13 @@ restart: unless-stopped
   const l = load(env.url);
   await sleep(2000);
   const t0 = Date.now();
-  const r = await execa('node', [cli, 'deploy', '-f', file], { reject: false });
+  const child = execa('node', [cli, 'deploy', '-f', file], { reject: false });
+  // FAULTS_DEBUG=1: the deploy's lines timed from its start, to line the failed GETs up with its steps.
+  if (process.env.FAULTS_DEBUG) {
+    child.stdout?.on('data', (d: Buffer) => process.stderr.write(`${Date.now() - t0} ms: ${d.toString()}`));
+    child.stderr?.on('data', (d: Buffer) => process.stderr.write(`${Date.now() - t0} ms (stderr): ${d.toString()}`));
+  }
+  const r = await child;
   const deploySeconds = Math.round((Date.now() - t0) / 100) / 10;
   await sleep(2000);
   const { gets, failed, failedAt } = await l.stop();
