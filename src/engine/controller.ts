@@ -64,6 +64,10 @@ export class Controller {
       idle: () => this.schedule(),
       preview: this.driver.preview,
       force: this.driver.force,
+      gone: (address) => {
+        for (const i of ctx.view.values()) if (i.address === address) return stoppedServing(i);
+        return false;
+      },
     });
     d.inspect?.(this);
     ctx.readiness = new Readiness({
@@ -272,4 +276,15 @@ function onlyStopsLeft(view: FleetView<Instance>, revision: string, replicas: nu
   const leaving = view.terminatingCount();
   const available = view.available(revision);
   return leaving > 0 && available >= replicas && available === view.size - leaving;
+}
+
+/**
+ * An instance that stopped serving by itself: it exited, crashed, froze or
+ * moved (failed, Availability.lost), or it was ready and its readiness probe
+ * now fails (unready: a crashing app's probe is often refused before Docker's
+ * event arrives). Its takedown goes to nginx at once with no nginx -t before
+ * the reload; a planned drain (draining, stopping) keeps the test.
+ */
+export function stoppedServing(i: Pick<Instance, 'phase'>): boolean {
+  return i.phase === 'failed' || i.phase === 'unready';
 }

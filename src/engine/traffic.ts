@@ -65,6 +65,13 @@ export interface TrafficOptions {
    * `canary` tells the new revision's addresses from stable's.
    */
   force?: { key: ForceKey; canary: (address: string) => boolean } | undefined;
+  /**
+   * Whether the instance at an address no longer serves (its container
+   * exited, was killed or crashed): a change that only takes such servers out
+   * goes to every nginx at once, with no `nginx -t` before its reload
+   * (UpstreamFiles.writeAll `trusted`).
+   */
+  gone?: ((address: string) => boolean) | undefined;
 }
 
 /** The names of the servers up (or down), for the journal: only spelled out when the journal is written. */
@@ -244,7 +251,26 @@ export class Traffic {
     const startsAt = this.o.starts?.();
     try {
       const previous = this.files.snapshot();
-      const written = await this.files.writeAll(servers, { preview, hash, force }, list && { list, version }, upChanged || d.newDown.length > 0);
+      const gone = this.o.gone;
+      const takedown =
+        gone !== undefined &&
+        reload &&
+        !final &&
+        !this.recoveryReload &&
+        !previewChanged &&
+        split === this.loaded.split &&
+        d.upAdded.length === 0 &&
+        d.newUp.length === 0 &&
+        d.newDown.length + d.upRemoved.length > 0 &&
+        d.newDown.every((e) => gone(e.address)) &&
+        d.upRemoved.every((a) => gone(a));
+      const { written, reloaded: inForceAlready } = await this.files.writeAll(
+        servers,
+        { preview, hash, force },
+        list && { list, version },
+        upChanged || d.newDown.length > 0,
+        takedown,
+      );
       if (!reload) {
         // A tidy-up (stopped servers left out) changes no routing; a reload-free router takes it only when told.
         await Promise.all(
@@ -265,7 +291,7 @@ export class Traffic {
       const reloaded = await Promise.allSettled(
         toReload.map(async (i) => {
           const lb = this.o.balancers[i];
-          await lb?.router.reload();
+          if (!inForceAlready.has(i)) await lb?.router.reload();
           if (!lb?.router.reloadFree) this.reloads++;
           if (lb) {
             balancers[lb.router.name] = this.o.clock.now() - began;

@@ -40,6 +40,16 @@ function put(r: Router, f: WrittenFile): Promise<void> {
   return r.writeServers && f.servers ? r.writeServers(f as UpstreamFile) : r.writeAndTest(f.text());
 }
 
+/** A takedown (`trusted`) goes in through writeAndReloadTrusted where the router has it: true when it is then in force already. */
+async function putTrusted(r: Router, f: WrittenFile): Promise<boolean> {
+  if (r.writeServers && f.servers) await r.writeServers(f as UpstreamFile);
+  else if (r.writeAndReloadTrusted) {
+    await r.writeAndReloadTrusted(f.text());
+    return true;
+  } else await r.writeAndTest(f.text());
+  return false;
+}
+
 /**
  * Whether two files have the same text. Two lists of servers under the same
  * template and hash line render alike exactly when their entries are equal
@@ -83,13 +93,29 @@ export class UpstreamFiles {
    * Writes and checks every changed file, every load balancer at once (each
    * is its own nginx: one's Docker calls need not wait for another's); on a
    * failed check restores the ones written and throws. Returns the indexes
-   * written.
+   * written, and those already reloaded: with `trusted` (a change that only
+   * takes out servers whose containers are gone), a router that can writes
+   * and reloads at once, with `nginx -t` only if nginx refuses it
+   * (Router.writeAndReloadTrusted): every ms of it, users' requests go to a
+   * dead address.
    */
-  async writeAll(servers: () => readonly UpstreamEntry[], parts: FileParts, of: ListVersion | undefined, changed: boolean): Promise<number[]> {
+  async writeAll(
+    servers: () => readonly UpstreamEntry[],
+    parts: FileParts,
+    of: ListVersion | undefined,
+    changed: boolean,
+    trusted = false,
+  ): Promise<{ written: number[]; reloaded: ReadonlySet<number> }> {
     const lbs = this.o.balancers;
     const files = lbs.map((lb) => this.file(lb, servers, parts, of));
     const todo = lbs.map((_, i) => i).filter((i) => !sameFile(files[i]!, this.last[i], changed));
-    const results = await Promise.allSettled(todo.map((i) => put(lbs[i]!.router, files[i]!)));
+    const reloaded = new Set<number>();
+    const results = await Promise.allSettled(
+      todo.map(async (i) => {
+        if (!trusted) return put(lbs[i]!.router, files[i]!);
+        if (await putTrusted(lbs[i]!.router, files[i]!)) reloaded.add(i);
+      }),
+    );
     const written = todo.filter((_, k) => results[k]!.status === 'fulfilled');
     const k = results.findIndex((r) => r.status === 'rejected');
     if (k >= 0) {
@@ -98,7 +124,10 @@ export class UpstreamFiles {
         written.map(async (j) => {
           const prev = this.last[j];
           const lb = lbs[j];
-          if (prev !== undefined && lb) await put(lb.router, prev).catch(() => {});
+          if (prev === undefined || !lb) return;
+          await put(lb.router, prev).catch(() => {});
+          // Already in force there: the previous file goes back in force too, so that every nginx serves the same servers.
+          if (reloaded.has(j)) await lb.router.reload().catch(() => {});
         }),
       );
       this.o.restored();
@@ -109,7 +138,7 @@ export class UpstreamFiles {
       );
     }
     for (const i of written) this.last[i] = files[i];
-    return written;
+    return { written, reloaded };
   }
 
   /** What each file held before a write: for restoring the ones a failed change had already put in force. */

@@ -108,6 +108,11 @@ describe('failed rollouts leave the fleet serving', () => {
     assert.match(r.stderr, /exited, exit code 1, \d+\.\d s after it became ready, within its monitor window \(5 s\)/);
     assert.match(r.stderr, /last log lines of it-crash-/);
     assert.doesNotMatch(r.stderr, /made no progress/, 'it did not wait for the deadline');
+    // The reload after the one that put it in takes it out, with no nginx -t first: every ms of the test is a request sent to a dead address.
+    const reloads = r.stdout.split('\n').filter((l) => /upstream: .*reloaded/.test(l));
+    const putIn = reloads.findIndex((l) => /\(in: it-crash-/.test(l));
+    assert.ok(putIn >= 0 && reloads[putIn + 1] !== undefined, `a reload put it in and one took it out:\n${r.stdout}`);
+    assert.doesNotMatch(reloads[putIn + 1]!, /nginx -t \d+ ms/, 'its takedown skipped nginx -t');
     const list = await f.instances();
     assert.equal(list.filter((i) => i.labels[LABELS.revision] === oldRev && i.running).length, 4);
     const crashed = list.filter((i) => i.labels[LABELS.revision] !== oldRev);

@@ -9,6 +9,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseUpstreamServers, renderUpstream, type UpstreamEntry } from '../../src/core/upstream.js';
+import type { Phase } from '../../src/core/decide.js';
+import { stoppedServing } from '../../src/engine/controller.js';
 import { Traffic } from '../../src/engine/traffic.js';
 import { UpstreamList } from '../../src/engine/upstreamList.js';
 import type { Router } from '../../src/ports.js';
@@ -136,4 +138,85 @@ describe("Traffic with the controller's list", () => {
     assert.deepEqual(events, ['enable up=app-4 down=', 'drain up= down=app-1', 'drain up=app-5,app-6 down=app-2', 'enable up= down=']);
     assert.equal(sim.reloads, 4);
   });
+
+  it('takes out a server whose container is gone with one write and reload and no nginx -t; a planned drain, and a change with a server coming up, go through nginx -t', async () => {
+    const clock = new VirtualClock();
+    const list = new UpstreamList();
+    for (const n of [1, 2, 3]) list.set(`app-${n}`, entry(n));
+    const render = () => renderUpstream(TEMPLATE, { service: 'svc', upstream: 'app', servers: list.entries() });
+    const calls: string[] = [];
+    class TrustingRouter extends TextRouter {
+      override async writeAndTest(content: string): Promise<void> {
+        calls.push('write+test');
+        await super.writeAndTest(content);
+      }
+      override async reload(): Promise<void> {
+        calls.push('reload');
+        await super.reload();
+      }
+      async writeAndReloadTrusted(content: string): Promise<void> {
+        calls.push('write+reload, no test');
+        this.file = content;
+        this.inForce = content;
+      }
+    }
+    const router = new TrustingRouter(render());
+    const gone = new Set<string>();
+    const traffic = new Traffic({
+      service: 'svc',
+      balancers: [{ router, template: TEMPLATE, upstream: 'app' }],
+      clock,
+      emit: () => {},
+      journal: () => {},
+      coalesceMs: 10,
+      desired: () => ({ servers: list }),
+      applied: () => {},
+      failed: (err) => {
+        throw err;
+      },
+      gone: (address) => gone.has(address),
+    });
+    await clock.run(traffic.load(false));
+    const rows: { name: string; change: () => void; calls: string[] }[] = [
+      {
+        name: 'app-2 exited: marked down at once',
+        change: () => {
+          gone.add(entry(2).address);
+          list.set('app-2', entry(2, true));
+        },
+        calls: ['write+reload, no test'],
+      },
+      { name: 'app-1 drained (its container runs): nginx -t first', change: () => list.set('app-1', entry(1, true)), calls: ['write+test', 'reload'] },
+      {
+        name: 'app-3 exited while app-4 comes up: nginx -t first',
+        change: () => {
+          gone.add(entry(3).address);
+          list.set('app-3', entry(3, true));
+          list.set('app-4', entry(4));
+        },
+        calls: ['write+test', 'reload'],
+      },
+    ];
+    for (const r of rows) {
+      calls.length = 0;
+      r.change();
+      traffic.request();
+      await clock.run(clock.sleep(100));
+      assert.deepEqual(calls, r.calls, r.name);
+      assert.equal(router.inForce, render(), `${r.name}: in force`);
+    }
+    assert.equal(traffic.reloads, 3, 'each counted as a reload');
+  });
+});
+
+describe('which takedowns skip nginx -t (stoppedServing)', () => {
+  const rows: { name: string; phase: Phase; trusted: boolean }[] = [
+    { name: 'exited, crashed, froze or moved', phase: 'failed', trusted: true },
+    { name: 'was ready, its probe now fails (a crash the probe sees before the event)', phase: 'unready', trusted: true },
+    { name: 'ready, in service', phase: 'ready', trusted: false },
+    { name: 'available, in service', phase: 'available', trusted: false },
+    { name: 'a planned drain', phase: 'draining', trusted: false },
+    { name: 'being stopped by the rollout', phase: 'stopping', trusted: false },
+  ];
+  for (const r of rows) it(r.name, () => assert.equal(stoppedServing({ phase: r.phase }), r.trusted));
 });
