@@ -14,11 +14,15 @@
  * fleet was whole again. Three nginx setups: reload mode with
  * templates/nginx.conf.example's retry (proxy_next_upstream error timeout,
  * proxy_connect_timeout 250ms), reload mode with a minimal nginx.conf
- * (proxy_pass only), and the dynamic mode (its example config).
+ * (proxy_pass only), and the dynamic mode (its example config). Last, the
+ * fleet's engine restarted (a VM reboot), on a fleet of its own on a second
+ * engine behind an nginx on this machine (bench/faultsEngine.ts), in reload
+ * mode (the minimal setup) and dynamic mode.
  *
  *   npm run bench:faults                          # every setup
  *   FAULTS_SETUPS=minimal npx tsx bench/faults.ts # one
  *   FAULTS=crash,pause npm run bench:faults       # some faults
+ *   FAULTS=engine FAULTS_SETUPS=minimal,dynamic npx tsx bench/faults.ts
  *
  * Writes bench-out/faults.json; the table goes to docs/benchmarks.md by hand.
  */
@@ -31,6 +35,7 @@ import { fileURLToPath } from 'node:url';
 import Dockerode from 'dockerode';
 import { execa } from 'execa';
 import { parseUpstreamServers } from '../src/core/upstream.js';
+import { engineRestart, type EngineRow } from './faultsEngine.js';
 
 const cli = process.env.FLEETROLL_CLI ?? fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
 const docker = new Dockerode();
@@ -38,10 +43,11 @@ const RATE = 40;
 const REPLICAS = 4;
 
 type Setup = 'template' | 'minimal' | 'dynamic';
-type Fault = 'SIGKILL' | 'docker stop' | 'pause 6 s' | 'disconnect 6 s' | 'crash after ready (deploy)';
+type Fault = 'SIGKILL' | 'docker stop' | 'pause 6 s' | 'disconnect 6 s' | 'crash after ready (deploy)' | 'engine restart';
 const SETUPS: Setup[] = (process.env.FAULTS_SETUPS?.split(',') as Setup[] | undefined) ?? ['template', 'minimal', 'dynamic'];
 // The crash after ready last: the deploy it fails leaves a failed revision, which the watch does not heal to.
-const ALL_FAULTS: Fault[] = ['SIGKILL', 'docker stop', 'pause 6 s', 'disconnect 6 s', 'crash after ready (deploy)'];
+// The engine restart on a fleet of its own (bench/faultsEngine.ts): minimal stands for reload mode there.
+const ALL_FAULTS: Fault[] = ['SIGKILL', 'docker stop', 'pause 6 s', 'disconnect 6 s', 'crash after ready (deploy)', 'engine restart'];
 /** FAULTS=crash,pause: the faults whose names start with one of these words. */
 const FAULTS = process.env.FAULTS ? ALL_FAULTS.filter((f) => process.env.FAULTS!.split(',').some((w) => f.startsWith(w))) : ALL_FAULTS;
 
@@ -79,10 +85,14 @@ function strictGet(url: string): Promise<{ ok: boolean; at: number; why: string 
   }).then((why) => ({ ok: why === '', at, why }));
 }
 
-/** GETs at RATE a second (an open loop: a hung one does not slow it) until stopped. */
-function load(url: string): { stop(): Promise<{ gets: number; failed: number; failedAt: number[] }> } {
+/** GETs at RATE a second (an open loop: a hung one does not slow it) until stopped; `count` tells those settled so far. */
+function load(url: string): {
+  stop(): Promise<{ gets: number; failed: number; failedAt: number[] }>;
+  count(since: number, until?: number): { gets: number; failed: number };
+} {
   const pending: Promise<{ ok: boolean; at: number; why: string }>[] = [];
-  const timer = setInterval(() => pending.push(strictGet(`${url}/api/books`)), 1000 / RATE);
+  const settled: { ok: boolean; at: number }[] = [];
+  const timer = setInterval(() => pending.push(strictGet(`${url}/api/books`).then((r) => (settled.push(r), r))), 1000 / RATE);
   return {
     async stop() {
       clearInterval(timer);
@@ -90,6 +100,10 @@ function load(url: string): { stop(): Promise<{ gets: number; failed: number; fa
       const failed = all.filter((r) => !r.ok);
       if (process.env.FAULTS_DEBUG) for (const f of failed) console.error(`failed GET sent at ${f.at}: ${f.why}`);
       return { gets: all.length, failed: failed.length, failedAt: failed.map((r) => r.at) };
+    },
+    count(since, until = Number.POSITIVE_INFINITY) {
+      const in_ = settled.filter((r) => r.at >= since && r.at < until);
+      return { gets: in_.length, failed: in_.filter((r) => !r.ok).length };
     },
   };
 }
@@ -260,7 +274,9 @@ async function one(name: string, setup: Setup, fault: Fault, env: { file: string
 
 async function main(): Promise<void> {
   const rows: Row[] = [];
-  for (const setup of SETUPS) {
+  const engineRows: EngineRow[] = [];
+  const onOwnFleet = FAULTS.filter((f) => f !== 'engine restart');
+  for (const setup of onOwnFleet.length ? SETUPS : []) {
     const name = `fbench-${setup}`;
     console.log(`setting up ${setup}: a fleet of ${REPLICAS} (fleetroll rehearse --keep --name ${name}) ...`);
     const env = await setUp(name, setup);
@@ -270,22 +286,38 @@ async function main(): Promise<void> {
       let out = '';
       watch.stdout!.on('data', (b: Buffer) => (out += b.toString()));
       await until('the watch to say the fleet is whole', () => /whole at revision/.test(out), 120_000, 200);
-      for (const fault of FAULTS) rows.push(await one(name, setup, fault, env, () => out));
+      for (const fault of onOwnFleet) rows.push(await one(name, setup, fault, env, () => out));
     } finally {
       watch?.kill('SIGTERM');
       await sleep(1000);
       await execa('node', [cli, 'rehearse', '--down', '--name', name], { reject: false });
     }
   }
+  if (FAULTS.includes('engine restart'))
+    for (const mode of ['reload', 'dynamic'] as const) {
+      if (!SETUPS.includes(mode === 'reload' ? 'minimal' : 'dynamic')) continue;
+      console.log(`engine restart, ${mode} mode: a fleet of ${REPLICAS} on a second engine (scripts/second-engine.sh) behind an nginx on this machine ...`);
+      engineRows.push(await engineRestart(cli, mode, load));
+    }
   mkdirSync('bench-out', { recursive: true });
-  writeFileSync('bench-out/faults.json', JSON.stringify({ rate: RATE, replicas: REPLICAS, rows }, null, 2));
+  writeFileSync('bench-out/faults.json', JSON.stringify({ rate: RATE, replicas: REPLICAS, rows, engineRows }, null, 2));
   const f = (v: number | undefined) => (v === undefined ? '—' : String(v));
   console.log('\n| nginx | fault | out of nginx (watch, ms) | upstream file down (ms) | failed GETs | whole again (s) |');
-  console.log('| --- | --- | ---: | ---: | ---: | ---: |');
+  console.log('| --- | --- | ---: | ---: | ---: | ---: | ---: |');
   for (const r of rows)
     console.log(
       `| ${r.setup} | ${r.fault} | ${f(r.outWatchMs)} | ${f(r.outFileMs)} | ${r.failed} of ${r.gets} | ${r.wholeMs === undefined ? (r.deployExit !== undefined ? `deploy exit ${r.deployExit} after ${r.deploySeconds} s` : '—') : (r.wholeMs / 1000).toFixed(1)} |`,
     );
+  if (engineRows.length) {
+    console.log(
+      '\n| nginx | engine stop took (s) | engine down (s) | whole again after it answered (s) | failed GETs while down | failed GETs in the 10 s after whole |',
+    );
+    console.log('| --- | ---: | ---: | ---: | ---: | ---: |');
+    for (const r of engineRows)
+      console.log(
+        `| ${r.mode === 'reload' ? 'reload, minimal nginx.conf' : 'dynamic'} | ${(r.stopMs / 1000).toFixed(1)} | ${(r.downMs / 1000).toFixed(1)} | ${f(r.wholeAfterMs === undefined ? undefined : Number((r.wholeAfterMs / 1000).toFixed(1)))} | ${r.outage.failed} of ${r.outage.gets} | ${r.after.failed} of ${r.after.gets} |`,
+      );
+  }
 }
 
 main().catch((err: unknown) => {
