@@ -303,7 +303,7 @@ async function main(): Promise<void> {
   writeFileSync('bench-out/faults.json', JSON.stringify({ rate: RATE, replicas: REPLICAS, rows, engineRows }, null, 2));
   const f = (v: number | undefined) => (v === undefined ? '—' : String(v));
   console.log('\n| nginx | fault | out of nginx (watch, ms) | upstream file down (ms) | failed GETs | whole again (s) |');
-  console.log('| --- | --- | ---: | ---: | ---: | ---: | ---: |');
+  console.log('| --- | --- | ---: | ---: | ---: | ---: |');
   for (const r of rows)
     console.log(
       `| ${r.setup} | ${r.fault} | ${f(r.outWatchMs)} | ${f(r.outFileMs)} | ${r.failed} of ${r.gets} | ${r.wholeMs === undefined ? (r.deployExit !== undefined ? `deploy exit ${r.deployExit} after ${r.deploySeconds} s` : '—') : (r.wholeMs / 1000).toFixed(1)} |`,
