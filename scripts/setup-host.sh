@@ -52,7 +52,9 @@ have_registry() { have docker-registry || [ -x /usr/bin/docker-registry ]; }
 have_lua() { [ -f /usr/lib/nginx/modules/ngx_http_lua_module.so ] && [ -f /usr/lib/nginx/modules/ndk_http_module.so ] && [ -d /usr/share/lua/5.1/resty/core ]; }
 # The live page's test (test/integration/metrics.test.ts) drives Debian's chromium headless.
 have_chromium() { have chromium || [ -x /usr/bin/chromium ]; }
-have_extras() { [ -n "$demo" ] || { have_sshd && have_ssh_tools && have_registry && have openssl && have_lua && have_chromium; }; }
+# etcd for the state backend's tests (scripts/etcd-cluster.sh runs 3 members on 127.0.0.1): etcd-server and etcdctl.
+have_etcd() { { have etcd || [ -x /usr/bin/etcd ]; } && { have etcdctl || [ -x /usr/bin/etcdctl ]; }; }
+have_extras() { [ -n "$demo" ] || { have_sshd && have_ssh_tools && have_registry && have openssl && have_lua && have_chromium && have_etcd; }; }
 
 ping_daemon() {
   curl -fsS --max-time 2 --unix-socket "$DOCKER_SOCK" http://localhost/_ping >/dev/null 2>&1
@@ -64,7 +66,7 @@ if [ -n "$demo" ] && have docker && ping_daemon; then
   exit 0
 fi
 if have docker && have_nginx && have curl && have_extras && ping_daemon; then
-  log "ok: docker daemon answering on $DOCKER_SOCK, nginx, sshd, docker-registry, chromium present"
+  log "ok: docker daemon answering on $DOCKER_SOCK, nginx, sshd, docker-registry, chromium, etcd present"
   exit 0
 fi
 
@@ -79,6 +81,7 @@ if [ "$(id -u)" -ne 0 ]; then
     have openssl || missing+=("openssl")
     have_lua || missing+=("nginx's Lua module (apt-get install libnginx-mod-http-lua)")
     have_chromium || missing+=("chromium (apt-get install chromium)")
+    have_etcd || missing+=("etcd (apt-get install etcd-server etcd-client)")
   fi
   ping_daemon || missing+=("a running docker daemon on $DOCKER_SOCK (sudo dockerd, or sudo systemctl start docker)")
   if [ -n "$demo" ]; then
@@ -99,6 +102,7 @@ if [ -z "$demo" ]; then
   if ! have openssl; then pkgs+=(openssl); fi
   if ! have_lua; then pkgs+=(libnginx-mod-http-lua); fi
   if ! have_chromium; then pkgs+=(chromium); fi
+  if ! have_etcd; then pkgs+=(etcd-server etcd-client); fi
 fi
 
 if [ "${#pkgs[@]}" -gt 0 ]; then
@@ -141,6 +145,7 @@ have_nginx || die "nginx still missing after install"
 [ -n "$demo" ] || have_registry || die "docker-registry still missing after install"
 [ -n "$demo" ] || have_lua || die "nginx's Lua module (libnginx-mod-http-lua) still missing after install"
 [ -n "$demo" ] || have_chromium || die "chromium still missing after install"
+[ -n "$demo" ] || have_etcd || die "etcd (etcd-server, etcd-client) still missing after install"
 
 # --- 2. daemon ---------------------------------------------------------------------------
 if ping_daemon; then
