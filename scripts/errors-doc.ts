@@ -81,6 +81,7 @@ case $? in
   *) echo "could not adopt: $(printf '%s' "$out" | jq -r .message)" >&2; exit 1 ;;
 esac`,
   E_STATE: onCode('fleetroll history -f fleet.yaml', `echo "the fleet's state is damaged: page the owner, do not deploy" >&2`),
+  E_ETCD: onCode('fleetroll deploy -f fleet.yaml', `echo "etcd (the fleet's state) does not answer: check the cluster, then run the deploy again" >&2`),
   E_REHEARSE: onCode('fleetroll rehearse', `echo "the runner cannot host the rehearsal's nginx (ports?)" >&2`, `'.code // empty'`),
   E_DOCKER: afterRollout('echo "Docker failed on a host: deploy again once it is healthy (the rollout continues)" >&2', { comment: 'A Docker call failed mid-rollout: the rollout ends as E_ROLLOUT_FAILED with the cause in details.code.' }),
   E_DOCKER_UNREACHABLE: `# Retry once after a pause when a host did not answer; any other failure fails at once.

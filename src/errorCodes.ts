@@ -57,6 +57,7 @@ export type ErrorCode =
   | 'E_ADOPT'
   /** The fleet's state (history, journal) on its first host is unreadable. */
   | 'E_STATE'
+  | 'E_ETCD'
   /** The rehearsal (`fleetroll rehearse`, the demo) could not set up its nginx. */
   | 'E_REHEARSE'
   /** A Docker API call failed (after retries for transient failures). */
@@ -190,6 +191,13 @@ export const ERROR_CODES: Readonly<Record<ErrorCode, ErrorCodeInfo>> = {
     exitCode: rolloutFailed,
     meaning: "The fleet's state (revision history, journal), kept in a container on its first host, is not valid JSON.",
     whatToDo: 'Inspect the state container the message names; restore or remove the damaged file.',
+  },
+  E_ETCD: {
+    exitCode: rolloutFailed,
+    meaning:
+      "The fleet keeps its state in etcd (`state.etcd`) and etcd did not answer in time, refused the credentials, or lost its quorum; the message names the endpoints tried and what was being done. Before a rollout's first change nothing was changed.",
+    whatToDo:
+      'Check that the cluster runs and has a quorum and that this machine reaches its endpoints; check FLEETROLL_ETCD_USERNAME / FLEETROLL_ETCD_PASSWORD; then run the command again (`fleetroll resume` continues a rollout it stopped).',
   },
   E_REHEARSE: {
     exitCode: rolloutFailed,

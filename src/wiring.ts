@@ -13,6 +13,7 @@ import { MAX_TEMPLATE_BYTES } from './config/checks.js';
 import type { Fleet } from './config/load.js';
 import { ContainerLogStreamAccessLog, LocalFileAccessLog, containerFileAccessLog } from './adapters/accessLog.js';
 import { DockerRuntime } from './adapters/docker.js';
+import { EtcdFleetLock, EtcdStateStore } from './adapters/etcdState.js';
 import { FleetLock, FleetStateStore, whoAmI } from './adapters/fleetState.js';
 import { SwitchBackContainers, YieldAskContainer } from './adapters/switchAsks.js';
 import { NginxContainerRouter } from './adapters/nginx.js';
@@ -25,6 +26,7 @@ import { postWebhook } from './adapters/webhook.js';
 import type { AccessLogOpener, DeployDeps, LoadBalancer } from './engine/rollout.js';
 import type { EventSink } from './engine/events.js';
 import { FleetrollError } from './errors.js';
+import type { FleetLockPort, FleetState, LockInfo, StateStore } from './ports.js';
 import { upstreamTemplateProblem } from './core/upstream.js';
 
 const DEFAULT_TEMPLATE = new URL('../templates/upstream.conf.tmpl', import.meta.url);
@@ -89,18 +91,32 @@ export async function buildDeps(fleet: Fleet, events?: EventSink): Promise<Deplo
 }
 
 /** The fleet's state and lock live on its first host. */
+/** The state store as the CLI uses it: the port, and a read-change-write for pause, resume and the like. */
+export type ManagedStateStore = StateStore & { update(image: string, change: (s: FleetState) => void): Promise<FleetState> };
+/** The lock as the CLI uses it: the port, and `lock release`. */
+export type ManagedLock = FleetLockPort & { breakLock(force: boolean): Promise<LockInfo | undefined> };
+
 export function fleetHandles(
   fleet: Fleet,
   deps: Pick<DeployDeps, 'runtimes'>,
-): { store: FleetStateStore; lock: FleetLock; watchLock: FleetLock; asks: SwitchBackContainers; yieldAsks: YieldAskContainer; who: string } {
+): { store: ManagedStateStore; lock: ManagedLock; watchLock: ManagedLock; asks: SwitchBackContainers; yieldAsks: YieldAskContainer; who: string } {
   const first = fleet.hosts[0];
   const rt = first ? deps.runtimes.get(first.name) : undefined;
   if (!first || !(rt instanceof DockerRuntime)) throw new FleetrollError('E_INTERNAL', 'the fleet has no first host');
+  const etcd = fleet.state?.etcd;
   // A watch holds a lock of its own for as long as it runs: a second watch of the fleet waits on it, a deploy does not.
   return {
-    store: new FleetStateStore(rt.docker, fleet.service, first.name),
-    lock: new FleetLock(rt.docker, fleet.service),
-    watchLock: new FleetLock(rt.docker, `${fleet.service}-watch`),
+    ...(etcd
+      ? {
+          store: new EtcdStateStore(etcd, fleet.service),
+          lock: new EtcdFleetLock(etcd, fleet.service),
+          watchLock: new EtcdFleetLock(etcd, fleet.service, 'watch-lock'),
+        }
+      : {
+          store: new FleetStateStore(rt.docker, fleet.service, first.name),
+          lock: new FleetLock(rt.docker, fleet.service),
+          watchLock: new FleetLock(rt.docker, `${fleet.service}-watch`),
+        }),
     asks: new SwitchBackContainers(rt.docker, fleet.service),
     yieldAsks: new YieldAskContainer(rt.docker, fleet.service, whoAmI()),
     who: whoAmI(),

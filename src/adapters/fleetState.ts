@@ -281,7 +281,7 @@ export class FleetStateStore implements StateStore {
 const LEASE_MS = 30_000;
 
 /** A holder on this very machine whose process is gone does not need its lease to run out. */
-function holderIsDeadHere(h: LockHolder): boolean {
+export function holderIsDeadHere(h: LockHolder): boolean {
   if (!h.holder.endsWith(`@${os.hostname()}`) || !h.pid) return false;
   try {
     process.kill(h.pid, 0);

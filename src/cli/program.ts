@@ -121,5 +121,8 @@ export async function run(argv: string[], out: Out = processOut()): Promise<numb
     if (verbose) process.stderr.write(`${causeChain(err)}\n`);
     else process.stderr.write('(an unexpected error: run again with --verbose for the stack trace and its causes)\n');
     return ExitCode.rolloutFailed;
+  } finally {
+    // A fleet whose state is in etcd leaves its gRPC connections open: closed here, so that the command ends at once.
+    await (await import('../adapters/etcdClients.js')).closeEtcdClients().catch(() => {});
   }
 }

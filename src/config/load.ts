@@ -221,6 +221,7 @@ export async function fleetFromObject(
     version: cli.image !== undefined ? defaultVersion(image) : (f.version ?? defaultVersion(image)),
     ...timings,
     onFailure: f.onFailure ?? 'pause',
+    state: f.state ?? defaults?.state,
     strategy,
     timingSources,
     source: { file, defaultsFile },

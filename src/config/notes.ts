@@ -163,9 +163,16 @@ function accessLogNotes(fleet: Fleet): { lines: string[]; warnings: string[] } {
   return { lines, warnings };
 }
 
-/** The notes of validate: nginx first, then the access logs; each list in that order. */
+/** Where the fleet's state and lock live (docs/state.md). */
+function stateNote(fleet: Fleet): string {
+  const e = fleet.state?.etcd;
+  if (!e) return `state: a Docker volume fleetroll-state-${fleet.service} and the lock on the first host (${fleet.hosts[0]?.name ?? '?'})`;
+  return `state: etcd at ${e.endpoints.join(', ')}, keys under ${e.prefix.replace(/\/+$/, '')}/${fleet.service}/${e.tls ? ' (TLS)' : ''}: no state volume or lock container on the Docker hosts`;
+}
+
+/** The notes of validate: nginx first, then the access logs, then the state; each list in that order. */
 export async function fleetNotes(fleet: Fleet): Promise<{ lines: string[]; warnings: string[] }> {
   const nginx = await nginxNotes(fleet);
   const logs = accessLogNotes(fleet);
-  return { lines: [...nginx.lines, ...logs.lines], warnings: [...nginx.warnings, ...logs.warnings] };
+  return { lines: [...nginx.lines, ...logs.lines, stateNote(fleet)], warnings: [...nginx.warnings, ...logs.warnings] };
 }

@@ -30,8 +30,46 @@ const ENV_KEY_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 export const VERSION_RE = /^[A-Za-z0-9][A-Za-z0-9._+\-]{0,127}$/;
 const DOCKER_ENDPOINT_RE = /^(unix:\/\/\/[A-Za-z0-9._\-/]+|tcp:\/\/[A-Za-z0-9.\-]+:[0-9]{1,5}|ssh:\/\/([A-Za-z0-9._\-]+@)?[A-Za-z0-9.\-]+(:[0-9]{1,5})?)$/;
 
+/** An etcd client URL: http(s)://host:port. */
+const ETCD_ENDPOINT_RE = /^https?:\/\/[A-Za-z0-9.\-]+:[0-9]{1,5}$/;
+/** An etcd key prefix: "/" then path characters; the fleet's keys live under prefix/service/. */
+const ETCD_PREFIX_RE = /^\/[A-Za-z0-9._\-/]{0,200}$/;
+
+/**
+ * Where the fleet's state and lock live. Absent: a Docker volume and a lock
+ * container on the first host. `etcd`: an etcd v3 cluster (adapters/etcdState.ts);
+ * its user name and password come from FLEETROLL_ETCD_USERNAME / _PASSWORD, never the file.
+ */
+const stateSchema = z
+  .object(
+    {
+      etcd: z
+        .object(
+          {
+            endpoints: z
+              .array(pattern(ETCD_ENDPOINT_RE, 'an etcd client URL: http://host:port or https://host:port'))
+              .min(1, { error: 'must list at least one etcd endpoint' }),
+            prefix: pattern(ETCD_PREFIX_RE, 'a key prefix starting with "/" (letters, digits, ".", "_", "-", "/")').default('/fleetroll'),
+            tls: z
+              .object({
+                ca: pattern(ABS_PATH_RE, 'an absolute path'),
+                cert: pattern(ABS_PATH_RE, 'an absolute path').optional(),
+                key: pattern(ABS_PATH_RE, 'an absolute path').optional(),
+              })
+              .strict()
+              .optional(),
+          },
+          { error: 'must be { endpoints: [http://10.0.0.5:2379, ...], prefix: /fleetroll, tls: { ca, cert, key } }' },
+        )
+        .strict(),
+    },
+    { error: 'must be { etcd: { endpoints: [...] } } (leave state out to keep it in a Docker volume on the first host)' },
+  )
+  .strict();
+
 /** The rollout settings a fleet may set itself or take from shared defaults. */
 const rolloutFields = {
+  state: stateSchema.optional(),
   // strategy and replacementPolicy are layers of the strategy: config/strategy.ts checks
   // them (with the shared defaults', the flags' and replicas) and names a defaults file's
   // problems by that file, so the schema only carries them.

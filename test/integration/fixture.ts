@@ -128,6 +128,8 @@ export interface FleetFileOptions {
   accessLog?: string | false;
   /** Container fields (volumes, user, labels, ...), each written as `key: <JSON>` as given. */
   container?: Record<string, unknown>;
+  /** The state: block (state.etcd), written as given. */
+  state?: Record<string, unknown>;
 }
 
 /**
@@ -181,6 +183,7 @@ export async function startTestFleet(prefix: string, o: FleetStart = {}): Promis
         o.replacementPolicy ? `replacementPolicy: ${o.replacementPolicy}\n` : '',
         o.hooks ? `hooks: ${JSON.stringify(o.hooks)}\n` : '',
         o.analysis ? `analysis: ${JSON.stringify(o.analysis)}\n` : '',
+        o.state ? `state: ${JSON.stringify(o.state)}\n` : '',
         ...Object.entries(o.container ?? {}).map(([k, v]) => `${k}: ${JSON.stringify(v)}\n`),
       ].join('');
       const env = { WARMUP_SECONDS: '0.5', PRESTOP_SECONDS: '1', ...o.env };

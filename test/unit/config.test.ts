@@ -93,6 +93,14 @@ describe('loadFleet: defaults', () => {
     }
   });
 
+  it('state.etcd from the fleet file, or else from shared defaults; absent: the Docker volume', async () => {
+    const own = await loadFleet(file(`${BASE}state: { etcd: { endpoints: ["http://10.0.0.5:2379"] } }\n`));
+    assert.deepEqual(own.state, { etcd: { endpoints: ['http://10.0.0.5:2379'], prefix: '/fleetroll' } });
+    const shared = await loadFleet(file(`${BASE}defaults:\n  state: { etcd: { endpoints: ["https://e1:2379"], prefix: /prod } }\n`));
+    assert.deepEqual(shared.state, { etcd: { endpoints: ['https://e1:2379'], prefix: '/prod' } });
+    assert.equal((await loadFleet(file(BASE))).state, undefined);
+  });
+
   it('inline shared defaults work the same way', async () => {
     const f = await loadFleet(file(`${BASE}defaults:\n  strategy: { type: Recreate }\n`));
     assert.equal(f.strategy.type, 'Recreate');
@@ -220,6 +228,31 @@ describe('loadFleet: bad input is rejected with the field path', () => {
     },
     { name: 'env key with a dash', text: `${BASE}env: { "MY-KEY": "x" }\n`, path: 'env/MY-KEY', message: /env names must be letters/ },
     { name: 'image with a space', text: BASE.replace('bookstore-api:1.0.0', '"bookstore api:1"'), path: 'image', message: /image reference/ },
+    {
+      name: 'state.etcd endpoint with no scheme',
+      text: `${BASE}state: { etcd: { endpoints: ["10.0.0.5:2379"] } }\n`,
+      path: 'state/etcd/endpoints/0',
+      message: /etcd client URL: http:\/\/host:port/,
+    },
+    {
+      name: 'state.etcd with no endpoints',
+      text: `${BASE}state: { etcd: { endpoints: [] } }\n`,
+      path: 'state/etcd/endpoints',
+      message: /at least one etcd endpoint/,
+    },
+    {
+      name: 'state.etcd prefix not starting with /',
+      text: `${BASE}state: { etcd: { endpoints: ["http://a:2379"], prefix: fleetroll } }\n`,
+      path: 'state/etcd/prefix',
+      message: /starting with "\/"/,
+    },
+    {
+      name: 'state.etcd with a password in the file',
+      text: `${BASE}state: { etcd: { endpoints: ["http://a:2379"], password: x } }\n`,
+      path: 'state/etcd',
+      message: /password/,
+    },
+    { name: 'state with a backend fleetroll does not know', text: `${BASE}state: { consul: {} }\n`, path: 'state', message: /consul/ },
   ];
   for (const r of rows) {
     it(r.name, async () => {

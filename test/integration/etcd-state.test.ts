@@ -1,0 +1,120 @@
+/**
+ * The fleet's state and lock in a real 3-member etcd (scripts/etcd-cluster.sh,
+ * on 127.0.0.1) instead of a Docker volume and lock container: what a user
+ * sees through the CLI (history, lock status, exit codes), what is left on
+ * the engine (nothing of fleetroll's but the app and nginx), and the lease
+ * that frees a SIGKILLed deployer's lock with no --force.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import Dockerode from 'dockerode';
+import { execa } from 'execa';
+import { LOCK_TTL_S } from '../../src/adapters/etcdState.js';
+import { root, runCli, startCliUntil, useFleets } from './fixture.js';
+
+const fleet = useFleets();
+const docker = new Dockerode();
+const script = join(root, 'scripts/etcd-cluster.sh');
+/** Every test's keys under one prefix of its own, removed at the end. */
+const prefix = `/fleetroll-it-${randomBytes(3).toString('hex')}`;
+let endpoints: string[] = [];
+
+const etcdctl = (...args: string[]) => execa('etcdctl', ['--endpoints', endpoints.join(','), ...args], { env: { ETCDCTL_API: '3' } });
+
+before(async () => {
+  endpoints = String((await execa('bash', [script, 'start'])).stdout)
+    .trim()
+    .split(',');
+});
+
+after(async () => {
+  await etcdctl('del', '--prefix', prefix).catch(() => {});
+});
+
+/** What fleetroll left on this engine for the service: containers and volumes other than the app's and nginx's. */
+async function leftOnEngine(service: string): Promise<string[]> {
+  const containers = await docker.listContainers({ all: true });
+  const volumes = (await docker.listVolumes()).Volumes ?? [];
+  return [
+    ...containers.flatMap((c) => c.Names.map((n) => n.replace(/^\//, ''))).filter((n) => n.startsWith('fleetroll-') && n.includes(service)),
+    ...volumes.map((v) => v.Name).filter((n) => n.startsWith('fleetroll-') && n.includes(service)),
+  ];
+}
+
+describe('state: { etcd } — the fleet state and lock in etcd', { timeout: 600_000 }, () => {
+  it('two deploys keep their history in etcd and leave no state volume or lock container on the engine; lock status and history read etcd', async () => {
+    const f = await fleet('it-etcd');
+    const state = { etcd: { endpoints, prefix } };
+    const first = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, state })]);
+    assert.equal(first.code, 0, first.stdout + first.stderr);
+    const second = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, image: 'fleetroll-example:1.1.0', state })]);
+    assert.equal(second.code, 0, second.stdout + second.stderr);
+    assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0']);
+    assert.deepEqual(await leftOnEngine(f.names.service), [], 'no fleetroll state volume, state container or lock container');
+    const keys = String((await etcdctl('get', '--prefix', '--keys-only', `${prefix}/${f.names.service}/`)).stdout)
+      .split('\n')
+      .filter(Boolean)
+      .sort();
+    assert.deepEqual(keys, [`${prefix}/${f.names.service}/journal`, `${prefix}/${f.names.service}/state`], 'the state and journal in etcd, the lock released');
+    const history = await runCli(['history', '-f', f.fleetFile({ replicas: 2, state })]);
+    assert.equal(history.code, 0, history.stderr);
+    assert.match(history.stdout, /\b1\b.*1\.0\.0/);
+    assert.match(history.stdout, /\b2\b.*1\.1\.0/);
+    const lock = await runCli(['lock', 'status', '-f', f.fleetFile({ replicas: 2, state })]);
+    assert.equal(lock.code, 0, lock.stderr);
+    assert.match(lock.stdout, /not locked|free|no lock/i, lock.stdout);
+  });
+
+  it('two deploys started together: one exits 0, the other 3 naming the holder', async () => {
+    const f = await fleet('it-etcd2');
+    const state = { etcd: { endpoints, prefix } };
+    const file = f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, state });
+    const [a, b] = await Promise.all([runCli(['deploy', '-f', file]), runCli(['deploy', '-f', file])]);
+    assert.deepEqual([a.code, b.code].sort(), [0, 3], `${a.stdout}${a.stderr}\n---\n${b.stdout}${b.stderr}`);
+    const loser = a.code === 3 ? a : b;
+    assert.match(loser.stderr, /is locked by \S+@\S+ \(pid \d+/);
+  });
+
+  it('a deployer SIGKILLed while it holds the lock: its lease runs out within its TTL and the next deploy runs, no --force', async (t) => {
+    const f = await fleet('it-etcd3');
+    const state = { etcd: { endpoints, prefix } };
+    const slow = f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, drainSeconds: 30, state });
+    const running = await startCliUntil(['deploy', '-f', slow], /wave 1/);
+    running.child.kill('SIGKILL');
+    await running.exited.catch(() => undefined);
+    const killedAt = Date.now();
+    // Watched in etcd itself: a deploy on this machine would take over at once (the holder's pid is gone here),
+    // but one on another machine can only wait for the lease.
+    const lockKey = `${prefix}/${f.names.service}/lock`;
+    const held = async () => String((await etcdctl('get', '--print-value-only', lockKey)).stdout).trim() !== '';
+    assert.ok(await held(), 'the killed deployer still holds the lock');
+    while (await held()) {
+      assert.ok(Date.now() - killedAt < (LOCK_TTL_S + 10) * 1000, `the lock is still held ${Date.now() - killedAt} ms after the kill`);
+      await new Promise((res) => setTimeout(res, 200));
+    }
+    const freedMs = Date.now() - killedAt;
+    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, state })]);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    t.diagnostic(`the lock came free ${freedMs} ms after the kill (lease ${LOCK_TTL_S} s)`);
+    assert.ok(freedMs > 2000, `not before its lease could run out (${freedMs} ms)`);
+  });
+
+  it('etcd that does not answer: exit 1 before any change, naming the endpoints tried', async () => {
+    const f = await fleet('it-etcd4');
+    const state = { etcd: { endpoints: ['http://127.0.0.1:1'], prefix } };
+    const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, state })]);
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stderr, /etcd at http:\/\/127\.0\.0\.1:1/);
+    assert.match(r.stderr, /check that the etcd cluster runs/);
+    assert.deepEqual(await f.instances(), [], 'nothing was started');
+  });
+
+  it('a state block that is not valid: exit 2 naming the field', async () => {
+    const f = await fleet('it-etcd5');
+    const r = await runCli(['validate', '-f', f.fleetFile({ replicas: 2, state: { etcd: { endpoints: ['10.0.0.5:2379'] } } })]);
+    assert.equal(r.code, 2, r.stdout + r.stderr);
+    assert.match(r.stderr, /state\/etcd\/endpoints\/0: must be an etcd client URL/);
+  });
+});
