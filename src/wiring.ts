@@ -108,7 +108,10 @@ export function fleetHandles(
   return {
     ...(etcd
       ? {
-          store: new EtcdStateStore(etcd, fleet.service),
+          store: new EtcdStateStore(etcd, fleet.service, {
+            where: `the Docker volume fleetroll-state-${fleet.service} on ${first.name}`,
+            exists: () => new FleetStateStore(rt.docker, fleet.service, first.name).exists(),
+          }),
           lock: new EtcdFleetLock(etcd, fleet.service),
           watchLock: new EtcdFleetLock(etcd, fleet.service, 'watch-lock'),
         }

@@ -32,9 +32,15 @@ function keyOf(s: EtcdSettings, service: string, name: string): string {
 export class EtcdStateStore implements StateStore {
   readonly where: string;
 
+  /**
+   * `legacy`: whether the first host holds a state volume for the service.
+   * Asked only when etcd has no state for it, so that a fleet moved to etcd
+   * without `state migrate` is refused rather than started again at revision 1.
+   */
   constructor(
     private readonly s: EtcdSettings,
     private readonly service: string,
+    private readonly legacy?: { where: string; exists: () => Promise<boolean> },
   ) {
     this.where = `etcd ${keyOf(s, service, '')}`;
   }
@@ -60,7 +66,18 @@ export class EtcdStateStore implements StateStore {
 
   async read(): Promise<FleetState | undefined> {
     const text = await this.call('reading the fleet state', (c) => c.get(keyOf(this.s, this.service, 'state')).string());
-    if (text === null) return undefined;
+    if (text === null) {
+      // A first host that does not answer holds nothing we can read: the volume's check is for a host that does.
+      if (this.legacy && (await this.legacy.exists().catch(() => false)))
+        throw new FleetrollError(
+          'E_INVALID',
+          `${this.where} holds no state for ${this.service}, but ${this.legacy.where} does: with etcd as it is, history would start again at revision 1 and undo would have nothing to go back to; nothing was changed`,
+          {
+            hint: `move it first: fleetroll state migrate -f <fleet> --to etcd (or remove state.etcd to keep using the volume)`,
+          },
+        );
+      return undefined;
+    }
     try {
       return JSON.parse(text) as FleetState;
     } catch (err) {
@@ -133,6 +150,13 @@ export class EtcdStateStore implements StateStore {
       stopped = true;
       cancel?.();
     };
+  }
+
+  /** Removes the state and the journal, not the locks (a failed `state migrate` takes its copy back). */
+  async discardState(): Promise<void> {
+    await this.call('removing the copied state', (c) => c.delete().key(keyOf(this.s, this.service, 'state')));
+    await this.call('removing the copied journal', (c) => c.delete().key(keyOf(this.s, this.service, 'journal')));
+    this.journalSeen = undefined;
   }
 
   /** Removes the fleet's keys (tests). */

@@ -18,6 +18,7 @@ const COMMANDS: { names: string[]; load: () => Promise<Register> }[] = [
     load: async () => (await import('./commands/day2.js')).registerDay2,
   },
   { names: ['watch'], load: async () => (await import('./commands/watch.js')).registerWatch },
+  { names: ['state'], load: async () => (await import('./commands/state.js')).registerState },
   { names: ['plan'], load: async () => (await import('./commands/plan.js')).registerPlan },
   { names: ['rehearse'], load: async () => (await import('./commands/rehearse.js')).registerRehearse },
   { names: ['experiment'], load: async () => (await import('./commands/experiment.js')).registerExperiment },

@@ -101,6 +101,43 @@ describe('state: { etcd } — the fleet state and lock in etcd', { timeout: 600_
     assert.ok(freedMs > 2000, `not before its lease could run out (${freedMs} ms)`);
   });
 
+  it('a fleet on the volume moved to etcd: refused without state migrate (exit 2), then migrated with every revision, deployed on, and not migrated back over a different state', async () => {
+    const f = await fleet('it-etcdmig');
+    const state = { etcd: { endpoints, prefix } };
+    const plain = (image: string) => f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, image });
+    const withEtcd = (image: string) => f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, image, state });
+    for (const image of ['fleetroll-example:1.0.0', 'fleetroll-example:1.1.0']) {
+      const r = await runCli(['deploy', '-f', plain(image)]);
+      assert.equal(r.code, 0, r.stdout + r.stderr);
+    }
+    const before = (await f.instances()).map((i) => i.id).sort();
+    const silent = await runCli(['deploy', '-f', withEtcd('fleetroll-example:1.0.0')]);
+    assert.equal(silent.code, 2, silent.stdout + silent.stderr);
+    assert.match(silent.stderr, /holds no state for it-etcdmig-\S+, but the Docker volume fleetroll-state-\S+ on local does/);
+    assert.match(silent.stderr, /fleetroll state migrate -f <fleet> --to etcd/);
+    assert.deepEqual((await f.instances()).map((i) => i.id).sort(), before, 'nothing was changed');
+
+    const moved = await runCli(['state', 'migrate', '-f', withEtcd('fleetroll-example:1.0.0'), '--to', 'etcd']);
+    assert.equal(moved.code, 0, moved.stdout + moved.stderr);
+    assert.match(
+      moved.stdout,
+      /copied the state of \S+ from the Docker volume fleetroll-state-\S+ on local to etcd \S+: revision\(s\) 1, 2, the journal \(\d+ entries\); verified/,
+    );
+    const again = await runCli(['state', 'migrate', '-f', withEtcd('fleetroll-example:1.0.0'), '--to', 'etcd']);
+    assert.equal(again.code, 0, again.stdout + again.stderr);
+    assert.match(again.stdout, /already holds the same state .*nothing was written/);
+
+    const third = await runCli(['undo', '-f', withEtcd('fleetroll-example:1.1.0')]);
+    assert.equal(third.code, 0, third.stdout + third.stderr);
+    assert.deepEqual(await f.versions(), ['1.0.0', '1.0.0'], 'undo went back to revision 1, known from the migrated history');
+    const history = await runCli(['history', '-f', withEtcd('fleetroll-example:1.1.0')]);
+    assert.match(history.stdout, /\b3\b.*1\.0\.0/, history.stdout);
+
+    const back = await runCli(['state', 'migrate', '-f', withEtcd('fleetroll-example:1.1.0'), '--to', 'volume']);
+    assert.equal(back.code, 2, back.stdout + back.stderr);
+    assert.match(back.stderr, /already holds a different state for \S+ \(revisions 1, 2\): nothing was changed/);
+  });
+
   it('etcd that does not answer: exit 1 before any change, naming the endpoints tried', async () => {
     const f = await fleet('it-etcd4');
     const state = { etcd: { endpoints: ['http://127.0.0.1:1'], prefix } };
