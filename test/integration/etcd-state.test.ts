@@ -12,7 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import Dockerode from 'dockerode';
 import { execa } from 'execa';
 import { LOCK_TTL_S } from '../../src/adapters/etcdState.js';
-import { root, runCli, startCliUntil, useFleets } from './fixture.js';
+import { failedOf, root, runCli, startCliUntil, startLoad, useFleets } from './fixture.js';
 
 const fleet = useFleets();
 const docker = new Dockerode();
@@ -136,6 +136,32 @@ describe('state: { etcd } — the fleet state and lock in etcd', { timeout: 600_
     const back = await runCli(['state', 'migrate', '-f', withEtcd('fleetroll-example:1.1.0'), '--to', 'volume']);
     assert.equal(back.code, 2, back.stdout + back.stderr);
     assert.match(back.stderr, /already holds a different state for \S+ \(revisions 1, 2\): nothing was changed/);
+  });
+
+  it('undo with the etcd leader SIGKILLed just before: exit 0, no failed GET, the history kept', async (t) => {
+    const f = await fleet('it-etcdlead');
+    const state = { etcd: { endpoints, prefix } };
+    for (const image of ['fleetroll-example:1.0.0', 'fleetroll-example:1.1.0']) {
+      const r = await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, image, state })]);
+      assert.equal(r.code, 0, r.stdout + r.stderr);
+    }
+    const leader = String((await execa('bash', [script, 'leader'])).stdout).trim();
+    await execa('bash', [script, 'kill', leader]);
+    try {
+      const load = startLoad(f.url, { getPerSecond: 20, postConcurrency: 0, timeoutMs: 1000 });
+      const r = await runCli(['undo', '-f', f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, state })]);
+      const records = await load.stop();
+      assert.equal(r.code, 0, r.stdout + r.stderr);
+      assert.deepEqual(await f.versions(), ['1.0.0', '1.0.0']);
+      t.diagnostic(`leader ${leader} killed; undo: ${records.length} GETs, ${failedOf(records).length} failed`);
+      assert.ok(records.length > 20, `${records.length} GETs`);
+      assert.deepEqual(failedOf(records), []);
+      const history = await runCli(['history', '-f', f.fleetFile({ replicas: 2, state })]);
+      assert.match(history.stdout, /\b3\b.*1\.0\.0/, history.stdout);
+    } finally {
+      // The killed member rejoins, for the tests after this one.
+      await execa('bash', [script, 'start']);
+    }
   });
 
   it('etcd that does not answer: exit 1 before any change, naming the endpoints tried', async () => {
