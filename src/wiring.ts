@@ -91,6 +91,11 @@ export async function buildDeps(fleet: Fleet, events?: EventSink): Promise<Deplo
 }
 
 /** The fleet's state and lock live on its first host. */
+/** A fleet's hosts as its etcd state records them ("name=endpoint"): another fleet of the same service name shares none. */
+export function fleetIdentity(fleet: Fleet): string[] {
+  return fleet.hosts.map((h) => `${h.name}=${h.docker}`);
+}
+
 /** The state store as the CLI uses it: the port, and a read-change-write for pause, resume and the like. */
 export type ManagedStateStore = StateStore & { update(image: string, change: (s: FleetState) => void): Promise<FleetState> };
 /** The lock as the CLI uses it: the port, and `lock release`. */
@@ -108,10 +113,15 @@ export function fleetHandles(
   return {
     ...(etcd
       ? {
-          store: new EtcdStateStore(etcd, fleet.service, {
-            where: `the Docker volume fleetroll-state-${fleet.service} on ${first.name}`,
-            exists: () => new FleetStateStore(rt.docker, fleet.service, first.name).exists(),
-          }),
+          store: new EtcdStateStore(
+            etcd,
+            fleet.service,
+            {
+              where: `the Docker volume fleetroll-state-${fleet.service} on ${first.name}`,
+              exists: () => new FleetStateStore(rt.docker, fleet.service, first.name).exists(),
+            },
+            fleetIdentity(fleet),
+          ),
           lock: new EtcdFleetLock(etcd, fleet.service),
           watchLock: new EtcdFleetLock(etcd, fleet.service, 'watch-lock'),
         }

@@ -41,6 +41,8 @@ export class EtcdStateStore implements StateStore {
     private readonly s: EtcdSettings,
     private readonly service: string,
     private readonly legacy?: { where: string; exists: () => Promise<boolean> },
+    /** The fleet file's hosts as "name=endpoint" (checkIdentity); unset: no check (tests). */
+    private readonly hosts?: string[],
   ) {
     this.where = `etcd ${keyOf(s, service, '')}`;
   }
@@ -65,7 +67,10 @@ export class EtcdStateStore implements StateStore {
   async ensure(): Promise<void> {}
 
   async read(): Promise<FleetState | undefined> {
-    const text = await this.call('reading the fleet state', (c) => c.get(keyOf(this.s, this.service, 'state')).string());
+    const [text, identity] = await this.call('reading the fleet state', (c) =>
+      Promise.all([c.get(keyOf(this.s, this.service, 'state')).string(), c.get(keyOf(this.s, this.service, 'identity')).string()]),
+    );
+    this.checkIdentity(identity);
     if (text === null) {
       // A first host that does not answer holds nothing we can read: the volume's check is for a host that does.
       if (this.legacy && (await this.legacy.exists().catch(() => false)))
@@ -86,8 +91,39 @@ export class EtcdStateStore implements StateStore {
   }
 
   async write(state: FleetState): Promise<void> {
-    const r = await this.call('writing the fleet state', (c) => c.put(keyOf(this.s, this.service, 'state')).value(`${JSON.stringify(state, null, 2)}\n`));
+    const hosts = this.hosts;
+    const [r] = await this.call('writing the fleet state', (c) =>
+      Promise.all([
+        c.put(keyOf(this.s, this.service, 'state')).value(`${JSON.stringify(state, null, 2)}\n`),
+        // The hosts as the fleet file names them now: a fleet that grows keeps matching through the ones it kept.
+        hosts ? c.put(keyOf(this.s, this.service, 'identity')).value(JSON.stringify({ hosts })) : Promise.resolve(undefined),
+      ]),
+    );
     this.own.add(String(r.header?.revision ?? ''));
+  }
+
+  /**
+   * The fleet's identity: the hosts ("name=endpoint") its state was last
+   * written with. A fleet file that shares none of them is another fleet with
+   * the same service name (staging and production on one cluster): refused.
+   */
+  private checkIdentity(text: string | null): void {
+    if (text === null || !this.hosts) return;
+    let stored: string[] = [];
+    try {
+      stored = (JSON.parse(text) as { hosts?: string[] }).hosts ?? [];
+    } catch {
+      return;
+    }
+    if (stored.length === 0 || stored.some((h) => this.hosts!.includes(h))) return;
+    throw new FleetrollError(
+      'E_INVALID',
+      `${this.where} holds the state of a fleet ${this.service} on other hosts (${stored.join(', ')}), and this fleet file names ${this.hosts.join(', ')}: two fleets with the same service name on one etcd need two prefixes; nothing was changed`,
+      {
+        hint: "give this environment its own state.etcd.prefix (e.g. /fleetroll/staging), or fix the fleet file's hosts",
+        details: { stored, hosts: this.hosts },
+      },
+    );
   }
 
   /** Read, change, write. Callers hold the fleet lock (or write control fields only), as with the volume. */
@@ -156,6 +192,7 @@ export class EtcdStateStore implements StateStore {
   async discardState(): Promise<void> {
     await this.call('removing the copied state', (c) => c.delete().key(keyOf(this.s, this.service, 'state')));
     await this.call('removing the copied journal', (c) => c.delete().key(keyOf(this.s, this.service, 'journal')));
+    await this.call('removing the copied identity', (c) => c.delete().key(keyOf(this.s, this.service, 'identity')));
     this.journalSeen = undefined;
   }
 

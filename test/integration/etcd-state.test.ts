@@ -7,6 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import Dockerode from 'dockerode';
@@ -57,11 +58,21 @@ describe('state: { etcd } — the fleet state and lock in etcd', { timeout: 600_
       .split('\n')
       .filter(Boolean)
       .sort();
-    assert.deepEqual(keys, [`${prefix}/${f.names.service}/journal`, `${prefix}/${f.names.service}/state`], 'the state and journal in etcd, the lock released');
+    assert.deepEqual(
+      keys,
+      [`${prefix}/${f.names.service}/identity`, `${prefix}/${f.names.service}/journal`, `${prefix}/${f.names.service}/state`],
+      'the state, journal and identity in etcd, the lock released',
+    );
     const history = await runCli(['history', '-f', f.fleetFile({ replicas: 2, state })]);
     assert.equal(history.code, 0, history.stderr);
     assert.match(history.stdout, /\b1\b.*1\.0\.0/);
     assert.match(history.stdout, /\b2\b.*1\.1\.0/);
+    // Another environment's fleet file: the same service name and prefix, other hosts.
+    const other = f.fleetFile({ replicas: 2, state });
+    writeFileSync(other, readFileSync(other, 'utf8').replace('name: local,', 'name: staging,').replace('host: local', 'host: staging'));
+    const refused = await runCli(['history', '-f', other]);
+    assert.equal(refused.code, 2, refused.stdout + refused.stderr);
+    assert.match(refused.stderr, /holds the state of a fleet \S+ on other hosts \(local=unix:\/\/\/var\/run\/docker\.sock\).*need two prefixes/);
     const lock = await runCli(['lock', 'status', '-f', f.fleetFile({ replicas: 2, state })]);
     assert.equal(lock.code, 0, lock.stderr);
     assert.match(lock.stdout, /not locked|free|no lock/i, lock.stdout);

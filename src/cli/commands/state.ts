@@ -11,7 +11,7 @@ import { FleetLock, FleetStateStore, LockHeldError } from '../../adapters/fleetS
 import { migrateState } from '../../engine/stateMigrate.js';
 import { FleetrollError, fieldError } from '../../errors.js';
 import type { FleetLockPort } from '../../ports.js';
-import { buildDeps } from '../../wiring.js';
+import { buildDeps, fleetIdentity } from '../../wiring.js';
 import { fleetFileOption, jsonOption } from '../options.js';
 import type { Out } from '../output.js';
 
@@ -52,7 +52,7 @@ Example:
           locks: [new FleetLock(rt.docker, fleet.service), new FleetLock(rt.docker, `${fleet.service}-watch`)],
         },
         etcd: {
-          store: new EtcdStateStore(etcd, fleet.service),
+          store: new EtcdStateStore(etcd, fleet.service, undefined, fleetIdentity(fleet)),
           name: `etcd ${etcd.prefix.replace(/\/+$/, '')}/${fleet.service}/`,
           locks: [new EtcdFleetLock(etcd, fleet.service), new EtcdFleetLock(etcd, fleet.service, 'watch-lock')],
         },
