@@ -401,6 +401,12 @@ export interface FleetLockPort {
   /** Who holds the lock now, if anyone (status). */
   info(): Promise<LockInfo | undefined>;
   /** Optional: a line the holder leaves with the lock for `status` (fleetroll watch: its last action). */ note?(text: string): Promise<void>;
+  /**
+   * Optional (a lock on a lease, etcd): tells `listener` once if the lock is
+   * lost while held (its lease not renewed in time); returns a function that
+   * stops telling. The session then stops the rollout after its step.
+   */
+  onLost?(listener: (why: string) => void): () => void;
 }
 
 /** What an access log reader noticed on the way; each number is a reason lines may be missing or late. */

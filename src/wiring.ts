@@ -109,6 +109,8 @@ export function fleetHandles(
   const rt = first ? deps.runtimes.get(first.name) : undefined;
   if (!first || !(rt instanceof DockerRuntime)) throw new FleetrollError('E_INTERNAL', 'the fleet has no first host');
   const etcd = fleet.state?.etcd;
+  // The store's writes are conditioned on this lock while this process holds it (fenced).
+  const etcdLock = etcd ? new EtcdFleetLock(etcd, fleet.service) : undefined;
   // A watch holds a lock of its own for as long as it runs: a second watch of the fleet waits on it, a deploy does not.
   return {
     ...(etcd
@@ -121,8 +123,9 @@ export function fleetHandles(
               exists: () => new FleetStateStore(rt.docker, fleet.service, first.name).exists(),
             },
             fleetIdentity(fleet),
+            () => etcdLock?.fence(),
           ),
-          lock: new EtcdFleetLock(etcd, fleet.service),
+          lock: etcdLock!,
           watchLock: new EtcdFleetLock(etcd, fleet.service, 'watch-lock'),
         }
       : {

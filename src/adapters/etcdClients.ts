@@ -69,3 +69,8 @@ export function etcdError(s: EtcdSettings, what: string, err: unknown): Fleetrol
     cause: err,
   });
 }
+
+/** A key of the fleet's: prefix/service/name. */
+export function keyOf(s: EtcdSettings, service: string, name: string): string {
+  return `${s.prefix.replace(/\/+$/, '')}/${service}/${name}`;
+}

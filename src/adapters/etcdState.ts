@@ -13,21 +13,15 @@
  * fleetroll's ports onto it and turns etcd's errors into one that names the
  * endpoints and says what to check.
  */
-import type { Etcd3, Lease } from 'etcd3';
+import type { Etcd3 } from 'etcd3';
 import { FleetrollError } from '../errors.js';
-import type { FleetLockPort, FleetState, JournalEntry, LockHolder, LockInfo, StateStore } from '../ports.js';
-import { clientFor, etcdError, type EtcdSettings } from './etcdClients.js';
-import { LockHeldError, holderIsDeadHere, whoAmI } from './fleetState.js';
+import type { FleetState, JournalEntry, StateStore } from '../ports.js';
+import { clientFor, etcdError, keyOf, type EtcdSettings } from './etcdClients.js';
 
 export type { EtcdSettings };
+export { EtcdFleetLock, LOCK_TTL_S } from './etcdLock.js';
 
-/** The lock's lease: a holder that stops renewing it (killed, machine lost, cut off) loses the lock this long after. */
-export const LOCK_TTL_S = 10;
 const JOURNAL_KEEP = 2000;
-
-function keyOf(s: EtcdSettings, service: string, name: string): string {
-  return `${s.prefix.replace(/\/+$/, '')}/${service}/${name}`;
-}
 
 export class EtcdStateStore implements StateStore {
   readonly where: string;
@@ -43,6 +37,8 @@ export class EtcdStateStore implements StateStore {
     private readonly legacy?: { where: string; exists: () => Promise<boolean> },
     /** The fleet file's hosts as "name=endpoint" (checkIdentity); unset: no check (tests). */
     private readonly hosts?: string[],
+    /** The rollout lock's fence while this process holds it (EtcdFleetLock.fence): its writes are conditioned on it. */
+    private readonly fence?: () => { key: string; revision: string; lostWhy?: string | undefined } | undefined,
   ) {
     this.where = `etcd ${keyOf(s, service, '')}`;
   }
@@ -91,15 +87,34 @@ export class EtcdStateStore implements StateStore {
   }
 
   async write(state: FleetState): Promise<void> {
-    const hosts = this.hosts;
-    const [r] = await this.call('writing the fleet state', (c) =>
-      Promise.all([
-        c.put(keyOf(this.s, this.service, 'state')).value(`${JSON.stringify(state, null, 2)}\n`),
-        // The hosts as the fleet file names them now: a fleet that grows keeps matching through the ones it kept.
-        hosts ? c.put(keyOf(this.s, this.service, 'identity')).value(JSON.stringify({ hosts })) : Promise.resolve(undefined),
-      ]),
-    );
-    this.own.add(String(r.header?.revision ?? ''));
+    const writes: [string, string][] = [[keyOf(this.s, this.service, 'state'), `${JSON.stringify(state, null, 2)}\n`]];
+    // The hosts as the fleet file names them now: a fleet that grows keeps matching through the ones it kept.
+    if (this.hosts) writes.push([keyOf(this.s, this.service, 'identity'), JSON.stringify({ hosts: this.hosts })]);
+    this.own.add(await this.put('writing the fleet state', writes));
+  }
+
+  /**
+   * Writes in one go; returns the revision. While this process holds the
+   * fleet's lock (`fence`), in a transaction conditioned on the lock key still
+   * being the one it created: a holder that lost its lock writes nothing.
+   */
+  private async put(what: string, writes: [string, string][]): Promise<string> {
+    const fence = this.fence?.();
+    const refused = (why: string) =>
+      new FleetrollError('E_ETCD', `${what}: refused: this process no longer holds the fleet's lock in etcd (${why}); nothing was written`, {
+        hint: 'fleetroll status -f <fleet> shows where the fleet stands; fleetroll resume -f <fleet> continues the rollout once etcd answers',
+      });
+    if (fence?.lostWhy !== undefined) throw refused(fence.lostWhy);
+    return this.call(what, async (c) => {
+      const ops = writes.map(([k, v]) => c.put(k).value(v));
+      if (!fence) return String((await Promise.all(ops))[0]?.header?.revision ?? '');
+      const r = await c
+        .if(fence.key, 'Create', '==', fence.revision)
+        .then(...ops)
+        .commit();
+      if (!r.succeeded) throw refused("its lock key is gone or another holder's");
+      return String(r.header.revision);
+    });
   }
 
   /**
@@ -154,7 +169,7 @@ export class EtcdStateStore implements StateStore {
 
   async appendJournal(entries: JournalEntry[]): Promise<void> {
     const all = [...(this.journalSeen ?? (await this.journal())), ...entries].slice(-JOURNAL_KEEP);
-    await this.call('writing the journal', (c) => c.put(keyOf(this.s, this.service, 'journal')).value(`${all.map((e) => JSON.stringify(e)).join('\n')}\n`));
+    await this.put('writing the journal', [[keyOf(this.s, this.service, 'journal'), `${all.map((e) => JSON.stringify(e)).join('\n')}\n`]]);
     this.journalSeen = all;
   }
 
@@ -199,107 +214,5 @@ export class EtcdStateStore implements StateStore {
   /** Removes the fleet's keys (tests). */
   async destroy(): Promise<void> {
     await this.call('removing the fleet state', (c) => c.delete().prefix(keyOf(this.s, this.service, '')));
-  }
-}
-
-/**
- * The rollout lock (or the watch's, `name` watch-lock) as a key on a lease:
- * created only if absent, in one transaction, so of two deploys racing for it
- * exactly one wins; kept alive by the etcd3 client while held.
- */
-export class EtcdFleetLock implements FleetLockPort {
-  onTakeover: ((previous: LockInfo) => void) | undefined;
-  private lease: Lease | undefined;
-  private readonly key: string;
-
-  constructor(
-    private readonly s: EtcdSettings,
-    private readonly service: string,
-    name = 'lock',
-  ) {
-    this.key = keyOf(s, service, name);
-  }
-
-  private async call<T>(what: string, f: (c: Etcd3) => PromiseLike<T>): Promise<T> {
-    try {
-      return await f(await clientFor(this.s));
-    } catch (err) {
-      throw etcdError(this.s, what, err);
-    }
-  }
-
-  async info(): Promise<LockInfo | undefined> {
-    const [text, note] = await this.call('reading the lock', (c) => Promise.all([c.get(this.key).string(), c.get(`${this.key}/note`).string()]));
-    if (text === null) return undefined;
-    let holder: LockHolder;
-    try {
-      holder = JSON.parse(text) as LockHolder;
-    } catch {
-      holder = { holder: 'unknown', pid: 0, command: '', started: new Date().toISOString() };
-    }
-    const m = /^(\S+) (.*)$/.exec(note?.trim() ?? '');
-    // The key exists only while its lease is kept alive: it is as fresh as now.
-    return { ...holder, lease: new Date().toISOString(), stale: holderIsDeadHere(holder), ...(m ? { note: { at: m[1]!, text: m[2]! } } : {}) };
-  }
-
-  async acquire(_image: string, command: string, waitMs = 0): Promise<void> {
-    const holder: LockHolder = { holder: whoAmI(), pid: process.pid, command, started: new Date().toISOString() };
-    const until = Date.now() + waitMs;
-    for (;;) {
-      const won = await this.call('taking the lock (nothing was changed)', async (c) => {
-        const lease = c.lease(LOCK_TTL_S, { autoKeepAlive: true });
-        const id = await lease.grant();
-        const r = await c
-          .if(this.key, 'Create', '==', 0)
-          .then(
-            c
-              .put(this.key)
-              .value(JSON.stringify({ ...holder, leaseId: id }))
-              .lease(id),
-          )
-          .commit();
-        if (r.succeeded) {
-          this.lease = lease;
-          lease.on('lost', () => {
-            if (this.lease === lease) this.lease = undefined;
-          });
-          return true;
-        }
-        await lease.revoke().catch(() => {});
-        return false;
-      });
-      if (won) return;
-      const info = await this.info();
-      if (info?.stale) {
-        // Its holder is gone from this very machine: no need to wait out its lease.
-        this.onTakeover?.(info);
-        await this.call('taking over a stale lock', (c) => c.delete().key(this.key));
-        continue;
-      }
-      if (info && Date.now() >= until) throw new LockHeldError(info, this.service);
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  }
-
-  async note(text: string): Promise<void> {
-    const lease = this.lease;
-    if (!lease) return;
-    await this.call('writing the lock note', () => lease.put(`${this.key}/note`).value(`${new Date().toISOString()} ${text.replace(/\n/g, ' ')}\n`));
-  }
-
-  async release(): Promise<void> {
-    const lease = this.lease;
-    this.lease = undefined;
-    // Revoking the lease deletes the lock and its note at once.
-    if (lease) await this.call('releasing the lock', () => lease.revoke());
-  }
-
-  /** `lock release`: removes someone else's lock; without force only when its holder is gone. */
-  async breakLock(force: boolean): Promise<LockInfo | undefined> {
-    const info = await this.info();
-    if (!info) return undefined;
-    if (!info.stale && !force) throw new LockHeldError(info, this.service);
-    await this.call('removing the lock', (c) => c.delete().prefix(this.key));
-    return info;
   }
 }

@@ -17,6 +17,7 @@ import { deploy, healthOf, prepare, startHealthWatch, RolloutFailedError, type D
 import type { FleetHandles } from './types.js';
 import { revisionOf } from './revision.js';
 import { adoptedOf, forgetRemovedAdopted } from './adopt.js';
+import { followLockLoss } from './lockLoss.js';
 import { changesFromRunning, finishRecord, outcomeOf, recordedSpecOf, recordSpec, scrubLegacySecrets, switchTimesOf, withState } from './records.js';
 
 export type { FleetHandles } from './types.js';
@@ -73,6 +74,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
   h.lock.onTakeover = (prev) =>
     emit({ type: 'info', message: `took over a stale lock of ${prev.holder} (pid ${prev.pid}, ${prev.command}): its holder is gone` });
   await acquireLock(h, image, o, emit);
+  const loss = followLockLoss(h.lock, o.signal, emit);
   let healthWatch: HealthWatch | undefined;
   let state: FleetState | undefined;
   let offering: Promise<void> | undefined;
@@ -223,6 +225,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
         },
         {
           ...o,
+          signal: loss.signal,
           prepared: true,
           preparedMs,
           startedAtMs: o.startedAtMs ?? startedAtMs,
@@ -246,10 +249,14 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
       return { ...result, revisionNumber: record.number };
     } catch (err) {
       const { outcome, message } = outcomeOf(err);
-      if (o.heal === undefined) await finishRecord(h.store, record.number, outcome, message.split('\n')[0] ?? message, healthOf(err), switchTimesOf(err));
+      // With the lock lost, the store refuses this process's writes (fenced): the record stays as the loss left it.
+      if (o.heal === undefined)
+        await finishRecord(h.store, record.number, outcome, message.split('\n')[0] ?? message, healthOf(err), switchTimesOf(err)).catch((e: unknown) => {
+          if (loss.why() === undefined) throw e;
+        });
       write(outcome, 'end', { message: message.split('\n')[0] });
       await write.flush();
-      throw err;
+      throw loss.why() === undefined ? err : loss.error(err);
     }
   } catch (err) {
     notes?.failure(err, outcomeOf(err).outcome, Date.now() - began);
@@ -260,6 +267,7 @@ export async function runManaged(fleetIn: Fleet, deps: DeployDeps, h: FleetHandl
     if (o.heal === undefined) await h.asks?.withdraw().catch(() => {});
     await healthWatch?.abandon();
     await forgetRemovedAdopted(h.store, deps).catch(() => {});
+    loss.dispose();
     await h.lock.release();
     // After the lock: the next deploy need not wait for a slow receiver; the bound is FLUSH_BOUND_MS.
     await notes?.flush();

@@ -175,6 +175,37 @@ describe('state: { etcd } — the fleet state and lock in etcd', { timeout: 600_
     }
   });
 
+  it('etcd loses its quorum mid-rollout: the rollout stops after its step with the fleet consistent and says so (exit 1); resume continues it once etcd is back', async (t) => {
+    const f = await fleet('it-etcdq');
+    const state = { etcd: { endpoints, prefix } };
+    const at = (image: string) => f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0, image, drainSeconds: 3, state });
+    const first = await runCli(['deploy', '-f', at('fleetroll-example:1.0.0')]);
+    assert.equal(first.code, 0, first.stdout + first.stderr);
+    const running = await startCliUntil(['deploy', '-f', at('fleetroll-example:1.1.0')], /wave 1/);
+    const killedAt = Date.now();
+    // Two of three members: no quorum, so the deployer's lease is renewed no more.
+    await execa('bash', [script, 'kill', 'm1']);
+    await execa('bash', [script, 'kill', 'm2']);
+    let r: { code: number | null; stdout: string; stderr: string };
+    try {
+      r = await running.exited;
+    } finally {
+      await execa('bash', [script, 'start']);
+    }
+    t.diagnostic(`the deploy ended ${Date.now() - killedAt} ms after the quorum was lost`);
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stdout, /lost the fleet's lock: etcd has not renewed its lease for \d+\.\d s .*stopping after the step in progress/);
+    assert.match(r.stderr, /lost the fleet's lock: .*The rollout stopped after its step in progress and changed nothing after it/);
+    assert.match(r.stderr, /fleetroll resume -f <fleet> continues the rollout/);
+    const up = await f.upstream();
+    assert.equal(up.down, 0, `no server left marked down:\n${up.content}`);
+    assert.ok(up.up >= 3, `at least replicas in service:\n${up.content}`);
+
+    const resumed = await runCli(['resume', '-f', at('fleetroll-example:1.1.0')]);
+    assert.equal(resumed.code, 0, resumed.stdout + resumed.stderr);
+    assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0', '1.1.0']);
+  });
+
   it('etcd that does not answer: exit 1 before any change, naming the endpoints tried', async () => {
     const f = await fleet('it-etcd4');
     const state = { etcd: { endpoints: ['http://127.0.0.1:1'], prefix } };
