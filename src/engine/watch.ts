@@ -174,7 +174,26 @@ function sleepFor(ms: number, signal: AbortSignal): Promise<void> {
 
 type Look = { kind: 'nothing'; why: string } | { kind: 'look'; report: StatusReport; findings: HealFinding[]; revisionNumber: number };
 
+/**
+ * Any number of watches of a fleet may run, on any machines: the one that
+ * holds the watch lock leads, the others wait for it (stand by). A leader
+ * whose lock is lost (a lock on an etcd lease not renewed in time) stops,
+ * its heal in progress ending first, and stands by again: two never act at once.
+ */
 export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
+  for (;;) {
+    const lead = new AbortController();
+    let lost: string | undefined;
+    const end = await leadFleet({ ...o, signal: AbortSignal.any([o.signal, lead.signal]) }, (why) => {
+      lost = why;
+      o.log(`lost the lead of ${o.fleet.service}: ${why}; stopping (a heal in progress ends first), then standing by`);
+      lead.abort();
+    });
+    if (lost === undefined || o.signal.aborted || o.once) return end;
+  }
+}
+
+async function leadFleet(o: WatchOptions, onLost: (why: string) => void): Promise<WatchEnd> {
   const { fleet, deps, h, signal, log } = o;
   const sleep = o.sleep ?? sleepFor;
   const image = (await h.store.image()) ?? fleet.image;
@@ -183,6 +202,7 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
     log(`waiting: another watch of ${fleet.service} runs (${held.holder}, pid ${held.pid}, since ${held.started}); this one takes over when it stops`);
   h.watchLock.onTakeover = (prev) => log(`took over from a watch that is gone (${prev.holder}, pid ${prev.pid})`);
   await h.watchLock.acquire(image, 'fleetroll watch', o.once ? 0 : Number.MAX_SAFE_INTEGER);
+  const unfollow = h.watchLock.onLost?.(onLost);
   let heals = 0;
   let whole = false;
   const ports = o.ports ?? defaultPorts(o);
@@ -271,6 +291,7 @@ export async function watchFleet(o: WatchOptions): Promise<WatchEnd> {
       await events.wait(o.intervalMs);
     }
   } finally {
+    unfollow?.();
     events.close();
     await eject.idle();
     ports.close?.();

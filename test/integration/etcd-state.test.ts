@@ -206,6 +206,47 @@ describe('state: { etcd } — the fleet state and lock in etcd', { timeout: 600_
     assert.deepEqual(await f.versions(), ['1.1.0', '1.1.0', '1.1.0']);
   });
 
+  it('two watches: one leads and status names it; the leader SIGKILLed, then an app instance: the other heals, whole within 20 s, never more than replicas + 1 app containers', async (t) => {
+    const f = await fleet('it-etcdw');
+    const state = { etcd: { endpoints, prefix } };
+    const file = f.fleetFile({ replicas: 2, maxSurge: 1, maxUnavailable: 0, state });
+    const first = await runCli(['deploy', '-f', file]);
+    assert.equal(first.code, 0, first.stdout + first.stderr);
+    const args = ['watch', '-f', file, '--interval', '2s', '--settle', '1s'];
+    const leader = await startCliUntil(args, /watch: watching /);
+    const standby = await startCliUntil(args, /watch: waiting: another watch/);
+    try {
+      const status = await runCli(['status', '-f', file]);
+      assert.match(status.stdout, new RegExp(`watch: running \\(\\S+@\\S+, pid ${leader.child.pid}\\)`), status.stdout);
+      leader.child.kill('SIGKILL');
+      await leader.exited.catch(() => undefined);
+      const victim = (await f.instances()).find((i) => i.running)!;
+      const killedAt = Date.now();
+      await docker.getContainer(victim.id).kill({ signal: 'SIGKILL' });
+      let most = 0;
+      let wholeMs: number | undefined;
+      while (Date.now() - killedAt < 30_000) {
+        const list = await f.instances();
+        const running = list.filter((i) => i.running);
+        most = Math.max(most, running.length);
+        const up = await f.upstream();
+        if (running.length === 2 && up.up === 2 && up.down === 0 && /healed \(/.test(standby.stdout())) {
+          wholeMs = Date.now() - killedAt;
+          break;
+        }
+        await new Promise((res) => setTimeout(res, 200));
+      }
+      t.diagnostic(`whole ${wholeMs} ms after the instance was killed (the leader killed just before); at most ${most} app containers running`);
+      assert.ok(wholeMs !== undefined && wholeMs <= 20_000, `whole within 20 s: ${wholeMs} ms\n${standby.stdout()}`);
+      assert.ok(most <= 3, `never more than replicas + 1 running: ${most}`);
+      assert.match(standby.stdout(), /watch: (took over from a watch that is gone|watching )/);
+    } finally {
+      standby.child.kill('SIGTERM');
+      await standby.exited.catch(() => undefined);
+      leader.child.kill('SIGKILL');
+    }
+  });
+
   it('etcd that does not answer: exit 1 before any change, naming the endpoints tried', async () => {
     const f = await fleet('it-etcd4');
     const state = { etcd: { endpoints: ['http://127.0.0.1:1'], prefix } };

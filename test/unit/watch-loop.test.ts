@@ -56,7 +56,10 @@ function report(step: Step): StatusReport {
 }
 
 /** Runs the loop over `script` (one step per look; the last repeats) and returns what it did. */
-async function run(script: Step[], o: { outcome?: RevisionRecord['outcome']; healFails?: string[]; settleMs?: number; looks?: number } = {}) {
+async function run(
+  script: Step[],
+  o: { outcome?: RevisionRecord['outcome']; healFails?: string[]; settleMs?: number; looks?: number; loseLeadAt?: number } = {},
+) {
   const looks: Step[] = [];
   const heals: string[] = [];
   const sleeps: number[] = [];
@@ -67,12 +70,18 @@ async function run(script: Step[], o: { outcome?: RevisionRecord['outcome']; hea
   const state: FleetState = { service: 'api', nextRevision: 3, revisions: [record(o.outcome ?? 'complete')] };
   let step = 0;
   const abort = new AbortController();
+  const lost = new Set<(why: string) => void>();
+  let acquired = 0;
   const lock = {
     onTakeover: undefined,
-    acquire: async () => {},
+    acquire: async () => void acquired++,
     release: async () => {},
     info: async (): Promise<LockInfo | undefined> => undefined,
     note: async () => {},
+    onLost: (l: (why: string) => void) => {
+      lost.add(l);
+      return () => lost.delete(l);
+    },
   };
   const opts: WatchOptions = {
     fleet: { service: 'api', image: 'api:2' } as Fleet,
@@ -91,6 +100,7 @@ async function run(script: Step[], o: { outcome?: RevisionRecord['outcome']; hea
       report: async () => {
         const s = script[Math.min(step++, script.length - 1)]!;
         looks.push(s);
+        if (looks.length === o.loseLeadAt) for (const l of lost) l('etcd has not renewed its lease for 8.1 s');
         if (looks.length >= (o.looks ?? 12)) abort.abort();
         // A heal replaces the dead instance: from then on the script's 'dead' is healed.
         return report(s === 'dead' && heals.length > 0 && !failures.length ? 'whole' : s);
@@ -112,10 +122,21 @@ async function run(script: Step[], o: { outcome?: RevisionRecord['outcome']; hea
   };
   const end = await watchFleet(opts);
   assert.ok(maxHealing <= 1, 'never two heals at once');
-  return { end, looks, heals, sleeps, lines };
+  return { end, looks, heals, sleeps, lines, acquired, listening: lost.size };
 }
 
 describe('the watch loop on fakes', () => {
+  it('its watch lock lost (an etcd lease not renewed): it says so, stops leading and stands by again, taking the lock once more', async () => {
+    const r = await run(['whole'], { looks: 6, loseLeadAt: 2 });
+    assert.ok(
+      r.lines.some((l) => /lost the lead of api: etcd has not renewed its lease for 8\.1 s; stopping .*then standing by/.test(l)),
+      r.lines.join('\n'),
+    );
+    assert.equal(r.acquired, 2, 'it waited for the lock again');
+    assert.equal(r.looks.length, 6, 'and looked on once it held it');
+    assert.equal(r.listening, 0, 'no listener left once it ended');
+  });
+
   it('a whole fleet: looks every interval, never heals, says "whole" once', async () => {
     const r = await run(['whole'], { looks: 5 });
     assert.deepEqual(r.heals, []);
