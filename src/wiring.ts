@@ -13,6 +13,7 @@ import { MAX_TEMPLATE_BYTES } from './config/checks.js';
 import type { Fleet } from './config/load.js';
 import { ContainerLogStreamAccessLog, LocalFileAccessLog, containerFileAccessLog } from './adapters/accessLog.js';
 import { DockerRuntime } from './adapters/docker.js';
+import { EtcdSwitchBackAsks, EtcdYieldAsks } from './adapters/etcdAsks.js';
 import { EtcdFleetLock, EtcdStateStore } from './adapters/etcdState.js';
 import { FleetLock, FleetStateStore, whoAmI } from './adapters/fleetState.js';
 import { SwitchBackContainers, YieldAskContainer } from './adapters/switchAsks.js';
@@ -27,6 +28,7 @@ import type { AccessLogOpener, DeployDeps, LoadBalancer } from './engine/rollout
 import type { EventSink } from './engine/events.js';
 import { FleetrollError } from './errors.js';
 import type { FleetLockPort, FleetState, LockInfo, StateStore } from './ports.js';
+import type { SwitchBackAsks, YieldAsks } from './engine/types.js';
 import { upstreamTemplateProblem } from './core/upstream.js';
 
 const DEFAULT_TEMPLATE = new URL('../templates/upstream.conf.tmpl', import.meta.url);
@@ -104,7 +106,7 @@ export type ManagedLock = FleetLockPort & { breakLock(force: boolean): Promise<L
 export function fleetHandles(
   fleet: Fleet,
   deps: Pick<DeployDeps, 'runtimes'>,
-): { store: ManagedStateStore; lock: ManagedLock; watchLock: ManagedLock; asks: SwitchBackContainers; yieldAsks: YieldAskContainer; who: string } {
+): { store: ManagedStateStore; lock: ManagedLock; watchLock: ManagedLock; asks: SwitchBackAsks; yieldAsks: YieldAsks; who: string } {
   const first = fleet.hosts[0];
   const rt = first ? deps.runtimes.get(first.name) : undefined;
   if (!first || !(rt instanceof DockerRuntime)) throw new FleetrollError('E_INTERNAL', 'the fleet has no first host');
@@ -127,14 +129,17 @@ export function fleetHandles(
           ),
           lock: etcdLock!,
           watchLock: new EtcdFleetLock(etcd, fleet.service, 'watch-lock'),
+          // With etcd, nothing of fleetroll's is created on a Docker host: the asks are keys too.
+          asks: new EtcdSwitchBackAsks(etcd, fleet.service, () => etcdLock?.fence()),
+          yieldAsks: new EtcdYieldAsks(etcd, fleet.service, whoAmI()),
         }
       : {
           store: new FleetStateStore(rt.docker, fleet.service, first.name),
           lock: new FleetLock(rt.docker, fleet.service),
           watchLock: new FleetLock(rt.docker, `${fleet.service}-watch`),
+          asks: new SwitchBackContainers(rt.docker, fleet.service),
+          yieldAsks: new YieldAskContainer(rt.docker, fleet.service, whoAmI()),
         }),
-    asks: new SwitchBackContainers(rt.docker, fleet.service),
-    yieldAsks: new YieldAskContainer(rt.docker, fleet.service, whoAmI()),
     who: whoAmI(),
   };
 }

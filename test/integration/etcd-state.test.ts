@@ -247,6 +247,32 @@ describe('state: { etcd } — the fleet state and lock in etcd', { timeout: 600_
     }
   });
 
+  it('blue-green undo inside scaleDownDelaySeconds with the state in etcd: the offer and the ask are etcd keys, the switch-back quick, nothing created on the engine', async (t) => {
+    const f = await fleet('it-etcdbg');
+    const state = { etcd: { endpoints, prefix } };
+    assert.equal((await runCli(['deploy', '-f', f.fleetFile({ replicas: 2, type: 'BlueGreen', state })])).code, 0);
+    const file = f.fleetFile({ replicas: 2, type: 'BlueGreen', scaleDownDelaySeconds: 60, image: 'fleetroll-example:1.1.0', state });
+    const running = await startCliUntil(['deploy', '-f', file], /switched: the old set/);
+    // The rollout offers just after it says so.
+    const offerKey = `${prefix}/${f.names.service}/switchback/offer`;
+    for (let i = 0; i < 50 && String((await etcdctl('get', '--print-value-only', offerKey)).stdout).trim() === ''; i++)
+      await new Promise((res) => setTimeout(res, 100));
+    assert.match(String((await etcdctl('get', '--print-value-only', offerKey)).stdout), /"rollout"/, 'the offer is a key in etcd');
+    const t0 = Date.now();
+    const undo = await runCli(['undo', '-f', file]);
+    const undoMs = Date.now() - t0;
+    const deployed = await running.exited;
+    assert.equal(undo.code, 0, undo.stdout + undo.stderr);
+    assert.match(undo.stdout, /switched back/, undo.stdout);
+    assert.equal(deployed.code, 1, deployed.stdout + deployed.stderr);
+    assert.match(deployed.stderr, /rolled back \(undo\)/);
+    assert.deepEqual(await f.versions(), ['1.0.0', '1.0.0']);
+    t.diagnostic(`undo (node's start included) took ${undoMs} ms`);
+    assert.deepEqual(await leftOnEngine(f.names.service), [], 'no offer, ask or lock container on the engine');
+    const left = String((await etcdctl('get', '--prefix', '--keys-only', `${prefix}/${f.names.service}/switchback/`)).stdout).trim();
+    assert.equal(left, '', 'the offer and the ask withdrawn');
+  });
+
   it('etcd that does not answer: exit 1 before any change, naming the endpoints tried', async () => {
     const f = await fleet('it-etcd4');
     const state = { etcd: { endpoints: ['http://127.0.0.1:1'], prefix } };
