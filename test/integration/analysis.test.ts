@@ -120,9 +120,10 @@ describe('the analysis gate, from the access log', () => {
     assert.ok(served.length < answers.length / 2, 'stopped before it served most of the traffic');
   });
 
-  // The delay is added to whatever stable's latency is, and the gate divides one by the other: the
-  // canary is caught while stable's p99 stays under half the delay. 300 ms was not enough with the
-  // whole suite running (stable's p99 163 ms, canary 479 ms: 2.94×, under the limit of 3×).
+  // The delay is added to whatever stable's latency is, and the gate divides one by the other: with a
+  // limit of 2× the canary is caught while stable's p99 stays under the delay itself. 300 ms was not
+  // enough with the whole suite running (stable's p99 163 ms, canary 479 ms: 2.94×, under a limit of
+  // 3×), nor was 1.5 s against 3× on a loaded clean-clone CI (stable 1135 ms, canary 2683 ms: 2.36×).
   it('canary: a version 1.5 s slower (no errors) is caught by maxLatencyRatio; the canary is removed, nothing failed', async (t) => {
     const f = await fleet('it-gatel');
     assert.equal((await runCli(['deploy', '-f', f.fleetFile({ replicas: 3, maxSurge: 1, maxUnavailable: 0 })])).code, 0);
@@ -131,7 +132,7 @@ describe('the analysis gate, from the access log', () => {
       replicas: 3,
       type: 'Canary',
       canary: { stickyKey: 'header:X-User', steps: [{ setWeight: 50 }, { analysis: {} }, { setWeight: 100 }] },
-      analysis: { interval: '4s', minRequests: 10, maxLatencyRatio: 3 },
+      analysis: { interval: '4s', minRequests: 10, maxLatencyRatio: 2 },
       image: 'fleetroll-example:1.1.0',
       env: { BAD_LATENCY_MS: '1500' },
     });
@@ -140,10 +141,10 @@ describe('the analysis gate, from the access log', () => {
 
     assert.equal(r.code, 1, r.stdout + r.stderr);
     assert.match(r.stderr, /canary aborted \(the analysis failed\)/);
-    const figures = /p99 latency (\d+(?:\.\d+)?) ms on 1\.1\.0 vs (\d+(?:\.\d+)?) ms on stable[^:]*: ([\d.]+)×, limit 3×/.exec(r.stderr);
+    const figures = /p99 latency (\d+(?:\.\d+)?) ms on 1\.1\.0 vs (\d+(?:\.\d+)?) ms on stable[^:]*: ([\d.]+)×, limit 2×/.exec(r.stderr);
     assert.ok(figures, r.stderr);
     t.diagnostic(
-      `latency gate: canary p99 ${figures[1]} ms vs stable ${figures[2]} ms (${figures[3]}×, limit 3×); the slow version served ${answers.filter((a) => a.version === '1.1.0').length} of ${answers.length} requests`,
+      `latency gate: canary p99 ${figures[1]} ms vs stable ${figures[2]} ms (${figures[3]}×, limit 2×); the slow version served ${answers.filter((a) => a.version === '1.1.0').length} of ${answers.length} requests`,
     );
     assert.ok(Number(figures[1]) >= 1500, `the canary's p99 (${figures[1]} ms) includes the 1500 ms it adds`);
     assert.deepEqual((await f.versions()).sort(), ['1.0.0', '1.0.0', '1.0.0']);
