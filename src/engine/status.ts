@@ -47,7 +47,18 @@ export interface InstanceStatus {
   upstreams: Record<string, 'up' | 'down' | 'absent' | 'moved'>;
 }
 
-export async function statusReport(fleetIn: Fleet, deps: Pick<DeployDeps, 'runtimes' | 'routers' | 'prober'>, h: StatusHandles) {
+/**
+ * `hostsDown: 'name'` (the status command): a host that does not answer is
+ * named in `unreachable` and the report covers the others; otherwise (the
+ * watch's looks) its error fails the report, as the watch must not take a
+ * host it cannot see for one without instances.
+ */
+export async function statusReport(
+  fleetIn: Fleet,
+  deps: Pick<DeployDeps, 'runtimes' | 'routers' | 'prober'>,
+  h: StatusHandles,
+  o: { hostsDown?: 'name' } = {},
+) {
   const state = await h.store.read();
   const latest = state?.revisions[state.revisions.length - 1];
   const fleet = latest ? fleetForRecord(fleetIn, latest, { strict: false, state }) : withState(fleetIn, state);
@@ -57,11 +68,27 @@ export async function statusReport(fleetIn: Fleet, deps: Pick<DeployDeps, 'runti
   const adoptedRev = state?.revisions.find((r) => r.hash.startsWith(ADOPTED_PREFIX));
   const adopted = await Promise.all(
     (state?.adopted ?? []).map(async (a) => {
-      const i = await deps.runtimes.get(a.host)?.inspect(a.id, a.port);
+      const i = await deps.runtimes
+        .get(a.host)
+        ?.inspect(a.id, a.port)
+        .catch((err: unknown) => {
+          if (o.hostsDown !== 'name') throw err;
+          return undefined;
+        });
       return i ? { ...i, labels: { ...i.labels, [LABELS.revision]: adoptedRev?.hash ?? 'adopted', [LABELS.version]: adoptedRev?.version ?? '?' } } : undefined;
     }),
   );
-  const infos = [...(await Promise.all([...deps.runtimes.values()].map((rt) => rt.list(labels)))).flat(), ...adopted.filter((i) => i !== undefined)];
+  const unreachable: { host: string; error: string }[] = [];
+  const listed = await Promise.all(
+    [...deps.runtimes.entries()].map(([host, rt]) =>
+      rt.list(labels).catch((err: unknown) => {
+        if (o.hostsDown !== 'name') throw err;
+        unreachable.push({ host, error: (err instanceof Error ? err.message : String(err)).split('\n')[0] ?? '' });
+        return [];
+      }),
+    ),
+  );
+  const infos = [...listed.flat(), ...adopted.filter((i) => i !== undefined)];
   const upstreams = await Promise.all(
     deps.routers.map(async (lb) => ({ name: lb.router.name, servers: parseUpstreamServers((await lb.router.read().catch(() => undefined)) ?? '') })),
   );
@@ -116,6 +143,7 @@ export async function statusReport(fleetIn: Fleet, deps: Pick<DeployDeps, 'runti
     paused: state?.paused === true,
     lock: (await h.lock.info()) ?? null,
     watch: await watchStatus(h.watchLock),
+    ...(unreachable.length > 0 ? { unreachable } : {}),
   };
 }
 

@@ -27,8 +27,19 @@ async function context(file: string, loaded?: Awaited<ReturnType<typeof loadFlee
   const fleet = loaded ?? (await loadFleet(file));
   const deps = await buildDeps(fleet);
   const h = fleetHandles(fleet, deps);
+  // The volume's state is on the first host: without it nothing can be read (with etcd, the hosts that answer are enough).
   const first = [...deps.runtimes.values()][0];
-  if (first) await first.ping();
+  if (first && !fleet.state?.etcd)
+    await first.ping().catch((err: unknown) => {
+      throw new FleetrollError(
+        'E_DOCKER_UNREACHABLE',
+        `${(err as Error).message}\n  it holds the fleet's state (the volume fleetroll-state-${fleet.service}): nothing can be read or deployed without it`,
+        {
+          hint: `bring ${fleet.hosts[0]?.name} back; then move the state to etcd (state.etcd, fleetroll state migrate --to etcd: docs/state.md) so that no host holds it`,
+          cause: err,
+        },
+      );
+    });
   return { fleet, deps, ...h };
 }
 
@@ -276,7 +287,7 @@ export function registerDay2(program: CommandUnknownOpts, out: Out): void {
         await watchRollout(ctx.store, o.timeout, (line) => out.line(line));
         return;
       }
-      const report = await statusReport(ctx.fleet, ctx.deps, ctx);
+      const report = await statusReport(ctx.fleet, ctx.deps, ctx, { hostsDown: 'name' });
       if (o.json) out.json(report);
       else printStatus(report, out);
     });
@@ -390,6 +401,7 @@ function printStatus(r: StatusReport, out: Out): void {
   for (const [lb, strays] of Object.entries(r.strays))
     if (strays.length > 0)
       out.line(`${lb} sends users to ${strays.join(', ')}: no running instance has that address (fleetroll watch, or the next deploy, takes it out)`);
+  for (const u of r.unreachable ?? []) out.line(`host ${u.host} does not answer (${u.error}): its instances are not shown`);
   const w = r.watch;
   if (w?.running)
     out.line(
